@@ -1,0 +1,251 @@
+"""The `autopass` command: parses, calls, prints."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+from . import __version__, toolchain
+from .build_env import record_environment
+from .store import STORE_DIRNAME, Store, StoreError
+from .targets import resolve
+
+EPILOG = """\
+typical session:
+  autopass doctor                       check that clang/opt/llvm-profdata {v} are here
+  autopass record -- make -j2           build once, capturing every unit's LLVM IR
+  autopass units                        what was captured (and what was skipped, and why)
+  autopass targets                      which units each binary is made of
+""".format(v=toolchain.DEFAULT_LLVM_VERSION)
+
+
+class CliError(Exception):
+    pass
+
+
+def _store_dir(args: argparse.Namespace) -> str:
+    if args.store:
+        return os.path.abspath(args.store)
+    from .store import find_store_dir
+    return find_store_dir(os.getcwd()) or os.path.abspath(STORE_DIRNAME)
+
+
+def _open(args: argparse.Namespace) -> Store:
+    try:
+        return Store.open_existing(_store_dir(args))
+    except StoreError as error:
+        raise CliError(str(error))
+
+
+def _root_of(store: Store) -> str:
+    return os.path.dirname(store.dir)
+
+
+# -- record -----------------------------------------------------------------------------
+def cmd_record(args: argparse.Namespace) -> int:
+    command = args.command
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise CliError("nothing to build: give the build command after `--`, e.g. "
+                       "`autopass record -- make -j2`")
+    root = os.path.abspath(args.root or os.getcwd())
+    store_dir = os.path.abspath(args.store or os.path.join(root, STORE_DIRNAME))
+    store = Store.create(store_dir)
+    if not toolchain.find_tool("clang", exclude=frozenset({os.path.join(store_dir, "bin")})):
+        raise CliError("clang not found: " + toolchain.INSTALL_HINT.format(
+            v=toolchain.DEFAULT_LLVM_VERSION))
+    env = record_environment(store_dir, root)
+    started = time.time()
+    log_before = len(store.log_lines())
+    print(f"autopass: recording into {store_dir}", file=sys.stderr)
+    try:
+        status = subprocess.call(command, env=env)
+    except FileNotFoundError:
+        raise CliError(f"build command not found: {command[0]!r}")
+    except KeyboardInterrupt:
+        print("autopass: interrupted; what was recorded so far is kept", file=sys.stderr)
+        return 130
+    _print_record_summary(store, started, log_before)
+    if status != 0:
+        print(f"autopass: the build command exited with {status}", file=sys.stderr)
+    return status
+
+
+def _print_record_summary(store: Store, started: float, log_before: int) -> None:
+    units = [u for u in store.units() if u.recorded_at >= started]
+    skipped = [s for s in store.skipped() if s.recorded_at >= started]
+    links = [link for link in store.links() if link.recorded_at >= started]
+    reasons = collections.Counter(s.reason for s in skipped)
+    line = f"autopass: recorded {len(units)} units and {len(links)} links"
+    if reasons:
+        line += "; skipped " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+    print(line, file=sys.stderr)
+    failures = store.log_lines()[log_before:]
+    if failures:
+        print(f"autopass: {len(failures)} problems logged in "
+              f"{os.path.join(store.dir, 'autopass.log')}; the build was not affected. "
+              f"First: {failures[0]}", file=sys.stderr)
+
+
+# -- units / targets --------------------------------------------------------------------
+def cmd_units(args: argparse.Namespace) -> int:
+    store = _open(args)
+    root = _root_of(store)
+    units, skipped = store.units(), store.skipped()
+    if args.json:
+        json.dump({"root": root,
+                   "units": [_unit_json(u, root) for u in units],
+                   "skipped": [vars(s) for s in skipped]}, sys.stdout, indent=2)
+        print()
+        return 0
+    if not units:
+        print("no units recorded yet: run `autopass record -- <build command>`")
+    else:
+        width = max(len(u.source_rel) for u in units)
+        print(f"{'SOURCE':<{width}}  LANG  OPT  OBJECT")
+        for u in units:
+            obj = os.path.relpath(u.output, root) if u.output else "(linked directly)"
+            print(f"{u.source_rel:<{width}}  {_short_lang(u.language):<4}  "
+                  f"{u.opt_level:<3}  {obj}")
+        print(f"{len(units)} units")
+    if skipped:
+        print(f"\nskipped ({len(skipped)}):")
+        for s in skipped:
+            what = " ".join(os.path.relpath(p, root) for p in s.sources) or " ".join(s.argv)[:80]
+            print(f"  {s.reason:<16} {what}" + (f"  ({s.detail})" if s.detail else ""))
+    return 0
+
+
+def _short_lang(language: str) -> str:
+    return {"c++": "c++", "c": "c", "objective-c": "objc", "objective-c++": "objc++"
+            }.get(language, language[:4])
+
+
+def _unit_json(u, root: str) -> dict:
+    data = vars(u).copy()
+    data["output_rel"] = os.path.relpath(u.output, root) if u.output else None
+    return data
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    store = _open(args)
+    targets = resolve(store, _root_of(store))
+    if args.json:
+        json.dump([t.to_json() for t in targets], sys.stdout, indent=2)
+        print()
+        return 0
+    if not targets:
+        print("no links recorded yet: run `autopass record -- <build command>`")
+    for t in targets:
+        print(f"{t.output_rel} ({t.kind}): {len(t.units)} units")
+        for source in t.unit_sources:
+            print(f"  {source}")
+        for lib in t.shared_libraries:
+            print(f"  shared library {lib}")
+        for item in t.unmatched:
+            print(f"  not captured: {item}")
+    return 0
+
+
+# -- doctor -----------------------------------------------------------------------------
+def cmd_doctor(args: argparse.Namespace) -> int:
+    version = args.llvm_version
+    reports = toolchain.survey(version)
+    problems = []
+    majors = set()
+    for report in reports:
+        if report.path is None:
+            print(f"  {report.tool:<14} MISSING")
+            problems.append(report.tool)
+            continue
+        ident = report.identity
+        if ident is None:
+            print(f"  {report.tool:<14} {report.path}  (did not report a version)")
+            problems.append(report.tool)
+            continue
+        majors.add(ident.major)
+        target = f"  target {ident.target}" if ident.target else ""
+        print(f"  {report.tool:<14} {report.path}  version {ident.version}{target}")
+    required_missing = [p for p in problems if p in ("clang", "clang++", "opt")]
+    if len(majors) > 1:
+        print(f"error: the tools come from different LLVM versions {sorted(majors)}; "
+              "set AUTOPASS_CC, AUTOPASS_CXX, AUTOPASS_OPT, AUTOPASS_PROFDATA to one version")
+        return 1
+    if problems:
+        print(f"{'error' if required_missing else 'warning'}: missing {', '.join(problems)}; "
+              + toolchain.INSTALL_HINT.format(v=version))
+        return 1 if required_missing else 0
+    print(f"ok: LLVM {majors.pop()} toolchain found")
+    return 0
+
+
+# -- parser -----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="autopass", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Make a whole C/C++ application faster without touching its source: "
+                    "record its build, tune per-file compiler flags, apply them.",
+        epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"autopass {__version__}")
+    sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
+
+    def store_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--store", metavar="DIR",
+                       help=f"the store folder (default: the nearest {STORE_DIRNAME}/ "
+                            "from the current folder upwards)")
+
+    p = sub.add_parser("record", help="run a build, capturing each unit's IR and every link",
+                       description="Run BUILD with autopass's wrapper as the C and C++ "
+                       "compiler (CC/CXX, and cc/gcc/clang/c++/g++ first on PATH). Every "
+                       "compile runs exactly as asked; the wrapper also stores the unit's "
+                       "pre-optimization LLVM IR, its command line and each link step. "
+                       "For CMake, configure a fresh build folder under record, or use "
+                       "cmake/AutoPass.cmake.",
+                       epilog="example: autopass record -- make -j2\n"
+                              "         autopass record -- sh -c 'cmake -B build -G Ninja "
+                              "&& ninja -C build'",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", metavar="DIR", help=f"store folder (default: ROOT/{STORE_DIRNAME})")
+    p.add_argument("--root", metavar="DIR",
+                   help="project root; sources are recorded relative to it (default: .)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("units", help="list captured units and skipped commands with reasons")
+    store_option(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_units)
+
+    p = sub.add_parser("targets", help="list linked binaries and the units each is made of")
+    store_option(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_targets)
+
+    p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")
+    p.add_argument("--llvm-version", type=int, default=toolchain.DEFAULT_LLVM_VERSION,
+                   metavar="N", help="LLVM major version to look for (default: %(default)s)")
+    p.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except (CliError, StoreError) as error:
+        print(f"autopass: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

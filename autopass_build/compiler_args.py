@@ -1,0 +1,517 @@
+"""Pure classification of a gcc/clang command line.
+
+`classify(args, cwd, cxx_driver)` returns an `Invocation` (what the command does, its
+sources, output, and every argument tagged with a role) or a `Skip` with a *named*
+reason, in the style of ccache's argument processing: every bail-out has a name and the
+tests assert those names.  No I/O happens here except reading `@file` response files.
+
+Arguments are `str` as Python decodes argv (utf-8 with surrogateescape), so arbitrary
+bytes round-trip through `os.fsencode`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+# ---- named outcomes -------------------------------------------------------------------
+# Modes of an invocation we can act on.
+COMPILE = "compile"            # -c: sources -> objects
+COMPILE_AND_LINK = "compile_and_link"  # sources (and maybe objects) -> a linked binary
+LINK = "link"                  # objects/archives -> a linked binary
+
+# Reasons to pass a command through untouched.  "Quiet" ones are not worth recording
+# (queries, probes, preprocessing); the others are compiles we saw but cannot capture.
+QUERY = "query"                        # --version, -dumpmachine, -print-*, no inputs
+VERBOSE = "verbose"                    # -v / -### : tools parse stderr, touch nothing
+PREPROCESS = "preprocess"              # -E
+DEPENDENCY_ONLY = "dependency_only"    # -M / -MM without -MD
+ASSEMBLY_OUTPUT = "assembly_output"    # -S
+SYNTAX_ONLY = "syntax_only"            # -fsyntax-only
+ASSEMBLER_SOURCE = "assembler_source"  # only .s/.S inputs
+PROBE = "probe"                        # conftest.c, CMake try_compile / compiler id
+MISSING_ARGUMENT = "missing_argument"  # -o/-I/-x ... as the last argument
+RESPONSE_FILE = "response_file"        # @file missing, unreadable or nested too deep
+LTO = "lto"
+EMIT_LLVM = "emit_llvm"
+SAVE_TEMPS = "save_temps"
+PROFILE = "profile"
+PCH = "pch"
+MODULES = "modules"
+MULTIPLE_ARCH = "multiple_arch"
+STDIN_INPUT = "stdin_input"
+UNSUPPORTED_LANGUAGE = "unsupported_language"
+EMBED_BITCODE = "embed_bitcode"
+
+QUIET_REASONS = frozenset({QUERY, VERBOSE, PREPROCESS, DEPENDENCY_ONLY, SYNTAX_ONLY, PROBE,
+                           ASSEMBLY_OUTPUT, ASSEMBLER_SOURCE})
+
+# Roles of arguments.
+R_OUTPUT = "output"
+R_SOURCE = "source"
+R_MODE = "mode"                # -c -S -E
+R_DEPENDENCY = "dependency"    # -MD -MMD -MF -MT -MQ -MP -MG -Wp,-MD,...
+R_SIDE_OUTPUT = "side_output"  # flags that write extra files: -MJ, -ftime-trace, ...
+R_PREPROCESSOR = "preprocessor"
+R_LANGUAGE = "language"        # -x, -std=
+R_OPTIMIZATION = "optimization"  # -O*, -f*, -m*, -mllvm
+R_WARNING = "warning"
+R_DEBUG = "debug"
+R_LINK = "link"                # -l -L -Wl, -shared ...
+R_LINK_INPUT = "link_input"    # .o .a .so and unknown files
+R_OTHER = "other"
+
+# ---- option tables --------------------------------------------------------------------
+# Options whose value is the next argument when written alone.
+SEPARATE_VALUE = frozenset("""
+-o -I -D -U -x -L -l -F -B -include -imacros -isystem -iquote -idirafter -iprefix
+-iwithprefix -iwithprefixbefore -isysroot -imultilib -ivfsoverlay -include-pch
+-MF -MT -MQ -MJ -Xclang -mllvm -Xlinker -Xpreprocessor -Xassembler -Xanalyzer
+-Xopenmp-target -Xcuda-ptxas -Xcuda-fatbinary -u -T -z -e -target -arch -b -V
+--sysroot --param -aux-info -dependency-file -dependency-dot -serialize-diagnostics
+--serialize-diagnostics -resource-dir -ccc-install-dir -framework -install_name -rpath
+-working-directory -exported_symbols_list -current_version -compatibility_version
+--gcc-toolchain -gcc-toolchain --target --config -specs -G -Xflang -main-file-name
+""".split())
+# Of those, the ones also written joined to their value (-Ifoo, -lm, -ofile, -MFx.d).
+JOINED_VALUE = ("-o", "-I", "-D", "-U", "-x", "-L", "-l", "-F", "-B", "-MF", "-MT", "-MQ",
+                "-MJ", "-isystem", "-iquote", "-idirafter", "-include", "-imacros")
+PREPROCESSOR_OPTIONS = frozenset("""-I -D -U -include -imacros -isystem -iquote -idirafter
+-iprefix -iwithprefix -iwithprefixbefore -isysroot -imultilib -ivfsoverlay -Xpreprocessor
+""".split())
+LINK_OPTIONS = frozenset("-L -l -Xlinker -u -T -z -e -rpath -framework -install_name "
+                         "-exported_symbols_list -current_version -compatibility_version"
+                         .split())
+LINK_SWITCHES = frozenset("""-shared -static -pie -no-pie -rdynamic -nostdlib -nostartfiles
+-nodefaultlibs -static-libgcc -static-libstdc++ -pthread -s -r -symbolic -shared-libgcc
+-Bsymbolic""".split())
+DEPENDENCY_SWITCHES = frozenset({"-MD", "-MMD", "-MP", "-MG", "-MV"})
+DEPENDENCY_VALUE = frozenset({"-MF", "-MT", "-MQ"})
+QUERY_OPTIONS = frozenset("""--version -dumpmachine -dumpversion -dumpfullversion -dumpspecs
+-qversion --help -help --help-hidden --target-help -print-search-dirs -print-libgcc-file-name
+-print-multi-directory -print-multi-lib -print-multi-os-directory -print-sysroot
+-print-targets -print-resource-dir -print-effective-triple -print-target-triple
+-print-supported-cpus""".split())
+
+SOURCE_LANGUAGES = {
+    ".c": "c", ".i": "cpp-output",
+    ".cc": "c++", ".cp": "c++", ".cxx": "c++", ".cpp": "c++", ".CPP": "c++", ".c++": "c++",
+    ".C": "c++", ".ii": "c++-cpp-output",
+    ".m": "objective-c", ".mi": "objective-c-cpp-output",
+    ".mm": "objective-c++", ".M": "objective-c++", ".mii": "objective-c++-cpp-output",
+    ".s": "assembler", ".S": "assembler-with-cpp", ".sx": "assembler-with-cpp",
+    ".h": "header", ".hh": "header", ".hpp": "header", ".hxx": "header", ".H": "header",
+    ".cu": "cuda", ".cl": "cl", ".f": "fortran", ".f90": "fortran", ".F90": "fortran",
+    ".ll": "ir", ".bc": "ir", ".cppm": "c++-module", ".ccm": "c++-module",
+    ".cxxm": "c++-module", ".c++m": "c++-module", ".ixx": "c++-module",
+}
+# Languages whose pre-optimization IR we capture.
+CAPTURED_LANGUAGES = frozenset({"c", "c++", "cpp-output", "c++-cpp-output", "objective-c",
+                                "objective-c++"})
+LANGUAGE_SKIP_REASON = {
+    "assembler": ASSEMBLER_SOURCE, "assembler-with-cpp": ASSEMBLER_SOURCE,
+    "header": PCH, "c-header": PCH, "c++-header": PCH, "ir": EMIT_LLVM,
+    "c++-module": MODULES,
+}
+CXX_PROMOTED = {"c": "c++", "cpp-output": "c++-cpp-output"}  # clang++ compiles .c as C++
+
+MAX_RESPONSE_FILES = 64
+
+
+# ---- results --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Arg:
+    """One option with its value tokens, exactly as written (`("-o", "x.o")`)."""
+    tokens: tuple[str, ...]
+    role: str
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str           # as written on the command line
+    language: str
+    arg_index: int      # index into Invocation.args
+
+
+@dataclass(frozen=True)
+class Skip:
+    """The command is passed through untouched; `reason` is one of the names above."""
+    reason: str
+    detail: str = ""
+    sources: tuple[str, ...] = ()
+
+    @property
+    def quiet(self) -> bool:
+        return self.reason in QUIET_REASONS
+
+
+@dataclass(frozen=True)
+class Invocation:
+    mode: str
+    args: tuple[Arg, ...]             # the expanded command line, tagged
+    sources: tuple[Source, ...]       # sources we capture IR for
+    skipped_sources: tuple[Skip, ...] = ()
+    output: str | None = None         # as written (-o), or None
+    link_inputs: tuple[str, ...] = ()
+    opt_level: str = "-O0"
+    used_response_file: bool = False
+
+    def object_path(self, source: Source) -> str | None:
+        """Where the compiler writes the object for `source` (relative to cwd)."""
+        if self.mode != COMPILE:
+            return None  # compile-and-link: objects are temporaries
+        if self.output is not None:
+            return self.output
+        base = os.path.basename(source.path)
+        return os.path.splitext(base)[0] + ".o"
+
+    def link_output(self) -> str | None:
+        if self.mode == COMPILE:
+            return None
+        return self.output if self.output is not None else "a.out"
+
+    def ir_args(self, source: Source, ir_output: str) -> list[str]:
+        """The arguments that emit `source`'s pre-optimization IR and write nothing else."""
+        out: list[str] = []
+        for index, arg in enumerate(self.args):
+            if arg.role in (R_OUTPUT, R_MODE, R_DEPENDENCY, R_SIDE_OUTPUT, R_LINK,
+                            R_LINK_INPUT):
+                continue
+            if arg.role == R_SOURCE and index != source.arg_index:
+                continue
+            out.extend(arg.tokens)
+        out += ["-w", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c", "-o", ir_output]
+        return out
+
+    def flag_tokens(self, *roles: str) -> list[str]:
+        return [t for a in self.args if a.role in roles for t in a.tokens]
+
+
+# ---- response files -------------------------------------------------------------------
+class ResponseFileError(Exception):
+    pass
+
+
+def split_response_text(text: str) -> list[str]:
+    """gcc/clang (GNU) response-file quoting: whitespace separates; '' "" and \\ quote."""
+    tokens: list[str] = []
+    current: list[str] = []
+    in_token = False
+    quote = ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and i + 1 < len(text):
+                i += 1
+                current.append(text[i])
+            else:
+                current.append(ch)
+        elif ch in "'\"":
+            quote, in_token = ch, True
+        elif ch == "\\" and i + 1 < len(text):
+            i += 1
+            current.append(text[i])
+            in_token = True
+        elif ch.isspace():
+            if in_token:
+                tokens.append("".join(current))
+                current, in_token = [], False
+        else:
+            current.append(ch)
+            in_token = True
+        i += 1
+    if in_token:
+        tokens.append("".join(current))
+    return tokens
+
+
+def _read_response_file(name: str, cwd: str) -> list[str]:
+    path = os.path.join(cwd, name)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise ResponseFileError(f"cannot read response file {name!r}: {error.strerror}")
+    return split_response_text(data.decode("utf-8", "surrogateescape"))
+
+
+# ---- classification -------------------------------------------------------------------
+def _language_of(path: str, forced: str | None) -> str:
+    if forced is not None:
+        return forced
+    ext = os.path.splitext(path)[1]
+    return SOURCE_LANGUAGES.get(ext, SOURCE_LANGUAGES.get(ext.lower(), "")) if ext else ""
+
+
+def _is_probe(path: str) -> bool:
+    base = os.path.basename(path)
+    return (base.startswith("conftest.") or base.startswith("CMakeCCompilerId")
+            or base.startswith("CMakeCXXCompilerId")
+            or base.startswith("CMakeCCompilerABI") or base.startswith("CMakeCXXCompilerABI")
+            or "/CMakeScratch/TryCompile-" in path or "/CMakeTmp/" in path
+            or "/CompilerIdC/" in path or "/CompilerIdCXX/" in path
+            or base.startswith("cmTC_"))
+
+
+def _optimization_role(token: str) -> str:
+    if token.startswith(("-W", "-pedantic")) or token == "-w":
+        return R_WARNING
+    if token.startswith("-g"):
+        return R_DEBUG
+    if token.startswith("-std=") or token.startswith("--std="):
+        return R_LANGUAGE
+    if token.startswith(("-O", "-f", "-m")):
+        return R_OPTIMIZATION
+    return R_OTHER
+
+
+def _tag_joined(token: str) -> tuple[str, str]:
+    """Role of an option written joined to its value (-Ifoo, -lm, -MFx.d)."""
+    for prefix in JOINED_VALUE:
+        if token.startswith(prefix) and token != prefix:
+            if prefix == "-o":
+                return R_OUTPUT, token[2:]
+            if prefix in DEPENDENCY_VALUE:
+                return R_DEPENDENCY, token[3:]
+            if prefix == "-MJ":
+                return R_SIDE_OUTPUT, token[3:]
+            if prefix in ("-l", "-L"):
+                return R_LINK, token[2:]
+            if prefix == "-x":
+                return R_LANGUAGE, token[2:]
+            if prefix == "-F":
+                return R_PREPROCESSOR, token[2:]
+            if prefix == "-B":
+                return R_OTHER, token[2:]
+            return R_PREPROCESSOR, token[len(prefix):]
+    return "", ""
+
+
+def _unsupported_flag(token: str) -> str:
+    if token.startswith("-flto") and token != "-flto=none" or token == "-flto":
+        return LTO
+    if token == "-emit-llvm":
+        return EMIT_LLVM
+    if token.startswith(("-save-temps", "--save-temps")):
+        return SAVE_TEMPS
+    if (token.startswith(("-fprofile-", "-fcs-profile-", "-fauto-profile"))
+            and not token.startswith("-fprofile-list")) or token in ("--coverage",
+                                                                     "-fbranch-probabilities"):
+        return PROFILE
+    if token.startswith(("-fmodules", "-fmodule-file", "-fprebuilt-module-path", "-fcxx-modules",
+                         "-fmodule-map-file", "-fimplicit-module-maps")) \
+            and not token.startswith("-fmodules-ts=") and token != "-fno-modules":
+        return MODULES
+    if token.startswith("-fembed-bitcode") and token != "-fembed-bitcode=off":
+        return EMBED_BITCODE
+    return ""
+
+
+def classify(args: list[str], cwd: str = ".", cxx_driver: bool = False) -> Invocation | Skip:
+    """Classify the arguments (without argv[0]) of a compiler call run in `cwd`."""
+    try:
+        return _classify(list(args), cwd, cxx_driver)
+    except ResponseFileError as error:
+        return Skip(RESPONSE_FILE, str(error))
+
+
+def _classify(tokens: list[str], cwd: str, cxx_driver: bool) -> Invocation | Skip:
+    tagged: list[Arg] = []
+    sources: list[Source] = []
+    skipped: list[Skip] = []
+    inputs: list[str] = []
+    link_inputs: list[str] = []
+    output: str | None = None
+    forced_language: str | None = None
+    stage = ""              # "", "-c", "-S", "-E"
+    dependency_only = False
+    dependency_file = False
+    opt_level = "-O0"
+    arch_count = 0
+    unsupported = ""
+    rsp_expansions = 0
+    saw_query = saw_verbose = syntax_only = False
+    i = 0
+
+    def add(role: str, *toks: str) -> None:
+        tagged.append(Arg(tuple(toks), role))
+
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token.startswith("@") and len(token) > 1:
+            # Spliced in place, so an @file inside it is expanded in turn; the count
+            # bounds a file that includes itself.
+            rsp_expansions += 1
+            if rsp_expansions > MAX_RESPONSE_FILES:
+                raise ResponseFileError(f"more than {MAX_RESPONSE_FILES} response files "
+                                        "(one includes itself?)")
+            tokens[i - 1:i] = _read_response_file(token[1:], cwd)
+            i -= 1
+            continue
+        if token in SEPARATE_VALUE:
+            if i >= len(tokens):
+                return Skip(MISSING_ARGUMENT, f"{token} needs a value")
+            value = tokens[i]
+            i += 1
+            if token == "-o":
+                output = value
+                add(R_OUTPUT, token, value)
+            elif token == "-x":
+                forced_language = None if value == "none" else value
+                add(R_LANGUAGE, token, value)
+            elif token in DEPENDENCY_VALUE:
+                add(R_DEPENDENCY, token, value)
+            elif token in ("-MJ", "-serialize-diagnostics", "--serialize-diagnostics",
+                           "-dependency-file", "-dependency-dot"):
+                add(R_SIDE_OUTPUT, token, value)
+            elif token in PREPROCESSOR_OPTIONS:
+                add(R_PREPROCESSOR, token, value)
+            elif token in LINK_OPTIONS:
+                add(R_LINK, token, value)
+            elif token == "-include-pch":
+                unsupported = unsupported or PCH
+                add(R_PREPROCESSOR, token, value)
+            elif token == "-arch":
+                arch_count += 1
+                add(R_OPTIMIZATION, token, value)
+            elif token == "-mllvm":
+                add(R_OPTIMIZATION, token, value)
+            elif token == "-Xclang":
+                reason = _unsupported_flag(value)
+                if value in ("-emit-llvm", "-emit-llvm-bc"):
+                    reason = EMIT_LLVM
+                unsupported = unsupported or reason
+                add(R_OTHER, token, value)
+            elif token == "-V":
+                saw_query = True
+                add(R_OTHER, token, value)
+            else:
+                add(R_OTHER, token, value)
+            continue
+        if token in ("-c", "-S", "-E"):
+            # gcc: -E wins over -S wins over -c
+            order = {"": 0, "-c": 1, "-S": 2, "-E": 3}
+            if order[token] > order[stage]:
+                stage = token
+            add(R_MODE, token)
+            continue
+        if token in ("-M", "-MM"):
+            dependency_only = True
+            add(R_DEPENDENCY, token)
+            continue
+        if token in DEPENDENCY_SWITCHES:
+            dependency_file = True
+            add(R_DEPENDENCY, token)
+            continue
+        if token.startswith("-Wp,"):
+            parts = token[4:].split(",")
+            if any(p.startswith("-M") for p in parts):
+                dependency_file = True
+                add(R_DEPENDENCY, token)
+            else:
+                add(R_PREPROCESSOR, token)
+            continue
+        if token.startswith(("-Wl,", "-Xlinker")):
+            add(R_LINK, token)
+            continue
+        if token.startswith(("-ftime-trace", "-fsave-optimization-record",
+                             "-foptimization-record-file", "-fproc-stat-report", "-save-stats",
+                             "-fdiagnostics-format=sarif")):
+            add(R_SIDE_OUTPUT, token)
+            continue
+        if token in QUERY_OPTIONS or token.startswith(("-print-", "--print-", "-dump")):
+            saw_query = True
+            add(R_OTHER, token)
+            continue
+        if token in ("-v", "-###", "--verbose"):
+            saw_verbose = True
+            add(R_OTHER, token)
+            continue
+        if token == "-fsyntax-only":
+            syntax_only = True
+            add(R_MODE, token)
+            continue
+        if token == "-":
+            unsupported = unsupported or STDIN_INPUT
+            add(R_SOURCE, token)
+            continue
+        if token.startswith("-"):
+            role, _ = _tag_joined(token)
+            if role:
+                if role == R_OUTPUT:
+                    output = token[2:]
+                elif role == R_LANGUAGE:
+                    forced_language = None if token[2:] == "none" else token[2:]
+                add(role, token)
+                continue
+            if token in LINK_SWITCHES:
+                add(R_LINK, token)
+                continue
+            if token.startswith("-O"):
+                opt_level = token
+            reason = _unsupported_flag(token)
+            if reason:
+                unsupported = unsupported or reason
+            if token.startswith(("-arch=",)):
+                arch_count += 1
+            add(_optimization_role(token), token)
+            continue
+        # A positional argument: a source or a linker input.
+        language = _language_of(token, forced_language)
+        if cxx_driver and forced_language is None:
+            language = CXX_PROMOTED.get(language, language)
+        inputs.append(token)
+        if language == "":
+            link_inputs.append(token)
+            add(R_LINK_INPUT, token)
+            continue
+        add(R_SOURCE, token)
+        if language in CAPTURED_LANGUAGES:
+            sources.append(Source(token, language, len(tagged) - 1))
+        else:
+            reason = LANGUAGE_SKIP_REASON.get(language, UNSUPPORTED_LANGUAGE)
+            skipped.append(Skip(reason, f"{token}: language {language}", (token,)))
+
+    all_sources = tuple(s.path for s in sources) + tuple(p for s in skipped for p in s.sources)
+    if saw_query:
+        return Skip(QUERY)
+    if saw_verbose:
+        return Skip(VERBOSE)
+    if not inputs:
+        return Skip(QUERY, "no input files")
+    if stage == "-E":
+        return Skip(PREPROCESS)
+    if dependency_only and not dependency_file:
+        return Skip(DEPENDENCY_ONLY)
+    if syntax_only:
+        return Skip(SYNTAX_ONLY)
+    if stage == "-S":
+        return Skip(ASSEMBLY_OUTPUT)
+    paths_to_check = list(all_sources) + ([output] if output else []) + [cwd + "/"]
+    if any(_is_probe(p) for p in paths_to_check):
+        return Skip(PROBE)
+    if unsupported:
+        return Skip(unsupported, "", all_sources)
+    if arch_count > 1:
+        return Skip(MULTIPLE_ARCH, "", all_sources)
+    if not sources and skipped:
+        if all(s.reason == ASSEMBLER_SOURCE for s in skipped):
+            return Skip(ASSEMBLER_SOURCE, "", all_sources)
+        if stage == "-c":
+            return skipped[0]
+    if stage == "-c":
+        mode = COMPILE
+        if len(all_sources) > 1 and output is not None:
+            return Skip(MISSING_ARGUMENT, "-o with -c and several sources", all_sources)
+    elif sources or skipped:
+        mode = COMPILE_AND_LINK
+    else:
+        mode = LINK
+    return Invocation(mode=mode, args=tuple(tagged), sources=tuple(sources),
+                      skipped_sources=tuple(skipped), output=output,
+                      link_inputs=tuple(link_inputs), opt_level=opt_level,
+                      used_response_file=rsp_expansions > 0)

@@ -1,0 +1,106 @@
+"""Running tools: argument lists only (never a shell), process-group kill on timeout.
+
+The compiler wrapper runs for every compile of a user's build, so this module uses
+`os.posix_spawn` and a pidfd instead of importing `subprocess` (several milliseconds).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+SECRET_ENV_MARKERS = ("API_KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+@dataclass(frozen=True)
+class Finished:
+    status: int          # os.waitstatus_to_exitcode: negative = killed by that signal
+    timed_out: bool = False
+
+
+def run_inherit(path: str, argv: list[str], env: dict[str, str]) -> Finished:
+    """Run with our stdin/stdout/stderr (so output is byte-identical); forward signals."""
+    pid = os.posix_spawn(path, argv, env)
+    previous = {}
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in FORWARDED_SIGNALS:
+        previous[signum] = signal.signal(signum, forward)
+    try:
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                continue
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return Finished(os.waitstatus_to_exitcode(status))
+
+
+def run_quiet(path: str, argv: list[str], env: dict[str, str], timeout: float,
+              stderr_path: str | None = None) -> Finished:
+    """Run detached from our output in its own session; kill the group on timeout."""
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+               (os.POSIX_SPAWN_OPEN, 2, stderr_path or os.devnull,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
+    pid = os.posix_spawn(path, argv, env, file_actions=actions, setsid=True)
+    exited = _wait_for_exit(pid, timeout)
+    if not exited:
+        kill_group(pid)
+    _, status = os.waitpid(pid, 0)
+    return Finished(os.waitstatus_to_exitcode(status), timed_out=not exited)
+
+
+def _wait_for_exit(pid: int, timeout: float) -> bool:
+    """True when `pid` exited within `timeout` seconds (it is not reaped)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # pragma: no cover - kernels before 5.3
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                return True
+            time.sleep(0.005)
+        return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(max(0, int(timeout * 1000))))
+    finally:
+        os.close(fd)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by `pid` (started with setsid)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def exit_like(status: int) -> int:
+    """Exit the way the child did: re-raise its fatal signal, else return its code."""
+    if status < 0:
+        signum = -status
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return 128 + signum  # not reached for fatal signals
+    return status
+
+
+def clean_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment for tools we start ourselves: no API keys or tokens."""
+    return {k: v for k, v in env.items()
+            if not any(marker in k.upper() for marker in SECRET_ENV_MARKERS)}

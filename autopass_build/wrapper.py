@@ -1,0 +1,189 @@
+"""`autopass-cc` / `autopass-c++`: the compiler wrapper.
+
+Three ways in, one behaviour:
+
+* as the compiler:        CC=autopass-cc make            (real compiler: clang-19)
+* as a launcher:          autopass-cc clang-19 -c a.c     (CMake's COMPILER_LAUNCHER)
+* masquerading:           a `gcc`/`cc` symlink to us, first on PATH (autopass record)
+
+The rule that matters most: never break the build.  The real compiler always runs with
+the byte-exact original arguments.  Queries, probes and anything we do not capture are
+handed over with `exec` (no extra process, not one byte added to the output).  Compiles
+run first, untouched; only after they succeed is the IR captured, and any failure of
+ours is logged to the store and ignored.  Only foundations are imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from . import proc, toolchain
+from .compiler_args import Invocation, Skip, classify
+
+ENV_STORE = "AUTOPASS_STORE"
+ENV_ROOT = "AUTOPASS_ROOT"
+ENV_MODE = "AUTOPASS_MODE"            # record (default when a store is found) | off
+ENV_GUARD = "AUTOPASS_WRAPPER_ACTIVE"  # set for the real compiler: recursion guard
+ENV_MASQUERADE_DIR = "AUTOPASS_MASQUERADE_DIR"
+LAUNCHER_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-mode=")
+COMPILER_NAME = re.compile(r"^(?:[\w.]+-)*(?:cc|gcc|c\+\+|g\+\+|clang|clang\+\+)(?:-[\d.]+)?$")
+MODES = ("record", "off")
+
+
+class WrapperError(Exception):
+    """A misconfiguration the user must fix; printed as one line, build fails."""
+
+
+def is_cxx_name(name: str) -> bool:
+    base = os.path.basename(name)
+    return "++" in base or base.endswith("cxx") or base.startswith("autopass-c++")
+
+
+def _self_paths(argv0: str, env: dict[str, str]) -> frozenset[str]:
+    """Real paths that are autopass itself, never to be taken for the real compiler."""
+    paths = {os.path.realpath(argv0)}
+    located = toolchain.which(argv0, env.get("PATH", "")) if os.sep not in argv0 else None
+    if located:
+        paths.add(os.path.realpath(located))
+    masquerade = env.get(ENV_MASQUERADE_DIR)
+    if masquerade:
+        paths.add(os.path.abspath(masquerade))
+    return frozenset(paths)
+
+
+def _launcher_compiler(first: str, env: dict[str, str]) -> str | None:
+    """The compiler named by a launcher-style call (`autopass-cc clang-19 ...`)."""
+    if first.startswith("-") or not COMPILER_NAME.match(os.path.basename(first)):
+        return None
+    return toolchain.which(first, env.get("PATH", ""))
+
+
+class Plan:
+    """Everything resolved from argv and the environment before anything runs."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str):
+        self.env = env
+        self.cwd = cwd
+        rest = argv[1:]
+        options = {}
+        while rest and rest[0].startswith(LAUNCHER_OPTIONS):
+            key, value = rest.pop(0)[2:].split("=", 1)
+            options[key] = value
+        launched = _launcher_compiler(rest[0], env) if rest else None
+        if launched:
+            self.compiler_argv0 = rest[0]
+            self.compiler_path = launched
+            self.cxx = is_cxx_name(rest[0])
+            self.args = rest[1:]
+        else:
+            self.cxx = is_cxx_name(argv[0])
+            tool = "clang++" if self.cxx else "clang"
+            found = toolchain.find_tool(tool, env=env, exclude=_self_paths(argv[0], env))
+            if not found:
+                raise WrapperError(f"cannot find the real {tool}: "
+                                   + toolchain.INSTALL_HINT.format(v=toolchain.DEFAULT_LLVM_VERSION))
+            self.compiler_argv0 = self.compiler_path = found
+            self.args = rest
+        self.mode = options.get("autopass-mode") or env.get(ENV_MODE) or "record"
+        if self.mode not in MODES:
+            raise WrapperError(f"{ENV_MODE}={self.mode!r} is not one of {', '.join(MODES)}")
+        self.store_dir = options.get("autopass-store") or env.get(ENV_STORE) or None
+        if self.store_dir is None and self.mode == "record":
+            from .store import find_store_dir
+            self.store_dir = find_store_dir(cwd)
+        self.root = (options.get("autopass-root") or env.get(ENV_ROOT)
+                     or (os.path.dirname(os.path.abspath(self.store_dir))
+                         if self.store_dir else cwd))
+
+    def child_env(self) -> dict[str, str]:
+        return {**self.env, ENV_GUARD: "1"}
+
+    def exec_compiler(self) -> None:
+        """Replace this process by the real compiler with the original arguments."""
+        os.execve(self.compiler_path, [self.compiler_argv0] + self.args, self.child_env())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    env = dict(os.environ)
+    name = os.path.basename(argv[0])
+    if env.get(ENV_GUARD):
+        sys.stderr.write(
+            f"{name}: error: autopass's wrapper was started by the compiler it wraps "
+            "(recursion). The real compiler resolves back to autopass: set AUTOPASS_CC / "
+            "AUTOPASS_CXX to the real clang (e.g. /usr/bin/clang-19), or remove autopass's "
+            "symlinks from the front of PATH.\n")
+        return 2
+    try:
+        plan = Plan(argv, env, os.getcwd())
+    except WrapperError as error:
+        sys.stderr.write(f"{name}: error: {error}\n")
+        return 2
+    except Exception as error:  # nothing ran yet, and there is no compiler to fall back to
+        sys.stderr.write(f"{name}: error: cannot start ({error!r}); set AUTOPASS_MODE=off "
+                         "to bypass autopass, and please report this\n")
+        return 2
+    if plan.mode == "off" or plan.store_dir is None:
+        plan.exec_compiler()
+    try:
+        parsed = classify(plan.args, plan.cwd, plan.cxx)
+    except Exception as error:  # never break the build over our own bug
+        _log(plan, f"classify failed: {error!r}")
+        plan.exec_compiler()
+    if isinstance(parsed, Skip):
+        if not parsed.quiet:
+            _try_record_skip(plan, parsed)
+        plan.exec_compiler()
+    return _compile_and_record(plan, parsed)
+
+
+def _compile_and_record(plan: Plan, inv: Invocation) -> int:
+    done = proc.run_inherit(plan.compiler_path, [plan.compiler_argv0] + plan.args,
+                            plan.child_env())
+    if done.status != 0:
+        return proc.exit_like(done.status)
+    try:
+        from .recorder import Call, record_call
+        from .store import Store
+        store = Store.create(plan.store_dir)
+        try:
+            record_call(store, _call(plan), inv)
+        finally:
+            store.close()
+    except Exception as error:  # the build has succeeded; ours is only a log line
+        _log(plan, f"record failed for {' '.join(plan.args)[:500]}: {error}")
+    return 0
+
+
+def _call(plan: Plan):
+    from .recorder import Call
+    return Call(compiler_path=plan.compiler_path, compiler_argv0=plan.compiler_argv0,
+                args=plan.args, cwd=plan.cwd, env=plan.env, store_dir=plan.store_dir,
+                root=plan.root, cxx=plan.cxx)
+
+
+def _try_record_skip(plan: Plan, skip: Skip) -> None:
+    try:
+        from .recorder import record_skip
+        from .store import Store
+        store = Store.create(plan.store_dir)
+        try:
+            record_skip(store, _call(plan), skip)
+        finally:
+            store.close()
+    except Exception as error:
+        _log(plan, f"recording a skipped command failed: {error}")
+
+
+def _log(plan: Plan, line: str) -> None:
+    try:
+        from .store import Store
+        Store(plan.store_dir).log(line)
+    except Exception:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
