@@ -22,7 +22,7 @@ CXX_NAMES = ("c++", "g++", "clang++", "clang++-19", "x86_64-linux-gnu-g++",
              "x86_64-linux-gnu-c++")
 MAX_SHEBANG = 120
 
-LAUNCHER = """#!{python} -I -S
+LAUNCHER = """#!{python} -IS
 # Written by `autopass record`: the compiler wrapper without site-packages start-up cost.
 import sys
 sys.path.insert(0, {package_parent!r})

@@ -1,0 +1,61 @@
+# AutoPass.cmake -- build a CMake project through autopass without editing it.
+#
+# Without touching the project (CMake >= 3.24):
+#   cmake -S . -B build -G Ninja \
+#         -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=/path/to/autopass/cmake/AutoPass.cmake
+#   cmake --build build
+#   autopass units          # run from the source folder (the store is ./.autopass)
+#
+# Or from a CMakeLists.txt, before the targets are defined:
+#   list(APPEND CMAKE_MODULE_PATH /path/to/autopass/cmake)
+#   include(AutoPass)
+#
+# Cache options:
+#   AUTOPASS_MODE   record (default) | off
+#   AUTOPASS_STORE  the store folder (default: <top source dir>/.autopass)
+#   AUTOPASS_ROOT   the project root sources are recorded relative to (default: top source dir)
+#
+# Included before languages are enabled (the first form), it also picks clang-19 /
+# clang++-19 as the compilers when none were chosen: autopass captures LLVM IR, which
+# needs clang. Compiles run through CMAKE_<LANG>_COMPILER_LAUNCHER, links through
+# CMAKE_<LANG>_LINKER_LAUNCHER, so the project's own settings stay as they are.
+
+include_guard(GLOBAL)
+
+set(AUTOPASS_MODE "record" CACHE STRING "autopass wrapper mode: record or off")
+set_property(CACHE AUTOPASS_MODE PROPERTY STRINGS record off)
+set(AUTOPASS_ROOT "${CMAKE_SOURCE_DIR}" CACHE PATH "project root for autopass")
+set(AUTOPASS_STORE "${AUTOPASS_ROOT}/.autopass" CACHE PATH "autopass store folder")
+
+find_program(AUTOPASS_CC_WRAPPER NAMES autopass-cc
+             HINTS ENV VIRTUAL_ENV PATH_SUFFIXES bin
+             DOC "autopass compiler wrapper")
+if(NOT AUTOPASS_CC_WRAPPER)
+  message(FATAL_ERROR "AutoPass: autopass-cc not found on PATH. Install autopass "
+                      "(pip install autopass, or activate its virtual environment), or set "
+                      "-DAUTOPASS_CC_WRAPPER=/path/to/autopass-cc.")
+endif()
+
+if(NOT CMAKE_C_COMPILER AND NOT DEFINED ENV{CC})
+  find_program(AUTOPASS_CLANG NAMES clang-19 clang)
+  if(AUTOPASS_CLANG)
+    set(CMAKE_C_COMPILER "${AUTOPASS_CLANG}")
+  endif()
+endif()
+if(NOT CMAKE_CXX_COMPILER AND NOT DEFINED ENV{CXX})
+  find_program(AUTOPASS_CLANGXX NAMES clang++-19 clang++)
+  if(AUTOPASS_CLANGXX)
+    set(CMAKE_CXX_COMPILER "${AUTOPASS_CLANGXX}")
+  endif()
+endif()
+
+set(_autopass_launcher
+    "${AUTOPASS_CC_WRAPPER}"
+    "--autopass-mode=${AUTOPASS_MODE}"
+    "--autopass-store=${AUTOPASS_STORE}"
+    "--autopass-root=${AUTOPASS_ROOT}")
+foreach(_lang C CXX OBJC OBJCXX)
+  set(CMAKE_${_lang}_COMPILER_LAUNCHER "${_autopass_launcher}")
+  set(CMAKE_${_lang}_LINKER_LAUNCHER "${_autopass_launcher}")
+endforeach()
+message(STATUS "AutoPass: ${AUTOPASS_MODE} mode, store ${AUTOPASS_STORE}")
