@@ -437,6 +437,7 @@ def _classify(tokens: list[str], cwd: str, cxx_driver: bool) -> Invocation | Ski
             continue
         if token == "-":
             unsupported = unsupported or STDIN_INPUT
+            inputs.append(token)
             add(R_SOURCE, token)
             continue
         if token.startswith("-"):

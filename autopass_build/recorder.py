@@ -19,8 +19,6 @@ from .store import (ArchiveRecord, LinkInput, LinkRecord, SkipRecord, Store, Uni
                     hash_bytes, hash_file, hash_json)
 
 DEFAULT_IR_TIMEOUT_S = 300.0
-# Environment variables through which gcc and clang write dependency files.
-DEPENDENCY_ENV = ("DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
 
 
 @dataclass(frozen=True)
@@ -79,9 +77,9 @@ def capture_ir(store: Store, call: Call, inv: Invocation, source_index: int) -> 
     tmp_ir = store.new_tmp_path(".bc")
     tmp_err = tmp_ir + ".stderr"
     argv = [call.compiler_argv0] + inv.ir_args(source, tmp_ir)
-    env = {k: v for k, v in call.env.items() if k not in DEPENDENCY_ENV}
     try:
-        done = proc.run_quiet(call.compiler_path, argv, env, ir_timeout(call.env), tmp_err)
+        done = proc.run_quiet(call.compiler_path, argv, call.env, ir_timeout(call.env),
+                              tmp_err)
         if done.timed_out:
             raise CaptureError(f"IR step for {source.path} timed out after "
                                f"{ir_timeout(call.env):g}s", IR_TIMEOUT)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up autopass on a Debian/Ubuntu machine: clang/llvm 19 and build tools (apt, only
+# what is missing), a virtual environment in .venv with autopass and its dependencies.
+#   bash scripts/setup.sh          the tool
+#   bash scripts/setup.sh --test   the tool and what the test suite needs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LLVM=19
+want_tests=0
+[ "${1:-}" = "--test" ] && want_tests=1
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+command -v clang-$LLVM >/dev/null || missing+=(clang-$LLVM)
+command -v opt-$LLVM >/dev/null || missing+=(llvm-$LLVM)
+command -v make >/dev/null || missing+=(make)
+command -v cmake >/dev/null || missing+=(cmake)
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+if [ $want_tests = 1 ]; then
+  command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
+  command -v valgrind >/dev/null || missing+=(valgrind)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]} with apt-get"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  python3 -m venv .venv
+fi
+extra=""
+[ $want_tests = 1 ] && extra="[test]"
+say "installing autopass${extra} into .venv"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extra}" 2>&1 \
+  | grep -v "^WARNING: Location" >&2 || true
+.venv/bin/autopass --version >/dev/null
+say "ready: .venv/bin/autopass (activate with: source .venv/bin/activate)"
