@@ -28,6 +28,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The tests build a real program from Debian sources: they need a deb-src entry for the
+# main archive only (the mirror lacks the security archive's sources).
+if [ $want_tests = 1 ] && ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  src=/etc/apt/sources.list.d/debian.sources
+  if [ -f $src ]; then
+    say "enabling deb-src for the main Debian archive"
+    awk 'BEGIN{RS="";ORS="\n\n"} NR==1{sub(/Types: deb/,"Types: deb-src"); print}' $src \
+      | as_root tee /etc/apt/sources.list.d/autopass-deb-src.sources >/dev/null
+    as_root apt-get update -qq
+  else
+    say "warning: no $src; enable deb-src yourself for the Debian-source tests"
+  fi
+fi
+
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv"
   python3 -m venv .venv

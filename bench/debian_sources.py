@@ -1,0 +1,70 @@
+"""Real programs from Debian source packages, fetched and unpacked once, then copied.
+
+Needs a deb-src entry for the main archive (`scripts/setup.sh --test` adds one).  The
+downloads are cached under $AUTOPASS_BENCH_CACHE (default ~/.cache/autopass/debian);
+no upstream code is ever committed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE = Path(os.environ.get("AUTOPASS_BENCH_CACHE",
+                            Path.home() / ".cache" / "autopass" / "debian"))
+
+
+@dataclass(frozen=True)
+class Program:
+    package: str                  # Debian source package
+    build_dir: str                # where the build command runs, inside the source tree
+    build: tuple[str, ...]        # its own build command (compiler names as upstream has them)
+    plain_overrides: tuple[str, ...]  # make variables for a plain clang-19 build
+    clean: tuple[str, ...]
+    binaries: tuple[str, ...]     # relative to build_dir
+
+
+LUA = Program(
+    package="lua5.4", build_dir="src",
+    build=("make", "posix"),
+    plain_overrides=("CC=clang-19 -std=gnu99",),
+    clean=("make", "clean"),
+    binaries=("lua", "luac"),
+)
+PROGRAMS = {"lua5.4": LUA}
+
+
+class FetchError(Exception):
+    pass
+
+
+def _run(argv: list[str], cwd: Path) -> None:
+    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise FetchError(f"{' '.join(argv)} failed in {cwd}:\n{result.stderr[-2000:]}\n"
+                         "Is deb-src enabled? `bash scripts/setup.sh --test` enables it.")
+
+
+def unpacked(package: str) -> Path:
+    """The pristine, unpacked upstream source of `package` (cached)."""
+    folder = CACHE / package
+    tree = folder / "source"
+    if tree.is_dir():
+        return tree
+    folder.mkdir(parents=True, exist_ok=True)
+    if not list(folder.glob("*.dsc")):
+        _run(["apt-get", "source", "--download-only", package], folder)
+    [dsc] = folder.glob("*.dsc")
+    partial = folder / "source.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    _run(["dpkg-source", "-x", "--skip-patches", dsc.name, partial.name], folder)
+    partial.rename(tree)
+    return tree
+
+
+def fresh_copy(package: str, dest: Path) -> Path:
+    shutil.copytree(unpacked(package), dest, symlinks=True)
+    return dest
