@@ -7,7 +7,6 @@ every static library a binary links we know which units it is made of.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 MAGIC = b"!<arch>\n"
 THIN_MAGIC = b"!<thin>\n"
@@ -19,10 +18,12 @@ class ArchiveFormatError(Exception):
     pass
 
 
-@dataclass(frozen=True)
 class Member:
-    name: str
-    data: bytes
+    """One archive member (a plain class: the wrapper imports this module)."""
+    __slots__ = ("name", "data")
+
+    def __init__(self, name: str, data: bytes):
+        self.name, self.data = name, data
 
 
 def is_archive(path: str) -> bool:

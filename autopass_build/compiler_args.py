@@ -12,7 +12,6 @@ bytes round-trip through `os.fsencode`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 # ---- named outcomes -------------------------------------------------------------------
 # Modes of an invocation we can act on.
@@ -119,42 +118,74 @@ MAX_RESPONSE_FILES = 64
 
 
 # ---- results --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Arg:
+# Plain classes, not dataclasses: this module runs in every compile, and importing
+# `dataclasses` (which imports `inspect`) costs ~45 ms per compile on a 2-core VM.
+class _Record:
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, *values: object, **named: object) -> None:
+        defaults = getattr(type(self), "_defaults", {})
+        for index, name in enumerate(self.__slots__):
+            if index < len(values):
+                value = values[index]
+            elif name in named:
+                value = named[name]
+            else:
+                value = defaults[name]
+            object.__setattr__(self, name, value)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(
+            getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class Arg(_Record):
     """One option with its value tokens, exactly as written (`("-o", "x.o")`)."""
+    __slots__ = ("tokens", "role")
     tokens: tuple[str, ...]
     role: str
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(_Record):
+    __slots__ = ("path", "language", "arg_index")
     path: str           # as written on the command line
     language: str
     arg_index: int      # index into Invocation.args
 
 
-@dataclass(frozen=True)
-class Skip:
+class Skip(_Record):
     """The command is passed through untouched; `reason` is one of the names above."""
+    __slots__ = ("reason", "detail", "sources")
+    _defaults = {"detail": "", "sources": ()}
     reason: str
-    detail: str = ""
-    sources: tuple[str, ...] = ()
+    detail: str
+    sources: tuple[str, ...]
 
     @property
     def quiet(self) -> bool:
         return self.reason in QUIET_REASONS
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(_Record):
+    __slots__ = ("mode", "args", "sources", "skipped_sources", "output", "link_inputs",
+                 "opt_level", "used_response_file")
+    _defaults = {"skipped_sources": (), "output": None, "link_inputs": (), "opt_level": "-O0",
+                 "used_response_file": False}
     mode: str
     args: tuple[Arg, ...]             # the expanded command line, tagged
     sources: tuple[Source, ...]       # sources we capture IR for
-    skipped_sources: tuple[Skip, ...] = ()
-    output: str | None = None         # as written (-o), or None
-    link_inputs: tuple[str, ...] = ()
-    opt_level: str = "-O0"
-    used_response_file: bool = False
+    skipped_sources: tuple[Skip, ...]
+    output: str | None                # as written (-o), or None
+    link_inputs: tuple[str, ...]
+    opt_level: str
+    used_response_file: bool
 
     def object_path(self, source: Source) -> str | None:
         """Where the compiler writes the object for `source` (relative to cwd)."""

@@ -6,32 +6,34 @@ flags removed, `-Xclang -disable-llvm-passes -emit-llvm` added, the unit's own `
 level kept), stores it by content, and records the unit; for a link it records the
 inputs, hashing objects and archive members so units can be matched to binaries.
 Any exception here is the caller's to log: the build has already succeeded.
+
+Records are plain dicts written to the spool (see spool.py for why); their fields are
+those of `store.UnitRecord`, `SkipRecord` and `LinkRecord`, plus "type".
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
 
 from . import archive, proc, toolchain
-from .compiler_args import (COMPILE, R_LINK, Invocation, Skip)
-from .store import (ArchiveRecord, LinkInput, LinkRecord, SkipRecord, Store, UnitRecord,
-                    hash_bytes, hash_file, hash_json)
+from .compiler_args import COMPILE, R_LINK, Invocation, Skip
+from .spool import Spool, hash_bytes, hash_file, hash_json
 
 DEFAULT_IR_TIMEOUT_S = 300.0
 
 
-@dataclass(frozen=True)
 class Call:
     """One run of the wrapper: which real compiler, with which arguments, where."""
-    compiler_path: str    # resolved, absolute or PATH-relative
-    compiler_argv0: str   # as the build wrote it (clang picks its driver mode from it)
-    args: list[str]       # original arguments, passed to the real compiler unchanged
-    cwd: str
-    env: dict[str, str]
-    store_dir: str
-    root: str             # project root, for relative source paths
-    cxx: bool
+
+    def __init__(self, compiler_path: str, compiler_argv0: str, args: list[str], cwd: str,
+                 env: dict[str, str], root: str):
+        self.compiler_path = compiler_path    # resolved, absolute or PATH-relative
+        self.compiler_argv0 = compiler_argv0  # as the build wrote it (clang's driver mode)
+        self.args = args                      # original arguments, passed on unchanged
+        self.cwd = cwd
+        self.env = env
+        self.root = root                      # project root, for relative source paths
 
 
 IR_FAILED = "ir_failed"      # the IR step exited non-zero: the unit is not captured
@@ -44,21 +46,21 @@ class CaptureError(Exception):
         self.reason = reason
 
 
-def compiler_identity(store: Store, call: Call) -> toolchain.Identity:
+def compiler_identity(spool: Spool, call: Call) -> toolchain.Identity:
     """Who the real compiler is; cached in the store by its path, size and mtime."""
     stamp = toolchain.stamp_of(call.compiler_path)
-    cached = store.compiler_identity(call.compiler_path, stamp)
+    cached = spool.compiler_text(stamp)
     if cached is not None:
         identity = toolchain.parse_version_output(call.compiler_path, cached)
     else:
-        import subprocess
+        import subprocess  # once per compiler binary and store
         result = subprocess.run([call.compiler_path, "--version"], capture_output=True,
                                 stdin=subprocess.DEVNULL, timeout=60,
                                 env={**call.env, "LC_ALL": "C"})
         text = result.stdout.decode("utf-8", "replace")
         identity = toolchain.parse_version_output(call.compiler_path, text)
         if identity is not None:
-            store.remember_compiler(call.compiler_path, stamp, text)
+            spool.remember_compiler(stamp, text)
     if identity is None or "clang" not in identity.vendor_line.lower():
         raise CaptureError(f"{call.compiler_path} is not clang; autopass needs clang to "
                            "capture LLVM IR (set AUTOPASS_CC/AUTOPASS_CXX)")
@@ -72,9 +74,9 @@ def ir_timeout(env: dict[str, str]) -> float:
         return DEFAULT_IR_TIMEOUT_S
 
 
-def capture_ir(store: Store, call: Call, inv: Invocation, source_index: int) -> str:
+def capture_ir(spool: Spool, call: Call, inv: Invocation, source_index: int) -> str:
     source = inv.sources[source_index]
-    tmp_ir = store.new_tmp_path(".bc")
+    tmp_ir = spool.new_tmp_path(".bc")
     tmp_err = tmp_ir + ".stderr"
     argv = [call.compiler_argv0] + inv.ir_args(source, tmp_ir)
     try:
@@ -86,7 +88,7 @@ def capture_ir(store: Store, call: Call, inv: Invocation, source_index: int) -> 
         if done.status != 0 or not os.path.isfile(tmp_ir):
             raise CaptureError(f"IR step for {source.path} failed ({done.status}): "
                                f"{_first_error_line(tmp_err)}")
-        return store.adopt_blob("ir", tmp_ir, ".bc")
+        return spool.adopt_blob("ir", tmp_ir, ".bc")
     finally:
         for leftover in (tmp_ir, tmp_err):
             try:
@@ -114,31 +116,32 @@ def _relative_to_root(path: str, root: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def record_units(store: Store, call: Call, inv: Invocation) -> list[UnitRecord]:
-    identity = compiler_identity(store, call)
+def record_units(spool: Spool, call: Call, inv: Invocation) -> list[dict]:
+    identity = compiler_identity(spool, call)
     expanded = [t for arg in inv.args for t in arg.tokens]
     units = []
     for index, source in enumerate(inv.sources):
         try:
-            ir_hash = capture_ir(store, call, inv, index)
+            ir_hash = capture_ir(spool, call, inv, index)
         except CaptureError as error:
-            store.log(str(error))
-            record_skip(store, call, Skip(error.reason, str(error), (source.path,)))
+            spool.log(str(error))
+            record_skip(spool, call, Skip(error.reason, str(error), (source.path,)))
             continue
         source_abs = _abs(call.cwd, source.path)
         object_rel = inv.object_path(source)
         output = _abs(call.cwd, object_rel) if object_rel is not None else None
         unit_id = hash_json([call.cwd, source_abs, output, source.language,
                              os.path.basename(call.compiler_argv0), expanded])[:24]
-        units.append(UnitRecord(
-            id=unit_id, source=source_abs, source_rel=_relative_to_root(source_abs, call.root),
-            cwd=call.cwd, compiler=call.compiler_path, argv=expanded, output=output,
-            language=source.language, opt_level=inv.opt_level,
-            source_hash=hash_file(source_abs),
-            object_hash=hash_file(output) if output and inv.mode == COMPILE else None,
-            ir_hash=ir_hash, compiler_id=identity.short()))
-    if units:
-        store.record_units(units)
+        unit = {
+            "type": "unit", "id": unit_id, "source": source_abs,
+            "source_rel": _relative_to_root(source_abs, call.root), "cwd": call.cwd,
+            "compiler": call.compiler_path, "argv": expanded, "output": output,
+            "language": source.language, "opt_level": inv.opt_level,
+            "source_hash": hash_file(source_abs),
+            "object_hash": hash_file(output) if output and inv.mode == COMPILE else None,
+            "ir_hash": ir_hash, "compiler_id": identity.short(), "recorded_at": time.time()}
+        spool.write_record(unit)
+        units.append(unit)
     return units
 
 
@@ -176,21 +179,22 @@ def _resolve_library(name: str, dirs: list[str], static: bool) -> str | None:
     return None
 
 
-def _describe_input(path: str, archives: list[ArchiveRecord]) -> LinkInput:
+def _describe_input(path: str, archives: list[dict]) -> list:
+    """[kind, path, hash] of one linker input; archives also get their members listed."""
     if archive.is_archive(path):
         digest = hash_file(path)
-        members = [(m.name, hash_bytes(m.data)) for m in archive.read_members(path)]
-        archives.append(ArchiveRecord(digest, path, members))
-        return LinkInput("archive", path, digest)
+        members = [[m.name, hash_bytes(m.data)] for m in archive.read_members(path)]
+        archives.append({"hash": digest, "path": path, "members": members})
+        return ["archive", path, digest]
     kind = "shared" if ".so" in os.path.basename(path) else "object"
-    return LinkInput(kind, path, hash_file(path) if os.path.isfile(path) else None)
+    return [kind, path, hash_file(path) if os.path.isfile(path) else None]
 
 
-def record_link(store: Store, call: Call, inv: Invocation, units: list[UnitRecord]) -> None:
+def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) -> None:
     link_flags = inv.flag_tokens(R_LINK)
     static = "-static" in link_flags
-    archives: list[ArchiveRecord] = []
-    inputs = [LinkInput("unit", u.id) for u in units]
+    archives: list[dict] = []
+    inputs = [["unit", u["id"], None] for u in units]
     for path in inv.link_inputs:
         inputs.append(_describe_input(_abs(call.cwd, path), archives))
     dirs = _library_dirs(inv, call.cwd)
@@ -201,20 +205,23 @@ def record_link(store: Store, call: Call, inv: Invocation, units: list[UnitRecor
     output = _abs(call.cwd, inv.link_output() or "a.out")
     kind = ("shared" if "-shared" in link_flags else
             "relocatable" if "-r" in link_flags else "executable")
-    store.record_link(LinkRecord(
-        output=output, cwd=call.cwd, compiler=call.compiler_path,
-        argv=[t for arg in inv.args for t in arg.tokens], kind=kind, inputs=inputs,
-        output_hash=hash_file(output) if os.path.isfile(output) else None), archives)
+    spool.write_record({
+        "type": "link", "output": output, "cwd": call.cwd, "compiler": call.compiler_path,
+        "argv": [t for arg in inv.args for t in arg.tokens], "kind": kind, "inputs": inputs,
+        "output_hash": hash_file(output) if os.path.isfile(output) else None,
+        "archives": archives, "recorded_at": time.time()})
 
 
-def record_call(store: Store, call: Call, inv: Invocation) -> None:
-    units = record_units(store, call, inv) if inv.sources else []
+def record_call(spool: Spool, call: Call, inv: Invocation) -> None:
+    units = record_units(spool, call, inv) if inv.sources else []
     if inv.mode != COMPILE:
-        record_link(store, call, inv, units)
+        record_link(spool, call, inv, units)
     for skip in inv.skipped_sources:
-        record_skip(store, call, skip)
+        record_skip(spool, call, skip)
 
 
-def record_skip(store: Store, call: Call, skip: Skip) -> None:
-    sources = [_abs(call.cwd, s) for s in skip.sources]
-    store.record_skip(SkipRecord(call.cwd, call.args, sources, skip.reason, skip.detail))
+def record_skip(spool: Spool, call: Call, skip: Skip) -> None:
+    spool.write_record({
+        "type": "skip", "cwd": call.cwd, "argv": call.args,
+        "sources": [_abs(call.cwd, s) for s in skip.sources], "reason": skip.reason,
+        "detail": skip.detail, "recorded_at": time.time()})

@@ -1,20 +1,13 @@
-"""The store, `.autopass/`: a SQLite (WAL) index plus content-addressed blobs.
+"""The store, `.autopass/`: a SQLite (WAL) index over what the wrapper spooled.
 
-Layout::
-
-    .autopass/store.db          units, skipped commands, links, archives, compilers
-    .autopass/blobs/ir/ab/<hash>.bc
-    .autopass/tmp/              scratch files, renamed into blobs/ when complete
-    .autopass/autopass.log      one line per failure of autopass itself
-
-Blobs are written to tmp/ and renamed into place (atomic on POSIX), and a row names a
-blob only after the rename, so a writer killed at any point leaves either nothing or
-a complete blob.  Every write is one short transaction; SQLite's WAL mode and a busy
-timeout make `make -j32` and two builds sharing a store safe.
+The wrapper never opens the database (see `spool.py`: blobs and one JSON file per
+record, written by atomic rename).  Any reader — `autopass units`, `targets`, the
+tuner — first *ingests* the spool: in one transaction the records go into the index,
+then the spool files are deleted.  Ingesting is idempotent (rows are keyed), so a
+reader killed between commit and delete only re-applies the same records.
 
 Paths are stored as bytes (`os.fsencode`) so that non-UTF-8 names round-trip; argv
 lists are stored as JSON, whose escapes round-trip Python's surrogateescape strings.
-This module is imported by the compiler wrapper: keep its imports light.
 """
 
 from __future__ import annotations
@@ -25,13 +18,10 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 
-try:  # the C module directly: hashlib's import costs milliseconds per compile
-    from _blake2 import blake2b
-except ImportError:  # pragma: no cover - CPython always has it
-    from hashlib import blake2b
+from .spool import (SPOOL, STORE_DIRNAME, Spool, find_store_dir, hash_bytes,  # noqa: F401
+                    hash_file, hash_json)
 
 SCHEMA_VERSION = 1
-STORE_DIRNAME = ".autopass"
 DB_NAME = "store.db"
 BUSY_TIMEOUT_S = 120.0
 
@@ -55,22 +45,6 @@ CREATE TABLE IF NOT EXISTS archives(
 CREATE TABLE IF NOT EXISTS compilers(
     path BLOB PRIMARY KEY, stamp TEXT NOT NULL, identity TEXT NOT NULL);
 """
-
-
-def hash_bytes(data: bytes) -> str:
-    return blake2b(data, digest_size=20).hexdigest()
-
-
-def hash_file(path: str) -> str:
-    digest = blake2b(digest_size=20)
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def hash_json(value: object) -> str:
-    return hash_bytes(json.dumps(value, sort_keys=True).encode())
 
 
 def _b(path: str | None) -> bytes | None:
@@ -144,32 +118,29 @@ class Store:
     def __init__(self, directory: str):
         self.dir = os.path.abspath(directory)
         self.db_path = os.path.join(self.dir, DB_NAME)
-        self.tmp_dir = os.path.join(self.dir, "tmp")
+        self.spool = Spool(self.dir)
         self._conn: sqlite3.Connection | None = None
+        self._ingested = False
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
     def create(cls, directory: str) -> "Store":
         store = cls(directory)
-        for sub in ("", "tmp", "blobs", "blobs/ir"):
-            os.makedirs(os.path.join(store.dir, sub), exist_ok=True)
-        gitignore = os.path.join(store.dir, ".gitignore")
-        if not os.path.exists(gitignore):
-            with open(gitignore, "w") as handle:
-                handle.write("*\n")
+        store.spool.prepare()
         store.connection()
         return store
 
     @classmethod
     def open_existing(cls, directory: str) -> "Store":
         store = cls(directory)
-        if not os.path.isfile(store.db_path):
+        if not os.path.isdir(store.spool.path(SPOOL)) and not os.path.isfile(store.db_path):
             raise StoreError(f"no autopass store at {store.dir} (run `autopass record -- "
                              "<your build command>` first, or pass --store DIR)")
         return store
 
     def connection(self) -> sqlite3.Connection:
         if self._conn is None:
+            os.makedirs(self.dir, exist_ok=True)
             conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S,
                                    isolation_level=None)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -194,26 +165,47 @@ class Store:
             self._conn.close()
             self._conn = None
 
-    # -- blobs --------------------------------------------------------------------------
-    def new_tmp_path(self, suffix: str) -> str:
-        name = f"{os.getpid()}-{time.monotonic_ns()}{suffix}"
-        return os.path.join(self.tmp_dir, name)
-
     def blob_path(self, kind: str, digest: str, suffix: str) -> str:
-        return os.path.join(self.dir, "blobs", kind, digest[:2], digest + suffix)
+        return self.spool.blob_path(kind, digest, suffix)
 
-    def adopt_blob(self, kind: str, tmp_path: str, suffix: str) -> str:
-        """Move a finished temporary file into the blob store; return its hash."""
-        digest = hash_file(tmp_path)
-        final = self.blob_path(kind, digest, suffix)
-        if os.path.exists(final):
-            os.unlink(tmp_path)
-        else:
-            os.makedirs(os.path.dirname(final), exist_ok=True)
-            os.replace(tmp_path, final)
-        return digest
+    # -- ingesting the spool ------------------------------------------------------------
+    def ingest(self) -> int:
+        """Move spooled records into the index; return how many were ingested."""
+        folder = self.spool.path(SPOOL)
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+        except FileNotFoundError:
+            names = []
+        self._ingested = True
+        if not names:
+            self.connection()
+            return 0
+        statements: list[tuple[str, tuple]] = []
+        done = []
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), encoding="ascii") as handle:
+                    record = json.load(handle)
+            except FileNotFoundError:
+                continue  # another reader ingested it
+            except (OSError, ValueError) as error:
+                self.spool.log(f"unreadable spool record {name} set aside: {error}")
+                os.replace(os.path.join(folder, name), os.path.join(folder, name + ".bad"))
+                continue
+            statements += _statements_for(record)
+            done.append(name)
+        self._write(statements)
+        for name in done:
+            try:
+                os.unlink(os.path.join(folder, name))
+            except FileNotFoundError:
+                pass
+        return len(done)
 
-    # -- writes -------------------------------------------------------------------------
+    def _ensure_ingested(self) -> None:
+        if not self._ingested:
+            self.ingest()
+
     def _write(self, statements: list[tuple[str, tuple]]) -> None:
         conn = self.connection()
         conn.execute("BEGIN IMMEDIATE")
@@ -225,61 +217,15 @@ class Store:
             conn.execute("ROLLBACK")
             raise
 
-    def record_units(self, units: list[UnitRecord]) -> None:
-        statements = []
-        for u in units:
-            if u.output is not None:
-                # The object file was overwritten: whatever made it before is gone.
-                statements.append(("DELETE FROM units WHERE output = ? AND id != ?",
-                                   (_b(u.output), u.id)))
-            statements.append((
-                "INSERT OR REPLACE INTO units VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (u.id, _b(u.source), _b(u.source_rel), _b(u.cwd), _b(u.compiler),
-                 json.dumps(u.argv), _b(u.output), u.language, u.opt_level, u.source_hash,
-                 u.object_hash, u.ir_hash, u.compiler_id, u.recorded_at)))
-        self._write(statements)
-
-    def record_skip(self, skip: SkipRecord) -> None:
-        key = hash_json([skip.cwd, skip.argv])
-        self._write([("INSERT OR REPLACE INTO skipped VALUES (?,?,?,?,?,?,?)",
-                      (key, _b(skip.cwd), json.dumps(skip.argv), json.dumps(skip.sources),
-                       skip.reason, skip.detail, skip.recorded_at))])
-
-    def record_link(self, link: LinkRecord, archives: list[ArchiveRecord]) -> None:
-        statements = [("INSERT OR REPLACE INTO archives VALUES (?,?,?)",
-                       (a.hash, _b(a.path), json.dumps(a.members))) for a in archives]
-        inputs = [[i.kind, i.path, i.hash] for i in link.inputs]
-        statements.append(("INSERT OR REPLACE INTO links VALUES (?,?,?,?,?,?,?,?)",
-                           (_b(link.output), _b(link.cwd), _b(link.compiler),
-                            json.dumps(link.argv), link.kind, json.dumps(inputs),
-                            link.output_hash, link.recorded_at)))
-        self._write(statements)
-
-    def compiler_identity(self, path: str, stamp: str) -> str | None:
-        row = self.connection().execute(
-            "SELECT identity FROM compilers WHERE path = ? AND stamp = ?",
-            (_b(path), stamp)).fetchone()
-        return row[0] if row else None
-
-    def remember_compiler(self, path: str, stamp: str, identity: str) -> None:
-        self._write([("INSERT OR REPLACE INTO compilers VALUES (?,?,?)",
-                      (_b(path), stamp, identity))])
-
-    def log(self, line: str) -> None:
-        """Append one line to the store's log; never raises."""
-        try:
-            with open(os.path.join(self.dir, "autopass.log"), "a") as handle:
-                handle.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pid={os.getpid()} {line}\n")
-        except OSError:
-            pass
-
     # -- reads --------------------------------------------------------------------------
     def units(self) -> list[UnitRecord]:
+        self._ensure_ingested()
         rows = self.connection().execute(
             "SELECT * FROM units ORDER BY source_rel, output").fetchall()
         return [_unit_from_row(r) for r in rows]
 
     def skipped(self) -> list[SkipRecord]:
+        self._ensure_ingested()
         rows = self.connection().execute(
             "SELECT cwd, argv, sources, reason, detail, recorded_at FROM skipped "
             "ORDER BY reason, recorded_at").fetchall()
@@ -287,12 +233,14 @@ class Store:
                 for r in rows]
 
     def links(self) -> list[LinkRecord]:
+        self._ensure_ingested()
         rows = self.connection().execute("SELECT * FROM links ORDER BY output").fetchall()
         return [LinkRecord(_s(r[0]), _s(r[1]), _s(r[2]), json.loads(r[3]), r[4],
                            [LinkInput(*i) for i in json.loads(r[5])], r[6], r[7])
                 for r in rows]
 
     def archive(self, digest: str) -> ArchiveRecord | None:
+        self._ensure_ingested()
         row = self.connection().execute(
             "SELECT hash, path, members FROM archives WHERE hash = ?", (digest,)).fetchone()
         if row is None:
@@ -300,11 +248,41 @@ class Store:
         return ArchiveRecord(row[0], _s(row[1]), [tuple(m) for m in json.loads(row[2])])
 
     def log_lines(self) -> list[str]:
-        try:
-            with open(os.path.join(self.dir, "autopass.log")) as handle:
-                return handle.read().splitlines()
-        except OSError:
-            return []
+        return self.spool.log_lines()
+
+
+def _statements_for(record: dict) -> list[tuple[str, tuple]]:
+    """SQL for one spooled record (see recorder.py for the record shapes)."""
+    kind = record.get("type")
+    r = record
+    if kind == "unit":
+        statements = []
+        if r["output"] is not None:
+            # The object file was overwritten: whatever made it before is gone.
+            statements.append(("DELETE FROM units WHERE output = ? AND id != ?",
+                               (_b(r["output"]), r["id"])))
+        statements.append((
+            "INSERT OR REPLACE INTO units VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (r["id"], _b(r["source"]), _b(r["source_rel"]), _b(r["cwd"]), _b(r["compiler"]),
+             json.dumps(r["argv"]), _b(r["output"]), r["language"], r["opt_level"],
+             r["source_hash"], r["object_hash"], r["ir_hash"], r["compiler_id"],
+             r["recorded_at"])))
+        return statements
+    if kind == "skip":
+        key = hash_json([r["cwd"], r["argv"], r["sources"]])
+        return [("INSERT OR REPLACE INTO skipped VALUES (?,?,?,?,?,?,?)",
+                 (key, _b(r["cwd"]), json.dumps(r["argv"]), json.dumps(r["sources"]),
+                  r["reason"], r["detail"], r["recorded_at"]))]
+    if kind == "link":
+        statements = [("INSERT OR REPLACE INTO archives VALUES (?,?,?)",
+                       (a["hash"], _b(a["path"]), json.dumps(a["members"])))
+                      for a in r["archives"]]
+        statements.append(("INSERT OR REPLACE INTO links VALUES (?,?,?,?,?,?,?,?)",
+                           (_b(r["output"]), _b(r["cwd"]), _b(r["compiler"]),
+                            json.dumps(r["argv"]), r["kind"], json.dumps(r["inputs"]),
+                            r["output_hash"], r["recorded_at"])))
+        return statements
+    raise ValueError(f"unknown spool record type {kind!r}")
 
 
 def _unit_from_row(r: tuple) -> UnitRecord:
@@ -312,16 +290,3 @@ def _unit_from_row(r: tuple) -> UnitRecord:
                       compiler=_s(r[4]), argv=json.loads(r[5]), output=_s(r[6]),
                       language=r[7], opt_level=r[8], source_hash=r[9], object_hash=r[10],
                       ir_hash=r[11], compiler_id=r[12], recorded_at=r[13])
-
-
-def find_store_dir(start: str) -> str | None:
-    """The nearest `.autopass/` holding a store, from `start` upwards."""
-    current = os.path.abspath(start)
-    while True:
-        candidate = os.path.join(current, STORE_DIRNAME)
-        if os.path.isfile(os.path.join(candidate, DB_NAME)):
-            return candidate
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent

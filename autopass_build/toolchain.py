@@ -5,14 +5,13 @@ environment), then the versioned Debian name on PATH (`clang-19`), then the LLVM
 install folder (`/usr/lib/llvm-19/bin`), then the plain name on PATH if its version
 matches.  Paths listed in `exclude` (autopass's own wrappers) are never returned, which
 is the first half of the recursion guard.  Lookup is stat calls only; only `identify`
-runs a process.
+runs a process.  The wrapper imports this module for every compile, so it avoids `re`,
+`dataclasses` and `subprocess` at import time (tens of milliseconds together).
 """
 
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass
 
 DEFAULT_LLVM_VERSION = 19
 INSTALL_HINT = ("install it with: sudo apt-get install clang-{v} llvm-{v}   "
@@ -78,34 +77,50 @@ def stamp_of(path: str) -> str:
     return f"{real}:{st.st_size}:{st.st_mtime_ns}"
 
 
-@dataclass(frozen=True)
 class Identity:
-    path: str
-    version: str        # "19.1.7"
-    major: int
-    target: str         # "x86_64-pc-linux-gnu"
-    vendor_line: str    # first line of --version
+    """Who a tool says it is.  A plain class: the wrapper imports this module."""
+    __slots__ = ("path", "version", "major", "target", "vendor_line")
+
+    def __init__(self, path: str, version: str, major: int, target: str, vendor_line: str):
+        self.path = path
+        self.version = version          # "19.1.7"
+        self.major = major
+        self.target = target            # "x86_64-pc-linux-gnu"
+        self.vendor_line = vendor_line  # first line of --version
 
     def short(self) -> str:
         return f"clang {self.version} ({self.target})"
 
 
-VERSION_RE = re.compile(r"(?:clang|LLVM) version (\d+)\.(\d+)\.(\d+)")
+def _version_after(text: str, marker: str) -> str | None:
+    """"19.1.7" from "... clang version 19.1.7 (...)" (no `re`: see the module doc)."""
+    at = text.find(marker)
+    if at < 0:
+        return None
+    word = text[at + len(marker):].split(None, 1)[0] if text[at + len(marker):].strip() else ""
+    parts = [_leading_digits(p) for p in word.split(".")[:3]]
+    if len(parts) < 3 or not all(parts):
+        return None
+    return ".".join(parts)
+
+
+def _leading_digits(text: str) -> str:
+    end = 0
+    while end < len(text) and text[end].isdigit():
+        end += 1
+    return text[:end]
 
 
 def parse_version_output(path: str, text: str) -> Identity | None:
-    match = VERSION_RE.search(text)
-    if not match:
+    version = _version_after(text, "clang version ") or _version_after(text, "LLVM version ")
+    if version is None:
         return None
     target = ""
     for line in text.splitlines():
-        if line.startswith("Target:"):
+        if line.startswith("Target:") or "Default target:" in line:
             target = line.split(":", 1)[1].strip()
-        elif "Default target:" in line:
-            target = line.split(":", 1)[1].strip()
-    version = ".".join(match.groups())
-    return Identity(path, version, int(match.group(1)), target,
-                    text.splitlines()[0].strip() if text else "")
+    return Identity(path, version, int(version.split(".")[0]), target,
+                    text.splitlines()[0].strip())
 
 
 def identify(path: str, timeout: float = 30.0) -> Identity | None:
@@ -121,11 +136,11 @@ def identify(path: str, timeout: float = 30.0) -> Identity | None:
     return parse_version_output(path, result.stdout.decode("utf-8", "replace"))
 
 
-@dataclass(frozen=True)
 class ToolReport:
-    tool: str
-    path: str | None
-    identity: Identity | None
+    __slots__ = ("tool", "path", "identity")
+
+    def __init__(self, tool: str, path: str | None, identity: Identity | None):
+        self.tool, self.path, self.identity = tool, path, identity
 
 
 def survey(version: int = DEFAULT_LLVM_VERSION, env: dict[str, str] | None = None

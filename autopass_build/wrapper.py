@@ -16,11 +16,11 @@ ours is logged to the store and ignored.  Only foundations are imported here.
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 from . import proc, toolchain
 from .compiler_args import Invocation, Skip, classify
+from .spool import Spool, find_store_dir
 
 ENV_STORE = "AUTOPASS_STORE"
 ENV_ROOT = "AUTOPASS_ROOT"
@@ -28,7 +28,7 @@ ENV_MODE = "AUTOPASS_MODE"            # record (default when a store is found) |
 ENV_GUARD = "AUTOPASS_WRAPPER_ACTIVE"  # set for the real compiler: recursion guard
 ENV_MASQUERADE_DIR = "AUTOPASS_MASQUERADE_DIR"
 LAUNCHER_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-mode=")
-COMPILER_NAME = re.compile(r"^(?:[\w.]+-)*(?:cc|gcc|c\+\+|g\+\+|clang|clang\+\+)(?:-[\d.]+)?$")
+COMPILER_BASES = ("cc", "gcc", "c++", "g++", "clang", "clang++")
 MODES = ("record", "off")
 
 
@@ -53,9 +53,18 @@ def _self_paths(argv0: str, env: dict[str, str]) -> frozenset[str]:
     return frozenset(paths)
 
 
+def looks_like_compiler(name: str) -> bool:
+    """cc, gcc, clang++, clang-19, x86_64-linux-gnu-gcc-12, ... (no `re`: start-up cost)."""
+    base = os.path.basename(name)
+    head, _, tail = base.rpartition("-")
+    if head and tail.replace(".", "").isdigit():
+        base = head                                  # drop a version suffix
+    return base.rpartition("-")[2] in COMPILER_BASES  # drop a target-triple prefix
+
+
 def _launcher_compiler(first: str, env: dict[str, str]) -> str | None:
     """The compiler named by a launcher-style call (`autopass-cc clang-19 ...`)."""
-    if first.startswith("-") or not COMPILER_NAME.match(os.path.basename(first)):
+    if first.startswith("-") or not looks_like_compiler(first):
         return None
     return toolchain.which(first, env.get("PATH", ""))
 
@@ -91,7 +100,6 @@ class Plan:
             raise WrapperError(f"{ENV_MODE}={self.mode!r} is not one of {', '.join(MODES)}")
         self.store_dir = options.get("autopass-store") or env.get(ENV_STORE) or None
         if self.store_dir is None and self.mode == "record":
-            from .store import find_store_dir
             self.store_dir = find_store_dir(cwd)
         self.root = (options.get("autopass-root") or env.get(ENV_ROOT)
                      or (os.path.dirname(os.path.abspath(self.store_dir))
@@ -145,44 +153,33 @@ def _compile_and_record(plan: Plan, inv: Invocation) -> int:
     if done.status != 0:
         return proc.exit_like(done.status)
     try:
-        from .recorder import Call, record_call
-        from .store import Store
-        store = Store.create(plan.store_dir)
-        try:
-            record_call(store, _call(plan), inv)
-        finally:
-            store.close()
+        from .recorder import record_call
+        spool = Spool(plan.store_dir)
+        spool.prepare()
+        record_call(spool, _call(plan), inv)
     except Exception as error:  # the build has succeeded; ours is only a log line
-        _log(plan, f"record failed for {' '.join(plan.args)[:500]}: {error}")
+        _log(plan, f"record failed for {' '.join(plan.args)[:500]}: {error!r}")
     return 0
 
 
 def _call(plan: Plan):
     from .recorder import Call
     return Call(compiler_path=plan.compiler_path, compiler_argv0=plan.compiler_argv0,
-                args=plan.args, cwd=plan.cwd, env=plan.env, store_dir=plan.store_dir,
-                root=plan.root, cxx=plan.cxx)
+                args=plan.args, cwd=plan.cwd, env=plan.env, root=plan.root)
 
 
 def _try_record_skip(plan: Plan, skip: Skip) -> None:
     try:
         from .recorder import record_skip
-        from .store import Store
-        store = Store.create(plan.store_dir)
-        try:
-            record_skip(store, _call(plan), skip)
-        finally:
-            store.close()
+        spool = Spool(plan.store_dir)
+        spool.prepare()
+        record_skip(spool, _call(plan), skip)
     except Exception as error:
-        _log(plan, f"recording a skipped command failed: {error}")
+        _log(plan, f"recording a skipped command failed: {error!r}")
 
 
 def _log(plan: Plan, line: str) -> None:
-    try:
-        from .store import Store
-        Store(plan.store_dir).log(line)
-    except Exception:
-        pass
+    Spool(plan.store_dir).log(line)
 
 
 if __name__ == "__main__":

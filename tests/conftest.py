@@ -67,20 +67,17 @@ class Recording:
     def store(self) -> Store:
         return Store.open_existing(str(self.store_dir))
 
+    def exists(self) -> bool:
+        return (self.store_dir / "spool").is_dir()
+
     def units(self):
-        if not (self.store_dir / "store.db").exists():
-            return []
-        return self.store().units()
+        return self.store().units() if self.exists() else []
 
     def skipped(self):
-        if not (self.store_dir / "store.db").exists():
-            return []
-        return self.store().skipped()
+        return self.store().skipped() if self.exists() else []
 
     def links(self):
-        if not (self.store_dir / "store.db").exists():
-            return []
-        return self.store().links()
+        return self.store().links() if self.exists() else []
 
     def log(self) -> list[str]:
         return Store(str(self.store_dir)).log_lines()

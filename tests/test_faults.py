@@ -81,6 +81,8 @@ def _many_units(root: Path, count: int) -> list[str]:
 
 
 def assert_store_consistent(rec: Recording, opt: str) -> None:
+    rec.units()  # ingest the spool
+    assert [p.name for p in (rec.store_dir / "spool").iterdir()] == []
     with sqlite3.connect(rec.store_dir / "store.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     for blob in (rec.store_dir / "blobs" / "ir").rglob("*.bc"):
