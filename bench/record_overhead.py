@@ -7,6 +7,9 @@ three variants in every round so that machine noise hits them alike:
   plain        make posix CC="clang-19 -std=gnu99"
   passthrough  the wrapper as gcc/cc on PATH, AUTOPASS_MODE=off (exec straight through)
   record       autopass record -- make posix (compile + IR capture + store)
+  floor        a 10-line shell script as gcc: the untouched compile, then the same
+               arguments with `-Xclang -disable-llvm-passes -emit-llvm -o /dev/null`.
+               No wrapper, no store: what any capture-by-second-compile design costs.
 
 and prints, per variant, the median wall time and CPU time (user+sys of the whole
 build) and their ratios to plain.  Targets (issue 2): record <= 1.25x, passthrough
@@ -34,7 +37,28 @@ from autopass_build import toolchain  # noqa: E402
 from autopass_build.build_env import record_environment  # noqa: E402
 from autopass_build.store import Store  # noqa: E402
 
-VARIANTS = ("plain", "passthrough", "record")
+VARIANTS = ("plain", "passthrough", "record", "floor")
+FLOOR_SCRIPT = """#!/bin/sh
+"{clang}" "$@" || exit $?
+case " $* " in *" -c "*) ;; *) exit 0 ;; esac
+skip=0; first=1
+for a in "$@"; do
+  if [ $first = 1 ]; then set --; first=0; fi
+  if [ $skip = 1 ]; then skip=0; continue; fi
+  if [ "$a" = -o ]; then skip=1; continue; fi
+  set -- "$@" "$a"
+done
+exec "{clang}" "$@" -w -Xclang -disable-llvm-passes -emit-llvm -o /dev/null
+"""
+
+
+def floor_environment(folder: Path, clang: str, base: dict) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "gcc"
+    script.write_text(FLOOR_SCRIPT.format(clang=clang))
+    script.chmod(0o755)
+    return {**base, "PATH": f"{folder}{os.pathsep}{base.get('PATH', '')}"}
+
 
 
 def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float]:
@@ -69,6 +93,7 @@ def main() -> int:
         "plain": (make + [f"CC={clang} -std=gnu99"], base_env),
         "passthrough": (make, {**record_environment(str(store_dir), str(tree), base_env),
                                "AUTOPASS_MODE": "off"}),
+        "floor": (make, floor_environment(work / "floor-bin", clang, base_env)),
     }
     samples: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     units = 0
@@ -97,7 +122,8 @@ def main() -> int:
         cpu = statistics.median(c for _, c in samples[variant])
         print(f"{variant:<12} {wall:9.2f} {cpu:9.2f} {wall / plain_wall:10.3f}x "
               f"{cpu / plain_cpu:9.3f}x")
-    print("\ntargets: record <= 1.25x, passthrough <= 1.05x (of plain)")
+    print("\ntargets: record <= 1.25x, passthrough <= 1.05x (of plain); floor = the cost of "
+          "the IR step alone, without any wrapper")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
