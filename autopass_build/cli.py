@@ -245,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, StoreError) as error:
         print(f"autopass: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `autopass units | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ SEPARATE_VALUE = frozenset("""
 -o -I -D -U -x -L -l -F -B -include -imacros -isystem -iquote -idirafter -iprefix
 -iwithprefix -iwithprefixbefore -isysroot -imultilib -ivfsoverlay -include-pch
 -MF -MT -MQ -MJ -Xclang -mllvm -Xlinker -Xpreprocessor -Xassembler -Xanalyzer
--Xopenmp-target -Xcuda-ptxas -Xcuda-fatbinary -u -T -z -e -target -arch -b -V
+-Xopenmp-target -Xcuda-ptxas -Xcuda-fatbinary -u -T -z -e -target -arch -b
 --sysroot --param -aux-info -dependency-file -dependency-dot -serialize-diagnostics
 --serialize-diagnostics -resource-dir -ccc-install-dir -framework -install_name -rpath
 -working-directory -exported_symbols_list -current_version -compatibility_version
@@ -87,7 +87,7 @@ LINK_SWITCHES = frozenset("""-shared -static -pie -no-pie -rdynamic -nostdlib -n
 DEPENDENCY_SWITCHES = frozenset({"-MD", "-MMD", "-MP", "-MG", "-MV"})
 DEPENDENCY_VALUE = frozenset({"-MF", "-MT", "-MQ"})
 QUERY_OPTIONS = frozenset("""--version -dumpmachine -dumpversion -dumpfullversion -dumpspecs
--qversion --help -help --help-hidden --target-help -print-search-dirs -print-libgcc-file-name
+-qversion -V --help -help --help-hidden --target-help -print-search-dirs -print-libgcc-file-name
 -print-multi-directory -print-multi-lib -print-multi-os-directory -print-sysroot
 -print-targets -print-resource-dir -print-effective-triple -print-target-triple
 -print-supported-cpus""".split())
@@ -416,9 +416,6 @@ def _classify(tokens: list[str], cwd: str, cxx_driver: bool) -> Invocation | Ski
                 if value in ("-emit-llvm", "-emit-llvm-bc"):
                     reason = EMIT_LLVM
                 unsupported = unsupported or reason
-                add(R_OTHER, token, value)
-            elif token == "-V":
-                saw_query = True
                 add(R_OTHER, token, value)
             else:
                 add(R_OTHER, token, value)

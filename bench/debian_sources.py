@@ -19,22 +19,31 @@ CACHE = Path(os.environ.get("AUTOPASS_BENCH_CACHE",
 
 @dataclass(frozen=True)
 class Program:
-    package: str                  # Debian source package
-    build_dir: str                # where the build command runs, inside the source tree
-    build: tuple[str, ...]        # its own build command (compiler names as upstream has them)
-    plain_overrides: tuple[str, ...]  # make variables for a plain clang-19 build
+    package: str                # Debian source package
+    build_dir: str              # where the build runs, inside the source tree
+    build: tuple[str, ...]      # its own build command, as `autopass record -- BUILD` runs it
+    plain_build: tuple[str, ...]  # the same build with plain clang-19 as the compiler
     clean: tuple[str, ...]
-    binaries: tuple[str, ...]     # relative to build_dir
+    binaries: tuple[str, ...]   # relative to build_dir
 
 
 LUA = Program(
     package="lua5.4", build_dir="src",
-    build=("make", "posix"),
-    plain_overrides=("CC=clang-19 -std=gnu99",),
+    build=("make", "posix", "-j2"),   # the Makefile hard-codes CC= gcc -std=gnu99
+    plain_build=("make", "posix", "-j2", "CC=clang-19 -std=gnu99"),
     clean=("make", "clean"),
     binaries=("lua", "luac"),
 )
-PROGRAMS = {"lua5.4": LUA}
+# autotools + libtool: configure probes, PIC and non-PIC compiles of each source, a
+# shared library and programs linked against it.
+LIBPNG = Program(
+    package="libpng1.6", build_dir=".",
+    build=("sh", "-c", "./configure -q && make -j2"),
+    plain_build=("sh", "-c", "CC=clang-19 ./configure -q && make -j2"),
+    clean=("sh", "-c", "make distclean >/dev/null"),
+    binaries=(".libs/pngfix", ".libs/libpng16.so"),
+)
+PROGRAMS = {p.package: p for p in (LUA, LIBPNG)}
 
 
 class FetchError(Exception):

@@ -88,7 +88,7 @@ def main() -> int:
     build_dir = tree / program.build_dir
     store_dir = work / "store"  # a fresh one per record round, below
     base_env = dict(os.environ)
-    make = list(program.build) + [f"-j{args.jobs}"]
+    make = [a for a in program.build if not a.startswith("-j")] + [f"-j{args.jobs}"]
     commands = {
         "plain": (make + [f"CC={clang} -std=gnu99"], base_env),
         "passthrough": (make, {**record_environment(str(store_dir), str(tree), base_env),

@@ -45,6 +45,7 @@ SKIP_ROWS = [
      ca.VERBOSE),
     ("I8 -print-search-dirs", ["-print-search-dirs"], ca.QUERY),
     ("I8 -qversion", ["-qversion"], ca.QUERY),
+    ("I8 configure's -V probe", ["-V"], ca.QUERY),
     ("I8 -###", ["-###", "-c", "a.c"], ca.VERBOSE),
     ("I11 cmake try_compile", ["-o", "CMakeFiles/cmTC_1a2b.dir/src.c.o", "-c",
                                "/p/build/CMakeFiles/CMakeScratch/TryCompile-XyZ/src.c"], ca.PROBE),

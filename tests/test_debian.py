@@ -1,5 +1,11 @@
-"""A real Debian source package (Lua 5.4) built by its own Makefile under record mode:
-every object and binary byte-identical to a plain clang-19 build, every unit captured."""
+"""Real Debian source packages built by their own build systems under record mode:
+every object, library and binary byte-identical to a plain clang-19 build, every unit
+captured, every IR valid, every binary mapped to its units.
+
+Lua 5.4: a Makefile that hard-codes `CC= gcc -std=gnu99`, a static library.
+libpng 1.6: autotools + libtool: configure probes, PIC and non-PIC compiles of every
+source, a shared library and programs linked against it.
+"""
 
 from __future__ import annotations
 
@@ -21,43 +27,71 @@ from autopass_build.targets import resolve  # noqa: E402
 pytestmark = pytest.mark.debian
 
 
-def _make(argv, cwd, env):
+def _sh(argv, cwd, env):
     result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout + result.stderr
 
 
-def _objects(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in folder.iterdir()
-            if p.suffix in (".o", ".a") or p.name in ("lua", "luac")}
+def _outputs(folder: Path) -> dict[str, bytes]:
+    """Objects, archives, shared libraries and executables (by the ELF magic)."""
+    found = {}
+    for path in folder.rglob("*"):
+        if ".autopass" in path.parts or not path.is_file() or path.is_symlink():
+            continue
+        with open(path, "rb") as handle:
+            if handle.read(4) in (b"\x7fELF", b"!<ar"):
+                found[str(path.relative_to(folder))] = path.read_bytes()
+    return found
 
 
-def test_lua_from_debian_sources_records_byte_identical(tmp_path, opt):
-    program = debian_sources.LUA
-    tree = debian_sources.fresh_copy(program.package, tmp_path / "lua")
+def record_and_compare(program, tmp_path: Path, opt: str):
+    tree = debian_sources.fresh_copy(program.package, tmp_path / program.package)
     build_dir = tree / program.build_dir
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    _make(list(program.build) + list(program.plain_overrides) + ["-j2"], build_dir, env)
-    plain = _objects(build_dir)
-    assert len([n for n in plain if n.endswith(".o")]) >= 30
-    _make(list(program.clean), build_dir, env)
+    for key in ("CC", "CXX", "AUTOPASS_STORE"):
+        env.pop(key, None)
+    _sh(list(program.plain_build), build_dir, env)
+    plain = _outputs(build_dir)
+    _sh(list(program.clean), build_dir, env)
+    assert not [p for p in _outputs(build_dir) if p.endswith(".o")]
 
-    out = _make([AUTOPASS, "record", "--root", str(tree), "--"] + list(program.build) + ["-j2"],
-                build_dir, env)
-    assert _objects(build_dir) == plain
+    out = _sh([AUTOPASS, "record", "--root", str(tree), "--"] + list(program.build),
+              build_dir, env)
+    assert _outputs(build_dir) == plain
     store = Store.open_existing(str(tree / ".autopass"))
     units = store.units()
-    n_objects = len([n for n in plain if n.endswith(".o")])
+    n_objects = len([p for p in plain if p.endswith(".o")])
     assert len(units) == n_objects, out
     assert store.log_lines() == []
     for unit in units:
         verify_ir(opt, tree / ".autopass", unit.ir_hash)
-    targets = {t.output_rel: t for t in resolve(store, str(tree))}
+    return tree, store, {t.output_rel: t for t in resolve(store, str(tree))}
+
+
+def test_lua_makefile_build_records_byte_identical(tmp_path, opt):
+    tree, store, targets = record_and_compare(debian_sources.LUA, tmp_path, opt)
     assert set(targets) == {"src/lua", "src/luac"}
     for target in targets.values():
         assert target.unmatched == []
     assert "src/lua.c" in targets["src/lua"].unit_sources
     assert "src/lapi.c" in targets["src/lua"].unit_sources  # through liblua.a
-    result = subprocess.run(["./lua", "-e", "print(string.format('%d', 6*7))"], cwd=build_dir,
+    result = subprocess.run(["src/lua", "-e", "print(string.format('%d', 6*7))"], cwd=tree,
                             capture_output=True, text=True, check=True)
     assert result.stdout == "42\n"
+
+
+def test_libpng_autotools_libtool_build_records_byte_identical(tmp_path, opt):
+    tree, store, targets = record_and_compare(debian_sources.LIBPNG, tmp_path, opt)
+    units = store.units()
+    png_c = [u for u in units if u.source_rel == "png.c"]
+    assert sorted(os.path.relpath(u.output, tree) for u in png_c) == [".libs/png.o", "png.o"]
+    [shared] = [t for name, t in targets.items() if name.startswith(".libs/libpng16.so")]
+    assert shared.kind == "shared" and "png.c" in shared.unit_sources
+    assert shared.unmatched == []
+    pngfix = targets[".libs/pngfix"]
+    assert pngfix.unit_sources == ["contrib/tools/pngfix.c"]
+    assert any(lib.startswith(".libs/libpng16.so") for lib in pngfix.shared_libraries)
+    # configure's probes went straight through: nothing recorded from conftest
+    assert not [u for u in units if "conftest" in u.source]
+    assert not [s for s in store.skipped() if "conftest" in " ".join(s.argv)]
