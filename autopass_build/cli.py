@@ -78,13 +78,16 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def _print_record_summary(store: Store, started: float, log_before: int) -> None:
-    units = [u for u in store.units() if u.recorded_at >= started]
+    all_units, all_links = store.units(), store.links()
+    units = [u for u in all_units if u.recorded_at >= started]
     skipped = [s for s in store.skipped() if s.recorded_at >= started]
-    links = [link for link in store.links() if link.recorded_at >= started]
+    links = [link for link in all_links if link.recorded_at >= started]
     reasons = collections.Counter(s.reason for s in skipped)
     line = f"autopass: recorded {len(units)} units and {len(links)} links"
     if reasons:
         line += "; skipped " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+    if len(all_units) != len(units) or len(all_links) != len(links):
+        line += f" (the store now holds {len(all_units)} units, {len(all_links)} links)"
     print(line, file=sys.stderr)
     failures = store.log_lines()[log_before:]
     if failures:
