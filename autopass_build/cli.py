@@ -6,11 +6,13 @@ import argparse
 import collections
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 
 from . import __version__, toolchain
+from . import config as configuration
 from .build_env import record_environment
 from .store import STORE_DIRNAME, Store, StoreError
 from .targets import resolve
@@ -21,6 +23,10 @@ typical session:
   autopass record -- make -j2           build once, capturing every unit's LLVM IR
   autopass units                        what was captured (and what was skipped, and why)
   autopass targets                      which units each binary is made of
+  autopass init                         write autopass.toml: the benchmark and its check
+  autopass replay --check               does replaying the IR reproduce every object?
+  autopass try --flags 'lib/lz.c=-O3 -fno-unroll-loops'
+                                        one candidate against the baseline: ratio, interval
 """.format(v=toolchain.DEFAULT_LLVM_VERSION)
 
 
@@ -156,6 +162,116 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- init / replay / try ------------------------------------------------------------------
+def cmd_init(args: argparse.Namespace) -> int:
+    path = os.path.abspath(configuration.CONFIG_NAME)
+    if os.path.exists(path) and not args.force:
+        raise CliError(f"{path} exists; edit it, or pass --force to overwrite it")
+    target = ""
+    store_dir = _store_dir(args)
+    if os.path.isdir(store_dir):
+        executables = [t for t in resolve(Store.open_existing(store_dir), os.getcwd())
+                       if t.kind == "executable"]
+        target = executables[0].output_rel if len(executables) == 1 else ""
+    with open(path, "w") as handle:
+        handle.write(configuration.starter_text(args.build, target))
+    print(f"wrote {path}: set [run].command to your benchmark, then `autopass try`")
+    return 0
+
+
+def _load_config(args: argparse.Namespace) -> configuration.Config:
+    try:
+        config = configuration.load(args.config)
+        return configuration.with_overrides(
+            config, measure={"metric": getattr(args, "metric", None),
+                             "max_pairs": getattr(args, "max_pairs", None),
+                             "min_pairs": getattr(args, "min_pairs", None)})
+    except configuration.ConfigError as error:
+        raise CliError(str(error))
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from . import fidelity
+
+    store = _open(args)
+    if not args.check:
+        raise CliError("say what to do: `autopass replay --check` replays every unit with "
+                       "its original flags and compares the objects")
+    progress = _progress("replaying")
+    results = fidelity.check(store, progress=lambda i, n, u: progress(
+        f"{i + 1}/{n} {u.source_rel}"))
+    progress(None)
+    checked = [r for r in results if not r.reason.startswith("not checked")]
+    bad = [r for r in results if not r.reproduced]
+    for r in bad:
+        print(f"  not reproduced: {r.unit.source_rel} ({r.reason}); will be recompiled "
+              "from source when tuned")
+    for r in results:
+        if r.reason.startswith("not checked"):
+            print(f"  {r.reason.replace('not checked: ', 'not checked: ' + r.unit.source_rel + ': ')}")
+    share = (len(checked) - len(bad)) / len(checked) if checked else 1.0
+    print(f"{len(checked) - len(bad)}/{len(checked)} units reproduce their recorded object "
+          f"from IR ({share:.1%})")
+    return 0 if not bad else 1
+
+
+def cmd_try(args: argparse.Namespace) -> int:
+    from .evaluate import EvaluateError, Evaluator, parse_unit_flags
+    from .measure import MeasureError
+
+    store = _open(args)
+    config = _load_config(args)
+    if not args.flags:
+        raise CliError("give at least one --flags 'SOURCE=FLAGS', e.g. "
+                       "--flags 'lib/lz.c=-O3 -fno-unroll-loops' (see `autopass units`)")
+    progress = _progress("try")
+    try:
+        evaluator = Evaluator(store, config, args.target or "")
+        flags_by_unit = parse_unit_flags(args.flags, evaluator.units)
+        progress(f"replaying the baseline of {evaluator.target.output_rel}")
+        evaluator.baseline()
+        evaluation = evaluator.evaluate(flags_by_unit, progress)
+    except (EvaluateError, MeasureError) as error:
+        progress(None)
+        raise CliError(str(error))
+    progress(None)
+    return _print_evaluation(evaluation, config)
+
+
+def _print_evaluation(evaluation, config: configuration.Config) -> int:
+    comparison = evaluation.comparison
+    print(f"outcome: {evaluation.outcome}" + (f" ({evaluation.detail})" if evaluation.detail
+                                              else ""))
+    if comparison and comparison.estimate:
+        est = comparison.estimate
+        print(f"{config.measure.metric}: candidate/baseline = {est.ratio:.4f}x, "
+              f"{est.level:.1%} interval [{est.low:.4f}, {est.high:.4f}], {est.pairs} pairs, "
+              f"{comparison.runs} runs")
+        print(f"verdict: {comparison.verdict.upper() if comparison.verdict else 'UNCLEAR'}")
+    return 0
+
+
+def _progress(label: str):
+    """A one-line progress display on a terminal, plain lines otherwise."""
+    tty = sys.stderr.isatty()
+    state = {"shown": False}
+
+    def show(message: str | None) -> None:
+        if message is None:
+            if tty and state["shown"]:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+            return
+        if tty:
+            sys.stderr.write(f"\r\033[K{label}: {message}"[:200])
+            state["shown"] = True
+        else:
+            sys.stderr.write(f"{label}: {message}\n")
+        sys.stderr.flush()
+
+    return show
+
+
 # -- doctor -----------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace) -> int:
     version = args.llvm_version
@@ -230,11 +346,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_targets)
 
+    p = sub.add_parser("init", help="write a commented autopass.toml to start from")
+    store_option(p)
+    p.add_argument("--build", default="make -j2", help="the build command to write in")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("replay", help="replay units from their IR; --check compares objects",
+                       description="Replay every recorded unit from its stored IR with its "
+                       "original flags and compare the object with the one the build made. "
+                       "Units that do not reproduce are listed with the reason and are "
+                       "recompiled from source when tuned. Exit status 1 if any differ.")
+    store_option(p)
+    p.add_argument("--check", action="store_true", help="compare replayed objects with the recorded ones")
+    p.set_defaults(func=cmd_replay)
+
+    def config_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", metavar="FILE",
+                       help="autopass.toml to use (default: the nearest one upwards)")
+
+    p = sub.add_parser("try", help="measure one flags candidate against the baseline",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Rebuild the target with the given per-unit flags (only "
+                       "changed units are recompiled), check its output against the "
+                       "baseline's, and measure both interleaved until the interval of the "
+                       "ratio separates from 1 or the pair budget is spent.",
+                       epilog="example:\n  autopass try --flags 'lib/lz.c=-O3 -fno-unroll-loops' "
+                              "--flags 'lib/sort.c=-mllvm -inline-threshold=500'")
+    store_option(p)
+    config_option(p)
+    p.add_argument("--flags", action="append", default=[], metavar="SOURCE=FLAGS",
+                   help="flags for one unit (repeatable); SOURCE as `autopass units` shows it")
+    p.add_argument("--target", help="the binary to rebuild (default: [run].target or the only one)")
+    p.add_argument("--metric", choices=configuration.METRICS, help="override [measure].metric")
+    p.add_argument("--min-pairs", type=int, help="override [measure].min_pairs")
+    p.add_argument("--max-pairs", type=int, help="override [measure].max_pairs")
+    p.set_defaults(func=cmd_try)
+
     p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")
     p.add_argument("--llvm-version", type=int, default=toolchain.DEFAULT_LLVM_VERSION,
                    metavar="N", help="LLVM major version to look for (default: %(default)s)")
     p.set_defaults(func=cmd_doctor)
     return parser
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds through the code that kills its children
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,8 +400,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        print("autopass: interrupted; the processes it started were stopped", file=sys.stderr)
+        return 130
     except (CliError, StoreError) as error:
         print(f"autopass: error: {error}", file=sys.stderr)
         return 2

@@ -106,3 +106,36 @@ def clean_env(env: dict[str, str]) -> dict[str, str]:
     """The environment for tools we start ourselves: no API keys or tokens."""
     return {k: v for k, v in env.items()
             if not any(marker in k.upper() for marker in SECRET_ENV_MARKERS)}
+
+
+class Captured:
+    __slots__ = ("status", "stdout", "stderr", "timed_out")
+
+    def __init__(self, status: int, stdout: bytes, stderr: bytes, timed_out: bool):
+        self.status, self.stdout, self.stderr, self.timed_out = status, stdout, stderr, timed_out
+
+
+def run_captured(argv: list[str], cwd: str, env: dict[str, str] | None = None,
+                 timeout: float = 300.0, output_cap: int = 1 << 20) -> Captured:
+    """Run a tool in its own session, capturing (capped) output; kill the group on timeout.
+
+    For the tuner's compiles and links (not the wrapper's path, hence the late import).
+    """
+    import subprocess
+
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+        timed_out = False
+        kill_group(process.pid)  # whatever it left running in its session goes too
+    except subprocess.TimeoutExpired:
+        kill_group(process.pid)
+        stdout, stderr = process.communicate()
+        timed_out = True
+    except BaseException:
+        kill_group(process.pid)
+        process.wait()
+        raise
+    return Captured(process.returncode, stdout[:output_cap], stderr[:output_cap], timed_out)

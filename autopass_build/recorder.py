@@ -179,15 +179,19 @@ def _resolve_library(name: str, dirs: list[str], static: bool) -> str | None:
     return None
 
 
-def _describe_input(path: str, archives: list[dict]) -> list:
-    """[kind, path, hash] of one linker input; archives also get their members listed."""
+def _describe_input(spool: Spool, path: str, archives: list[dict]) -> list:
+    """[kind, path, hash] of one linker input; archives also get their members listed.
+
+    Objects and archives are kept as blobs ("obj", "ar") for replay."""
     if archive.is_archive(path):
-        digest = hash_file(path)
+        digest = spool.keep_file("ar", path, ".a")
         members = [[m.name, hash_bytes(m.data)] for m in archive.read_members(path)]
         archives.append({"hash": digest, "path": path, "members": members})
         return ["archive", path, digest]
-    kind = "shared" if ".so" in os.path.basename(path) else "object"
-    return [kind, path, hash_file(path) if os.path.isfile(path) else None]
+    if ".so" in os.path.basename(path):
+        return ["shared", path, hash_file(path) if os.path.isfile(path) else None]
+    return ["object", path, spool.keep_file("obj", path, ".o") if os.path.isfile(path)
+            else None]
 
 
 def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) -> None:
@@ -196,12 +200,12 @@ def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) ->
     archives: list[dict] = []
     inputs = [["unit", u["id"], None] for u in units]
     for path in inv.link_inputs:
-        inputs.append(_describe_input(_abs(call.cwd, path), archives))
+        inputs.append(_describe_input(spool, _abs(call.cwd, path), archives))
     dirs = _library_dirs(inv, call.cwd)
     for name in _libraries(inv):
         found = _resolve_library(name, dirs, static)
         if found:
-            inputs.append(_describe_input(found, archives))
+            inputs.append(_describe_input(spool, found, archives))
     output = _abs(call.cwd, inv.link_output() or "a.out")
     kind = ("shared" if "-shared" in link_flags else
             "relocatable" if "-r" in link_flags else "executable")

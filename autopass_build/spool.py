@@ -106,6 +106,21 @@ class Spool:
             os.replace(tmp_path, final)
         return digest
 
+    def keep_file(self, kind: str, path: str, suffix: str) -> str:
+        """Store a copy of the file at `path` as a blob (deduplicated); return its hash.
+
+        Link inputs are kept so that replay never depends on build outputs that a later
+        `make clean` or rebuild removes or rewrites.
+        """
+        with open(path, "rb") as handle:
+            data = handle.read()
+        digest = hash_bytes(data)
+        final = self.blob_path(kind, digest, suffix)
+        if not os.path.exists(final):
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+            self._write_atomically(final, data)
+        return digest
+
     def _write_atomically(self, final: str, data: bytes) -> None:
         tmp = self.new_tmp_path(".part")
         with open(tmp, "wb") as handle:

@@ -42,8 +42,9 @@ CREATE TABLE IF NOT EXISTS links(
     kind TEXT NOT NULL, inputs TEXT NOT NULL, output_hash TEXT, recorded_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS archives(
     hash TEXT PRIMARY KEY, path BLOB NOT NULL, members TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS compilers(
-    path BLOB PRIMARY KEY, stamp TEXT NOT NULL, identity TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fidelity(
+    unit_id TEXT PRIMARY KEY, ir_hash TEXT NOT NULL, reproduced INTEGER NOT NULL,
+    reason TEXT NOT NULL, checked_at REAL NOT NULL);
 """
 
 
@@ -144,15 +145,16 @@ class Store:
             conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S,
                                    isolation_level=None)
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                conn.execute("PRAGMA journal_mode=WAL")
+            if version in (0, SCHEMA_VERSION):
+                if version == 0:
+                    conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("BEGIN IMMEDIATE")
-                for statement in SCHEMA.split(";"):
+                for statement in SCHEMA.split(";"):  # IF NOT EXISTS: new tables appear
                     if statement.strip():
                         conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 conn.execute("COMMIT")
-            elif version != SCHEMA_VERSION:
+            else:
                 conn.close()
                 raise StoreError(f"store {self.dir} has schema {version}, this autopass "
                                  f"expects {SCHEMA_VERSION}; remove the folder and record again")
@@ -246,6 +248,28 @@ class Store:
         if row is None:
             return None
         return ArchiveRecord(row[0], _s(row[1]), [tuple(m) for m in json.loads(row[2])])
+
+    def archives(self) -> list[ArchiveRecord]:
+        self._ensure_ingested()
+        rows = self.connection().execute("SELECT hash, path, members FROM archives").fetchall()
+        return [ArchiveRecord(r[0], _s(r[1]), [tuple(m) for m in json.loads(r[2])])
+                for r in rows]
+
+    # -- replay fidelity ----------------------------------------------------------------
+    def record_fidelity(self, results: list[tuple[str, str, bool, str]]) -> None:
+        """(unit id, IR hash, reproduced, reason) for each checked unit."""
+        now = time.time()
+        self._write([("INSERT OR REPLACE INTO fidelity VALUES (?,?,?,?,?)",
+                      (uid, ir, int(ok), reason, now)) for uid, ir, ok, reason in results])
+
+    def fidelity(self) -> dict[str, tuple[bool, str]]:
+        rows = self.connection().execute(
+            "SELECT f.unit_id, f.reproduced, f.reason FROM fidelity f JOIN units u "
+            "ON u.id = f.unit_id AND u.ir_hash = f.ir_hash").fetchall()
+        return {r[0]: (bool(r[1]), r[2]) for r in rows}
+
+    def units_replayed_from_source(self) -> set[str]:
+        return {uid for uid, (ok, _) in self.fidelity().items() if not ok}
 
     def log_lines(self) -> list[str]:
         return self.spool.log_lines()

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     bench_words(scale);
     bench_sort(scale);
     bench_matrix(scale);
-    printf("nbody: energy %.12f\n", dp_nbody_energy_after(48, 300 * scale));
+    printf("nbody: energy %.17g\n", dp_nbody_energy_after(48, 300 * scale));
     printf("bigint: digit sum of %d! = %u\n", 2500 * scale, dp_factorial_digit_sum(2500 * scale));
     return 0;
 }

@@ -1,0 +1,258 @@
+"""`autopass.toml`: one typed model, defaults, validation with errors that name the fix.
+
+Layers, lowest first: defaults, the file, then command-line options (the CLI passes
+them to `with_overrides`).  Unknown keys are errors ("did you mean ...?"), so a typo
+never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+from dataclasses import dataclass, field, fields, replace
+
+try:
+    import tomllib
+except ImportError:  # pragma: no cover - Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+CONFIG_NAME = "autopass.toml"
+METRICS = ("wall", "cpu", "instructions", "cycles")
+CHECK_MODES = ("output", "exit-code", "command")
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    command: tuple[str, ...] = ()   # the build to record: `autopass record` with no command
+    root: str = "."
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    command: tuple[str, ...] = ()   # the benchmark; "{exe}" is the binary under test
+    target: str = ""                # which recorded binary (default: the only executable)
+    cwd: str = "."
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float = 120.0          # seconds, for the baseline; candidates get k x baseline
+    inputs: tuple[str, ...] = ()    # files the benchmark reads (checked to exist)
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    mode: str = "output"            # output: exit code and stdout equal the baseline's
+    command: tuple[str, ...] = ()   # mode=command: gets "{outdir}" holding stdout/stderr/code
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    metric: str = "wall"
+    min_pairs: int = 5              # interleaved baseline/candidate pairs before a verdict
+    max_pairs: int = 30
+    precision: float = 0.01         # stop when the interval's half-width is below this
+    timeout_factor: float = 3.0     # a candidate is killed at k x the baseline's time
+    warmup: int = 1
+    pin_cpu: bool = True
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str | None = None         # the file it came from, for messages
+    project_dir: str = "."          # folder holding autopass.toml
+    build: BuildConfig = field(default_factory=BuildConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    check: CheckConfig = field(default_factory=CheckConfig)
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+
+    def resolve(self, path: str) -> str:
+        return os.path.normpath(os.path.join(self.project_dir, path))
+
+
+SECTIONS = {"build": BuildConfig, "run": RunConfig, "check": CheckConfig,
+            "measure": MeasureConfig}
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    return f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(choices))}"
+
+
+def _command(value: object, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as error:
+            raise ConfigError(f"{where}: cannot split {value!r} into arguments ({error}); "
+                              "write it as a list of strings instead")
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigError(f"{where} must be a string or a list of strings, e.g. "
+                      '["{exe}", "input.txt"]')
+
+
+def _coerce(section: str, name: str, kind: object, value: object) -> object:
+    where = f"[{section}].{name}"
+    if name in ("command",):
+        return _command(value, where)
+    if name == "env":
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise ConfigError(f"{where} must be a table of strings, e.g. env = {{ LC_ALL = \"C\" }}")
+        return tuple(sorted(value.items()))
+    if name == "inputs":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f'{where} must be a list of paths, e.g. ["data/input.bin"]')
+        return tuple(value)
+    if kind in (int, "int"):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"{where} must be a non-negative integer, not {value!r}")
+        return value
+    if kind in (float, "float"):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{where} must be a positive number, not {value!r}")
+        return float(value)
+    if kind in (bool, "bool"):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, not {value!r}")
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{where} must be a string, not {value!r}")
+    return value
+
+
+def _section(name: str, cls: type, table: object) -> object:
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{name}] must be a table")
+    known = {f.name: f.type for f in fields(cls)}
+    values = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"unknown key [{name}].{key}{_suggest(key, list(known))}")
+        values[key] = _coerce(name, key, known[key], value)
+    section = cls(**values)
+    _validate(name, section)
+    return section
+
+
+def _validate(name: str, section: object) -> None:
+    if isinstance(section, MeasureConfig):
+        if section.metric not in METRICS:
+            raise ConfigError(f"[measure].metric = {section.metric!r} is not one of "
+                              f"{', '.join(METRICS)}")
+        if section.min_pairs < 2 or section.max_pairs < section.min_pairs:
+            raise ConfigError("[measure] needs 2 <= min_pairs <= max_pairs")
+    if isinstance(section, CheckConfig):
+        if section.mode not in CHECK_MODES:
+            raise ConfigError(f"[check].mode = {section.mode!r} is not one of "
+                              f"{', '.join(CHECK_MODES)}")
+        if section.mode == "command" and not section.command:
+            raise ConfigError('[check].mode = "command" needs [check].command, e.g. '
+                              '["./check.sh", "{outdir}"]')
+    if isinstance(section, RunConfig) and section.command and not any(
+            "{exe}" in token for token in section.command):
+        raise ConfigError('[run].command must contain "{exe}" where the binary under test '
+                          'goes, e.g. command = "{exe} input.txt"')
+
+
+def parse(text: str, path: str | None = None, project_dir: str = ".") -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path or CONFIG_NAME}: not valid TOML: {error}")
+    sections = {}
+    for name, table in data.items():
+        if name not in SECTIONS:
+            raise ConfigError(f"unknown section [{name}]{_suggest(name, list(SECTIONS))}")
+        sections[name] = _section(name, SECTIONS[name], table)
+    return Config(path=path, project_dir=os.path.abspath(project_dir), **sections)
+
+
+def find(start: str) -> str | None:
+    current = os.path.abspath(start)
+    while True:
+        candidate = os.path.join(current, CONFIG_NAME)
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def load(path: str | None = None, start: str = ".") -> Config:
+    """The config at `path`, or the nearest autopass.toml upwards, or the defaults."""
+    path = path or find(start)
+    if path is None:
+        return Config(project_dir=os.path.abspath(start))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text")
+    try:
+        return parse(text, path, os.path.dirname(os.path.abspath(path)))
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+def with_overrides(config: Config, **sections: dict) -> Config:
+    """Command-line values (None = not given) on top of the file's."""
+    updated = {}
+    for name, values in sections.items():
+        given = {k: v for k, v in values.items() if v is not None}
+        if given:
+            section = replace(getattr(config, name), **given)
+            _validate(name, section)
+            updated[name] = section
+    return replace(config, **updated)
+
+
+STARTER = '''\
+# autopass.toml -- what to build, what to run, how to judge it.
+# Written by `autopass init`; every key is optional unless marked.
+
+[build]
+# The build to record (`autopass record` with no command runs this).
+command = "{build}"
+
+[run]
+# The benchmark (required for try/tune). "{{exe}}" is replaced by the binary under test.
+# A list of strings avoids any quoting questions: ["{{exe}}", "--size", "4"]. Never a shell.
+command = "{{exe}}"
+# Which recorded binary to tune (see `autopass targets`); default: the only executable.
+target = "{target}"
+# Folder the benchmark runs in, relative to this file; environment added to it.
+cwd = "."
+env = {{}}
+# Seconds the baseline may take; candidates are killed at timeout_factor x the baseline.
+timeout = 120
+
+[check]
+# "output": exit code and stdout must equal the baseline's (the default).
+# "exit-code": only the exit code must match.
+# "command": run a checker that gets "{{outdir}}" (holding stdout, stderr, exit_code);
+#            it must exit 0 for a correct result, e.g. command = ["./check.sh", "{{outdir}}"]
+mode = "output"
+
+[measure]
+# wall | cpu (user+sys of the whole process tree) | instructions (callgrind: slow but
+# deterministic) | cycles (perf stat, where the host supports it)
+metric = "wall"
+# Baseline and candidate run interleaved in pairs; at least min_pairs, at most max_pairs,
+# stopping once the 95 % interval of the ratio is narrower than +-precision.
+min_pairs = 5
+max_pairs = 30
+precision = 0.01
+timeout_factor = 3.0
+warmup = 1
+pin_cpu = true
+'''
+
+
+def starter_text(build: str = "make -j2", target: str = "") -> str:
+    return STARTER.format(build=build.replace('"', '\\"'), target=target)

@@ -1,0 +1,113 @@
+"""One evaluation: per-unit flags -> replayed binary -> measured against the baseline.
+
+Shared by `autopass try` and the tuner.  The baseline is the recorded binary replayed
+with every unit's original flags (byte-identical to what the build made, see
+`fidelity.py`), so baseline and candidate differ only in the flags under test.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from . import flags as flagset
+from .config import Config
+from .measure import Benchmark, Comparison, Progress, compare
+from .outcome import EvaluationError, Outcome
+from .replay import Candidate, Replayer, ReplayStats
+from .store import Store, UnitRecord
+from .targets import Target, resolve
+
+
+class EvaluateError(Exception):
+    pass
+
+
+@dataclass
+class Evaluation:
+    outcome: Outcome
+    comparison: Comparison | None = None
+    replay: ReplayStats = field(default_factory=ReplayStats)
+    detail: str = ""
+
+
+def choose_target(store: Store, wanted: str) -> Target:
+    root = os.path.dirname(store.dir)
+    targets = resolve(store, root)
+    executables = [t for t in targets if t.kind == "executable"]
+    if wanted:
+        matches = [t for t in targets if wanted in (t.output_rel, t.output,
+                                                    os.path.basename(t.output))]
+        if len(matches) == 1:
+            return matches[0]
+        names = ", ".join(t.output_rel for t in executables) or "(none)"
+        raise EvaluateError(f"target {wanted!r} {'is ambiguous' if matches else 'not found'}; "
+                            f"recorded executables: {names}")
+    if len(executables) == 1:
+        return executables[0]
+    if not executables:
+        raise EvaluateError("no executable was recorded: run `autopass record -- <build>`")
+    raise EvaluateError("several executables were recorded; choose one with --target or "
+                        "[run].target: " + ", ".join(t.output_rel for t in executables))
+
+
+def parse_unit_flags(specs: list[str], units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
+    """['lib/lz.c=-O3 -fno-unroll-loops', ...] -> {unit id: flags} (flags validated)."""
+    result: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        where, sep, text = spec.partition("=")
+        if not sep:
+            raise EvaluateError(f"--flags {spec!r}: write it as SOURCE=FLAGS, e.g. "
+                                "'lib/lz.c=-O3 -fno-unroll-loops'")
+        matches = [u for u in units if where in (u.source_rel, u.source, u.id)]
+        if not matches:
+            raise EvaluateError(f"--flags: no unit {where!r} in this binary; units: "
+                                + ", ".join(sorted(u.source_rel for u in units)))
+        try:
+            tokens = flagset.parse(text)
+        except flagset.FlagError as error:
+            raise EvaluateError(f"--flags {where}: {error}")
+        for unit in matches:  # libtool's PIC and non-PIC twins both get them
+            result[unit.id] = tokens
+    return result
+
+
+class Evaluator:
+    def __init__(self, store: Store, config: Config, target: str = ""):
+        self.store = store
+        self.bench = Benchmark.from_config(config)
+        self.target = choose_target(store, target or config.run.target)
+        self.replayer = Replayer(store)
+        all_units = {u.id: u for u in store.units()}
+        self.units = [all_units[uid] for uid in self.target.units if uid in all_units]
+        self._baseline: Candidate | None = None
+
+    def baseline(self) -> Candidate:
+        if self._baseline is None:
+            try:
+                self._baseline = self.replayer.build(self.target.output, {})
+            except EvaluationError as error:
+                raise EvaluateError(f"cannot replay the baseline of {self.target.output_rel}: "
+                                    f"{error}") from None
+        return self._baseline
+
+    def evaluate(self, flags_by_unit: dict[str, tuple[str, ...]],
+                 progress: Progress | None = None) -> Evaluation:
+        base = self.baseline()
+        before = ReplayStats(**vars(self.replayer.stats))
+        try:
+            candidate = self.replayer.build(self.target.output, flags_by_unit)
+        except EvaluationError as error:
+            return Evaluation(error.outcome, replay=self._delta(before), detail=str(error))
+        replay = self._delta(before)
+        if progress:
+            progress(f"candidate built: {replay.compiled + replay.from_source} units compiled, "
+                     f"{replay.cached} from cache")
+        comparison = compare(self.bench, base.binary, base.env, candidate.binary,
+                             candidate.env, progress)
+        return Evaluation(comparison.outcome, comparison, replay, comparison.detail)
+
+    def _delta(self, before: ReplayStats) -> ReplayStats:
+        now = self.replayer.stats
+        return ReplayStats(now.compiled - before.compiled, now.from_source - before.from_source,
+                           now.cached - before.cached, now.links - before.links)

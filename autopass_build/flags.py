@@ -1,0 +1,146 @@
+"""Flag sets and the allowlist every flag passes before autopass runs a compiler with it.
+
+Flags come from the user (`autopass try`), from strategies and LLM agents, and from a
+flags database that may have been edited by anyone: input, not trusted code.  A token
+is accepted only if it matches the allowlist below; everything else (plugins, `-Xclang`,
+`-B`, output or include paths, linker or assembler pass-through, response files,
+profile paths, unknown `-mllvm` options, whitespace or control characters) is rejected
+with the reason.  A denylist would miss the next dangerous option; this cannot.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+OPT_LEVELS = frozenset({"-O0", "-O1", "-O2", "-O3", "-Os", "-Oz"})
+# -f<name> and -fno-<name> for these names.
+F_SWITCHES = frozenset("""
+unroll-loops vectorize slp-vectorize inline-functions inline-hint-functions inline
+omit-frame-pointer strict-aliasing fast-math finite-math-only unsafe-math-optimizations
+associative-math reciprocal-math signed-zeros trapping-math math-errno jump-tables
+merge-all-constants function-sections data-sections optimize-sibling-calls builtin
+zero-initialized-in-bss split-machine-functions unique-section-names plt
+strict-overflow wrapv delete-null-pointer-checks split-lto-unit exceptions
+unwind-tables asynchronous-unwind-tables stack-protector stack-protector-strong
+semantic-interposition align-functions
+""".split())
+# -f<name>=<value> with a numeric or short word value.
+F_VALUED = frozenset({"align-functions", "align-loops", "fp-contract", "vectorize-width"})
+# -m<feature> / -mno-<feature>, x86 instruction-set switches.
+M_FEATURES = frozenset("""
+sse sse2 sse3 ssse3 sse4.1 sse4.2 sse4 avx avx2 fma bmi bmi2 lzcnt popcnt f16c movbe
+avx512f avx512bw avx512cd avx512dq avx512vl aes pclmul sha adx
+""".split())
+M_VALUED = frozenset({"arch", "tune", "prefer-vector-width"})
+# -mllvm -<option>=<value> for these middle-end options.
+MLLVM_OPTIONS = frozenset("""
+inline-threshold inlinehint-threshold inlinecold-threshold hot-callsite-threshold
+unroll-threshold unroll-count unroll-max-count unroll-partial-threshold
+unroll-runtime unroll-allow-partial unroll-max-upperbound
+force-vector-width force-vector-interleave vectorizer-maximize-bandwidth
+enable-loop-distribute enable-loopinterchange enable-unroll-and-jam enable-loop-flatten
+enable-interleaved-mem-accesses enable-masked-interleaved-mem-accesses
+slp-threshold max-interleave-group-factor extra-vectorizer-passes
+licm-versioning-invariant-threshold enable-gvn-hoist enable-gvn-sink
+jump-threading-threshold max-uses-for-sinking align-all-functions
+align-all-nofallthru-blocks align-all-blocks
+""".split())
+
+
+# Flags that act in the middle or back end only: replaying the unit's IR with them gives
+# the same object as compiling its source with them (measured, see DESIGN "Replay =
+# apply").  Every other flag changes what the front end emits (`-Os` sets optsize,
+# `-fno-unroll-loops` attaches loop metadata, `-ffast-math` sets per-instruction flags,
+# `-march` sets function attributes), so a unit given one is recompiled from source.
+MIDDLE_END_FLAGS = frozenset({
+    "-funroll-loops", "-fvectorize", "-fno-vectorize", "-fslp-vectorize",
+    "-fno-slp-vectorize", "-ffunction-sections", "-fno-function-sections",
+    "-fdata-sections", "-fno-data-sections",
+})
+# -O levels replay from IR only between these (the IR was emitted at one of them).
+IR_COMPATIBLE_LEVELS = frozenset({"-O2", "-O3"})
+
+
+def replayable_from_ir(tokens: tuple[str, ...], recorded_level: str) -> bool:
+    """Whether compiling the unit's IR with `tokens` equals compiling its source with them."""
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "-mllvm":
+            i += 2
+            continue
+        if token in IR_COMPATIBLE_LEVELS and recorded_level in IR_COMPATIBLE_LEVELS:
+            i += 1
+            continue
+        if token not in MIDDLE_END_FLAGS:
+            return False
+        i += 1
+    return True
+
+
+class FlagError(ValueError):
+    pass
+
+
+def _value_ok(value: str) -> bool:
+    return 0 < len(value) <= 32 and all(c.isalnum() or c in "._-+" for c in value)
+
+
+def check_token(token: str) -> str:
+    """"" when `token` is allowed on its own, else the reason it is not."""
+    if not token or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in token):
+        return "contains whitespace or control characters"
+    if token in OPT_LEVELS:
+        return ""
+    if token.startswith("-fno-") and token[5:] in F_SWITCHES:
+        return ""
+    if token.startswith("-f"):
+        name, _, value = token[2:].partition("=")
+        if (not value and name in F_SWITCHES) or (value and name in F_VALUED and _value_ok(value)):
+            return ""
+    if token.startswith("-mno-") and token[5:] in M_FEATURES:
+        return ""
+    if token.startswith("-m") and token != "-mllvm":
+        name, _, value = token[2:].partition("=")
+        if (not value and name in M_FEATURES) or (value and name in M_VALUED and _value_ok(value)):
+            return ""
+    return "not in autopass's allowlist of optimization flags"
+
+
+def check_mllvm(option: str) -> str:
+    if not option.startswith("-") or any(c.isspace() or ord(c) < 32 for c in option):
+        return "-mllvm needs one option like -inline-threshold=500"
+    name, _, value = option.lstrip("-").partition("=")
+    if name not in MLLVM_OPTIONS:
+        return f"-mllvm {option}: not an allowed LLVM option"
+    if value and not _value_ok(value):
+        return f"-mllvm {option}: value must be a number or short word"
+    return ""
+
+
+def validate(tokens: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The tokens, unchanged, if every one is allowed; else FlagError naming the first bad one."""
+    tokens = tuple(tokens)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "-mllvm":
+            if i + 1 >= len(tokens):
+                raise FlagError("-mllvm needs an option after it")
+            why = check_mllvm(tokens[i + 1])
+            i += 2
+        else:
+            why = check_token(token)
+            i += 1
+        if why:
+            raise FlagError(f"flag {token!r} rejected: {why}")
+    return tokens
+
+
+def parse(text: str) -> tuple[str, ...]:
+    """Split a flag string the way a shell would (no expansion), then validate it."""
+    try:
+        tokens = shlex.split(text)
+    except ValueError as error:
+        raise FlagError(f"cannot split {text!r} into flags: {error}")
+    return validate(tokens)

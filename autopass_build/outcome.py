@@ -1,0 +1,28 @@
+"""What became of one evaluation: every way a candidate can fail has a name."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Outcome(str, Enum):
+    OK = "OK"
+    WRONG_OUTPUT = "WRONG_OUTPUT"        # exit code / stdout / the user's check differ
+    RUN_CRASH = "RUN_CRASH"              # killed by a signal (segfault, abort, ...)
+    RUN_TIMEOUT = "RUN_TIMEOUT"          # killed at k x the incumbent's time
+    COMPILE_FAIL = "COMPILE_FAIL"        # the compiler rejected the flags
+    COMPILE_CRASH = "COMPILE_CRASH"      # the compiler died of a signal
+    COMPILE_TIMEOUT = "COMPILE_TIMEOUT"  # the compiler hung and was killed
+    LINK_FAIL = "LINK_FAIL"
+    BASELINE_FAIL = "BASELINE_FAIL"      # the baseline itself does not run: fix the config
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class EvaluationError(Exception):
+    """A candidate could not be built or run; `outcome` says how."""
+
+    def __init__(self, outcome: Outcome, message: str):
+        super().__init__(message)
+        self.outcome = outcome
