@@ -15,6 +15,7 @@ first through LD_LIBRARY_PATH.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 
 from . import archive, proc, toolchain
@@ -173,6 +174,7 @@ class Replayer:
             raise EvaluationError(Outcome.LINK_FAIL, "llvm-ar not found: "
                                   + toolchain.INSTALL_HINT.format(v=toolchain.DEFAULT_LLVM_VERSION))
         done = proc.run_captured([ar, "qcsD", out] + member_files, folder)
+        shutil.rmtree(staging, ignore_errors=True)
         if done.status != 0:
             raise EvaluationError(Outcome.LINK_FAIL, f"llvm-ar failed: {done.stderr[:300]!r}")
         return out

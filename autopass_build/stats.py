@@ -4,27 +4,29 @@ Baseline and candidate run interleaved, so each pair (baseline_i, candidate_i) s
 the machine's state at that moment.  The quantity is the candidate/baseline ratio;
 we work with the paired log-ratios d_i = log(candidate_i / baseline_i).
 
-Method (named so it can be checked): the **median paired log-ratio**, with a
-**percentile bootstrap** confidence interval (resampling pairs, fixed seed, so a
-verdict is reproducible).  The median ignores the odd run disturbed by another
-process; pairing cancels slow drifts of the machine.  Because the interval is looked
-at several times as pairs accumulate, each look uses a Bonferroni-corrected level, so
-that over the whole sequence the chance of calling an identical candidate "faster"
-stays at most (1 - level) / 2.
+Method (named so it can be checked): the **Hodges-Lehmann estimate** of the paired
+log-ratio (the median of the Walsh averages (d_i + d_j) / 2), with the **exact
+Wilcoxon signed-rank confidence interval**.  It needs no normality, only that the
+paired differences be symmetric around their centre -- which holds exactly when the
+candidate equals the baseline, the case where a false "faster" matters.  Measured in
+tests/test_stats.py's simulations: a percentile bootstrap of the median undercovered
+(6 % false "faster" at n <= 40), the sign-test interval was safe but missed 15 % of
+clear 10 % gains; this method is safe and finds them.  Pairing cancels slow drifts of
+the machine.  Because the interval is looked at several times as pairs accumulate,
+each look uses a Bonferroni-corrected level, so over the whole sequence the chance of
+calling an identical candidate "faster" stays at most (1 - level) / 2.  Too few pairs
+for the level give an unbounded interval: no verdict yet.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 
 FASTER = "faster"
 SLOWER = "slower"
 SAME = "same"          # the interval is inside +-precision: no difference worth having
 UNCLEAR = "unclear"    # ran out of pairs before the interval separated
-
-BOOTSTRAP_SAMPLES = 2000
 
 
 def median(values: list[float]) -> float:
@@ -42,17 +44,36 @@ def log_ratios(baseline: list[float], candidate: list[float]) -> list[float]:
     return [math.log(c / b) for b, c in zip(baseline, candidate) if b > 0 and c > 0]
 
 
-def bootstrap_interval(diffs: list[float], level: float, seed: int = 0,
-                       samples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float]:
-    """Percentile bootstrap interval of the median of `diffs`."""
-    rng = random.Random(seed)
-    n = len(diffs)
-    medians = sorted(median([diffs[rng.randrange(n)] for _ in range(n)])
-                     for _ in range(samples))
-    tail = (1 - level) / 2
-    low = medians[max(0, int(math.floor(tail * samples)))]
-    high = medians[min(samples - 1, int(math.ceil((1 - tail) * samples)) - 1)]
-    return low, high
+def walsh_averages(diffs: list[float]) -> list[float]:
+    return sorted((diffs[i] + diffs[j]) / 2 for i in range(len(diffs))
+                  for j in range(i, len(diffs)))
+
+
+def signed_rank_critical(n: int, alpha: float) -> int:
+    """Largest c with P(T <= c) <= alpha / 2 for the Wilcoxon signed-rank statistic T
+    of n pairs under the null (exact, by counting subsets of ranks); -1 if none."""
+    total = n * (n + 1) // 2
+    counts = [1] + [0] * total
+    for rank in range(1, n + 1):
+        for s in range(total, rank - 1, -1):
+            counts[s] += counts[s - rank]
+    cumulative, critical = 0, -1
+    for c in range(total + 1):
+        cumulative += counts[c]
+        if cumulative / 2 ** n > alpha / 2:
+            break
+        critical = c
+    return critical
+
+
+def hodges_lehmann_interval(diffs: list[float], level: float) -> tuple[float, float, float]:
+    """(estimate, low, high) of the centre of `diffs`; unbounded if n is too small."""
+    walsh = walsh_averages(diffs)
+    centre = median(walsh)
+    c = signed_rank_critical(len(diffs), 1 - level)
+    if c < 0:
+        return centre, -math.inf, math.inf
+    return centre, walsh[c], walsh[len(walsh) - 1 - c]
 
 
 @dataclass(frozen=True)
@@ -72,13 +93,12 @@ class Estimate:
                 f"({self.level:.1%} interval, {self.pairs} pairs)")
 
 
-def estimate(baseline: list[float], candidate: list[float], level: float = 0.95,
-             seed: int = 0) -> Estimate:
+def estimate(baseline: list[float], candidate: list[float], level: float = 0.95) -> Estimate:
     diffs = log_ratios(baseline, candidate)
     if not diffs:
         raise ValueError("no usable pairs")
-    low, high = bootstrap_interval(diffs, level, seed)
-    return Estimate(math.exp(median(diffs)), math.exp(low), math.exp(high), len(diffs), level)
+    centre, low, high = hodges_lehmann_interval(diffs, level)
+    return Estimate(math.exp(centre), math.exp(low), math.exp(high), len(diffs), level)
 
 
 def verdict(est: Estimate, precision: float, final: bool) -> str | None:

@@ -1,0 +1,75 @@
+"""autopass.toml: typed, validated, unknown keys rejected with a suggestion."""
+
+from __future__ import annotations
+
+import pytest
+
+from autopass_build import config as cfg
+
+
+def test_starter_file_parses_and_has_defaults():
+    config = cfg.parse(cfg.starter_text("make -j4", "bin/app"))
+    assert config.build.command == ("make", "-j4")
+    assert config.run.command == ("{exe}",)
+    assert config.run.target == "bin/app"
+    assert config.measure.metric == "wall" and config.check.mode == "output"
+
+
+def test_full_file():
+    config = cfg.parse('''
+[run]
+command = ["{exe}", "--size", "big file.txt"]
+cwd = "data"
+env = { LC_ALL = "C" }
+timeout = 30
+[check]
+mode = "command"
+command = "./check.sh {outdir}"
+[measure]
+metric = "instructions"
+min_pairs = 3
+max_pairs = 9
+''', project_dir="/p")
+    assert config.run.command == ("{exe}", "--size", "big file.txt")
+    assert config.run.env == (("LC_ALL", "C"),)
+    assert config.run.timeout == 30.0
+    assert config.check.command == ("./check.sh", "{outdir}")
+    assert config.measure.max_pairs == 9
+    assert config.resolve("data") == "/p/data"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[run]\ncomand = '{exe}'", "unknown key [run].comand; did you mean 'command'?"),
+    ("[mesure]\nmetric = 'wall'", "unknown section [mesure]; did you mean 'measure'?"),
+    ("[measure]\nmetric = 'time'", "[measure].metric = 'time' is not one of wall, cpu"),
+    ("[measure]\nmin_pairs = 'five'", "[measure].min_pairs must be a non-negative integer"),
+    ("[measure]\nmin_pairs = 10\nmax_pairs = 5", "min_pairs <= max_pairs"),
+    ("[run]\ncommand = 'bench input'", 'must contain "{exe}"'),
+    ("[run]\ncommand = 'unterminated \"quote'", "write it as a list of strings"),
+    ("[run]\ntimeout = -1", "[run].timeout must be a positive number"),
+    ("[check]\nmode = 'command'", "needs [check].command"),
+    ("[measure]\npin_cpu = 'yes'", "[measure].pin_cpu must be true or false"),
+    ("[run\n", "not valid TOML"),
+])
+def test_bad_config_names_the_key_and_the_fix(text, message):
+    with pytest.raises(cfg.ConfigError) as error:
+        cfg.parse(text)
+    assert message in str(error.value)
+
+
+def test_load_finds_the_file_upwards_and_names_it_in_errors(tmp_path):
+    (tmp_path / "autopass.toml").write_text("[run]\ncommand = '{exe} 1'\n")
+    (tmp_path / "sub").mkdir()
+    config = cfg.load(start=str(tmp_path / "sub"))
+    assert config.run.command == ("{exe}", "1") and config.project_dir == str(tmp_path)
+    (tmp_path / "autopass.toml").write_text("[run]\nbogus = 1\n")
+    with pytest.raises(cfg.ConfigError, match=str(tmp_path / "autopass.toml")):
+        cfg.load(start=str(tmp_path))
+
+
+def test_command_line_overrides_are_validated():
+    config = cfg.parse("[measure]\nmetric = 'cpu'\n")
+    assert cfg.with_overrides(config, measure={"metric": "wall", "max_pairs": None}
+                              ).measure.metric == "wall"
+    with pytest.raises(cfg.ConfigError):
+        cfg.with_overrides(config, measure={"min_pairs": 1})

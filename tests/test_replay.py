@@ -1,0 +1,231 @@
+"""Replay from IR and the measurement loop, on the recorded make-c example (real clang).
+
+RELIABILITY.md F4 (compiler crash/hang), F5 (benchmark hangs or forks), F6 (wrong output,
+crash), F9 (SIGTERM) are here; F7 (noise) is in test_stats.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import AUTOPASS, EXAMPLES, fake_compiler
+
+from autopass_build import config as cfg
+from autopass_build import fidelity
+from autopass_build.evaluate import EvaluateError, Evaluator, parse_unit_flags
+from autopass_build.measure import Benchmark, MeasureError, compare, run_once
+from autopass_build.outcome import EvaluationError, Outcome
+from autopass_build.replay import Replayer
+from autopass_build.store import Store
+
+CONFIG = """
+[run]
+command = ["{exe}", "1"]
+timeout = 60
+[measure]
+min_pairs = 2
+max_pairs = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("replay") / "make-c"
+    shutil.copytree(EXAMPLES / "make-c", root,
+                    ignore=shutil.ignore_patterns(".autopass", "*.o", "*.a", "*.d"))
+    subprocess.run([AUTOPASS, "record", "--", "make", "-j2"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text(CONFIG)
+    (root / "expected-1.txt").write_bytes(
+        subprocess.run([root / "dataproc", "1"], capture_output=True, check=True).stdout)
+    return root
+
+
+def store_of(project: Path) -> Store:
+    return Store.open_existing(str(project / ".autopass"))
+
+
+def unit_named(store: Store, source_rel: str):
+    [unit] = [u for u in store.units() if u.source_rel == source_rel]
+    return unit
+
+
+def test_replay_check_reproduces_every_object(project):
+    results = fidelity.check(store_of(project))
+    assert len(results) == 11
+    assert all(r.reproduced and r.reason == "" for r in results), \
+        [(r.unit.source_rel, r.reason) for r in results if r.reason]
+    out = subprocess.run([AUTOPASS, "replay", "--check"], cwd=project, capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and "11/11 units reproduce" in out.stdout
+
+
+def test_baseline_replay_is_the_recorded_binary_byte_for_byte(project):
+    replayer = Replayer(store_of(project))
+    baseline = replayer.build(str(project / "dataproc"), {})
+    assert Path(baseline.binary).read_bytes() == (project / "dataproc").read_bytes()
+
+
+def test_one_changed_unit_recompiles_exactly_one_unit(project):
+    store = store_of(project)
+    replayer = Replayer(store)
+    replayer.build(str(project / "dataproc"), {})
+    lz = unit_named(store, "lib/lz.c")
+    before = (replayer.stats.compiled, replayer.stats.cached)
+    candidate = replayer.build(str(project / "dataproc"), {lz.id: ("-O3", "-funroll-loops")})
+    assert replayer.stats.compiled - before[0] == 1
+    assert replayer.stats.cached - before[1] == 10
+    assert Path(candidate.binary).read_bytes() != (project / "dataproc").read_bytes()
+    out = subprocess.run([candidate.binary, "1"], capture_output=True, check=True).stdout
+    assert out == (project / "expected-1.txt").read_bytes()
+
+
+def test_front_end_flags_recompile_from_source(project):
+    store = store_of(project)
+    replayer = Replayer(store)
+    nbody = unit_named(store, "lib/nbody.c")
+    replayer.build(str(project / "dataproc"), {nbody.id: ("-ffast-math",)})
+    assert replayer.stats.from_source == 1
+
+
+def test_fast_math_on_the_float_unit_is_wrong_output(project):
+    config = cfg.load(start=str(project))
+    evaluator = Evaluator(store_of(project), config)
+    flags = parse_unit_flags(["lib/nbody.c=-O2 -ffast-math"], evaluator.units)
+    evaluation = evaluator.evaluate(flags)
+    assert evaluation.outcome == Outcome.WRONG_OUTPUT
+    assert "nbody: energy" in evaluation.detail
+
+
+def test_try_prints_a_verdict(project):
+    out = subprocess.run([AUTOPASS, "try", "--flags", "lib/lz.c=-O3"], cwd=project,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "outcome: OK" in out.stdout
+    assert "wall: candidate/baseline = " in out.stdout and "2 pairs" in out.stdout
+    assert "verdict: " in out.stdout
+    assert "candidate built: 1 units compiled, 10 from cache" in out.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["lib/lz.c=-fplugin=/tmp/x.so"], "rejected"),
+    (["lib/nope.c=-O3"], "no unit 'lib/nope.c'"),
+    (["lib/lz.c"], "SOURCE=FLAGS"),
+])
+def test_try_rejects_bad_flags_clearly(project, flags, message):
+    config = cfg.load(start=str(project))
+    evaluator = Evaluator(store_of(project), config)
+    with pytest.raises(EvaluateError, match=message):
+        parse_unit_flags(flags, evaluator.units)
+
+
+def test_try_without_a_benchmark_says_how_to_add_one(project, tmp_path):
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    out = subprocess.run([AUTOPASS, "try", "--config", str(empty), "--flags", "lib/lz.c=-O3"],
+                         cwd=project, capture_output=True, text=True)
+    assert out.returncode == 2 and "add a [run] command" in out.stderr
+
+
+# ---- F4 ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("behaviour, outcome", [
+    ('case "$*" in *-funroll-loops*) kill -SEGV $$;; esac\n', Outcome.COMPILE_CRASH),
+    ('case "$*" in *-funroll-loops*) exec sleep 271;; esac\n', Outcome.COMPILE_TIMEOUT),
+    ('case "$*" in *-funroll-loops*) echo "error: boom" >&2; exit 1;; esac\n',
+     Outcome.COMPILE_FAIL),
+])
+def test_f4_compiler_crash_or_hang_is_an_outcome(project, tmp_path, clang, behaviour, outcome):
+    fake = fake_compiler(tmp_path, "fake-clang", behaviour + f'exec {clang} "$@"\n')
+    store = store_of(project)
+    replayer = Replayer(store, compile_timeout=2, compiler_override=fake)
+    lz = unit_named(store, "lib/lz.c")
+    with pytest.raises(EvaluationError) as error:
+        replayer.build(str(project / "dataproc"), {lz.id: ("-funroll-loops",)})
+    assert error.value.outcome == outcome
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "271"]]
+
+
+# ---- F5 / F6 -----------------------------------------------------------------------------
+def bench_for(tmp_path: Path, command: list[str]) -> Benchmark:
+    config = cfg.parse(f"[run]\ncommand = {command!r}\ntimeout = 30\n"
+                       "[measure]\nmin_pairs = 2\nmax_pairs = 4\ntimeout_factor = 3.0\n",
+                       project_dir=str(tmp_path))
+    return Benchmark.from_config(config)
+
+
+def script(tmp_path: Path, name: str, body: str) -> str:
+    return fake_compiler(tmp_path, name, body)
+
+
+def no_process_with(marker: str) -> bool:
+    return not [p for p in psutil.process_iter(["cmdline"])
+                if marker in " ".join(p.info["cmdline"] or [])]
+
+
+def test_f5_a_hanging_benchmark_that_forks_is_killed_whole(tmp_path):
+    good = script(tmp_path, "good", "sleep 0.2; echo result 42\n")
+    hang = script(tmp_path, "hang", "(sleep 377 &) ; sleep 366; echo result 42\n")
+    bench = bench_for(tmp_path, ["{exe}"])
+    started = time.monotonic()
+    result = compare(bench, good, {}, hang, {})
+    assert result.outcome == Outcome.RUN_TIMEOUT
+    assert time.monotonic() - started < 20  # killed at ~3 x 0.2 s, not after 366 s
+    time.sleep(0.2)
+    assert no_process_with("sleep 377") and no_process_with("sleep 366")
+
+
+@pytest.mark.parametrize("body, outcome", [
+    ("sleep 0.1; echo result 43\n", Outcome.WRONG_OUTPUT),
+    ("sleep 0.1; echo result 42; exit 3\n", Outcome.WRONG_OUTPUT),
+    ("kill -SEGV $$\n", Outcome.RUN_CRASH),
+])
+def test_f6_wrong_output_and_crashes_are_never_fast(tmp_path, body, outcome):
+    good = script(tmp_path, "good", "sleep 0.1; echo result 42\n")
+    bad = script(tmp_path, "bad", body)
+    result = compare(bench_for(tmp_path, ["{exe}"]), good, {}, bad, {})
+    assert result.outcome == outcome and result.verdict is None
+
+
+def test_a_broken_baseline_is_a_clear_error(tmp_path):
+    broken = script(tmp_path, "broken", "exit 1\n")
+    crash = script(tmp_path, "crash", "kill -SEGV $$\n")
+    with pytest.raises(MeasureError, match="the baseline does not run"):
+        compare(bench_for(tmp_path, ["{exe}"]), crash, {}, broken, {})
+
+
+def test_metrics_cpu_and_instructions(tmp_path):
+    busy = script(tmp_path, "busy", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo ok\n")
+    bench = bench_for(tmp_path, ["{exe}"])
+    cpu = run_once(bench, busy, {}, 30, metric="cpu")
+    assert cpu.outcome == Outcome.OK and 0 < cpu.value <= cpu.wall * 1.5
+    first = run_once(bench, "/bin/true", {}, 60, metric="instructions")
+    second = run_once(bench, "/bin/true", {}, 60, metric="instructions")
+    assert first.outcome == Outcome.OK and first.value > 1000
+    assert first.value == second.value  # deterministic
+
+
+# ---- F9 ----------------------------------------------------------------------------------
+def test_f9_sigterm_stops_try_and_everything_it_started(project, tmp_path):
+    hang_config = tmp_path / "hang.toml"
+    hang_config.write_text('[run]\ncommand = ["sh", "-c", "sleep 389; {exe}"]\n')
+    child = subprocess.Popen([AUTOPASS, "try", "--config", str(hang_config),
+                              "--flags", "lib/lz.c=-O3"], cwd=project,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while no_process_with("sleep 389") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not no_process_with("sleep 389"), "the benchmark never started"
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=30)
+    assert child.returncode == 130
+    assert "interrupted" in err
+    time.sleep(0.2)
+    assert no_process_with("sleep 389")

@@ -1,0 +1,81 @@
+"""The statistics behind every verdict, on synthetic timings with known truth (F7)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from autopass_build import stats
+
+
+def noisy(rng: random.Random, n: int, mean: float, cv: float, drift: list[float]) -> list[float]:
+    """Lognormal run times with a machine drift shared by the pair."""
+    return [mean * drift[i] * math.exp(rng.gauss(0, cv)) for i in range(n)]
+
+
+def sequential_verdict(rng: random.Random, true_ratio: float, cv: float,
+                       min_pairs: int = 5, max_pairs: int = 40, precision: float = 0.01) -> str:
+    looks = stats.look_schedule(min_pairs, max_pairs)
+    level = stats.per_look_level(0.95, len(looks))
+    drift = [1 + 0.3 * math.sin(i / 3) for i in range(max_pairs)]
+    base = noisy(rng, max_pairs, 1.0, cv, drift)
+    cand = noisy(rng, max_pairs, true_ratio, cv, drift)
+    for n in looks:
+        est = stats.estimate(base[:n], cand[:n], level)
+        decided = stats.verdict(est, precision, final=n == max_pairs)
+        if decided:
+            return decided
+    raise AssertionError("the last look always decides")
+
+
+def test_median_and_estimate_of_an_exact_ratio():
+    assert stats.median([3, 1, 2]) == 2 and stats.median([4, 1, 2, 3]) == 2.5
+    est = stats.estimate([1.0, 2.0, 4.0, 1.5, 1, 1, 1, 1], [0.9, 1.8, 3.6, 1.35, .9, .9, .9, .9])
+    # every pair is exactly 0.9: the interval collapses onto it
+    assert est.ratio == pytest.approx(0.9) and est.low == pytest.approx(0.9)
+    assert est.high == pytest.approx(0.9) and est.pairs == 8
+
+
+def test_look_schedule_and_bonferroni():
+    assert stats.look_schedule(5, 30) == [5, 10, 20, 30]
+    assert stats.look_schedule(5, 5) == [5]
+    assert stats.per_look_level(0.95, 4) == pytest.approx(0.9875)
+
+
+def test_a_a_false_faster_rate_is_at_most_5_percent():
+    rng = random.Random(1)
+    verdicts = [sequential_verdict(rng, 1.0, cv=0.10) for _ in range(300)]
+    assert verdicts.count(stats.FASTER) / len(verdicts) <= 0.05
+
+
+def test_a_clear_gain_is_found_despite_10_percent_noise():
+    rng = random.Random(2)
+    verdicts = [sequential_verdict(rng, 0.90, cv=0.10) for _ in range(100)]
+    assert verdicts.count(stats.FASTER) >= 90
+    assert verdicts.count(stats.SLOWER) == 0
+
+
+def test_a_3_percent_loss_is_found_on_a_quiet_machine():
+    rng = random.Random(3)
+    verdicts = [sequential_verdict(rng, 1.03, cv=0.02) for _ in range(100)]
+    assert verdicts.count(stats.SLOWER) >= 90
+
+
+def test_no_difference_with_tight_timings_is_called_same():
+    rng = random.Random(4)
+    verdicts = [sequential_verdict(rng, 1.0, cv=0.002) for _ in range(50)]
+    assert verdicts.count(stats.SAME) >= 45
+
+
+def test_signed_rank_critical_values_match_the_published_table():
+    # Two-sided 5 %: n=6 -> 0, n=10 -> 8, n=20 -> 52 (standard Wilcoxon tables).
+    assert [stats.signed_rank_critical(n, 0.05) for n in (5, 6, 10, 20)] == [-1, 0, 8, 52]
+
+
+def test_hodges_lehmann_interval():
+    centre, low, high = stats.hodges_lehmann_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 0.95)
+    assert centre == 3.5 and (low, high) == (1.0, 6.0)
+    assert stats.hodges_lehmann_interval([1.0, 2.0, 3.0], 0.95)[1:] == (-math.inf, math.inf)
+    assert stats.verdict(stats.estimate([1.0] * 3, [0.5] * 3), 0.01, final=False) is None
