@@ -254,7 +254,7 @@ def _print_evaluation(evaluation, config: configuration.Config) -> int:
 def _progress(label: str):
     """A one-line progress display on a terminal, plain lines otherwise."""
     tty = sys.stderr.isatty()
-    state = {"shown": False}
+    state = {"shown": False, "last": 0.0}
 
     def show(message: str | None) -> None:
         if message is None:
@@ -265,8 +265,9 @@ def _progress(label: str):
         if tty:
             sys.stderr.write(f"\r\033[K{label}: {message}"[:200])
             state["shown"] = True
-        else:
+        elif time.monotonic() - state["last"] >= 2.0:  # logs: a line every 2 s at most
             sys.stderr.write(f"{label}: {message}\n")
+            state["last"] = time.monotonic()
         sys.stderr.flush()
 
     return show

@@ -194,16 +194,21 @@ class Replayer:
         return Candidate(binary, folder, {"LD_LIBRARY_PATH": folder} if self._shared_inputs(link)
                          else {})
 
+    def _link_of_shared(self, path: str) -> LinkRecord | None:
+        """The recorded link that made a shared library input (libtool links the
+        versioned file, libpng16.so.16.39.0, and passes a symlink to it)."""
+        return self.links.get(path) or self.links.get(os.path.realpath(path))
+
     def _shared_inputs(self, link: LinkRecord) -> list[LinkRecord]:
-        return [self.links[i.path] for i in link.inputs
-                if i.kind == "shared" and i.path in self.links]
+        found = [self._link_of_shared(i.path) for i in link.inputs if i.kind == "shared"]
+        return [f for f in found if f is not None]
 
     def _link(self, link: LinkRecord, flags_by_unit: dict[str, Flags], folder: str) -> str:
         out = os.path.join(folder, os.path.basename(link.output))
-        if os.path.exists(out):
-            return out  # same target, same flags: already built
         for shared in self._shared_inputs(link):
             self._rebuilt_shared(shared, flags_by_unit, folder)
+        if os.path.exists(out):
+            return out  # same target, same flags: already built (renamed into place last)
         argv = [self._link_compiler(link)] + self._link_args(link, flags_by_unit, folder, out)
         tmp_out = out + ".tmp"
         argv[argv.index(out)] = tmp_out
@@ -271,8 +276,9 @@ class Replayer:
         if item.kind == "archive":
             return self._archive_for(item.hash, flags_by_unit, folder)
         if item.kind == "shared":
-            return os.path.join(folder, os.path.basename(item.path)) \
-                if item.path in self.links else item.path
+            rebuilt = self._link_of_shared(item.path)
+            return os.path.join(folder, os.path.basename(rebuilt.output)) if rebuilt \
+                else item.path
         unit = self.by_object.get(item.hash or "")
         if unit is not None:
             return self.object_for(unit, flags_by_unit.get(unit.id, ()))
