@@ -79,7 +79,7 @@ class Evaluator:
         self.target = choose_target(store, target or config.run.target)
         self.replayer = Replayer(store)
         all_units = {u.id: u for u in store.units()}
-        self.units = [all_units[uid] for uid in self.target.units if uid in all_units]
+        self.units = [all_units[uid] for uid in self.target.runtime_units() if uid in all_units]
         self._baseline: Candidate | None = None
 
     def baseline(self) -> Candidate:

@@ -24,6 +24,12 @@ class Target:
     shared_libraries: list[str] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)      # inputs with no unit
     archives: list[str] = field(default_factory=list)
+    # Units of the project's shared libraries this binary loads (recursively): they run
+    # when it runs, so they are tuned with it.
+    loaded_units: list[str] = field(default_factory=list)
+
+    def runtime_units(self) -> list[str]:
+        return self.units + [u for u in self.loaded_units if u not in self.units]
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -41,7 +47,27 @@ def resolve(store: Store, root: str) -> list[Target]:
     for unit in sorted(units, key=lambda u: u.recorded_at):
         if unit.object_hash:
             by_object[unit.object_hash] = unit  # newest wins
-    return [_resolve_link(store, link, by_id, by_object, root) for link in store.links()]
+    targets = [_resolve_link(store, link, by_id, by_object, root) for link in store.links()]
+    _add_loaded_units(targets, store.links())
+    return targets
+
+
+def _add_loaded_units(targets: list[Target], links: list[LinkRecord]) -> None:
+    by_output = {os.path.realpath(t.output): t for t in targets}
+    shared_of = {os.path.realpath(link.output): [os.path.realpath(i.path) for i in link.inputs
+                                                 if i.kind == "shared"] for link in links}
+
+    def loaded(output: str, seen: set[str]) -> list[str]:
+        units: list[str] = []
+        for lib in shared_of.get(output, []):
+            if lib in by_output and lib not in seen:
+                seen.add(lib)
+                units += by_output[lib].units + loaded(lib, seen)
+        return units
+
+    for target in targets:
+        target.loaded_units = list(dict.fromkeys(loaded(os.path.realpath(target.output),
+                                                        set())))
 
 
 def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],

@@ -19,12 +19,15 @@ CACHE = Path(os.environ.get("AUTOPASS_BENCH_CACHE",
 
 @dataclass(frozen=True)
 class Program:
-    package: str                # Debian source package
-    build_dir: str              # where the build runs, inside the source tree
-    build: tuple[str, ...]      # its own build command, as `autopass record -- BUILD` runs it
+    package: str                  # Debian source package
+    build_dir: str                # where the build runs, inside the source tree
+    build: tuple[str, ...]        # its own build command, as `autopass record -- BUILD` runs it
     plain_build: tuple[str, ...]  # the same build with plain clang-19 as the compiler
-    clean: tuple[str, ...]
-    binaries: tuple[str, ...]   # relative to build_dir
+    clean: tuple[str, ...]        # back to a pristine tree
+    binaries: tuple[str, ...]     # relative to build_dir; the first is the one benchmarked
+    # After plain_build: remove the objects, and rebuild them (no configure step).
+    soft_clean: tuple[str, ...] = ()
+    rebuild: tuple[str, ...] = ()
 
 
 LUA = Program(
@@ -33,8 +36,20 @@ LUA = Program(
     plain_build=("make", "posix", "-j2", "CC=clang-19 -std=gnu99"),
     clean=("make", "clean"),
     binaries=("lua", "luac"),
+    soft_clean=("make", "clean"),
+    rebuild=("make", "posix", "-j2", "CC=clang-19 -std=gnu99"),
 )
-# autotools + libtool: configure probes, PIC and non-PIC compiles of each source, a
+# A Makefile with CC=gcc and a program linked with -L. -lbz2 against its static library.
+BZIP2 = Program(
+    package="bzip2", build_dir=".",
+    build=("make", "-j2", "libbz2.a", "bzip2", "bzip2recover"),
+    plain_build=("make", "-j2", "libbz2.a", "bzip2", "bzip2recover", "CC=clang-19"),
+    clean=("make", "clean"),
+    binaries=("bzip2", "bzip2recover"),
+    soft_clean=("make", "clean"),
+    rebuild=("make", "-j2", "libbz2.a", "bzip2", "bzip2recover", "CC=clang-19"),
+)
+# autotools + libtool: configure probes, PIC and non-PIC compiles of every source, a
 # shared library and programs linked against it.
 LIBPNG = Program(
     package="libpng1.6", build_dir=".",
@@ -42,8 +57,10 @@ LIBPNG = Program(
     plain_build=("sh", "-c", "CC=clang-19 ./configure -q && make -j2"),
     clean=("sh", "-c", "make distclean >/dev/null"),
     binaries=(".libs/pngfix", ".libs/libpng16.so"),
+    soft_clean=("make", "clean"),
+    rebuild=("make", "-j2"),
 )
-PROGRAMS = {p.package: p for p in (LUA, LIBPNG)}
+PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG)}
 
 
 class FetchError(Exception):
