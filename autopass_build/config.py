@@ -94,7 +94,8 @@ def _command(value: object, where: str) -> tuple[str, ...]:
                       '["{exe}", "input.txt"]')
 
 
-def _coerce(section: str, name: str, kind: object, value: object) -> object:
+def _coerce(section: str, name: str, kind: str, value: object) -> object:
+    """`kind` is the field's annotation as text (this module uses postponed annotations)."""
     where = f"[{section}].{name}"
     if name in ("command",):
         return _command(value, where)
@@ -106,15 +107,15 @@ def _coerce(section: str, name: str, kind: object, value: object) -> object:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f'{where} must be a list of paths, e.g. ["data/input.bin"]')
         return tuple(value)
-    if kind in (int, "int"):
+    if kind == "int":
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"{where} must be a non-negative integer, not {value!r}")
         return value
-    if kind in (float, "float"):
+    if kind == "float":
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
             raise ConfigError(f"{where} must be a positive number, not {value!r}")
         return float(value)
-    if kind in (bool, "bool"):
+    if kind == "bool":
         if not isinstance(value, bool):
             raise ConfigError(f"{where} must be true or false, not {value!r}")
         return value

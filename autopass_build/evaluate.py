@@ -8,6 +8,7 @@ with every unit's original flags (byte-identical to what the build made, see
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 
 from . import flags as flagset
@@ -103,8 +104,12 @@ class Evaluator:
         if progress:
             progress(f"candidate built: {replay.compiled + replay.from_source} units compiled, "
                      f"{replay.cached} from cache")
-        comparison = compare(self.bench, base.binary, base.env, candidate.binary,
-                             candidate.env, progress)
+        try:
+            comparison = compare(self.bench, base.binary, base.env, candidate.binary,
+                                 candidate.env, progress)
+        finally:
+            if candidate.folder != base.folder:  # objects stay cached; binaries are cheap
+                shutil.rmtree(candidate.folder, ignore_errors=True)
         return Evaluation(comparison.outcome, comparison, replay, comparison.detail)
 
     def _delta(self, before: ReplayStats) -> ReplayStats:

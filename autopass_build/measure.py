@@ -80,7 +80,9 @@ def metric_prefix(metric: str, out_file: str) -> list[str]:
     if metric == "instructions":
         if shutil.which("valgrind") is None:
             raise MeasureError("metric 'instructions' needs valgrind: apt-get install valgrind")
-        return ["valgrind", "--tool=callgrind", "-q", f"--callgrind-out-file={out_file}", "--"]
+        # Every process the benchmark starts is counted (a wrapper script, `sh -c`, ...).
+        return ["valgrind", "--tool=callgrind", "-q", "--trace-children=yes",
+                f"--callgrind-out-file={out_file}.%p", "--"]
     if metric == "cycles":
         if not cycles_supported():
             raise MeasureError("metric 'cycles' is not supported on this host (perf stat "
@@ -108,18 +110,33 @@ def cycles_supported() -> bool:
 
 
 def read_metric(metric: str, out_file: str) -> float:
+    if metric == "instructions":
+        return _callgrind_total(out_file)
     with open(out_file, encoding="utf-8", errors="replace") as handle:
         text = handle.read()
-    if metric == "instructions":
-        for line in text.splitlines():
-            if line.startswith(("summary:", "totals:")):
-                return float(line.split()[1])
-        raise MeasureError("callgrind wrote no instruction total")
     for line in text.splitlines():  # perf stat -x, : value,unit,event,...
         fields_ = line.split(",")
         if len(fields_) > 2 and fields_[2].startswith("cycles"):
             return float(fields_[0])
     raise MeasureError("perf stat reported no cycle count")
+
+
+def _callgrind_total(prefix: str) -> float:
+    """Instructions summed over the callgrind files of every traced process."""
+    folder, stem = os.path.split(prefix)
+    total, found = 0.0, False
+    for name in os.listdir(folder):
+        if not name.startswith(stem + "."):
+            continue
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith(("summary:", "totals:")):
+                    total += float(line.split()[1])
+                    found = True
+                    break
+    if not found:
+        raise MeasureError("callgrind wrote no instruction total")
+    return total
 
 
 def _wait(pid: int, timeout: float) -> tuple[int, object, bool]:

@@ -145,7 +145,7 @@ def record_units(spool: Spool, call: Call, inv: Invocation) -> list[dict]:
     return units
 
 
-def _library_dirs(inv: Invocation, cwd: str) -> list[str]:
+def library_dirs(inv: Invocation, cwd: str) -> list[str]:
     tokens = inv.flag_tokens(R_LINK)
     dirs = []
     for i, token in enumerate(tokens):
@@ -156,7 +156,7 @@ def _library_dirs(inv: Invocation, cwd: str) -> list[str]:
     return dirs
 
 
-def _libraries(inv: Invocation) -> list[str]:
+def libraries(inv: Invocation) -> list[str]:
     tokens = inv.flag_tokens(R_LINK)
     names = []
     for i, token in enumerate(tokens):
@@ -167,7 +167,7 @@ def _libraries(inv: Invocation) -> list[str]:
     return names
 
 
-def _resolve_library(name: str, dirs: list[str], static: bool) -> str | None:
+def resolve_library(name: str, dirs: list[str], static: bool) -> str | None:
     """A -lNAME found in the project's own -L folders (system folders are not ours)."""
     candidates = [name[1:]] if name.startswith(":") else (
         [f"lib{name}.a"] if static else [f"lib{name}.so", f"lib{name}.a"])
@@ -201,9 +201,9 @@ def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) ->
     inputs = [["unit", u["id"], None] for u in units]
     for path in inv.link_inputs:
         inputs.append(_describe_input(spool, _abs(call.cwd, path), archives))
-    dirs = _library_dirs(inv, call.cwd)
-    for name in _libraries(inv):
-        found = _resolve_library(name, dirs, static)
+    dirs = library_dirs(inv, call.cwd)
+    for name in libraries(inv):
+        found = resolve_library(name, dirs, static)
         if found:
             inputs.append(_describe_input(spool, found, archives))
     output = _abs(call.cwd, inv.link_output() or "a.out")

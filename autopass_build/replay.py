@@ -24,7 +24,7 @@ from .compiler_args import (R_DEBUG, R_DEPENDENCY, R_LANGUAGE, R_LINK, R_LINK_IN
                             R_MODE, R_OPTIMIZATION, R_OTHER, R_OUTPUT, R_SIDE_OUTPUT,
                             R_SOURCE, Invocation, classify)
 from .outcome import EvaluationError, Outcome
-from .recorder import _library_dirs, _resolve_library
+from .recorder import library_dirs, resolve_library
 from .spool import hash_bytes, hash_file, hash_json
 from .store import LinkRecord, Store, UnitRecord
 
@@ -74,7 +74,9 @@ def _source_args(unit: UnitRecord) -> list[str]:
 
 class Replayer:
     def __init__(self, store: Store, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT_S,
-                 compiler_override: str | None = None):
+                 compiler_override: str | None = None, trust_fidelity: bool = True):
+        """`trust_fidelity=False` replays every unit from IR, whatever `replay --check`
+        found (the check itself needs that)."""
         self.store = store
         self.units = {u.id: u for u in store.units()}
         self.by_object = {}
@@ -82,7 +84,7 @@ class Replayer:
             if unit.object_hash:
                 self.by_object[unit.object_hash] = unit
         self.links = {link.output: link for link in store.links()}
-        self.from_source = store.units_replayed_from_source()
+        self.from_source = store.units_replayed_from_source() if trust_fidelity else set()
         self.compile_timeout = compile_timeout
         self.compiler_override = compiler_override or os.environ.get("AUTOPASS_REPLAY_CC")
         self.stats = ReplayStats()
@@ -241,7 +243,7 @@ class Replayer:
         by_path = {i.path: i for i in link.inputs if i.kind != "unit"}
         units_here = {self.units[i.path].source: self.units[i.path] for i in link.inputs
                       if i.kind == "unit" and i.path in self.units}
-        lib_dirs = _library_dirs(parsed, link.cwd)
+        lib_dirs = library_dirs(parsed, link.cwd)
         static = "-static" in parsed.flag_tokens(R_LINK)
         args = ["-L" + folder] if self._shared_inputs(link) else []
         for arg in parsed.args:
@@ -267,7 +269,7 @@ class Replayer:
                           by_path: dict, flags_by_unit: dict[str, Flags], folder: str
                           ) -> list[str]:
         name = tokens[1] if tokens[0] == "-l" else tokens[0][2:]
-        found = _resolve_library(name, lib_dirs, static)
+        found = resolve_library(name, lib_dirs, static)
         if found and found in by_path and by_path[found].kind == "archive":
             return [self._replaced_input(by_path[found], flags_by_unit, folder)]
         return list(tokens)  # shared: found first through -L<folder>

@@ -210,6 +210,9 @@ def test_metrics_cpu_and_instructions(tmp_path):
     second = run_once(bench, "/bin/true", {}, 60, metric="instructions")
     assert first.outcome == Outcome.OK and first.value > 1000
     assert first.value == second.value  # deterministic
+    twice = run_once(bench_for(tmp_path, ["sh", "-c", "{exe}; {exe}"]), "/bin/true", {}, 60,
+                     metric="instructions")
+    assert twice.value > 2 * first.value  # children are counted too
 
 
 # ---- F9 ----------------------------------------------------------------------------------
