@@ -199,7 +199,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                        "its original flags and compares the objects")
     progress = _progress("replaying")
     results = fidelity.check(store, progress=lambda i, n, u: progress(
-        f"{i + 1}/{n} {u.source_rel}"))
+        f"{i + 1}/{n} {u.source_rel}", transient=True))
     progress(None)
     checked = [r for r in results if not r.reason.startswith("not checked")]
     bad = [r for r in results if not r.reproduced]
@@ -256,7 +256,8 @@ def _progress(label: str):
     tty = sys.stderr.isatty()
     state = {"shown": False, "last": 0.0}
 
-    def show(message: str | None) -> None:
+    def show(message: str | None, transient: bool = False) -> None:
+        """`transient` messages (per-file steps) are thinned out in logs; others never."""
         if message is None:
             if tty and state["shown"]:
                 sys.stderr.write("\r\033[K")
@@ -265,7 +266,7 @@ def _progress(label: str):
         if tty:
             sys.stderr.write(f"\r\033[K{label}: {message}"[:200])
             state["shown"] = True
-        elif time.monotonic() - state["last"] >= 2.0:  # logs: a line every 2 s at most
+        elif not transient or time.monotonic() - state["last"] >= 2.0:
             sys.stderr.write(f"{label}: {message}\n")
             state["last"] = time.monotonic()
         sys.stderr.flush()

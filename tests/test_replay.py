@@ -232,3 +232,19 @@ def test_f9_sigterm_stops_try_and_everything_it_started(project, tmp_path):
     assert "interrupted" in err
     time.sleep(0.2)
     assert no_process_with("sleep 389")
+
+
+def test_s2_benchmark_arguments_never_reach_a_shell(tmp_path):
+    canary = tmp_path / "canary"
+    bench = bench_for(tmp_path, ["{exe}", f"$(touch {canary})", f"; touch {canary}"])
+    result = run_once(bench, "/bin/echo", {}, 10)
+    assert result.outcome == Outcome.OK
+    assert result.stdout == f"$(touch {canary}) ; touch {canary}\n".encode()
+    assert not canary.exists()
+
+
+def test_s5_api_keys_do_not_reach_the_benchmark(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    bench = bench_for(tmp_path, ["{exe}"])
+    result = run_once(bench, "/usr/bin/env", {}, 10)
+    assert b"sk-secret" not in result.stdout and b"OPENAI_API_KEY" not in result.stdout

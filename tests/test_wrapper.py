@@ -274,3 +274,13 @@ def test_wrapper_and_record_path_import_only_light_foundations():
     for heavy in ("openai", "subprocess", "sqlite3", "json", "dataclasses", "re", "enum",
                   "inspect", "hashlib", "psutil", "elftools"):
         assert heavy not in modules, f"the wrapper's path imports {heavy}"
+
+
+def test_s2_shell_metacharacters_are_only_ever_arguments(rec, clang):
+    """RELIABILITY.md S2: argv lists end to end, never a shell."""
+    write(rec.root / "a.c", "const char *s = NAME;\n")
+    canary = rec.root / "canary"
+    args = [f'-DNAME="$(touch {canary}); `touch {canary}`"', "-c", "a.c", "-o", "a.o"]
+    assert_same(*both(rec, clang, args, ["a.o"]))
+    assert len(rec.units()) == 1
+    assert not canary.exists()
