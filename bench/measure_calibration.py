@@ -11,6 +11,7 @@ running bench/workloads/lua_mix.lua (~0.2 s).
   (c) cost: benchmark runs per verdict.
 
 Usage: python bench/measure_calibration.py [--trials 30] [--metric wall] [--slowdown 0.03]
+                                          [--max-pairs 30] [--only aa|power]
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ def main() -> int:
     parser.add_argument("--metric", default="wall", choices=cfg.METRICS)
     parser.add_argument("--slowdown", type=float, default=0.03)
     parser.add_argument("--only", choices=("aa", "power"), help="run one half")
+    parser.add_argument("--max-pairs", type=int, default=30,
+                        help="[measure].max_pairs for every verdict (default 30)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="autopass-calibration-"))
     baseline, tree = build_lua(work)
@@ -126,6 +129,7 @@ command = ["{{exe}}", "{HERE / 'workloads' / 'lua_mix.lua'}"]
 timeout = 60
 [measure]
 metric = "{args.metric}"
+max_pairs = {args.max_pairs}
 """, project_dir=str(work))
     bench = Benchmark.from_config(config)
     slow = slow_candidate(work, baseline, bench, args.slowdown)
