@@ -148,8 +148,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _compile_and_record(plan: Plan, inv: Invocation) -> int:
-    done = proc.run_inherit(plan.compiler_path, [plan.compiler_argv0] + plan.args,
-                            plan.child_env())
+    try:
+        done = proc.run_inherit(plan.compiler_path, [plan.compiler_argv0] + plan.args,
+                                plan.child_env())
+    except OSError as error:  # what exec would have said, without a traceback
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: cannot run "
+                         f"{plan.compiler_path}: {error.strerror}\n")
+        return 127
     if done.status != 0:
         return proc.exit_like(done.status)
     try:

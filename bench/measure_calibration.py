@@ -133,7 +133,7 @@ max_pairs = {args.max_pairs}
 """, project_dir=str(work))
     bench = Benchmark.from_config(config)
     slow = slow_candidate(work, baseline, bench, args.slowdown)
-    measured_slowdown = true_ratio(bench, baseline, slow)
+    measured_slowdown = true_ratio(bench, baseline, slow) if args.only != "aa" else float("nan")
     print(f"Lua 5.4 + lua_mix.lua, metric {args.metric}, {args.trials} trials each; "
           f"measure settings: min_pairs {config.measure.min_pairs}, max_pairs "
           f"{config.measure.max_pairs}, precision {config.measure.precision}", file=sys.stderr)
@@ -142,14 +142,18 @@ max_pairs = {args.max_pairs}
     (aa_counts, aa_cost), (pw_counts, pw_cost) = summary(a_a), summary(power)
     print(f"\nmetric: {args.metric}; {args.trials} trials each; "
           f"the slow candidate measured at {measured_slowdown:.4f}x over 40 paired runs")
-    print(f"(a) A/A:   wrongly FASTER {aa_counts[stats.FASTER]}/{args.trials} "
-          f"({aa_counts[stats.FASTER] / args.trials:.1%}, target <= 5 %); "
-          f"verdicts {dict(aa_counts)}")
-    print(f"(b) power: SLOWER {pw_counts[stats.SLOWER]}/{args.trials} "
-          f"({pw_counts[stats.SLOWER] / args.trials:.1%}, target >= 90 %); "
-          f"verdicts {dict(pw_counts)}")
-    print(f"(c) cost:  {aa_cost:.1f} runs per A/A verdict, {pw_cost:.1f} runs per power verdict "
-          "(warm-up and the correctness run included)")
+    if a_a:
+        print(f"(a) A/A:   wrongly FASTER {aa_counts[stats.FASTER]}/{args.trials} "
+              f"({aa_counts[stats.FASTER] / args.trials:.1%}, target <= 5 %); "
+              f"verdicts {dict(aa_counts)}")
+    if power:
+        print(f"(b) power: SLOWER {pw_counts[stats.SLOWER]}/{args.trials} "
+              f"({pw_counts[stats.SLOWER] / args.trials:.1%}, target >= 90 %); "
+              f"verdicts {dict(pw_counts)}")
+    print(f"(c) cost:  runs per verdict (warm-up and the correctness run included): "
+          + ", ".join(f"{label} {cost:.1f}" for label, cost, done in
+                      (("A/A", aa_cost, a_a), ("power", pw_cost, power)) if done)
+          + f"; max_pairs {args.max_pairs}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -147,3 +147,13 @@ def test_f14_wrapper_never_picks_itself_from_path(rec, clang, tmp_path):
     assert result.returncode == 0, result.stderr
     assert len(rec.units()) == 1
     assert os.path.realpath(rec.units()[0].compiler) != os.path.realpath(AUTOPASS_CC)
+
+
+def test_a_compiler_that_cannot_start_is_one_clear_line(rec, tmp_path):
+    broken = tmp_path / "broken-clang"
+    broken.write_text("#!/nonexistent/interpreter\n")
+    broken.chmod(0o755)
+    write(rec.root / "a.c", HELLO)
+    result = run([AUTOPASS_CC, str(broken), "-c", "a.c"], rec.root, rec.env)
+    assert result.returncode == 127
+    assert result.stderr.decode().count("\n") == 1 and "cannot run" in result.stderr.decode()
