@@ -140,8 +140,9 @@ max_pairs = {args.max_pairs}
     a_a = trials(bench, baseline, str(copy), args.trials, "A/A") if args.only != "power" else []
     power = trials(bench, baseline, slow, args.trials, "power") if args.only != "aa" else []
     (aa_counts, aa_cost), (pw_counts, pw_cost) = summary(a_a), summary(power)
-    print(f"\nmetric: {args.metric}; {args.trials} trials each; "
-          f"the slow candidate measured at {measured_slowdown:.4f}x over 40 paired runs")
+    print(f"\nmetric: {args.metric}; {args.trials} trials each"
+          + (f"; the slow candidate measured at {measured_slowdown:.4f}x over 40 paired runs"
+             if power else ""))
     if a_a:
         print(f"(a) A/A:   wrongly FASTER {aa_counts[stats.FASTER]}/{args.trials} "
               f"({aa_counts[stats.FASTER] / args.trials:.1%}, target <= 5 %); "
