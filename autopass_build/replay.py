@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from . import archive, proc, toolchain
 from .flags import replayable_from_ir
-from .compiler_args import (R_DEBUG, R_DEPENDENCY, R_LANGUAGE, R_LINK, R_LINK_INPUT,
+from .compiler_args import (R_DEBUG, R_DEPENDENCY, R_LINK, R_LINK_INPUT,
                             R_MODE, R_OPTIMIZATION, R_OTHER, R_OUTPUT, R_SIDE_OUTPUT,
                             R_SOURCE, Invocation, classify)
 from .outcome import EvaluationError, Outcome
@@ -89,8 +89,14 @@ class Replayer:
         self.compiler_override = compiler_override or os.environ.get("AUTOPASS_REPLAY_CC")
         self.stats = ReplayStats()
         self.work = os.path.join(store.dir, "work")
+        self._codegen: dict[str, list[str]] = {}  # unit id -> its codegen arguments
 
     # -- objects ------------------------------------------------------------------------
+    def codegen_args(self, unit: UnitRecord) -> list[str]:
+        if unit.id not in self._codegen:
+            self._codegen[unit.id] = _codegen_args(unit)
+        return self._codegen[unit.id]
+
     def _compiler(self, unit: UnitRecord) -> str:
         return self.compiler_override or unit.compiler
 
@@ -99,7 +105,7 @@ class Replayer:
         from_source = (unit.id in self.from_source
                        or not replayable_from_ir(tuple(flags), unit.opt_level))
         key = hash_json([unit.ir_hash, unit.source_hash if from_source else "",
-                         _codegen_args(unit), list(flags), unit.compiler_id,
+                         self.codegen_args(unit), list(flags), unit.compiler_id,
                          self._compiler(unit)])
         path = self.store.blob_path("replay", key, ".o")
         if os.path.exists(path):
@@ -122,7 +128,7 @@ class Replayer:
 
     def _compile_ir(self, unit: UnitRecord, flags: Flags, output: str) -> None:
         ir = self.store.blob_path("ir", unit.ir_hash, ".bc")
-        argv = ([self._compiler(unit)] + _codegen_args(unit) + list(flags) + QUIET
+        argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags) + QUIET
                 + ["-c", "-x", "ir", ir, "-o", output])
         self._run_compiler(argv, unit.cwd, unit)
 

@@ -151,7 +151,7 @@ max_pairs = {args.max_pairs}
         print(f"(b) power: SLOWER {pw_counts[stats.SLOWER]}/{args.trials} "
               f"({pw_counts[stats.SLOWER] / args.trials:.1%}, target >= 90 %); "
               f"verdicts {dict(pw_counts)}")
-    print(f"(c) cost:  runs per verdict (warm-up and the correctness run included): "
+    print("(c) cost:  runs per verdict (warm-up and the correctness run included): "
           + ", ".join(f"{label} {cost:.1f}" for label, cost, done in
                       (("A/A", aa_cost, a_a), ("power", pw_cost, power)) if done)
           + f"; max_pairs {args.max_pairs}")

@@ -6,7 +6,6 @@ crash), F9 (SIGTERM) are here; F7 (noise) is in test_stats.py.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
