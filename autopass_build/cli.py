@@ -274,6 +274,89 @@ def _progress(label: str):
     return show
 
 
+# -- evidence / diff ------------------------------------------------------------------------
+def _unit_arg(store: Store, spec: str):
+    units = store.units()
+    matches = [u for u in units if spec in (u.source_rel, u.source, u.id)]
+    if not matches:
+        raise CliError(f"no unit {spec!r}; see `autopass units`")
+    if len(matches) > 1:  # libtool's PIC and non-PIC twins: the PIC one runs in the .so
+        matches.sort(key=lambda u: "-fPIC" not in u.argv)
+    return matches[0]
+
+
+def _flags_arg(text: str | None) -> tuple[str, ...]:
+    from . import flags as flagset
+    try:
+        return flagset.parse(text or "")
+    except flagset.FlagError as error:
+        raise CliError(str(error))
+
+
+def cmd_evidence(args: argparse.Namespace) -> int:
+    from .evidence import Evidence
+    from .outcome import EvaluationError
+
+    store = _open(args)
+    unit = _unit_arg(store, args.unit)
+    flags = _flags_arg(args.flags)
+    evidence = Evidence(store)
+    try:
+        found = evidence.unit_evidence(unit, flags, args.function)
+        extra = evidence.function_ir(unit, args.function, flags) if args.function else None
+    except EvaluationError as error:
+        raise CliError(str(error))
+    if args.json:
+        json.dump({**found.to_json(), **({"ir": extra} if extra else {})}, sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"{unit.source_rel} with {' '.join(flags) or 'its own flags'}: "
+          f"{found.counts['Passed']} passed, {found.counts['Missed']} missed remarks")
+    order = sorted(found.remarks, key=lambda f: -found.sizes.get(f, 0))
+    for function in order[:args.limit]:
+        print(f"\n{function} ({found.sizes.get(function, 0)} bytes)")
+        for pass_name, entry in sorted(found.remarks[function].items()):
+            for kind in ("missed", "passed"):
+                for r in entry[kind][:4]:
+                    numbers = " ".join(f"{k}={v:g}" for k, v in r.get("numbers", {}).items()
+                                       if k != "Line")
+                    print(f"  {kind:<6} {pass_name:<14} {r['at']:<14} {r['message'][:90]}"
+                          + (f"  [{numbers}]" if numbers else ""))
+    if extra:
+        print(f"\n--- IR of {args.function} before optimization ---\n{extra['before']}")
+        print(f"\n--- after ---\n{extra['after']}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .evidence import Evidence
+    from .outcome import EvaluationError
+
+    store = _open(args)
+    unit = _unit_arg(store, args.unit)
+    try:
+        result = Evidence(store).diff(unit, _flags_arg(args.a), _flags_arg(args.b))
+    except EvaluationError as error:
+        raise CliError(str(error))
+    if args.json:
+        json.dump(result, sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"{unit.source_rel}: A = {' '.join(result['a']) or '(own flags)'}, "
+          f"B = {' '.join(result['b']) or '(own flags)'}")
+    total = result["total_size"]
+    print(f"code size: {total['a']} -> {total['b']} bytes")
+    for function, change in list(result["size_changes"].items())[:20]:
+        print(f"  {function}: {change['a']} -> {change['b']}")
+    for label in ("gained", "lost"):
+        for function, passes in result[label].items():
+            for pass_name, entry in passes.items():
+                for kind in ("passed", "missed"):
+                    for r in entry[kind][:4]:
+                        print(f"{label:<6} {kind:<6} {function}: {pass_name}: {r['message'][:100]}")
+    return 0
+
+
 # -- doctor -----------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace) -> int:
     version = args.llvm_version
@@ -384,6 +467,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-pairs", type=int, help="override [measure].min_pairs")
     p.add_argument("--max-pairs", type=int, help="override [measure].max_pairs")
     p.set_defaults(func=cmd_try)
+
+    p = sub.add_parser("evidence", help="what the compiler did and missed in one unit",
+                       description="Optimization remarks (passed and missed, with inline "
+                       "cost/threshold and vectorization factors), code size per function, "
+                       "and with --function the IR before and after optimization.")
+    store_option(p)
+    p.add_argument("unit", help="a unit's source as `autopass units` shows it")
+    p.add_argument("--flags", help="extra flags to compile it with (allowlisted), e.g. --flags='-O3'")
+    p.add_argument("--function", help="only this function, with its IR")
+    p.add_argument("--limit", type=int, default=8, help="functions shown (largest first)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_evidence)
+
+    p = sub.add_parser("diff", help="remarks and sizes of one unit under two flag sets")
+    store_option(p)
+    p.add_argument("unit")
+    p.add_argument("--a", default="", help="flags of configuration A (default: none); write --a='-O3 ...' when they start with a dash")
+    p.add_argument("--b", default="", help="flags of configuration B, e.g. --b='-fno-vectorize'")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")
     p.add_argument("--llvm-version", type=int, default=toolchain.DEFAULT_LLVM_VERSION,

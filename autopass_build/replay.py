@@ -58,7 +58,7 @@ def _codegen_args(unit: UnitRecord) -> list[str]:
     return [t for arg in parsed.args if arg.role in CODEGEN_ROLES for t in arg.tokens]
 
 
-def _source_args(unit: UnitRecord) -> list[str]:
+def source_args(unit: UnitRecord) -> list[str]:
     """The unit's own compile arguments for only this source, without -c/-o/dep files."""
     parsed = classify(unit.argv, unit.cwd)
     out: list[str] = []
@@ -137,7 +137,7 @@ class Replayer:
             raise EvaluationError(Outcome.COMPILE_FAIL,
                                   f"{unit.source_rel} changed since it was recorded and its "
                                   "IR does not replay exactly: record the build again")
-        argv = ([self._compiler(unit)] + _source_args(unit) + list(flags) + QUIET
+        argv = ([self._compiler(unit)] + source_args(unit) + list(flags) + QUIET
                 + ["-c", "-o", output])
         self._run_compiler(argv, unit.cwd, unit)
 

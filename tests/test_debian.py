@@ -9,6 +9,7 @@ source, a shared library and programs linked against it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import debian_sources  # noqa: E402
 
 from autopass_build import fidelity  # noqa: E402
+from autopass_build.evidence import Evidence  # noqa: E402
 from autopass_build.replay import Replayer  # noqa: E402
 from autopass_build.store import Store  # noqa: E402
 from autopass_build.targets import resolve  # noqa: E402
@@ -93,6 +95,15 @@ def test_lua_makefile_build_records_byte_identical(tmp_path, opt):
     result = subprocess.run([candidate.binary, "-e", "print(6*7)"], capture_output=True,
                             text=True, check=True)
     assert result.stdout == "42\n"
+    # The evidence for the interpreter's hot unit fits an LLM's budget and names what the
+    # compiler missed in the interpreter loop.
+    found = Evidence(store).unit_evidence(lvm)
+    compact = json.dumps(found.to_json(), separators=(",", ":"))
+    assert len(compact) < 24000  # ~6k tokens
+    execute = found.remarks["luaV_execute"]
+    assert any(entry["missed"] for entry in execute.values())
+    assert any("inlined into luaV_execute" in r["message"] and "Cost" in r.get("numbers", {})
+               for r in execute["inline"]["passed"])
 
 
 def test_libpng_autotools_libtool_build_records_byte_identical(tmp_path, opt):
