@@ -274,6 +274,34 @@ def _progress(label: str):
     return show
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .evaluate import EvaluateError, Evaluator
+    from .measure import MeasureError
+    from .profile import ProfileError, profile
+
+    store = _open(args)
+    config = _load_config(args)
+    try:
+        evaluator = Evaluator(store, config, args.target or "")
+        print(f"profiling {evaluator.target.output_rel} ...", file=sys.stderr)
+        result = profile(evaluator)
+    except (EvaluateError, MeasureError, ProfileError) as error:
+        raise CliError(str(error))
+    if args.json:
+        from dataclasses import asdict
+        json.dump(asdict(result), sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"{result.target} ({result.method}); hot functions:")
+    for f in result.functions[:args.limit]:
+        where = ", ".join(f.units) or "(not in a recorded unit: a library or the kernel)"
+        print(f"  {f.share:5.1f}%  {f.name:<32} {where}")
+    print("units by share:")
+    for unit, share in list(result.unit_shares().items())[:args.limit]:
+        print(f"  {share:5.1f}%  {unit}")
+    return 0
+
+
 # -- evidence / diff ------------------------------------------------------------------------
 def _unit_arg(store: Store, spec: str):
     units = store.units()
@@ -297,12 +325,16 @@ def cmd_evidence(args: argparse.Namespace) -> int:
     from .evidence import Evidence
     from .outcome import EvaluationError
 
+    from .profile import load as load_profile
+
     store = _open(args)
     unit = _unit_arg(store, args.unit)
     flags = _flags_arg(args.flags)
     evidence = Evidence(store)
+    measured = load_profile(store.dir)
+    hot = {f.name: f.share for f in measured.functions} if measured else {}
     try:
-        found = evidence.unit_evidence(unit, flags, args.function)
+        found = evidence.unit_evidence(unit, flags, args.function, hot=hot)
         extra = evidence.function_ir(unit, args.function, flags) if args.function else None
     except EvaluationError as error:
         raise CliError(str(error))
@@ -312,9 +344,10 @@ def cmd_evidence(args: argparse.Namespace) -> int:
         return 0
     print(f"{unit.source_rel} with {' '.join(flags) or 'its own flags'}: "
           f"{found.counts['Passed']} passed, {found.counts['Missed']} missed remarks")
-    order = sorted(found.remarks, key=lambda f: -found.sizes.get(f, 0))
+    order = sorted(found.remarks, key=lambda f: (-hot.get(f, 0.0), -found.sizes.get(f, 0)))
     for function in order[:args.limit]:
-        print(f"\n{function} ({found.sizes.get(function, 0)} bytes)")
+        share = f", {hot[function]:.1f}% of the profile" if function in hot else ""
+        print(f"\n{function} ({found.sizes.get(function, 0)} bytes{share})")
         for pass_name, entry in sorted(found.remarks[function].items()):
             for kind in ("missed", "passed"):
                 for r in entry[kind][:4]:
@@ -467,6 +500,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-pairs", type=int, help="override [measure].min_pairs")
     p.add_argument("--max-pairs", type=int, help="override [measure].max_pairs")
     p.set_defaults(func=cmd_try)
+
+    p = sub.add_parser("profile", help="run the benchmark once: hot functions and their units",
+                       description="Sample the benchmark with perf (cpu-clock) or, where perf "
+                       "cannot, callgrind; map hot functions to the units that define them; "
+                       "store the result in the store for the tuner.")
+    store_option(p)
+    config_option(p)
+    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
+    p.add_argument("--limit", type=int, default=15, help="rows shown")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("evidence", help="what the compiler did and missed in one unit",
                        description="Optimization remarks (passed and missed, with inline "

@@ -182,13 +182,17 @@ class Evidence:
         return remarks, sizes
 
     def unit_evidence(self, unit: UnitRecord, flags: tuple[str, ...] = (),
-                      function: str | None = None, max_functions: int = MAX_FUNCTIONS
-                      ) -> UnitEvidence:
+                      function: str | None = None, max_functions: int = MAX_FUNCTIONS,
+                      hot: dict[str, float] | None = None) -> UnitEvidence:
+        """`hot` (function -> share of the profile) puts hot functions first; without a
+        profile the largest functions stand in for the hot ones."""
         remarks, sizes = self.collect(unit, flags)
         if function:
             remarks = [r for r in remarks if r.function == function]
-        else:  # the largest functions: where the code (and usually the time) is
-            keep = set(sorted(sizes, key=lambda f: -sizes[f])[:max_functions])
+        else:
+            hot = hot or {}
+            ranked = sorted(sizes, key=lambda f: (-hot.get(f, 0.0), -sizes[f]))
+            keep = set(ranked[:max_functions])
             remarks = [r for r in remarks if r.function in keep]
         counts = {kind: sum(r.kind == kind for r in remarks)
                   for kind in ("Passed", "Missed", "Analysis")}

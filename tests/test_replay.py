@@ -247,3 +247,32 @@ def test_s5_api_keys_do_not_reach_the_benchmark(tmp_path, monkeypatch):
     bench = bench_for(tmp_path, ["{exe}"])
     result = run_once(bench, "/usr/bin/env", {}, 10)
     assert b"sk-secret" not in result.stdout and b"OPENAI_API_KEY" not in result.stdout
+
+
+# ---- profile (issue 4) -------------------------------------------------------------------
+def test_profile_finds_the_hot_function_in_its_unit(project):
+    from autopass_build.profile import load, profile
+
+    evaluator = Evaluator(store_of(project), cfg.load(start=str(project)))
+    result = profile(evaluator)
+    top = result.functions[0]
+    assert top.name == "dp_lz_compress" and top.units == ["lib/lz.c"]
+    assert next(iter(result.unit_shares())) == "lib/lz.c"
+    assert load(str(project / ".autopass")).functions[0].name == "dp_lz_compress"
+
+
+def test_callgrind_fallback_reads_a_debug_build(project, tmp_path):
+    """valgrind 3.19 cannot read clang 19's DWARF 5: the binary runs stripped of it."""
+    from autopass_build.measure import debugless_copy
+    from autopass_build.profile import _callgrind_samples
+
+    binary = debugless_copy(str(project / "dataproc"), str(tmp_path))
+    samples = dict(_callgrind_samples([binary, "1"], str(project), None, 120))
+    assert max(samples, key=samples.get) == "dp_lz_compress"
+    assert "merge_rec" in samples  # recursion levels merged
+
+
+def test_instructions_metric_on_a_debug_build(project, tmp_path):
+    bench = bench_for(tmp_path, ["{exe}", "1"])
+    result = run_once(bench, str(project / "dataproc"), {}, 300, metric="instructions")
+    assert result.outcome == Outcome.OK and result.value > 1e8
