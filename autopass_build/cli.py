@@ -520,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("unit", help="a unit's source as `autopass units` shows it")
     p.add_argument("--flags", help="extra flags to compile it with (allowlisted), e.g. --flags='-O3'")
     p.add_argument("--function", help="only this function, with its IR")
-    p.add_argument("--limit", type=int, default=8, help="functions shown (largest first)")
+    p.add_argument("--limit", type=int, default=8, help="functions shown (hot first with a stored profile, else largest)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_evidence)
 
