@@ -304,8 +304,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 # -- evidence / diff ------------------------------------------------------------------------
 def _unit_arg(store: Store, spec: str):
-    units = store.units()
-    matches = [u for u in units if spec in (u.source_rel, u.source, u.id)]
+    from .evaluate import match_units
+
+    matches = match_units(spec, store.units())
     if not matches:
         raise CliError(f"no unit {spec!r}; see `autopass units`")
     if len(matches) > 1:  # libtool's PIC and non-PIC twins: the PIC one runs in the .so

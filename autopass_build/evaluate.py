@@ -52,6 +52,12 @@ def choose_target(store: Store, wanted: str) -> Target:
                         "[run].target: " + ", ".join(t.output_rel for t in executables))
 
 
+def match_units(spec: str, units: list[UnitRecord]) -> list[UnitRecord]:
+    """Units named by `spec`: a source as `autopass units` shows it, its absolute path,
+    or a unit id.  libtool's PIC and non-PIC compiles of one source both match."""
+    return [u for u in units if spec in (u.source_rel, u.source, u.id)]
+
+
 def parse_unit_flags(specs: list[str], units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
     """['lib/lz.c=-O3 -fno-unroll-loops', ...] -> {unit id: flags} (flags validated)."""
     result: dict[str, tuple[str, ...]] = {}
@@ -60,7 +66,7 @@ def parse_unit_flags(specs: list[str], units: list[UnitRecord]) -> dict[str, tup
         if not sep:
             raise EvaluateError(f"--flags {spec!r}: write it as SOURCE=FLAGS, e.g. "
                                 "'lib/lz.c=-O3 -fno-unroll-loops'")
-        matches = [u for u in units if where in (u.source_rel, u.source, u.id)]
+        matches = match_units(where, units)
         if not matches:
             raise EvaluateError(f"--flags: no unit {where!r} in this binary; units: "
                                 + ", ".join(sorted(u.source_rel for u in units)))

@@ -25,7 +25,6 @@ from elftools.elf.sections import SymbolTableSection
 
 from . import proc, toolchain
 from .flags import replayable_from_ir
-from .outcome import EvaluationError, Outcome
 from .replay import QUIET, Replayer, source_args
 from .store import Store, UnitRecord
 
@@ -161,20 +160,16 @@ class Evidence:
         return ([unit.compiler] + self.replayer.codegen_args(unit) + list(flags) + QUIET
                 + ["-x", "ir", ir])
 
-    def _run(self, unit: UnitRecord, argv: list[str]) -> proc.Captured:
-        done = proc.run_captured(argv, unit.cwd, proc.clean_env(dict(os.environ)), 600)
-        if done.status != 0 or done.timed_out:
-            raise EvaluationError(Outcome.COMPILE_FAIL, f"{unit.source_rel}: " + done.stderr.decode(
-                "utf-8", "replace").strip()[:300])
-        return done
+    def _compile(self, unit: UnitRecord, flags: tuple[str, ...], extra: list[str]
+                 ) -> proc.Captured:
+        return self.replayer.run_compiler(self._argv(unit, flags) + extra, unit.cwd, unit)
 
     def collect(self, unit: UnitRecord, flags: tuple[str, ...] = ()) -> tuple[list[Remark],
                                                                               dict[str, int]]:
         with tempfile.TemporaryDirectory(prefix="autopass-evidence-") as scratch:
             obj, record = os.path.join(scratch, "u.o"), os.path.join(scratch, "u.yaml")
-            self._run(unit, self._argv(unit, flags) + [
-                "-c", "-o", obj, "-fsave-optimization-record",
-                f"-foptimization-record-file={record}"])
+            self._compile(unit, flags, ["-c", "-o", obj, "-fsave-optimization-record",
+                                        f"-foptimization-record-file={record}"])
             with open(record, encoding="utf-8", errors="replace") as handle:
                 remarks = parse_remarks(handle.read())
             with open(obj, "rb") as handle:
@@ -199,8 +194,8 @@ class Evidence:
         return UnitEvidence(unit.source_rel, list(flags), sizes, group_remarks(remarks), counts)
 
     def pipeline(self, unit: UnitRecord, flags: tuple[str, ...] = ()) -> str:
-        done = self._run(unit, self._argv(unit, flags) + [
-            "-c", "-o", os.devnull, "-mllvm", "-print-pipeline-passes"])
+        done = self._compile(unit, flags, ["-c", "-o", os.devnull, "-mllvm",
+                                           "-print-pipeline-passes"])
         return done.stdout.decode("utf-8", "replace").strip()
 
     def function_ir(self, unit: UnitRecord, function: str, flags: tuple[str, ...] = ()
@@ -213,7 +208,7 @@ class Evidence:
                                       self.store.blob_path("ir", unit.ir_hash, ".bc"), "-o", "-"],
                                      unit.cwd)
             before_text = done.stdout.decode("utf-8", "replace")
-        after = self._run(unit, self._argv(unit, flags) + ["-S", "-emit-llvm", "-o", "-"])
+        after = self._compile(unit, flags, ["-S", "-emit-llvm", "-o", "-"])
         return {"before": _cut_function(before_text, function),
                 "after": _cut_function(after.stdout.decode("utf-8", "replace"), function)}
 

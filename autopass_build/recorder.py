@@ -18,7 +18,7 @@ import time
 
 from . import archive, proc, toolchain
 from .compiler_args import COMPILE, R_LINK, Invocation, Skip
-from .spool import Spool, hash_bytes, hash_file, hash_json
+from .spool import Spool, hash_bytes, hash_file, hash_json, relative_to
 
 DEFAULT_IR_TIMEOUT_S = 300.0
 
@@ -53,11 +53,7 @@ def compiler_identity(spool: Spool, call: Call) -> toolchain.Identity:
     if cached is not None:
         identity = toolchain.parse_version_output(call.compiler_path, cached)
     else:
-        import subprocess  # once per compiler binary and store
-        result = subprocess.run([call.compiler_path, "--version"], capture_output=True,
-                                stdin=subprocess.DEVNULL, timeout=60,
-                                env={**call.env, "LC_ALL": "C"})
-        text = result.stdout.decode("utf-8", "replace")
+        text = toolchain.version_text(call.compiler_path, call.env)  # once per binary and store
         identity = toolchain.parse_version_output(call.compiler_path, text)
         if identity is not None:
             spool.remember_compiler(stamp, text)
@@ -111,11 +107,6 @@ def _abs(cwd: str, path: str) -> str:
     return os.path.normpath(os.path.join(cwd, path))
 
 
-def _relative_to_root(path: str, root: str) -> str:
-    rel = os.path.relpath(path, root)
-    return path if rel.startswith("..") else rel
-
-
 def record_units(spool: Spool, call: Call, inv: Invocation) -> list[dict]:
     identity = compiler_identity(spool, call)
     expanded = [t for arg in inv.args for t in arg.tokens]
@@ -134,7 +125,7 @@ def record_units(spool: Spool, call: Call, inv: Invocation) -> list[dict]:
                              os.path.basename(call.compiler_argv0), expanded])[:24]
         unit = {
             "type": "unit", "id": unit_id, "source": source_abs,
-            "source_rel": _relative_to_root(source_abs, call.root), "cwd": call.cwd,
+            "source_rel": relative_to(source_abs, call.root), "cwd": call.cwd,
             "compiler": call.compiler_path, "argv": expanded, "output": output,
             "language": source.language, "opt_level": inv.opt_level,
             "source_hash": hash_file(source_abs),

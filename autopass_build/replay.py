@@ -130,7 +130,7 @@ class Replayer:
         ir = self.store.blob_path("ir", unit.ir_hash, ".bc")
         argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags) + QUIET
                 + ["-c", "-x", "ir", ir, "-o", output])
-        self._run_compiler(argv, unit.cwd, unit)
+        self.run_compiler(argv, unit.cwd, unit)
 
     def _compile_source(self, unit: UnitRecord, flags: Flags, output: str) -> None:
         if not os.path.isfile(unit.source) or hash_file(unit.source) != unit.source_hash:
@@ -139,9 +139,11 @@ class Replayer:
                                   "IR does not replay exactly: record the build again")
         argv = ([self._compiler(unit)] + source_args(unit) + list(flags) + QUIET
                 + ["-c", "-o", output])
-        self._run_compiler(argv, unit.cwd, unit)
+        self.run_compiler(argv, unit.cwd, unit)
 
-    def _run_compiler(self, argv: list[str], cwd: str, unit: UnitRecord) -> None:
+    def run_compiler(self, argv: list[str], cwd: str, unit: UnitRecord) -> proc.Captured:
+        """Run a compiler on `unit`; a hang, a crash or an error is an EvaluationError
+        with its outcome."""
         done = proc.run_captured(argv, cwd, proc.clean_env(dict(os.environ)),
                                  self.compile_timeout)
         if done.timed_out:
@@ -154,6 +156,7 @@ class Replayer:
             message = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise EvaluationError(Outcome.COMPILE_FAIL, f"{unit.source_rel}: "
                                   + (message[0] if message else f"exit {done.status}"))
+        return done
 
     # -- archives -----------------------------------------------------------------------
     def _archive_for(self, digest: str, flags_by_unit: dict[str, Flags], folder: str) -> str:

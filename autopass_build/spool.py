@@ -160,6 +160,12 @@ class Spool:
             return []
 
 
+def relative_to(path: str, root: str) -> str:
+    """`path` relative to `root`, or unchanged (absolute) when it lies outside it."""
+    rel = os.path.relpath(path, root)
+    return path if rel.startswith("..") else rel
+
+
 def find_store_dir(start: str) -> str | None:
     """The nearest `.autopass/` holding a store, from `start` upwards."""
     current = os.path.abspath(start)

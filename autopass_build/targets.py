@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
+from .spool import relative_to
 from .store import LinkRecord, Store, UnitRecord
 
 
@@ -33,11 +34,6 @@ class Target:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def _rel(path: str, root: str) -> str:
-    rel = os.path.relpath(path, root)
-    return path if rel.startswith("..") else rel
 
 
 def resolve(store: Store, root: str) -> list[Target]:
@@ -72,7 +68,7 @@ def _add_loaded_units(targets: list[Target], links: list[LinkRecord]) -> None:
 
 def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
                   by_object: dict[str, UnitRecord], root: str) -> Target:
-    target = Target(link.output, _rel(link.output, root), link.kind)
+    target = Target(link.output, relative_to(link.output, root), link.kind)
 
     def add(unit: UnitRecord | None, label: str) -> None:
         if unit is None:
@@ -85,12 +81,12 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
         if item.kind == "unit":
             add(by_id.get(item.path), item.path)
         elif item.kind == "object":
-            add(by_object.get(item.hash or ""), _rel(item.path, root))
+            add(by_object.get(item.hash or ""), relative_to(item.path, root))
         elif item.kind == "shared":
-            target.shared_libraries.append(_rel(item.path, root))
+            target.shared_libraries.append(relative_to(item.path, root))
         elif item.kind == "archive":
-            target.archives.append(_rel(item.path, root))
+            target.archives.append(relative_to(item.path, root))
             record = store.archive(item.hash or "")
             for name, digest in (record.members if record else []):
-                add(by_object.get(digest), f"{_rel(item.path, root)}({name})")
+                add(by_object.get(digest), f"{relative_to(item.path, root)}({name})")
     return target

@@ -123,17 +123,22 @@ def parse_version_output(path: str, text: str) -> Identity | None:
                     text.splitlines()[0].strip())
 
 
-def identify(path: str, timeout: float = 30.0) -> Identity | None:
-    """Run `TOOL --version` (clang, opt and llvm-profdata all answer it)."""
+def version_text(path: str, env: dict[str, str] | None = None, timeout: float = 60.0) -> str:
+    """What `TOOL --version` prints (clang, opt and llvm-profdata all answer it); "" if
+    it cannot run."""
     import subprocess  # only here: the wrapper's fast path never needs it
 
     try:
         result = subprocess.run([path, "--version"], capture_output=True, timeout=timeout,
                                 stdin=subprocess.DEVNULL,
-                                env={**os.environ, "LC_ALL": "C"})
+                                env={**(os.environ if env is None else env), "LC_ALL": "C"})
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    return parse_version_output(path, result.stdout.decode("utf-8", "replace"))
+        return ""
+    return result.stdout.decode("utf-8", "replace")
+
+
+def identify(path: str, timeout: float = 30.0) -> Identity | None:
+    return parse_version_output(path, version_text(path, timeout=timeout))
 
 
 class ToolReport:
