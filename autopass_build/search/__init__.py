@@ -1,0 +1,47 @@
+"""Search strategies behind one ask/tell contract (see `base.py`).
+
+| name     | what it does                                                     |
+|----------|------------------------------------------------------------------|
+| random   | valid points at random                                           |
+| greedy   | coordinate descent, hottest unit's knobs first                   |
+| ga       | genetic algorithm, repair of invalid offspring                   |
+| de       | differential evolution (rand/1/bin)                              |
+| pso      | particle swarm                                                   |
+
+Options per strategy: `STRATEGIES[name].OPTIONS` (default, meaning, bounds);
+`autopass tune --list-strategies` prints them.
+"""
+
+from __future__ import annotations
+
+from .base import Option, OptionError, Point, Searchable, Strategy
+from .de import DifferentialEvolution
+from .ga import Genetic
+from .greedy import Greedy
+from .pso import ParticleSwarm
+from .random_search import RandomSearch
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (RandomSearch, Greedy, Genetic, DifferentialEvolution,
+                              ParticleSwarm)
+}
+
+
+def make(name: str, space: Searchable, seed: int = 0, options: dict | None = None) -> Strategy:
+    if name not in STRATEGIES:
+        raise OptionError(f"no strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    return STRATEGIES[name](space, seed, options)
+
+
+def describe_all() -> str:
+    lines = []
+    for name, cls in STRATEGIES.items():
+        lines.append(f"{name}: {cls.summary}")
+        for option, spec in cls.OPTIONS.items():
+            lines.append(f"    {option} = {spec.default}  ({spec.doc}; "
+                         f"{spec.low:g}..{spec.high:g})")
+    return "\n".join(lines)
+
+
+__all__ = ["STRATEGIES", "Option", "OptionError", "Point", "Searchable", "Strategy",
+           "describe_all", "make"]

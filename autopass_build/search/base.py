@@ -1,0 +1,116 @@
+"""The one contract every strategy keeps: ask for a point, tell its value, repeat.
+
+    strategy = make("ga", space, seed=7, options={"population": 12})
+    while (point := strategy.ask()) is not None:
+        strategy.tell(point, objective(point))     # lower is better; None = it failed
+
+A point is a tuple of value indexes (see `space.py`); the space gives `dims`,
+`default()`, `valid()`, `repair()` and `sample(rng)`.  The default point (the build as
+recorded) is known to be worth 1.0 (the tuner measures candidate/baseline ratios), so
+no strategy spends an evaluation on it.  Strategies are written as generators that
+yield points and read what was told from `self.seen`; the base class never hands out
+a point twice (a configuration is measured once) and never an invalid one.  Same
+space, seed, options and told values give the same sequence of points: that is what
+makes `autopass tune --resume` exact.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import random
+from dataclasses import dataclass
+from typing import Iterator, Protocol
+
+Point = tuple[int, ...]
+MAX_SKIPS = 5000     # consecutive already-seen proposals before a strategy counts as done
+
+
+class Searchable(Protocol):
+    dims: list[int]
+
+    def default(self) -> Point: ...
+    def valid(self, point: Point) -> bool: ...
+    def repair(self, point: Point) -> Point: ...
+    def sample(self, rng: random.Random) -> Point: ...
+
+
+class OptionError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Option:
+    default: float | int
+    doc: str
+    low: float
+    high: float
+
+    def check(self, name: str, value: object, strategy: str) -> float | int:
+        kind = type(self.default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                kind is int and not float(value).is_integer()):
+            raise OptionError(f"{strategy} option {name}: expected {kind.__name__}, "
+                              f"got {value!r}")
+        if not self.low <= value <= self.high:
+            raise OptionError(f"{strategy} option {name} = {value}: must be between "
+                              f"{self.low:g} and {self.high:g}")
+        return kind(value)
+
+
+class Strategy:
+    name = "strategy"
+    summary = ""
+    OPTIONS: dict[str, Option] = {}
+
+    def __init__(self, space: Searchable, seed: int = 0, options: dict | None = None):
+        self.space = space
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.options = self.resolve_options(options or {})
+        self.seen: dict[Point, float] = {space.default(): 1.0}
+        self._proposals = self.proposals()
+
+    @classmethod
+    def resolve_options(cls, given: dict) -> dict:
+        unknown = [k for k in given if k not in cls.OPTIONS]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], list(cls.OPTIONS), n=1)
+            known = ", ".join(cls.OPTIONS) or "none"
+            raise OptionError(f"{cls.name} has no option {unknown[0]!r}"
+                              + (f"; did you mean {close[0]!r}?" if close else "")
+                              + f" (options: {known})")
+        return {name: opt.check(name, given[name], cls.name) if name in given else opt.default
+                for name, opt in cls.OPTIONS.items()}
+
+    # -- the contract ------------------------------------------------------------------
+    def ask(self) -> Point | None:
+        """The next point to measure, or None when the strategy has nothing new."""
+        for _ in range(MAX_SKIPS):
+            try:
+                point = tuple(next(self._proposals))
+            except StopIteration:
+                return None
+            if not self.space.valid(point):
+                raise AssertionError(f"{self.name} proposed the invalid point {point}")
+            if point not in self.seen:
+                return point
+        return None
+
+    def tell(self, point: Point, value: float | None) -> None:
+        """`value` is the candidate/baseline ratio (lower is better); None: it failed."""
+        self.seen[tuple(point)] = math.inf if value is None else float(value)
+
+    # -- for subclasses ----------------------------------------------------------------
+    def proposals(self) -> Iterator[Point]:
+        raise NotImplementedError
+
+    def value(self, point: Point) -> float:
+        """What was told about `point` (inf when it failed or was never told)."""
+        return self.seen.get(tuple(point), math.inf)
+
+    def best(self) -> tuple[Point, float]:
+        return min(self.seen.items(), key=lambda kv: (kv[1], kv[0]))
+
+    def random_point(self) -> Point:
+        return self.space.sample(self.rng)
