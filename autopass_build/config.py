@@ -60,6 +60,18 @@ class MeasureConfig:
 
 
 @dataclass(frozen=True)
+class TuneConfig:
+    strategy: str = "random"        # random | greedy | ga | de | pso (`autopass tune --list`)
+    budget: int = 40                # candidate evaluations (each one a rebuild and an A/B)
+    seed: int = 0
+    max_units: int = 4              # tune at most this many of the hottest units...
+    coverage: float = 90.0          # ...stopping once they hold this % of the profile
+    native: bool = False            # allow -march=native (the build then runs on this CPU only)
+    flags_db: str = "autopass.flags.json"
+    options: tuple[tuple[str, float], ...] = ()   # the strategy's options, e.g. population
+
+
+@dataclass(frozen=True)
 class Config:
     path: str | None = None         # the file it came from, for messages
     project_dir: str = "."          # folder holding autopass.toml
@@ -67,13 +79,14 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     check: CheckConfig = field(default_factory=CheckConfig)
     measure: MeasureConfig = field(default_factory=MeasureConfig)
+    tune: TuneConfig = field(default_factory=TuneConfig)
 
     def resolve(self, path: str) -> str:
         return os.path.normpath(os.path.join(self.project_dir, path))
 
 
 SECTIONS = {"build": BuildConfig, "run": RunConfig, "check": CheckConfig,
-            "measure": MeasureConfig}
+            "measure": MeasureConfig, "tune": TuneConfig}
 
 
 def _suggest(name: str, choices: list[str]) -> str:
@@ -102,6 +115,12 @@ def _coerce(section: str, name: str, kind: str, value: object) -> object:
     if name == "env":
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise ConfigError(f"{where} must be a table of strings, e.g. env = {{ LC_ALL = \"C\" }}")
+        return tuple(sorted(value.items()))
+    if name == "options":
+        if not isinstance(value, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
+            raise ConfigError(f"{where} must be a table of numbers, e.g. "
+                              "options = { population = 12 }")
         return tuple(sorted(value.items()))
     if name == "inputs":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -145,6 +164,8 @@ def _validate(name: str, section: object) -> None:
                               f"{', '.join(METRICS)}")
         if section.min_pairs < 2 or section.max_pairs < section.min_pairs:
             raise ConfigError("[measure] needs 2 <= min_pairs <= max_pairs")
+    if isinstance(section, TuneConfig) and (section.budget < 1 or section.max_units < 1):
+        raise ConfigError("[tune] needs budget >= 1 and max_units >= 1")
     if isinstance(section, CheckConfig):
         if section.mode not in CHECK_MODES:
             raise ConfigError(f"[check].mode = {section.mode!r} is not one of "
@@ -252,6 +273,18 @@ precision = 0.01
 timeout_factor = 3.0
 warmup = 1
 pin_cpu = true
+
+[tune]
+# Strategy and budget for `autopass tune` (command-line options override these).
+strategy = "random"
+budget = 40
+seed = 0
+# Tune the hottest units: at most max_units, stopping once they hold coverage % of the profile.
+max_units = 4
+coverage = 90.0
+# -march=native makes the tuned build run on this CPU family only: opt in.
+native = false
+flags_db = "autopass.flags.json"
 '''
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import flags as flagset
-from .config import Config
+from .config import Config, MeasureConfig
 from .measure import Benchmark, Comparison, Progress, compare
 from .outcome import EvaluationError, Outcome
 from .replay import Candidate, Replayer, ReplayStats
@@ -88,6 +88,7 @@ class Evaluator:
         all_units = {u.id: u for u in store.units()}
         self.units = [all_units[uid] for uid in self.target.runtime_units() if uid in all_units]
         self._baseline: Candidate | None = None
+        self._baseline_memo: list[float] = []   # its instruction counts (deterministic)
 
     def baseline(self) -> Candidate:
         if self._baseline is None:
@@ -99,7 +100,10 @@ class Evaluator:
         return self._baseline
 
     def evaluate(self, flags_by_unit: dict[str, tuple[str, ...]],
-                 progress: Progress | None = None) -> Evaluation:
+                 progress: Progress | None = None,
+                 measure: MeasureConfig | None = None) -> Evaluation:
+        """`measure` replaces the configured repeats and precision (the tuner's final,
+        tighter re-measurement)."""
         base = self.baseline()
         before = ReplayStats(**vars(self.replayer.stats))
         try:
@@ -111,8 +115,9 @@ class Evaluator:
             progress(f"candidate built: {replay.compiled + replay.from_source} units compiled, "
                      f"{replay.cached} from cache")
         try:
-            comparison = compare(self.bench, base.binary, base.env, candidate.binary,
-                                 candidate.env, progress)
+            bench = replace(self.bench, measure=measure) if measure else self.bench
+            comparison = compare(bench, base.binary, base.env, candidate.binary,
+                                 candidate.env, progress, baseline_memo=self._baseline_memo)
         finally:
             if candidate.folder != base.folder:  # objects stay cached; binaries are cheap
                 shutil.rmtree(candidate.folder, ignore_errors=True)

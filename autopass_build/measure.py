@@ -28,6 +28,10 @@ from .config import CheckConfig, Config, MeasureConfig, RunConfig
 from .outcome import Outcome
 
 
+# Metrics that give the same value for the same binary and input every time.
+DETERMINISTIC_METRICS = frozenset({"instructions"})
+
+
 class MeasureError(Exception):
     pass
 
@@ -303,8 +307,13 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
 
 def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe: str,
             cand_env: dict[str, str], progress: Progress | None = None,
-            level: float = 0.95) -> Comparison:
-    """Interleaved, adaptive A/B of a candidate against the baseline."""
+            level: float = 0.95, baseline_memo: list[float] | None = None) -> Comparison:
+    """Interleaved, adaptive A/B of a candidate against the baseline.
+
+    `baseline_memo` (kept by the caller across comparisons) saves re-running the
+    baseline when the metric is deterministic (instructions): its i-th value is reused
+    as the baseline of pair i.  Timing metrics always re-run it, interleaved."""
+    memo = baseline_memo if bench.measure.metric in DETERMINISTIC_METRICS else None
     cfg = bench.measure
     cpu = pinned_cpu(cfg)
     reference, base_wall = baseline_reference(bench, base_exe, base_env, cpu)
@@ -325,6 +334,10 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
         order = ("base", "cand") if len(result.baseline) % 2 == 0 else ("cand", "base")
         pair = {}
         for which in order:
+            n = len(result.baseline)
+            if which == "base" and memo is not None and n < len(memo):
+                pair["base"] = memo[n]
+                continue
             exe, env, timeout = ((base_exe, base_env, bench.run.timeout) if which == "base"
                                  else (cand_exe, cand_env, cand_timeout))
             timeout *= _metric_slowdown(cfg)
@@ -337,6 +350,8 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
                                       baseline=result.baseline, candidate=result.candidate)
             elif run.outcome != Outcome.OK:
                 raise MeasureError(f"the baseline failed during measurement: {run.outcome}")
+            elif memo is not None:
+                memo.append(run.value)
             pair[which] = run.value
         result.baseline.append(pair["base"])
         result.candidate.append(pair["cand"])

@@ -100,10 +100,15 @@ class Replayer:
     def _compiler(self, unit: UnitRecord) -> str:
         return self.compiler_override or unit.compiler
 
-    def object_for(self, unit: UnitRecord, flags: Flags = ()) -> str:
-        """The object of `unit` compiled with its own flags plus `flags` (cached)."""
-        from_source = (unit.id in self.from_source
-                       or not replayable_from_ir(tuple(flags), unit.opt_level))
+    def object_for(self, unit: UnitRecord, flags: Flags = (),
+                   from_source: bool | None = None) -> str:
+        """The object of `unit` compiled with its own flags plus `flags` (cached).
+
+        From IR where that equals a compile of the source with `flags` appended (what
+        apply mode does), else from source; `from_source=True` forces the latter."""
+        if from_source is None:
+            from_source = (unit.id in self.from_source
+                           or not replayable_from_ir(tuple(flags), unit.opt_level))
         key = hash_json([unit.ir_hash, unit.source_hash if from_source else "",
                          self.codegen_args(unit), list(flags), unit.compiler_id,
                          self._compiler(unit)])

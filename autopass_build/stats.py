@@ -97,7 +97,12 @@ def estimate(baseline: list[float], candidate: list[float], level: float = 0.95)
     diffs = log_ratios(baseline, candidate)
     if not diffs:
         raise ValueError("no usable pairs")
-    centre, low, high = hodges_lehmann_interval(diffs, level)
+    if len(diffs) >= 2 and max(diffs) == min(diffs):
+        # Identical repeats (a deterministic metric such as callgrind's instruction
+        # count): no noise was observed, so the ratio is known exactly.
+        centre = low = high = diffs[0]
+    else:
+        centre, low, high = hodges_lehmann_interval(diffs, level)
     return Estimate(math.exp(centre), math.exp(low), math.exp(high), len(diffs), level)
 
 

@@ -1,0 +1,127 @@
+"""`autopass tune`: its options, its live progress and its summary (the loop is in tuner.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+TUNE_EPILOG = """\
+examples:
+  autopass tune                                   # [tune] settings of autopass.toml
+  autopass tune --strategy ga --budget 60 --seed 3 --option population=12
+  autopass tune --resume                          # after Ctrl-C, kill -9 or a full disk
+  autopass tune --list-strategies
+
+Each evaluation rebuilds the target with the candidate's per-unit flags (only changed
+units recompile; objects are cached), checks the benchmark's output against the
+baseline's, and measures both interleaved until the ratio's interval is clear.  Every
+evaluation is journaled in .autopass/runs/ before it is used.  At the end the best
+clearly-faster candidate is split into its units (each measured alone), re-measured with
+a tighter interval, and the units that help are written to the flags database.
+"""
+
+
+def add_parser(sub, store_option, config_option) -> None:
+    from .config import METRICS
+
+    p = sub.add_parser("tune", help="search per-unit flags that make the benchmark faster",
+                       description="Tune the compiler flags of the hottest units of the "
+                       "target against its benchmark, within a budget of evaluations.",
+                       epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    store_option(p)
+    config_option(p)
+    p.add_argument("--strategy", help="random, greedy, ga, de or pso (default: [tune].strategy)")
+    p.add_argument("--budget", type=int, help="candidate evaluations (default: [tune].budget)")
+    p.add_argument("--seed", type=int, help="random seed; same seed, same candidates")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a strategy option, e.g. population=12 (see --list-strategies)")
+    p.add_argument("--metric", choices=METRICS, help="override [measure].metric")
+    p.add_argument("--max-units", type=int, help="tune at most this many hot units")
+    p.add_argument("--native", action="store_true", default=None,
+                   help="allow -march=native (the tuned build then runs on this CPU only)")
+    p.add_argument("--flags-db", metavar="FILE", help="where winners go "
+                   "(default: [tune].flags_db, autopass.flags.json)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the latest run where it stopped (its own settings)")
+    p.add_argument("--list-strategies", action="store_true",
+                   help="print the strategies and their options, then exit")
+    p.set_defaults(func=cmd_tune)
+
+
+def _options(pairs: list[str]) -> dict | None:
+    from .cli import CliError
+
+    if not pairs:
+        return None
+    options = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            options[name] = float(value) if "." in value else int(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise CliError(f"--option {pair!r}: write NAME=NUMBER, e.g. population=12")
+    return options
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from . import search
+    from .cli import CliError, _load_config, _open, _progress
+    from .journal import JournalError
+    from .tuner import TuneError, TuneRequest, Tuner
+
+    if args.list_strategies:
+        print(search.describe_all())
+        return 0
+    store = _open(args)
+    config = _load_config(args)
+    request = TuneRequest.from_config(
+        config, strategy=args.strategy, budget=args.budget, seed=args.seed,
+        options=_options(args.option), max_units=args.max_units, native=args.native,
+        flags_db=args.flags_db, resume=args.resume)
+    if request.strategy not in search.STRATEGIES:
+        raise CliError(f"no strategy {request.strategy!r}; choose one of "
+                       f"{', '.join(search.STRATEGIES)}")
+    progress = _progress("tune")
+    tuner = Tuner(store, config, request, lambda m: progress(m, transient=m.startswith("  ")))
+    try:
+        result = tuner.run()
+    except (TuneError, JournalError, search.OptionError) as error:
+        progress(None)
+        raise CliError(str(error))
+    except KeyboardInterrupt:
+        progress(None)
+        where = tuner.journal.run_id if tuner.journal else "(none started)"
+        print(f"autopass: tuning interrupted; every finished evaluation is in run {where}; "
+              "continue with `autopass tune --resume`", file=sys.stderr)
+        return 130
+    progress(None)
+    _print_result(result, tuner.config.measure.metric)
+    return 0
+
+
+def _print_result(result, metric: str) -> None:
+    entries = result.journal.entries
+    failed = [e for e in entries if e["ratio"] is None]
+    print(f"run {result.journal.run_id}: {result.measured} evaluations of "
+          f"{', '.join(result.sources)} ({metric})")
+    if failed:
+        counts: dict[str, int] = {}
+        for e in failed:
+            counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1
+        print("  rejected: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())))
+    if result.best is None:
+        print("no candidate was clearly faster than the recorded build; nothing written")
+        return
+    b = result.best
+    print(f"  best candidate #{b['n']}: {b['ratio']:.4f}x [{b['low']:.4f}, {b['high']:.4f}]")
+    f = result.final
+    print(f"  final re-measurement: {f['ratio']:.4f}x [{f['low']:.4f}, {f['high']:.4f}], "
+          f"{f['pairs']} pairs -> {f['verdict'] or f['outcome']}")
+    if not result.winners:
+        print("the gain did not hold up in the final measurement; nothing written")
+        return
+    print(f"wrote {len(result.winners)} entries to {result.flags_db}:")
+    for w in result.winners:
+        print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry['ratio']:.4f}x)")

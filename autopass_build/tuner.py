@@ -1,0 +1,329 @@
+"""The tuning loop every strategy shares.
+
+    hot units (profile) ─▶ knob space per unit ─▶ strategy.ask ─▶ replay + A/B ─▶ journal
+                                                      ▲                              │
+                                                      └──────── strategy.tell ◀──────┘
+    best statistically-clear candidate ─▶ per-unit attribution ─▶ final tight A/B
+                                        ─▶ autopass.flags.json (only units that help)
+
+Every candidate is measured against the baseline (the recorded build replayed), so all
+ratios in a run are comparable.  A configuration is measured once: the journal is the
+cache.  The incumbent is the best candidate whose interval lies clearly below 1.  At the
+end, when the best candidate changes several units, each unit's flags are measured alone
+(those that do not help on their own are dropped), and the combination is re-measured
+with twice the pairs and half the precision before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass, field, replace
+
+from . import flagsdb, search, toolchain
+from .config import Config
+from .evaluate import EvaluateError, Evaluation, Evaluator
+from .journal import Journal
+from .measure import MeasureError
+from .outcome import Outcome
+from .profile import ProfileError, load as load_profile, profile as run_profile
+from .space import JointSpace, Space, default_space, probe
+from .spool import hash_json
+from .stats import FASTER
+from .store import Store
+
+class TuneError(Exception):
+    pass
+
+
+@dataclass
+class TuneRequest:
+    strategy: str = "random"
+    budget: int = 40
+    seed: int = 0
+    options: dict = field(default_factory=dict)
+    max_units: int = 4
+    coverage: float = 90.0
+    native: bool = False
+    flags_db: str = flagsdb.DEFAULT_NAME
+    resume: bool = False
+
+    @classmethod
+    def from_config(cls, config: Config, **given) -> "TuneRequest":
+        tune = config.tune
+        request = cls(tune.strategy, tune.budget, tune.seed, dict(tune.options),
+                      tune.max_units, tune.coverage, tune.native,
+                      config.resolve(tune.flags_db))
+        return replace(request, **{k: v for k, v in given.items() if v is not None})
+
+
+@dataclass
+class Winner:
+    source: str
+    flags: tuple[str, ...]
+    entry: dict            # the journal entry that measured this unit's gain
+
+
+@dataclass
+class TuneResult:
+    journal: Journal
+    sources: list[str]
+    measured: int                      # search evaluations in the journal
+    best: dict | None                  # the best search entry, if any was clearly faster
+    final: dict | None                 # the final re-measurement
+    winners: list[Winner]
+    flags_db: str | None               # where the winners were written
+
+
+class Tuner:
+    def __init__(self, store: Store, config: Config, request: TuneRequest,
+                 progress=None):
+        self.store = store
+        self.config = config
+        self.request = request
+        self.show = progress or (lambda message: None)
+        self.journal: Journal | None = None
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self) -> TuneResult:
+        journal = Journal.latest(self.store.dir) if self.request.resume else None
+        if journal:
+            self._adopt(journal.header)
+        evaluator = self._evaluator()
+        sources = journal.header["sources"] if journal else self._hot_sources(evaluator)
+        space = self._space(evaluator)
+        if journal is None:
+            journal = Journal.create(self.store.dir, self._header(evaluator, sources, space))
+        elif journal.header["space"] != _fingerprint(space):
+            raise TuneError(f"run {journal.run_id}: the knob space changed since it started "
+                            "(another compiler?); start a new run without --resume")
+        self.journal = journal
+        self.evaluator = evaluator
+        self.units_of = {s: [u.id for u in evaluator.units if u.source_rel == s] for s in sources}
+        joint = JointSpace([(s, space) for s in sources])
+        best = self._search(joint)
+        final, winners = self._conclude(best) if best else (None, [])
+        written = self._write_db(winners) if winners and final else None
+        measured = sum(1 for e in journal.entries if e["phase"] == "search")
+        return TuneResult(journal, sources, measured, best, final, winners, written)
+
+    def _search(self, joint: JointSpace) -> dict | None:
+        request = self.request
+        strategy = search.make(request.strategy, joint, request.seed, request.options)
+        known = {e["key"]: e for e in self.journal.entries}
+        measured = sum(1 for e in self.journal.entries if e["phase"] == "search")
+        while measured < request.budget:
+            point = strategy.ask()
+            if point is None:
+                self.show(f"{request.strategy} has no new candidate after {measured} "
+                          "evaluations: the space is exhausted for it")
+                break
+            flags = joint.flags_by_label(point)
+            key = "search:" + _config_key(flags)
+            entry = known.get(key)
+            if entry is None:
+                measured += 1
+                self.show(f"[{measured}/{request.budget}] {self._incumbent_text()}"
+                          f"measuring {_flags_text(flags)}")
+                entry = self._measure("search", key, flags)
+                known[key] = entry
+            strategy.tell(point, entry["ratio"])     # None when it failed
+        return self._incumbent()
+
+    def _conclude(self, best: dict) -> tuple[dict | None, list[Winner]]:
+        flags = {s: tuple(f.split()) for s, f in best["flags"].items()}
+        gains = {}
+        if len(flags) > 1:
+            for source, unit_flags in flags.items():
+                alone = {source: unit_flags}
+                entry = (self._find("search:" + _config_key(alone))
+                         or self._measured_once("attribute", alone,
+                                                f"{source} alone (attribution)"))
+                if entry["verdict"] == FASTER:
+                    gains[source] = entry
+            kept = {s: flags[s] for s in gains} or flags   # no single unit helps: keep all
+        else:
+            kept = flags
+        final = self._measured_once("final", kept, "final re-measurement, tight interval",
+                                    tight=True)
+        if final["verdict"] != FASTER:
+            return final, []
+        return final, [Winner(s, f, gains.get(s, final)) for s, f in sorted(kept.items())]
+
+    # -- measuring -------------------------------------------------------------------------
+    def _measured_once(self, phase: str, flags: dict, what: str, tight: bool = False) -> dict:
+        key = f"{phase}:" + _config_key(flags)
+        entry = self._find(key)
+        if entry is None:
+            self.show(f"{what}: {_flags_text(flags)}")
+            entry = self._measure(phase, key, flags, tight)
+        return entry
+
+    def _find(self, key: str) -> dict | None:
+        return next((e for e in self.journal.entries if e["key"] == key), None)
+
+    def _measure(self, phase: str, key: str, flags: dict[str, tuple[str, ...]],
+                 tight: bool = False) -> dict:
+        by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}
+        measure = self.config.measure
+        if tight:
+            measure = replace(measure, max_pairs=2 * measure.max_pairs,
+                              precision=measure.precision / 2)
+        started = time.monotonic()
+        try:
+            evaluation = self.evaluator.evaluate(by_unit, lambda m: self.show(f"  {m}"),
+                                                 measure)
+        except MeasureError as error:
+            raise TuneError(f"{error}; the journal holds every finished evaluation: fix "
+                            "the cause, then `autopass tune --resume`") from None
+        except OSError as error:
+            raise TuneError(f"cannot write to the store ({error.strerror or error}): free "
+                            "space or fix permissions, then `autopass tune --resume`") from None
+        entry = _entry(len(self.journal.entries) + 1, phase, key, flags, evaluation,
+                       time.monotonic() - started)
+        try:
+            self.journal.append(entry)
+        except OSError as error:
+            raise TuneError(f"cannot write the journal {self.journal.path} "
+                            f"({error.strerror or error}); nothing finished is lost: free "
+                            "space or fix permissions, then `autopass tune --resume`") from None
+        return entry
+
+    def _incumbent(self) -> dict | None:
+        clear = [e for e in self.journal.entries
+                 if e["phase"] == "search" and e["verdict"] == FASTER]
+        return min(clear, key=lambda e: (e["ratio"], e["n"])) if clear else None
+
+    def _incumbent_text(self) -> str:
+        best = self._incumbent()
+        if best is None:
+            return "no clear gain yet · "
+        return (f"best {best['ratio']:.4f}x [{best['low']:.4f}, {best['high']:.4f}] "
+                f"(#{best['n']}) · ")
+
+    # -- setting up --------------------------------------------------------------------------
+    def _evaluator(self) -> Evaluator:
+        try:
+            evaluator = Evaluator(self.store, self.config)
+            self.show(f"replaying the baseline of {evaluator.target.output_rel}")
+            evaluator.baseline()
+            return evaluator
+        except (EvaluateError, MeasureError) as error:
+            raise TuneError(str(error)) from None
+
+    def _hot_sources(self, evaluator: Evaluator) -> list[str]:
+        found = load_profile(self.store.dir)
+        if found is None or found.target != evaluator.target.output_rel:
+            self.show("profiling the baseline to find the hot units")
+            try:
+                found = run_profile(evaluator)
+            except ProfileError as error:
+                raise TuneError(f"cannot profile the benchmark: {error}") from None
+        mine = {u.source_rel for u in evaluator.units}
+        chosen, covered = [], 0.0
+        for source, share in found.unit_shares().items():
+            if source not in mine:
+                continue
+            if len(chosen) >= self.request.max_units or covered >= self.request.coverage:
+                break
+            chosen.append(source)
+            covered += share
+        if not chosen:
+            raise TuneError("the profile puts no time in a recorded unit (is the time spent "
+                            "in a system library?); see `autopass profile`")
+        return chosen
+
+    def _space(self, evaluator: Evaluator) -> Space:
+        compiler = evaluator.replayer.compiler_override or evaluator.units[0].compiler
+        space = default_space(native=self.request.native)
+        try:
+            return probe(space, compiler, os.path.join(self.store.dir, "probe"),
+                         toolchain.stamp_of(compiler))
+        except OSError as error:
+            raise TuneError(f"cannot probe {compiler}: {error}") from None
+
+    def _header(self, evaluator: Evaluator, sources: list[str], space: Space) -> dict:
+        r = self.request
+        return {"strategy": r.strategy, "seed": r.seed, "budget": r.budget,
+                "options": r.options, "native": r.native, "sources": sources,
+                "target": evaluator.target.output_rel, "metric": self.config.measure.metric,
+                "space": _fingerprint(space), "notes": space.notes}
+
+    def _adopt(self, header: dict) -> None:
+        """--resume: the run's own settings win (the budget may be raised)."""
+        self.request = replace(self.request, strategy=header["strategy"], seed=header["seed"],
+                               options=header["options"], native=header["native"],
+                               budget=max(self.request.budget, header["budget"]))
+        self.config = replace(self.config, measure=replace(self.config.measure,
+                                                           metric=header["metric"]))
+
+    # -- the result ----------------------------------------------------------------------------
+    def _write_db(self, winners: list[Winner]) -> str:
+        path = self.request.flags_db
+        try:
+            db = flagsdb.load(path)
+        except flagsdb.FlagsDbError as error:
+            raise TuneError(f"{error}; the tuning result is in the journal "
+                            f"{self.journal.path}") from None
+        identity = toolchain.identify(self.evaluator.units[0].compiler)
+        db.toolchain = {"compiler": identity.short() if identity else "unknown",
+                        "target": identity.target if identity else ""}
+        if self.request.native:
+            db.cpu = platform.processor() or platform.machine()
+        for source in self.journal.header["sources"]:
+            db.entries.pop(source, None)     # re-tuned: only what helps now stays
+        units = {u.source_rel: u for u in self.evaluator.units}
+        for w in winners:
+            e = w.entry
+            db.entries[w.source] = flagsdb.Entry(
+                list(w.flags), units[w.source].source_hash,
+                flagsdb.Gain(self.config.measure.metric, e["ratio"], e["low"], e["high"],
+                             e["pairs"]),
+                _why(self.request, e), self.journal.run_id)
+        flagsdb.save(path, db)
+        return path
+
+
+def _why(request: TuneRequest, entry: dict) -> str:
+    how = {"search": f"{request.strategy} search, evaluation #{entry['n']}",
+           "attribute": "measured alone", "final": "final re-measurement"}[entry["phase"]]
+    return (f"{how}: {entry['ratio']:.4f}x of the recorded build "
+            f"[{entry['low']:.4f}, {entry['high']:.4f}], {entry['pairs']} pairs")
+
+
+def _entry(n: int, phase: str, key: str, flags: dict, evaluation: Evaluation,
+           seconds: float) -> dict:
+    comparison = evaluation.comparison
+    estimate = comparison.estimate if comparison else None
+    ok = evaluation.outcome == Outcome.OK and estimate is not None
+    replay = evaluation.replay
+    return {
+        "n": n, "phase": phase, "key": key,
+        "flags": {s: " ".join(f) for s, f in sorted(flags.items())},
+        "outcome": str(evaluation.outcome),
+        "verdict": comparison.verdict if ok else None,
+        "ratio": estimate.ratio if ok else None,
+        "low": estimate.low if ok else None,
+        "high": estimate.high if ok else None,
+        "pairs": estimate.pairs if ok else 0,
+        "detail": evaluation.detail[:300],
+        # Differs between an interrupted-and-resumed run and a straight one:
+        "timing": {"seconds": round(seconds, 3), "at": time.time(),
+                   "runs": comparison.runs if comparison else 0,
+                   "compiled": replay.compiled + replay.from_source, "cached": replay.cached},
+    }
+
+
+def _config_key(flags: dict[str, tuple[str, ...]]) -> str:
+    return hash_json(sorted((s, list(f)) for s, f in flags.items()))[:24]
+
+
+def _fingerprint(space: Space) -> str:
+    return hash_json([[k.name, [list(v) for v in k.values]] for k in space.knobs]
+                     + [[c.knob, sorted(c.values), list(c.defaults)]
+                        for c in space.constraints])[:24]
+
+
+def _flags_text(flags: dict[str, tuple[str, ...]]) -> str:
+    return "; ".join(f"{s}: {' '.join(f)}" for s, f in sorted(flags.items())) or "(as recorded)"
