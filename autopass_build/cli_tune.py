@@ -69,6 +69,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from . import search
     from .cli import CliError, _load_config, _open, _progress
     from .journal import JournalError
+    from .store import StoreError
     from .tuner import TuneError, TuneRequest, Tuner
 
     if args.list_strategies:
@@ -90,6 +91,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     except (TuneError, JournalError, search.OptionError) as error:
         progress(None)
         raise CliError(str(error))
+    except StoreError as error:
+        progress(None)
+        raise CliError(f"{error}; every finished evaluation is journaled: fix it, then "
+                       "`autopass tune --resume`")
     except KeyboardInterrupt:
         progress(None)
         where = tuner.journal.run_id if tuner.journal else "(none started)"

@@ -103,6 +103,8 @@ def _read_entries(path: str) -> list[dict]:
             data = handle.read()
     except FileNotFoundError:
         return []
+    except OSError as error:
+        raise JournalError(f"cannot read {path}: {error.strerror}") from None
     lines = data.split(b"\n")
     complete, torn = lines[:-1], lines[-1]   # text after the last newline was cut short
     entries, good_bytes = [], 0

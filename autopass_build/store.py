@@ -140,6 +140,13 @@ class Store:
         return store
 
     def connection(self) -> sqlite3.Connection:
+        try:
+            return self._connection()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the store index {self.db_path}: {error} (is the "
+                             "disk full or the folder read-only?)") from None
+
+    def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             os.makedirs(self.dir, exist_ok=True)
             conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S,

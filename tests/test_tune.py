@@ -1,0 +1,189 @@
+"""`autopass tune` on a tiny real program, measured in callgrind instructions (stable):
+the journal, resume after kill -9 (F8), Ctrl-C/SIGTERM (F9), an unwritable store (F12),
+and the flags database it writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from autopass_build import flags as flagset
+from autopass_build import flagsdb
+from autopass_build.journal import Journal, JournalError
+
+from conftest import AUTOPASS
+
+MINI = Path(__file__).parent / "data" / "tune-mini"
+CONFIG = """
+[run]
+command = ["{exe}", "20"]
+timeout = 60
+[measure]
+metric = "instructions"
+min_pairs = 2
+max_pairs = 2
+[tune]
+strategy = "ga"
+budget = 8
+seed = 4
+max_units = 2
+options = { population = 4 }
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tune") / "mini"
+    shutil.copytree(MINI, root)
+    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text(CONFIG)
+    subprocess.run([AUTOPASS, "profile"], cwd=root, check=True, capture_output=True)
+    return root
+
+
+def tune(project: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([AUTOPASS, "tune", *args], cwd=project, capture_output=True,
+                          text=True, timeout=600, **kw)
+
+
+def stable(journal: Journal) -> list[dict]:
+    """The journal without what legitimately differs between two runs (timing)."""
+    return [{k: v for k, v in e.items() if k != "timing"} for e in journal.entries]
+
+
+@pytest.fixture(scope="module")
+def straight_run(project: Path) -> tuple[list[dict], str]:
+    done = tune(project)
+    assert done.returncode == 0, done.stderr
+    journal = Journal.latest(str(project / ".autopass"))
+    return stable(journal), (project / "autopass.flags.json").read_text()
+
+
+def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight_run) -> None:
+    entries, db_text = straight_run
+    search = [e for e in entries if e["phase"] == "search"]
+    assert len(search) == 8
+    assert len({e["key"] for e in search}) == 8              # nothing measured twice
+    assert [e["n"] for e in entries] == list(range(1, len(entries) + 1))
+    assert all(e["outcome"] == "OK" and e["pairs"] == 2 for e in search)
+    db = flagsdb.load(str(project / "autopass.flags.json"))
+    assert db.entries, "an 8-evaluation GA on this program finds a faster candidate"
+    final = [e for e in entries if e["phase"] == "final"][-1]
+    assert final["verdict"] == "faster" and final["ratio"] < 1
+    header = Journal.latest(str(project / ".autopass")).header
+    for source, entry in db.entries.items():
+        assert source in header["sources"] and not os.path.isabs(source)
+        assert flagset.validate(entry.flags) and entry.gain.ratio < 1
+        assert entry.gain.metric == "instructions" and entry.why and entry.run
+    assert db_text == db.to_json()                      # stable, sorted formatting
+
+
+def test_resume_after_kill_9_gives_the_same_journal(project, straight_run) -> None:
+    expected, expected_db = straight_run
+    rng = random.Random(20261130)
+    kills, finished = 0, None
+    for attempt in range(12):
+        args = ["--resume"] if attempt else []
+        process = subprocess.Popen([AUTOPASS, "tune", *args], cwd=project,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            finished = process.wait(timeout=rng.uniform(1.0, 5.0))
+        except subprocess.TimeoutExpired:
+            family = psutil.Process(process.pid).children(recursive=True)
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            for child in family:          # the benchmark runs in its own session
+                try:
+                    child.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            kills += 1
+            continue
+        assert finished == 0, process.stderr.read().decode()
+        break
+    assert finished == 0 and kills >= 1, f"{kills} kills, exit {finished}"
+    journal = Journal.latest(str(project / ".autopass"))
+    assert stable(journal) == expected
+    assert (project / "autopass.flags.json").read_text().replace(
+        journal.run_id, "RUN") == _without_run(expected_db)
+
+
+def _without_run(db_text: str) -> str:
+    data = json.loads(db_text)
+    for entry in data["entries"].values():
+        entry["run"] = "RUN"
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def test_sigterm_stops_children_and_says_how_to_resume(project) -> None:
+    process = subprocess.Popen([AUTOPASS, "tune", "--budget", "40", "--seed", "9"],
+                               cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    journal_dir = project / ".autopass" / "runs"
+    deadline = time.monotonic() + 120
+    family: list[psutil.Process] = []
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        family = psutil.Process(process.pid).children(recursive=True)
+        latest = Journal.latest(str(project / ".autopass"))
+        if latest.header.get("seed") == 9 and latest.entries and family:
+            break
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "autopass tune --resume" in err.decode()
+    time.sleep(0.5)
+    assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    journal = Journal.latest(str(journal_dir.parent))
+    assert journal.header["seed"] == 9 and journal.entries   # nothing finished was lost
+
+
+def test_a_full_disk_stops_resumably(project) -> None:
+    """F12: no file may grow (RLIMIT_FSIZE, as on a full disk): the candidate's link
+    fails, then its journal line cannot be written; the run stops with a message that
+    says how to resume, and the journal keeps what it had."""
+    done = tune(project, "--budget", "2", "--seed", "21")
+    assert done.returncode == 0, done.stderr
+    before = Journal.latest(str(project / ".autopass"))
+    size = os.path.getsize(before.path)
+
+    def no_growth() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    done = subprocess.run([AUTOPASS, "tune", "--resume", "--budget", "4"], cwd=project,
+                          capture_output=True, text=True, timeout=300, preexec_fn=no_growth)
+    assert done.returncode == 2, done.stderr
+    assert "autopass tune --resume" in done.stderr and "Traceback" not in done.stderr
+    assert Journal.open(before.folder).entries == before.entries
+
+
+def test_resume_with_nothing_to_resume(tmp_path) -> None:
+    shutil.copytree(MINI, tmp_path / "p")
+    (tmp_path / "p" / ".autopass").mkdir()
+    done = tune(tmp_path / "p", "--resume")
+    assert done.returncode == 2
+
+
+def test_journal_drops_a_torn_last_line_and_rejects_damage(tmp_path) -> None:
+    journal = Journal.create(str(tmp_path), {"strategy": "random", "seed": 0})
+    journal.append({"n": 1, "key": "a"})
+    journal.append({"n": 2, "key": "b"})
+    with open(journal.path, "ab") as handle:
+        handle.write(b'{"n": 3, "ke')           # kill -9 mid-write
+    again = Journal.latest(str(tmp_path))
+    assert [e["n"] for e in again.entries] == [1, 2]
+    again.append({"n": 3, "key": "c"})
+    assert [e["n"] for e in Journal.open(journal.folder).entries] == [1, 2, 3]
+    text = Path(journal.path).read_text().splitlines()
+    Path(journal.path).write_text("\n".join([text[0], "garbage", text[2]]) + "\n")
+    with pytest.raises(JournalError, match="line 2 is damaged"):
+        Journal.open(journal.folder)
