@@ -60,7 +60,16 @@ LIBPNG = Program(
     soft_clean=("make", "clean"),
     rebuild=("make", "-j2"),
 )
-PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG)}
+# Its own Makefile builds at -O3; objects land in programs/obj/conf_<hash of flags>/;
+# one assembly source (huf_decompress_amd64.S) is linked as it was built.
+ZSTD = Program(
+    package="libzstd", build_dir=".",
+    build=("make", "-j2", "-C", "programs", "zstd"),
+    plain_build=("make", "-j2", "-C", "programs", "zstd", "CC=clang-19"),
+    clean=("make", "-C", "programs", "clean"),
+    binaries=("programs/zstd",),
+)
+PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG, ZSTD)}
 
 
 class FetchError(Exception):

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Classical strategies at equal budget on real programs from Debian sources.
+
+For each program (Lua 5.4 running bench/workloads/lua_mix.lua, bzip2 -9 and zstd -7
+compressing generated text), built by its own build system at -O3 through
+`autopass record`: profile once, then `autopass tune` with each strategy (random,
+greedy, ga, de, pso) at the same budget, seed and metric.  Each winner is re-verified
+by an independent A/B measurement of the tuned build against the -O3 build (fresh runs,
+more pairs).  Printed per program and as a geomean per strategy: speedup over -O3 with
+its interval, evaluations to reach 95 % of the run's final best gain, tuning wall time.
+
+Usage: python bench/tune_classical.py [--budget 40] [--strategies random,greedy,ga,de,pso]
+           [--programs lua5.4,bzip2,libzstd] [--metric cpu] [--seed 0] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+import debian_sources  # noqa: E402
+
+from autopass_build import config as cfg  # noqa: E402
+from autopass_build.build_env import record_environment  # noqa: E402
+from autopass_build.evaluate import Evaluator  # noqa: E402
+from autopass_build.profile import profile  # noqa: E402
+from autopass_build.stats import FASTER  # noqa: E402
+from autopass_build.store import Store  # noqa: E402
+from autopass_build.tuner import TuneRequest, Tuner  # noqa: E402
+
+
+def text_input(path: Path, megabytes: float, seed: int = 1) -> Path:
+    """Deterministic text with a Zipf-like word distribution (compressible like prose)."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("etaoinshrdlucmfwypvbgkjqxz") for _ in range(rng.randint(2, 9)))
+             for _ in range(3000)]
+    weights = [1 / (i + 1) for i in range(len(words))]
+    out, size = [], 0
+    while size < megabytes * 1e6:
+        line = " ".join(rng.choices(words, weights, k=rng.randint(6, 16))) + "\n"
+        out.append(line)
+        size += len(line)
+    path.write_text("".join(out))
+    return path
+
+
+@dataclass(frozen=True)
+class Case:
+    program: debian_sources.Program
+    build: tuple[str, ...]                   # its own build, at -O3
+    binary: str                              # basename of the executable to tune
+    command: Callable[[Path], list[str]]     # benchmark argv ("{exe}"), given the work dir
+
+
+CASES = {
+    "lua5.4": Case(debian_sources.LUA, ("make", "posix", "-j2", "MYCFLAGS=-O3"), "lua",
+                   lambda work: ["{exe}", str(HERE / "workloads" / "lua_mix.lua")]),
+    "bzip2": Case(debian_sources.BZIP2,
+                  ("make", "-j2", "libbz2.a", "bzip2",
+                   "CFLAGS=-Wall -Winline -O3 -g -D_FILE_OFFSET_BITS=64"), "bzip2",
+                  lambda work: ["{exe}", "-9", "-c", str(text_input(work / "bz.txt", 2.5))]),
+    "libzstd": Case(debian_sources.ZSTD, debian_sources.ZSTD.build, "zstd",
+                    lambda work: ["{exe}", "-q", "-c", "-7",
+                                  str(text_input(work / "zs.txt", 12))]),
+}
+
+
+def prepare(name: str, work: Path, metric: str) -> tuple[Store, cfg.Config]:
+    case = CASES[name]
+    tree = debian_sources.fresh_copy(case.program.package, work / name)
+    store_dir = tree / ".autopass"
+    log(f"{name}: recording {' '.join(case.build)}")
+    subprocess.run(list(case.build), cwd=tree / case.program.build_dir, check=True,
+                   capture_output=True, env=record_environment(str(store_dir), str(tree)))
+    store = Store.open_existing(str(store_dir))
+    from autopass_build.targets import resolve
+    [target] = [t for t in resolve(store, str(tree)) if t.kind == "executable"
+                and Path(t.output).name == case.binary]
+    config = cfg.parse(
+        f"[run]\ncommand = {json.dumps(case.command(work))}\ntarget = {json.dumps(target.output_rel)}\n"
+        f"timeout = 60\n[measure]\nmetric = \"{metric}\"\nmin_pairs = 5\nmax_pairs = 20\n",
+        project_dir=str(tree))
+    log(f"{name}: profiling")
+    found = profile(Evaluator(store, config))
+    log(f"{name}: hot units " + ", ".join(f"{u} {s:.0f}%" for u, s in
+                                          list(found.unit_shares().items())[:4]))
+    return store, config
+
+
+def to_95(entries: list[dict]) -> int | None:
+    """Evaluations until the best clear gain so far reached 95 % of the run's best."""
+    search = [e for e in entries if e["phase"] == "search"]
+    gains = [(e["n"], 1 - e["ratio"]) for e in search if e["verdict"] == FASTER]
+    if not gains:
+        return None
+    final = max(g for _, g in gains)
+    best = 0.0
+    for count, e in enumerate(search, 1):
+        if e["verdict"] == FASTER:
+            best = max(best, 1 - e["ratio"])
+        if best >= 0.95 * final:
+            return count
+    return None
+
+
+def tune_one(store: Store, config: cfg.Config, strategy: str, budget: int, seed: int,
+             work: Path, name: str) -> dict:
+    request = TuneRequest(strategy=strategy, budget=budget, seed=seed, max_units=4,
+                          flags_db=str(work / f"{name}-{strategy}.flags.json"))
+    started = time.monotonic()
+    result = Tuner(store, config, request,
+                   lambda m: None if m.startswith("  ") else log(f"{name}/{strategy}: {m}")).run()
+    seconds = time.monotonic() - started
+    row = {"program": name, "strategy": strategy, "evaluations": result.measured,
+           "seconds": round(seconds), "to_95": to_95(result.journal.entries),
+           "winners": {w.source: " ".join(w.flags) for w in result.winners},
+           "tuning_best": result.best["ratio"] if result.best else None}
+    row.update(verify(store, config, result, name, strategy))
+    return row
+
+
+def verify(store: Store, config: cfg.Config, result, name: str, strategy: str) -> dict:
+    """An independent A/B of the tuned build against the -O3 build: fresh runs, more pairs."""
+    if not result.winners:
+        return {"speedup": 1.0, "low": 1.0, "high": 1.0, "verdict": "no change"}
+    evaluator = Evaluator(store, config)
+    by_unit = {u.id: w.flags for w in result.winners for u in evaluator.units
+               if u.source_rel == w.source}
+    measure = replace(config.measure, min_pairs=10, max_pairs=30, precision=0.005)
+    log(f"{name}/{strategy}: verifying the tuned build against -O3")
+    evaluation = evaluator.evaluate(by_unit, measure=measure)
+    est = evaluation.comparison.estimate if evaluation.comparison else None
+    if est is None:
+        return {"speedup": None, "low": None, "high": None, "verdict": str(evaluation.outcome)}
+    return {"speedup": 1 / est.ratio, "low": 1 / est.high, "high": 1 / est.low,
+            "verdict": evaluation.comparison.verdict}
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def print_table(rows: list[dict], strategies: list[str]) -> None:
+    print(f"{'program':<9} {'strategy':<8} {'speedup vs -O3 [95% CI]':<28} {'verdict':<9} "
+          f"{'to 95%':>6} {'evals':>5} {'tuning s':>8}")
+    for r in rows:
+        speed = (f"{r['speedup']:.4f}x [{r['low']:.4f}, {r['high']:.4f}]"
+                 if r["speedup"] else "-")
+        print(f"{r['program']:<9} {r['strategy']:<8} {speed:<28} {r['verdict']:<9} "
+              f"{r['to_95'] if r['to_95'] else '-':>6} {r['evaluations']:>5} {r['seconds']:>8}")
+    print("geomean speedup over -O3 (verified):")
+    for s in strategies:
+        mine = [r["speedup"] for r in rows if r["strategy"] == s and r["speedup"]]
+        steps = [r["to_95"] for r in rows if r["strategy"] == s and r["to_95"]]
+        if mine:
+            print(f"  {s:<8} {geomean(mine):.4f}x over {len(mine)} programs; evaluations to "
+                  f"95% of best: {', '.join(map(str, steps)) or '-'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=int, default=40)
+    parser.add_argument("--strategies", default="random,greedy,ga,de,pso")
+    parser.add_argument("--programs", default="lua5.4,bzip2,libzstd")
+    parser.add_argument("--metric", default="cpu", choices=cfg.METRICS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="also write the rows as JSON here")
+    args = parser.parse_args()
+    strategies = args.strategies.split(",")
+    rows = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="autopass-tune-classical-") as scratch:
+        for name in args.programs.split(","):
+            work = Path(scratch) / name
+            work.mkdir()
+            store, config = prepare(name, work, args.metric)
+            for strategy in strategies:
+                rows.append(tune_one(store, config, strategy, args.budget, args.seed, work, name))
+                log(f"{name}/{strategy}: {rows[-1]}")
+                if args.out:
+                    Path(args.out).write_text(json.dumps(rows, indent=1))
+    print(f"\ntune_classical: budget {args.budget}, metric {args.metric}, seed {args.seed}, "
+          f"{time.strftime('%Y-%m-%d')}, {round((time.monotonic() - started) / 60)} min")
+    print_table(rows, strategies)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
