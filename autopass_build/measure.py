@@ -357,7 +357,8 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
         result.candidate.append(pair["cand"])
         n = len(result.baseline)
         if n in looks:
-            est = stats.estimate(result.baseline, result.candidate, look_level)
+            est = stats.estimate(result.baseline, result.candidate, look_level,
+                                 deterministic=cfg.metric in DETERMINISTIC_METRICS)
             result.estimate = est
             if progress:
                 progress(f"{n} pairs: candidate/baseline {est.describe()}")

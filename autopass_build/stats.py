@@ -93,13 +93,14 @@ class Estimate:
                 f"({self.level:.1%} interval, {self.pairs} pairs)")
 
 
-def estimate(baseline: list[float], candidate: list[float], level: float = 0.95) -> Estimate:
+def estimate(baseline: list[float], candidate: list[float], level: float = 0.95,
+             deterministic: bool = False) -> Estimate:
+    """`deterministic`: the metric repeats exactly (callgrind's instruction count); when
+    the repeats agree, the ratio is known exactly, whatever the number of pairs."""
     diffs = log_ratios(baseline, candidate)
     if not diffs:
         raise ValueError("no usable pairs")
-    if len(diffs) >= 2 and max(diffs) == min(diffs):
-        # Identical repeats (a deterministic metric such as callgrind's instruction
-        # count): no noise was observed, so the ratio is known exactly.
+    if deterministic and len(diffs) >= 2 and max(diffs) == min(diffs):
         centre = low = high = diffs[0]
     else:
         centre, low, high = hodges_lehmann_interval(diffs, level)

@@ -30,7 +30,7 @@ from .outcome import Outcome
 from .profile import ProfileError, load as load_profile, profile as run_profile
 from .space import JointSpace, Space, default_space, probe
 from .spool import hash_json
-from .stats import FASTER
+from .stats import FASTER, SLOWER
 from .store import Store
 
 class TuneError(Exception):
@@ -93,6 +93,8 @@ class Tuner:
         evaluator = self._evaluator()
         sources = journal.header["sources"] if journal else self._hot_sources(evaluator)
         space = self._space(evaluator)
+        for note in space.notes:
+            self.show(note)
         if journal is None:
             journal = Journal.create(self.store.dir, self._header(evaluator, sources, space))
         elif journal.header["space"] != _fingerprint(space):
@@ -128,7 +130,7 @@ class Tuner:
                           f"measuring {_flags_text(flags)}")
                 entry = self._measure("search", key, flags)
                 known[key] = entry
-            strategy.tell(point, entry["ratio"])     # None when it failed
+            strategy.tell(point, _value(entry))
         return self._incumbent()
 
     def _conclude(self, best: dict) -> tuple[dict | None, list[Winner]]:
@@ -283,6 +285,15 @@ class Tuner:
                 _why(self.request, e), self.journal.run_id)
         flagsdb.save(path, db)
         return path
+
+
+def _value(entry: dict) -> float | None:
+    """What a strategy is told: the ratio when the A/B was decisive; 1.0 (the baseline's
+    value) when the interval could not tell the candidate from the baseline, so that no
+    strategy chases noise; None when the candidate failed."""
+    if entry["ratio"] is None:
+        return None
+    return entry["ratio"] if entry["verdict"] in (FASTER, SLOWER) else 1.0
 
 
 def _why(request: TuneRequest, entry: dict) -> str:

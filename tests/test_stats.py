@@ -79,3 +79,13 @@ def test_hodges_lehmann_interval():
     assert centre == 3.5 and (low, high) == (1.0, 6.0)
     assert stats.hodges_lehmann_interval([1.0, 2.0, 3.0], 0.95)[1:] == (-math.inf, math.inf)
     assert stats.verdict(stats.estimate([1.0] * 3, [0.5] * 3), 0.01, final=False) is None
+
+
+def test_a_deterministic_metric_is_exact_when_repeats_agree():
+    exact = stats.estimate([100.0, 100.0], [90.0, 90.0], deterministic=True)
+    assert exact.ratio == exact.low == exact.high == 0.9
+    assert stats.verdict(exact, 0.01, final=False) == stats.FASTER
+    noisy = stats.estimate([100.0, 100.0], [90.0, 90.0])       # timing: 2 pairs say nothing
+    assert (noisy.low, noisy.high) == (0.0, math.inf)
+    varied = stats.estimate([100.0, 101.0], [90.0, 90.0], deterministic=True)
+    assert varied.high == math.inf                              # repeats disagree: no shortcut
