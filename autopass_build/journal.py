@@ -59,7 +59,9 @@ class Journal:
         return cls(folder, header, [])
 
     @classmethod
-    def open(cls, folder: str) -> "Journal":
+    def open(cls, folder: str, repair: bool = False) -> "Journal":
+        """`repair` (only for the process that will append): cut a torn last line from
+        the file.  Readers never modify it: the writer may be mid-line."""
         try:
             with open(os.path.join(folder, HEADER)) as handle:
                 header = json.load(handle)
@@ -69,10 +71,10 @@ class Journal:
             raise JournalError(f"{folder} was written by another autopass version "
                                f"(journal version {header.get('journal_version')}); "
                                "start a new run")
-        return cls(folder, header, _read_entries(os.path.join(folder, JOURNAL)))
+        return cls(folder, header, _read_entries(os.path.join(folder, JOURNAL), repair))
 
     @classmethod
-    def latest(cls, store_dir: str) -> "Journal":
+    def latest(cls, store_dir: str, repair: bool = False) -> "Journal":
         runs = os.path.join(store_dir, RUNS_DIR)
         try:
             with open(os.path.join(runs, LATEST)) as handle:
@@ -80,9 +82,26 @@ class Journal:
         except OSError:
             raise JournalError("no tuning run to resume in this store; run `autopass tune` "
                                "first") from None
-        return cls.open(os.path.join(runs, name))
+        return cls.open(os.path.join(runs, name), repair)
 
     # -- writing -------------------------------------------------------------------------
+    def take_over(self) -> None:
+        """Become the run's only writer: lock it (a second `tune --resume` is refused,
+        not interleaved), then re-read it, cutting a torn last line."""
+        self.lock()
+        self.entries = _read_entries(self.path, repair=True)
+
+    def lock(self) -> None:
+        import fcntl
+
+        self._lock = open(os.path.join(self.folder, "lock"), "w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            raise JournalError(f"run {self.run_id} is being tuned by another autopass "
+                               "process; wait for it or stop it first") from None
+
     def append(self, entry: dict) -> None:
         """On disk (fsynced) before it returns; OSError (disk full, read-only) propagates."""
         line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode()
@@ -97,7 +116,7 @@ class Journal:
         self.entries.append(entry)
 
 
-def _read_entries(path: str) -> list[dict]:
+def _read_entries(path: str, repair: bool) -> list[dict]:
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -121,7 +140,7 @@ def _read_entries(path: str) -> list[dict]:
                                "exactly (move the file away to start over)") from None
         entries.append(entry)
         good_bytes += len(line) + 1
-    if torn:
+    if torn and repair:
         with open(path, "r+b") as handle:   # drop the torn line so appends start clean
             handle.truncate(good_bytes)
     return entries

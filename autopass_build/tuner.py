@@ -87,8 +87,9 @@ class Tuner:
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
-        journal = Journal.latest(self.store.dir) if self.request.resume else None
+        journal = Journal.latest(self.store.dir, repair=False) if self.request.resume else None
         if journal:
+            journal.take_over()
             self._adopt(journal.header)
         evaluator = self._evaluator()
         sources = journal.header["sources"] if journal else self._hot_sources(evaluator)
@@ -97,6 +98,7 @@ class Tuner:
             self.show(note)
         if journal is None:
             journal = Journal.create(self.store.dir, self._header(evaluator, sources, space))
+            journal.lock()
         elif journal.header["space"] != _fingerprint(space):
             raise TuneError(f"run {journal.run_id}: the knob space changed since it started "
                             "(another compiler?); start a new run without --resume")

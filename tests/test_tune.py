@@ -91,31 +91,45 @@ def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight
 def test_resume_after_kill_9_gives_the_same_journal(project, straight_run) -> None:
     expected, expected_db = straight_run
     rng = random.Random(20261130)
+    straight_id = Journal.latest(str(project / ".autopass")).run_id
     kills, finished = 0, None
-    for attempt in range(12):
+    for attempt in range(30):
         args = ["--resume"] if attempt else []
+        before = _entries(project, straight_id)
         process = subprocess.Popen([AUTOPASS, "tune", *args], cwd=project,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            finished = process.wait(timeout=rng.uniform(1.0, 5.0))
-        except subprocess.TimeoutExpired:
-            family = psutil.Process(process.pid).children(recursive=True)
-            process.send_signal(signal.SIGKILL)
-            process.wait()
-            for child in family:          # the benchmark runs in its own session
-                try:
-                    child.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            kills += 1
-            continue
-        assert finished == 0, process.stderr.read().decode()
-        break
+        # Kill at a random moment after the run made progress (one more journal line),
+        # so each attempt gets somewhere however slow the machine is.
+        while process.poll() is None and _entries(project, straight_id) <= before:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.5))
+        if process.poll() is not None:
+            finished = process.wait()
+            assert finished == 0, process.stderr.read().decode()
+            break
+        family = psutil.Process(process.pid).children(recursive=True)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        for child in family:          # the benchmark runs in its own session
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+        kills += 1
     assert finished == 0 and kills >= 1, f"{kills} kills, exit {finished}"
     journal = Journal.latest(str(project / ".autopass"))
     assert stable(journal) == expected
     assert (project / "autopass.flags.json").read_text().replace(
         journal.run_id, "RUN") == _without_run(expected_db)
+
+
+def _entries(project: Path, other_than: str) -> int:
+    """Journal lines of the latest run unless it is `other_than` (-1: no new run yet)."""
+    try:
+        journal = Journal.latest(str(project / ".autopass"))
+    except JournalError:
+        return -1
+    return len(journal.entries) if journal.run_id != other_than else -1
 
 
 def _without_run(db_text: str) -> str:
@@ -179,8 +193,13 @@ def test_journal_drops_a_torn_last_line_and_rejects_damage(tmp_path) -> None:
     journal.append({"n": 2, "key": "b"})
     with open(journal.path, "ab") as handle:
         handle.write(b'{"n": 3, "ke')           # kill -9 mid-write
+    reader = Journal.latest(str(tmp_path))
+    assert [e["n"] for e in reader.entries] == [1, 2]
+    assert Path(journal.path).read_bytes().endswith(b'"ke')   # a reader changes nothing
     again = Journal.latest(str(tmp_path))
-    assert [e["n"] for e in again.entries] == [1, 2]
+    again.take_over()
+    with pytest.raises(JournalError, match="another autopass process"):
+        Journal.latest(str(tmp_path)).take_over()
     again.append({"n": 3, "key": "c"})
     assert [e["n"] for e in Journal.open(journal.folder).entries] == [1, 2, 3]
     text = Path(journal.path).read_text().splitlines()
