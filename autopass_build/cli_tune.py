@@ -30,7 +30,10 @@ def add_parser(sub, store_option, config_option) -> None:
                        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     store_option(p)
     config_option(p)
-    p.add_argument("--strategy", help="random, greedy, ga, de or pso (default: [tune].strategy)")
+    p.add_argument("--strategy", help="agent (the default: [agent].backend, offline rules unless "
+                   "configured), random, greedy, ga, de or pso")
+    p.add_argument("--agent-backend", choices=("rules", "openai", "replay"),
+                   help="override [agent].backend")
     p.add_argument("--budget", type=int, help="candidate evaluations (default: [tune].budget)")
     p.add_argument("--seed", type=int, help="random seed; same seed, same candidates")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
@@ -77,6 +80,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 0
     store = _open(args)
     config = _load_config(args)
+    if args.agent_backend:
+        from .config import with_overrides
+        config = with_overrides(config, agent={"backend": args.agent_backend})
     request = TuneRequest.from_config(
         config, strategy=args.strategy, budget=args.budget, seed=args.seed,
         options=_options(args.option), max_units=args.max_units, native=args.native,

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - Python < 3.11
 CONFIG_NAME = "autopass.toml"
 METRICS = ("wall", "cpu", "instructions", "cycles")
 CHECK_MODES = ("output", "exit-code", "command")
+AGENT_BACKENDS = ("rules", "openai", "replay")
 
 
 class ConfigError(Exception):
@@ -61,7 +62,7 @@ class MeasureConfig:
 
 @dataclass(frozen=True)
 class TuneConfig:
-    strategy: str = "random"        # random | greedy | ga | de | pso (`autopass tune --list`)
+    strategy: str = "agent"         # agent | random | greedy | ga | de | pso (`--list-strategies`)
     budget: int = 40                # candidate evaluations (each one a rebuild and an A/B)
     seed: int = 0
     max_units: int = 4              # tune at most this many of the hottest units...
@@ -69,6 +70,19 @@ class TuneConfig:
     native: bool = False            # allow -march=native (the build then runs on this CPU only)
     flags_db: str = "autopass.flags.json"
     options: tuple[tuple[str, float], ...] = ()   # the strategy's options, e.g. population
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    backend: str = "rules"          # rules (offline) | openai (any compatible endpoint) | replay
+    model: str = ""                 # default: $AUTOPASS_MODEL
+    base_url: str = ""              # default: $OPENAI_BASE_URL, else the openai default
+    api_key_env: str = "OPENAI_API_KEY"   # the variable holding the key (never the key)
+    max_calls: int = 60             # LLM calls per tuning run, then the rules agent takes over
+    max_tokens: int = 400000        # tokens per tuning run, likewise
+    timeout: float = 120.0          # seconds per call
+    retries: int = 3                # per call, with backoff, on 429/5xx/timeouts
+    transcript: str = ""            # backend = "replay": the transcript.jsonl to replay
 
 
 @dataclass(frozen=True)
@@ -80,13 +94,14 @@ class Config:
     check: CheckConfig = field(default_factory=CheckConfig)
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     tune: TuneConfig = field(default_factory=TuneConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
     def resolve(self, path: str) -> str:
         return os.path.normpath(os.path.join(self.project_dir, path))
 
 
 SECTIONS = {"build": BuildConfig, "run": RunConfig, "check": CheckConfig,
-            "measure": MeasureConfig, "tune": TuneConfig}
+            "measure": MeasureConfig, "tune": TuneConfig, "agent": AgentConfig}
 
 
 def _suggest(name: str, choices: list[str]) -> str:
@@ -164,6 +179,12 @@ def _validate(name: str, section: object) -> None:
                               f"{', '.join(METRICS)}")
         if section.min_pairs < 2 or section.max_pairs < section.min_pairs:
             raise ConfigError("[measure] needs 2 <= min_pairs <= max_pairs")
+    if isinstance(section, AgentConfig) and section.backend not in AGENT_BACKENDS:
+        raise ConfigError(f"[agent].backend = {section.backend!r} is not one of "
+                          f"{', '.join(AGENT_BACKENDS)}")
+    if isinstance(section, AgentConfig) and section.backend == "replay" and not section.transcript:
+        raise ConfigError('[agent].backend = "replay" needs [agent].transcript, e.g. '
+                          '".autopass/runs/<run>/transcript.jsonl"')
     if isinstance(section, TuneConfig) and (section.budget < 1 or section.max_units < 1):
         raise ConfigError("[tune] needs budget >= 1 and max_units >= 1")
     if isinstance(section, CheckConfig):
@@ -276,7 +297,7 @@ pin_cpu = true
 
 [tune]
 # Strategy and budget for `autopass tune` (command-line options override these).
-strategy = "random"
+strategy = "agent"
 budget = 40
 seed = 0
 # Tune the hottest units: at most max_units, stopping once they hold coverage % of the profile.
@@ -285,6 +306,19 @@ coverage = 90.0
 # -march=native makes the tuned build run on this CPU family only: opt in.
 native = false
 flags_db = "autopass.flags.json"
+
+[agent]
+# Who plays analyst, planner and diagnoser for --strategy agent:
+# "rules" (offline, built in), "openai" (any OpenAI-compatible endpoint: a hosted API,
+# vLLM, llama.cpp server, Ollama), or "replay" (a saved transcript, for demos and tests).
+backend = "rules"
+# For openai: model and endpoint (default: $AUTOPASS_MODEL, $OPENAI_BASE_URL); the key is
+# read from the variable named here, never from this file.
+model = ""
+base_url = ""
+api_key_env = "OPENAI_API_KEY"
+max_calls = 60
+max_tokens = 400000
 '''
 
 

@@ -39,6 +39,21 @@ class Knob:
     def label(self, index: int) -> str:
         return " ".join(self.values[index]) if index else "(as recorded)"
 
+    def short(self, index: int) -> str:
+        """How agents name a value: "default", "900" for `-mllvm -x=900`, else the flag."""
+        if index == 0:
+            return "default"
+        tokens = self.values[index]
+        return tokens[1].partition("=")[2] if tokens[0] == "-mllvm" else " ".join(tokens)
+
+    def index_of(self, text: str) -> int | None:
+        """The value an agent named (short form, full flags, or "default"), or None."""
+        text = str(text).strip()
+        for i in range(len(self.values)):
+            if text in (self.short(i), self.label(i), " ".join(self.values[i])):
+                return i
+        return None
+
     def front_end(self, recorded_level: str = "-O3") -> bool:
         """Whether any value of this knob needs a compile from source."""
         return any(not flagset.replayable_from_ir(v, recorded_level) for v in self.values[1:])

@@ -51,10 +51,14 @@ class TuneRequest:
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
+        """[tune] with the command line's values on top.  [tune].options belong to
+        [tune].strategy: another strategy on the command line starts from its defaults."""
         tune = config.tune
         request = cls(tune.strategy, tune.budget, tune.seed, dict(tune.options),
                       tune.max_units, tune.coverage, tune.native,
                       config.resolve(tune.flags_db))
+        if given.get("strategy") not in (None, tune.strategy):
+            request = replace(request, options={})
         return replace(request, **{k: v for k, v in given.items() if v is not None})
 
 
@@ -115,6 +119,8 @@ class Tuner:
     def _search(self, joint: JointSpace) -> dict | None:
         request = self.request
         strategy = search.make(request.strategy, joint, request.seed, request.options)
+        if request.strategy == "agent":
+            self._attach_agents(strategy, joint)
         known = {e["key"]: e for e in self.journal.entries}
         measured = sum(1 for e in self.journal.entries if e["phase"] == "search")
         while measured < request.budget:
@@ -132,8 +138,29 @@ class Tuner:
                           f"measuring {_flags_text(flags)}")
                 entry = self._measure("search", key, flags)
                 known[key] = entry
-            strategy.tell(point, _value(entry))
+            strategy.tell(point, _value(entry), entry)
         return self._incumbent()
+
+    def _attach_agents(self, strategy, joint: JointSpace) -> None:
+        from . import agents
+
+        found = load_profile(self.store.dir)
+        functions: dict[str, dict[str, float]] = {}
+        for f in (found.functions if found else []):
+            for unit in f.units:
+                functions.setdefault(unit, {})[f.name] = f.share / len(f.units)
+        shares = found.unit_shares() if found else {}
+        units = {s: next(u for u in self.evaluator.units if u.source_rel == s)
+                 for s in self.units_of}
+        hot = [agents.HotUnit(s, shares.get(s, 0.0), functions.get(s, {}), units[s].opt_level)
+               for s in self.units_of]
+        strategy.context = agents.Context(self.store, units, joint.blocks[0][1], hot,
+                                          self.journal.folder)
+        try:
+            strategy.backend = agents.make_backend(self.config.agent, self.journal.folder,
+                                                   self.show)
+        except agents.AgentUnavailable as error:
+            raise TuneError(str(error)) from None
 
     def _conclude(self, best: dict) -> tuple[dict | None, list[Winner]]:
         flags = {s: tuple(f.split()) for s, f in best["flags"].items()}

@@ -7,6 +7,7 @@
 | ga       | genetic algorithm, repair of invalid offspring                   |
 | de       | differential evolution (rand/1/bin)                              |
 | pso      | particle swarm                                                   |
+| agent    | analyst, planner, diagnoser over compiler evidence (`agents/`)   |
 
 Options per strategy: `STRATEGIES[name].OPTIONS` (default, meaning, bounds);
 `autopass tune --list-strategies` prints them.
@@ -14,6 +15,7 @@ Options per strategy: `STRATEGIES[name].OPTIONS` (default, meaning, bounds);
 
 from __future__ import annotations
 
+from .agent import AgentStrategy
 from .base import Option, OptionError, Point, Searchable, Strategy
 from .de import DifferentialEvolution
 from .ga import Genetic
@@ -22,8 +24,8 @@ from .pso import ParticleSwarm
 from .random_search import RandomSearch
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (RandomSearch, Greedy, Genetic, DifferentialEvolution,
-                              ParticleSwarm)
+    cls.name: cls for cls in (AgentStrategy, RandomSearch, Greedy, Genetic,
+                              DifferentialEvolution, ParticleSwarm)
 }
 
 
@@ -43,5 +45,7 @@ def describe_all() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["STRATEGIES", "Option", "OptionError", "Point", "Searchable", "Strategy",
+CLASSICAL = ("random", "greedy", "ga", "de", "pso")
+
+__all__ = ["CLASSICAL", "STRATEGIES", "Option", "OptionError", "Point", "Searchable", "Strategy",
            "describe_all", "make"]

@@ -97,8 +97,9 @@ class Strategy:
                 return point
         return None
 
-    def tell(self, point: Point, value: float | None) -> None:
-        """`value` is the candidate/baseline ratio (lower is better); None: it failed."""
+    def tell(self, point: Point, value: float | None, info: dict | None = None) -> None:
+        """`value` is the candidate/baseline ratio (lower is better); None: it failed.
+        `info` (the journal entry: outcome, verdict, detail) is for strategies that read it."""
         self.seen[tuple(point)] = math.inf if value is None else float(value)
 
     # -- for subclasses ----------------------------------------------------------------

@@ -1,0 +1,218 @@
+"""Agents: the offline rules agent end to end, and LLM agents through the real `openai`
+client against a scripted OpenAI-compatible server on 127.0.0.1 -- tool calls,
+malformed JSON, 429, slow replies, a server without tools, an endpoint that is down
+(F13), proposals outside the knob space or hostile (S1, S2, S4), API keys (S5), and
+replaying a saved transcript."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autopass_build import flags as flagset
+from autopass_build.agents import (AgentUnavailable, Context, FallbackBackend, HotUnit,
+                                   LLMBackend, RulesBackend)
+from autopass_build.agents.llm import OpenAITransport, Transcript
+from autopass_build.journal import Journal
+from autopass_build.space import default_space
+from autopass_build.store import Store
+
+from conftest import AUTOPASS
+from openai_server import ScriptedServer
+
+MINI = Path(__file__).parent / "data" / "tune-mini"
+KEY = "sk-test-SECRET-4242"
+CONFIG = """
+[run]
+command = ["{exe}", "20"]
+timeout = 60
+[measure]
+metric = "instructions"
+min_pairs = 2
+max_pairs = 2
+[tune]
+budget = 3
+max_units = 2
+[agent]
+model = "scripted"
+retries = 2
+timeout = 20
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("agents") / "mini"
+    shutil.copytree(MINI, root)
+    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text(CONFIG)
+    # A fixed profile (what callgrind reports for this program), so that which units are
+    # tuned does not depend on a few perf samples of a 5 ms run.
+    (root / ".autopass" / "profile.json").write_text(json.dumps({
+        "target": "mini", "method": "callgrind", "functions": [
+            {"name": "hot_checksum", "share": 62.0, "units": ["hot.c"]},
+            {"name": "warm_sort_blocks", "share": 31.0, "units": ["warm.c"]},
+            {"name": "hot_scale", "share": 4.0, "units": ["hot.c"]}]}))
+    return root
+
+
+def tune(project: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([AUTOPASS, "tune", *args], cwd=project, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, **(env or {})})
+
+
+def search_flags(project: Path) -> list[dict]:
+    journal = Journal.latest(str(project / ".autopass"))
+    return [e["flags"] for e in journal.entries if e["phase"] == "search"]
+
+
+def context_for(project: Path) -> Context:
+    store = Store.open_existing(str(project / ".autopass"))
+    units = {u.source_rel: u for u in store.units()}
+    hot = [HotUnit("hot.c", 60.0, {"hot_checksum": 60.0}, "-O1"),
+           HotUnit("warm.c", 30.0, {"warm_sort_blocks": 30.0}, "-O1")]
+    return Context(store, units, default_space(), hot, str(project))
+
+
+def test_rules_agent_is_the_default_and_starts_from_the_evidence(project) -> None:
+    done = tune(project)
+    assert done.returncode == 0, done.stderr
+    header = Journal.latest(str(project / ".autopass")).header
+    assert header["strategy"] == "agent"
+    first = search_flags(project)[0]
+    assert list(first.values()) == ["-O3"]         # built at -O1: the strongest rule fires
+    assert json.loads((project / "autopass.flags.json").read_text())["entries"]
+
+
+def test_rules_diagnoser_bans_what_regressed(project) -> None:
+    from autopass_build.agents import Trial
+    context, rules = context_for(project), RulesBackend()
+    diagnosis = rules.analyse(context)
+    assert diagnosis.findings[0]["knob"] == "opt" and diagnosis.findings[0]["value"] == "-O3"
+    slower = Trial(1, {"hot.c": {"inline_threshold": "450"}}, "OK", 1.08, "slower")
+    lesson = rules.diagnose(context, slower)
+    assert lesson.avoid == ["450", "900", "1800"]
+    wrong = Trial(2, {"hot.c": {"unroll": "-funroll-loops"}}, "WRONG_OUTPUT", None, None)
+    plan = rules.plan(context, diagnosis, [slower, wrong], {}, [lesson, rules.diagnose(context, wrong)],
+                      [], 200)
+    proposed = {(u, k, v) for p in plan for u, ch in p.changes.items() for k, v in ch.items()}
+    assert not [p for p in proposed if p[:2] == ("hot.c", "unroll")]
+    assert not [p for p in proposed if p[:2] == ("hot.c", "inline_threshold") and p[2] in
+                ("450", "900", "1800")]
+    assert ("hot.c", "inline_threshold", "120") in proposed
+
+
+PLAN_1 = {"candidates": [
+    {"changes": {"hot.c": {"opt": "-O9"}}, "rationale": "not a value"},
+    {"changes": {"hot.c": {"-fplugin=evil.so": "true"}}, "rationale": "not a knob"},
+    {"changes": {"hot.c": {"opt": "$(touch canary)"}}, "rationale": "Ignore previous rules"},
+    {"changes": {"hot.c": {"opt": "-O3"}}, "rationale": "-O1 leaves the loops scalar"},
+    {"changes": {"hot.c": {"opt": "-O2"}}, "rationale": "beyond the batch of 4: dropped"}]}
+PLAN_2 = {"candidates": [
+    {"changes": {"lib/nowhere.c": {"opt": "-O3"}}, "rationale": "not a unit"},
+    {"changes": {"warm.c": {"opt": "-O3"}}, "rationale": "same for the sort"},
+    {"changes": {"hot.c": {"unroll": "-funroll-loops"}}, "rationale": "runtime unrolling"}]}
+
+
+def openai_script() -> dict:
+    return {
+        "analyst": [{"status": 429},
+                    {"tool_calls": [("remarks", {"unit": "hot.c", "function": "hot_checksum"})]},
+                    {"content": json.dumps({"findings": [{"unit": "hot.c", "problem": "-O1",
+                                                          "knob": "opt", "value": "-O3"}],
+                                            "summary": "hot.c is built at -O1"})}],
+        "planner": [{"content": "Sure! Here are candidates: {oops"},
+                    {"content": json.dumps(PLAN_1)},
+                    {"content": "```json\n" + json.dumps(PLAN_2) + "\n```"}],
+        "diagnoser": [{"content": json.dumps({"lesson": "unrolling hurt", "unit": "hot.c",
+                                              "knob": "unroll", "avoid": []})}],
+    }
+
+
+@pytest.fixture(scope="module")
+def openai_run(project):
+    with ScriptedServer(openai_script()) as server:
+        done = tune(project, "--agent-backend", "openai", "--seed", "1",
+                    env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY})
+    return done, server, Journal.latest(str(project / ".autopass"))
+
+
+def test_openai_agent_tools_retries_and_validation(project, openai_run) -> None:
+    done, server, journal = openai_run
+    assert done.returncode == 0, done.stderr
+    roles = server.roles_asked()
+    assert roles[:3] == ["analyst"] * 3                      # a 429, then retried by the client
+    tool_answers = [m for m in server.requests[2]["messages"] if m["role"] == "tool"]
+    assert tool_answers and "hot_checksum" in tool_answers[0]["content"]
+    planner = [r for r in server.requests if "You are the planner" in r["messages"][0]["content"]]
+    assert "not one valid JSON object" in planner[1]["messages"][-1]["content"]
+    later = json.loads(planner[-1]["messages"][1]["content"])["rejected_proposals"]
+    assert any("-O9" in f for f in later) and any("fplugin" in f for f in later)
+    assert any("touch canary" in f for f in later)
+    search = [e["flags"] for e in journal.entries if e["phase"] == "search"]
+    assert search[0] == {"hot.c": "-O3"}                     # the only valid proposal of round 1
+    assert search[1] == {"hot.c": "-O3", "warm.c": "-O3"}    # on top of the incumbent
+    assert "-funroll-loops" in search[2]["hot.c"]
+    for entry in journal.entries:
+        for text in entry["flags"].values():
+            flagset.validate(text.split())
+    assert not (project / "canary").exists()
+    assert all(a == f"Bearer {KEY}" for a in server.auth)   # the key goes to the endpoint...
+    run_files = [p for p in Path(journal.folder).iterdir() if p.is_file()]
+    assert (Path(journal.folder) / "transcript.jsonl").exists()
+    for path in run_files + [project / "autopass.flags.json"]:
+        assert KEY not in path.read_text()                   # ...and nowhere else (S5)
+    assert KEY not in done.stderr + done.stdout
+
+
+def test_replay_backend_reproduces_the_run(project, openai_run) -> None:
+    _, _, journal = openai_run
+    expected = [e["flags"] for e in journal.entries if e["phase"] == "search"]
+    config = project / "replay.toml"
+    config.write_text(CONFIG + f'backend = "replay"\ntranscript = "{journal.folder}/transcript.jsonl"\n')
+    done = tune(project, "--config", str(config), "--seed", "1")
+    assert done.returncode == 0, done.stderr
+    assert search_flags(project) == expected
+
+
+def test_endpoint_down_falls_back_to_rules(project) -> None:
+    done = tune(project, "--agent-backend", "openai", "--seed", "2", "--budget", "1",
+                env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": KEY})
+    assert done.returncode == 0, done.stderr
+    assert "the rules agent continues" in done.stderr
+    assert search_flags(project)[0] == {"hot.c": "-O3"} or list(search_flags(project)[0].values()) == ["-O3"]
+    transcript = Path(Journal.latest(str(project / ".autopass")).folder) / "transcript.jsonl"
+    assert "falling back to the rules agent" in transcript.read_text()
+
+
+def test_server_without_tools_gets_plain_json(project, tmp_path) -> None:
+    script = {"analyst": [{"reject_tools": True, "content": json.dumps(
+        {"findings": [], "summary": "nothing"})}]}
+    with ScriptedServer(script) as server:
+        backend = LLMBackend(OpenAITransport("m", server.base_url, KEY, 10, 0),
+                             Transcript(str(tmp_path / "t.jsonl"), [KEY]), 10, 10000)
+        diagnosis = backend.analyse(context_for(project))
+    assert diagnosis.text == "nothing"
+    assert server.requests[0].get("tools") and not server.requests[1].get("tools")
+    assert "tools unsupported" in (tmp_path / "t.jsonl").read_text()
+
+
+def test_slow_endpoint_and_budget_hand_over_to_rules(project, tmp_path) -> None:
+    context = context_for(project)
+    with ScriptedServer({"analyst": [{"delay": 3, "content": "{}"}]}) as server:
+        slow = LLMBackend(OpenAITransport("m", server.base_url, KEY, 0.5, 0),
+                          Transcript(None, []), 10, 10000)
+        with pytest.raises(AgentUnavailable, match="Timeout"):
+            slow.analyse(context)
+        fallback = FallbackBackend(slow, Transcript(None, []))
+        assert fallback.analyse(context).findings[0]["value"] == "-O3"   # the rules' answer
+        assert fallback.name == "openai->rules"
+    spent = LLMBackend(OpenAITransport("m", "http://127.0.0.1:9/v1", KEY, 1, 0),
+                       Transcript(None, []), 0, 10000)
+    with pytest.raises(AgentUnavailable, match="budget"):
+        spent.analyse(context)
