@@ -123,7 +123,12 @@ def tune_one(store: Store, config: cfg.Config, strategy: str, budget: int, seed:
     result = Tuner(store, config, request,
                    lambda m: None if m.startswith("  ") else log(f"{name}/{strategy}: {m}")).run()
     seconds = time.monotonic() - started
-    row = {"program": name, "strategy": strategy, "evaluations": result.measured,
+    trace, best = [], None   # best clear ratio after each search evaluation
+    for e in (e for e in result.journal.entries if e["phase"] == "search"):
+        if e["verdict"] == FASTER and (best is None or e["ratio"] < best):
+            best = e["ratio"]
+        trace.append(best)
+    row = {"program": name, "strategy": strategy, "evaluations": result.measured, "trace": trace,
            "seconds": round(seconds), "to_95": to_95(result.journal.entries),
            "winners": {w.source: " ".join(w.flags) for w in result.winners},
            "tuning_best": result.best["ratio"] if result.best else None}

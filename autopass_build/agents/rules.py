@@ -82,11 +82,11 @@ class RulesBackend:
                   and "Cost" in r.numbers]
         if costly and "inline_threshold" in knobs:
             knob = knobs["inline_threshold"]
-            for r in sorted(costly, key=lambda r: r.numbers["Cost"])[:3]:
+            for rank, r in enumerate(sorted(costly, key=lambda r: r.numbers["Cost"])[:3]):
                 above = [knob.short(i) for i in range(1, len(knob.values))
                          if float(knob.short(i)) > r.numbers["Cost"]]
                 if above:
-                    yield from hyp("inline_threshold", above[0], 0.7,
+                    yield from hyp("inline_threshold", above[0], 0.7 - 0.05 * rank,
                                    f"hot call in {r.function} not inlined at cost "
                                    f"{r.numbers['Cost']:.0f} (threshold "
                                    f"{r.numbers.get('Threshold', 0):.0f})")
