@@ -80,3 +80,23 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
         ENV_MASQUERADE_DIR: bin_dir,
     })
     return env
+
+
+def apply_environment(root: str, db: str, policy: str, work_dir: str,
+                      base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for `autopass apply -- <build>`: the same wrapper, in apply mode."""
+    env = dict(os.environ if base is None else base)
+    bin_dir = os.path.join(work_dir, "bin")
+    cc, cxx = write_wrappers(bin_dir)
+    for tool, key in (("clang", "AUTOPASS_CC"), ("clang++", "AUTOPASS_CXX")):
+        found = toolchain.find_tool(tool, env=env, exclude=frozenset({bin_dir}))
+        if found:
+            env[key] = found
+    env.update({
+        "CC": cc, "CXX": cxx,
+        "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
+        ENV_ROOT: root, ENV_MODE: "apply", "AUTOPASS_FLAGS_DB": db,
+        "AUTOPASS_APPLY_POLICY": policy, ENV_MASQUERADE_DIR: bin_dir,
+    })
+    env.pop(ENV_STORE, None)
+    return env

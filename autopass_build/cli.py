@@ -533,8 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_diff)
 
-    from . import cli_tune
+    from . import cli_apply, cli_tune
     cli_tune.add_parser(sub, store_option, config_option)
+    cli_apply.add_parsers(sub, config_option)
 
     p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")
     p.add_argument("--llvm-version", type=int, default=toolchain.DEFAULT_LLVM_VERSION,

@@ -24,12 +24,13 @@ from .spool import Spool, find_store_dir
 
 ENV_STORE = "AUTOPASS_STORE"
 ENV_ROOT = "AUTOPASS_ROOT"
-ENV_MODE = "AUTOPASS_MODE"            # record (default when a store is found) | off
+ENV_MODE = "AUTOPASS_MODE"            # record (default when a store is found) | apply | off
 ENV_GUARD = "AUTOPASS_WRAPPER_ACTIVE"  # set for the real compiler: recursion guard
 ENV_MASQUERADE_DIR = "AUTOPASS_MASQUERADE_DIR"
-LAUNCHER_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-mode=")
+LAUNCHER_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-mode=",
+                    "--autopass-db=", "--autopass-policy=")
 COMPILER_BASES = ("cc", "gcc", "c++", "g++", "clang", "clang++")
-MODES = ("record", "off")
+MODES = ("record", "apply", "off")
 
 
 class WrapperError(Exception):
@@ -101,6 +102,8 @@ class Plan:
         self.store_dir = options.get("autopass-store") or env.get(ENV_STORE) or None
         if self.store_dir is None and self.mode == "record":
             self.store_dir = find_store_dir(cwd)
+        self.db = options.get("autopass-db") or env.get("AUTOPASS_FLAGS_DB") or None
+        self.policy = options.get("autopass-policy") or env.get("AUTOPASS_APPLY_POLICY") or "warn"
         self.root = (options.get("autopass-root") or env.get(ENV_ROOT)
                      or (os.path.dirname(os.path.abspath(self.store_dir))
                          if self.store_dir else cwd))
@@ -133,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"{name}: error: cannot start ({error!r}); set AUTOPASS_MODE=off "
                          "to bypass autopass, and please report this\n")
         return 2
+    if plan.mode == "apply":
+        return _apply(plan)
     if plan.mode == "off" or plan.store_dir is None:
         plan.exec_compiler()
     try:
@@ -165,6 +170,61 @@ def _compile_and_record(plan: Plan, inv: Invocation) -> int:
     except Exception as error:  # the build has succeeded; ours is only a log line
         _log(plan, f"record failed for {' '.join(plan.args)[:500]}: {error!r}")
     return 0
+
+
+def _apply(plan: Plan) -> int:
+    """Apply mode: this source's tuned flags appended; any doubt -> the plain compile."""
+    try:
+        decision = _decide(plan)
+    except Exception as error:  # our bug must not break the build
+        decision = None
+        sys.stderr.write(f"autopass: warning: apply failed ({error!r}); default flags\n")
+    if decision is None:
+        plan.exec_compiler()
+    if decision.warning:
+        sys.stderr.write(f"autopass: {'error' if decision.error else 'warning'}: "
+                         f"{decision.warning}\n")
+        if decision.error:
+            return 1
+    if not decision.flags:
+        plan.exec_compiler()
+    # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
+    # compile's own output.
+    argv = [plan.compiler_path] + plan.args + list(decision.flags)
+    done = proc.run_captured(argv, plan.cwd, plan.child_env(), timeout=None,
+                             output_cap=1 << 26)
+    if done.status == 0:
+        sys.stdout.buffer.write(done.stdout)
+        sys.stderr.buffer.write(done.stderr)
+        return 0
+    first = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
+    sys.stderr.write(f"autopass: warning: the compiler rejected the tuned flags "
+                     f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
+                     "default flags\n")
+    plan.exec_compiler()
+    return 0  # not reached
+
+
+def _decide(plan: Plan):
+    """The Decision for this call, or None: nothing to add (not a one-source compile,
+    no database, or no entry)."""
+    from . import applier
+    from .compiler_args import COMPILE, COMPILE_AND_LINK
+
+    if plan.policy not in applier.POLICIES:
+        raise WrapperError(f"AUTOPASS_APPLY_POLICY={plan.policy!r}: use one of "
+                           + ", ".join(applier.POLICIES))
+    parsed = classify(plan.args, plan.cwd, plan.cxx)
+    if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK) \
+            or len(parsed.sources) != 1 or parsed.skipped_sources:
+        return None
+    db, why = applier.load(applier.db_path(plan.root, plan.db))
+    if db is None:
+        return applier.Decision((), why, plan.policy == "error") if why else None
+    source = os.path.normpath(os.path.join(plan.cwd, parsed.sources[0].path))
+    decision = applier.decide(db, source, plan.root, applier.compiler_id(plan.compiler_path),
+                              plan.policy)
+    return decision if decision.flags or decision.warning else None
 
 
 def _call(plan: Plan):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set everything up, then run the main job on the bundled example (offline):
 # record its build through autopass, list the captured units and which binary holds them,
-# and check that the recorded build still produces the expected output.
+# check that the recorded build still produces the expected output, profile it, and tune
+# its hottest units with the offline rules agent (examples/make-c/autopass.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -18,3 +19,12 @@ echo "== autopass targets"
 autopass targets
 echo "== the recorded build still gives the expected output"
 ./dataproc | diff -u expected.txt - && echo "dataproc: output OK"
+echo "== autopass profile"
+autopass profile --limit 6
+echo "== autopass tune (rules agent, offline; examples/make-c/autopass.toml)"
+rm -f autopass.flags.json
+autopass tune
+if [ -f autopass.flags.json ]; then
+    echo "== autopass.flags.json"
+    cat autopass.flags.json
+fi

@@ -1,0 +1,128 @@
+"""Apply mode: the flags database's entry for this compile's source, checked, or why not.
+
+Runs inside the wrapper (once per compile), so it reads the database with `json` only
+and checks it the way `flagsdb.py` documents the format, without that module's imports.
+The database is input, not trusted code: its flags pass the allowlist again here; a
+database that cannot be read, has another schema, is writable by others or owned by
+someone else gives a warning and the default flags; an entry whose source changed since
+it was measured (stale), or whose compiler differs, is skipped with a warning -- unless
+the policy says otherwise:
+
+    warn          (default) warning, default flags: the build never breaks over the database
+    error         the compile fails with the reason (for release pipelines that insist)
+    apply-anyway  stale or other-compiler entries are applied all the same (never flags
+                  the allowlist rejects)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from . import flags as flagset
+from .spool import hash_file, relative_to
+
+ENV_DB = "AUTOPASS_FLAGS_DB"
+ENV_POLICY = "AUTOPASS_APPLY_POLICY"
+POLICIES = ("warn", "error", "apply-anyway")
+DB_NAME = "autopass.flags.json"
+SCHEMA_VERSION = 1
+
+
+class Decision:
+    """What to add to one compile: `flags`, plus `warning` (or `error` under policy)."""
+    __slots__ = ("flags", "warning", "error")
+
+    def __init__(self, flags: tuple[str, ...] = (), warning: str = "", error: bool = False):
+        self.flags, self.warning, self.error = flags, warning, error
+
+
+def db_path(root: str, explicit: str | None) -> str:
+    return os.path.abspath(explicit) if explicit else os.path.join(root, DB_NAME)
+
+
+def load(path: str) -> tuple[dict | None, str]:
+    """(database, "") or (None, why it is refused); (None, "") when there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as error:
+        return None, f"cannot read {path}: {error.strerror}"
+    if st.st_mode & stat.S_IWOTH:
+        return None, f"{path} is writable by every user: refused (chmod o-w {path})"
+    if st.st_uid not in (os.getuid(), 0):
+        return None, f"{path} belongs to another user (uid {st.st_uid}): refused"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as error:
+        return None, f"{path} is not a readable flags database ({error})"
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
+        return None, (f"{path} has schema {data.get('schema') if isinstance(data, dict) else '?'}"
+                      f"; this autopass reads schema {SCHEMA_VERSION} (re-run autopass tune)")
+    if not isinstance(data.get("entries"), dict):
+        return None, f"{path} has no entries table"
+    return data, ""
+
+
+def decide(db: dict, source: str, root: str, compiler_id: str, policy: str) -> Decision:
+    """The flags for `source` (absolute), or none with the reason."""
+    rel = relative_to(source, root)
+    entry = db["entries"].get(rel)
+    if entry is None:
+        return Decision()
+    try:
+        tokens = flagset.validate(entry["flags"])
+        recorded_hash = str(entry["source_hash"])
+    except (KeyError, TypeError, flagset.FlagError) as error:
+        return _refuse(f"{rel}: database entry rejected ({error})", policy)
+    stale = []
+    try:
+        if hash_file(source) != recorded_hash:
+            stale.append("the source changed since its flags were measured")
+    except OSError:
+        pass  # the compiler will say what is wrong with the source
+    wanted = str(db.get("toolchain", {}).get("compiler", ""))
+    if wanted and compiler_id and wanted != compiler_id:
+        stale.append(f"it was tuned with {wanted}, this is {compiler_id}")
+    if stale and policy != "apply-anyway":
+        return _refuse(f"{rel}: entry not applied: {'; '.join(stale)} (re-run autopass tune)",
+                       policy)
+    return Decision(tokens)
+
+
+def _refuse(why: str, policy: str) -> Decision:
+    return Decision((), why, error=(policy == "error"))
+
+
+def compiler_id(path: str) -> str:
+    """"clang 19.1.7 (x86_64-pc-linux-gnu)", cached per binary (one --version per install)."""
+    from hashlib import blake2b
+
+    from . import toolchain
+
+    try:
+        stamp = toolchain.stamp_of(path)
+    except OSError:
+        return ""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    cache = os.path.join(base, "autopass", "compilers",
+                         blake2b(stamp.encode(), digest_size=12).hexdigest())
+    try:
+        with open(cache, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        pass
+    identity = toolchain.identify(path)
+    text = identity.short() if identity else ""
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        tmp = f"{cache}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return text

@@ -1,0 +1,129 @@
+"""`autopass apply -- BUILD` and `autopass db show|check|prune`: using the flags database."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+APPLY_EPILOG = """\
+examples:
+  autopass apply -- make -j2
+  autopass apply --policy error -- sh -c 'cmake -B build -G Ninja && ninja -C build'
+  CC=autopass-cc AUTOPASS_MODE=apply make            # the same, by hand
+  cmake -DAUTOPASS_MODE=apply -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=.../AutoPass.cmake ...
+
+Each compile of a source with an entry in autopass.flags.json gets that entry's flags
+appended; everything else compiles exactly as asked.  Entries pass the allowlist again;
+a stale entry (source changed), another compiler, a database that cannot be trusted or
+read, or flags the compiler rejects give one warning and the default flags (--policy
+error fails the compile instead; apply-anyway applies stale entries).
+"""
+
+
+def add_parsers(sub, config_option) -> None:
+    p = sub.add_parser("apply", help="run a build with each file's tuned flags",
+                       description="Run BUILD with autopass's wrapper in apply mode.",
+                       epilog=APPLY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--db", metavar="FILE", help="the flags database (default: "
+                   "./autopass.flags.json)")
+    p.add_argument("--policy", choices=("warn", "error", "apply-anyway"), default="warn",
+                   help="what a stale or untrusted entry does (default: %(default)s)")
+    p.add_argument("--root", metavar="DIR", help="project root the database's paths are "
+                   "relative to (default: the database's folder)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
+    p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("db", help="show, check or prune the flags database",
+                       description="show: every entry with its gain; check: which entries "
+                       "would not apply now (stale source, other compiler, rejected flags), "
+                       "exit 1 if any; prune: drop those entries.")
+    p.add_argument("action", choices=("show", "check", "prune"))
+    p.add_argument("--db", metavar="FILE", help="default: ./autopass.flags.json")
+    p.add_argument("--root", metavar="DIR", help="default: the database's folder")
+    p.set_defaults(func=cmd_db)
+
+
+def _paths(args: argparse.Namespace) -> tuple[str, str]:
+    from .applier import DB_NAME
+
+    db = os.path.abspath(args.db or DB_NAME)
+    return db, os.path.abspath(args.root or os.path.dirname(db))
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from .build_env import apply_environment
+    from .cli import CliError
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise CliError("give the build to run: autopass apply -- make -j2")
+    db, root = _paths(args)
+    if not os.path.isfile(db):
+        print(f"autopass: warning: {db} does not exist: building with the default flags",
+              file=sys.stderr)
+    work = tempfile.mkdtemp(prefix="autopass-apply-")
+    try:
+        env = apply_environment(root, db, args.policy, work)
+        return subprocess.call(command, env=env)
+    except FileNotFoundError:
+        raise CliError(f"build command not found: {command[0]!r}") from None
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from . import applier
+    from .cli import CliError
+
+    path, root = _paths(args)
+    db, why = applier.load(path)
+    if db is None:
+        raise CliError(why or f"{path} does not exist; `autopass tune` writes it")
+    problems = {}
+    compiler = _compiler_id()
+    for source in sorted(db["entries"]):
+        decision = applier.decide(db, os.path.join(root, source), root, compiler, "warn")
+        if decision.warning:
+            problems[source] = decision.warning
+    if args.action == "show":
+        _show(db, problems)
+    elif args.action == "check":
+        for source, warning in problems.items():
+            print(warning)
+        print(f"{len(db['entries']) - len(problems)}/{len(db['entries'])} entries apply")
+        return 1 if problems else 0
+    else:
+        from . import flagsdb
+        data = flagsdb.load(path)
+        for source in problems:
+            data.entries.pop(source, None)
+        flagsdb.save(path, data)
+        print(f"pruned {len(problems)} entries; {len(data.entries)} left")
+    return 0
+
+
+def _compiler_id() -> str:
+    from . import toolchain
+    from .applier import compiler_id
+
+    clang = toolchain.find_tool("clang")
+    return compiler_id(clang) if clang else ""
+
+
+def _show(db: dict, problems: dict[str, str]) -> None:
+    tool = db.get("toolchain", {})
+    print(f"{tool.get('compiler', '?')}; {len(db['entries'])} entries")
+    for source, entry in sorted(db["entries"].items()):
+        gain = entry.get("gain", {})
+        mark = "  (not applied: see `autopass db check`)" if source in problems else ""
+        print(f"  {source}: {' '.join(entry.get('flags', []))}{mark}")
+        if gain:
+            print(f"      {gain.get('metric')}: {gain.get('ratio', 0):.4f}x "
+                  f"[{gain.get('low', 0):.4f}, {gain.get('high', 0):.4f}]; {entry.get('why', '')}")

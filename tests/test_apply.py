@@ -1,0 +1,154 @@
+"""Apply mode: the wrapper adds each file's tuned flags from autopass.flags.json in a real
+Make build; with no database or an empty one the objects are byte-identical to a plain
+build; stale, corrupt, hostile, untrusted databases and flags the compiler rejects give
+one warning and the default flags (F3, F11, S1, S3); --policy error fails instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autopass_build import toolchain
+from autopass_build.applier import compiler_id
+from autopass_build.fidelity import compare_objects
+from autopass_build.replay import Replayer
+from autopass_build.spool import hash_file
+from autopass_build.store import Store
+
+from conftest import AUTOPASS, EXAMPLES
+
+OBJECTS = ["src/main.o"] + [f"lib/{n}.o" for n in ("rng", "util", "crc32", "lz", "sort",
+                                                   "matrix", "hashmap", "strsearch", "nbody",
+                                                   "bigint")]
+TUNED = ["-O3", "-mllvm", "-inline-threshold=900"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, bytes]:
+    """Objects of a plain clang-19 build (the path is the same for every build below)."""
+    root = tmp_path_factory.mktemp("apply") / "make-c"
+    shutil.copytree(EXAMPLES / "make-c", root,
+                    ignore=shutil.ignore_patterns(".autopass", "*.o", "*.a", "*.d", "autopass.*"))
+    clang = toolchain.find_tool("clang")
+    subprocess.run(["make", "-s", f"CC={clang}"], cwd=root, check=True)
+    objects = {o: (root / o).read_bytes() for o in OBJECTS}
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s", "-B"], cwd=root, check=True,
+                   capture_output=True)
+    return {"root": root, "objects": objects}
+
+
+def build(root: Path, *apply_args: str) -> subprocess.CompletedProcess:
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    return subprocess.run([AUTOPASS, "apply", *apply_args, "--", "make", "-s"], cwd=root,
+                          capture_output=True, text=True)
+
+
+def write_db(root: Path, entries: dict, schema: int = 1, compiler: str | None = None) -> Path:
+    clang = toolchain.find_tool("clang")
+    data = {"schema": schema, "cpu": None, "entries": entries,
+            "toolchain": {"compiler": compiler or compiler_id(clang), "target": ""}}
+    path = root / "autopass.flags.json"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    path.chmod(0o644)
+    return path
+
+
+def entry(root: Path, source: str, flags: list[str]) -> dict:
+    return {"flags": flags, "source_hash": hash_file(str(root / source)), "why": "test",
+            "gain": {"metric": "cpu", "ratio": 0.9, "low": 0.85, "high": 0.95, "pairs": 10}}
+
+
+def changed(root: Path, reference) -> list[str]:
+    return [o for o in OBJECTS if (root / o).read_bytes() != reference["objects"][o]]
+
+
+def test_no_database_and_empty_database_change_nothing(reference) -> None:
+    root = reference["root"]
+    (root / "autopass.flags.json").unlink(missing_ok=True)
+    done = build(root)
+    assert done.returncode == 0 and "does not exist" in done.stderr
+    assert changed(root, reference) == []
+    write_db(root, {})
+    done = build(root)
+    assert done.returncode == 0 and done.stderr == ""
+    assert changed(root, reference) == []
+
+
+def test_tuned_entry_is_applied_and_matches_replay(reference) -> None:
+    root = reference["root"]
+    write_db(root, {"lib/lz.c": entry(root, "lib/lz.c", TUNED)})
+    done = build(root)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert changed(root, reference) == ["lib/lz.o"]
+    store = Store.open_existing(str(root / ".autopass"))
+    [unit] = [u for u in store.units() if u.source_rel == "lib/lz.c"]
+    replayed = Path(Replayer(store).object_for(unit, tuple(TUNED))).read_bytes()
+    assert compare_objects(replayed, (root / "lib/lz.o").read_bytes())[0]   # what ships
+    assert subprocess.run([root / "dataproc", "1"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("case", ["stale", "other_compiler", "hostile", "schema", "truncated",
+                                  "world_writable"])
+def test_untrustworthy_databases_warn_and_build_plain(reference, case) -> None:
+    root = reference["root"]
+    good = entry(root, "lib/lz.c", TUNED)
+    if case == "stale":
+        path = write_db(root, {"lib/lz.c": {**good, "source_hash": "0" * 40}})
+    elif case == "other_compiler":
+        path = write_db(root, {"lib/lz.c": good}, compiler="clang 17.0.6 (x86_64-pc-linux-gnu)")
+    elif case == "hostile":
+        path = write_db(root, {"lib/lz.c": {**good, "flags": ["-fplugin=/tmp/evil.so"]},
+                               "lib/sort.c": {**entry(root, "lib/sort.c", ["-O3"]),
+                                              "flags": ["-O3", "$(touch canary)"]}})
+    elif case == "schema":
+        path = write_db(root, {"lib/lz.c": good}, schema=99)
+    elif case == "truncated":
+        path = write_db(root, {"lib/lz.c": good})
+        path.write_text(path.read_text()[:40])
+    else:
+        path = write_db(root, {"lib/lz.c": good})
+        path.chmod(0o666)
+    done = build(root)
+    assert done.returncode == 0, done.stderr
+    assert "autopass: warning:" in done.stderr and "Traceback" not in done.stderr
+    assert changed(root, reference) == []
+    assert not (root / "canary").exists()
+    path.chmod(0o644)
+
+
+def test_policy_error_fails_the_compile_with_the_reason(reference) -> None:
+    root = reference["root"]
+    write_db(root, {"lib/lz.c": {**entry(root, "lib/lz.c", TUNED), "source_hash": "0" * 40}})
+    done = build(root, "--policy", "error")
+    assert done.returncode != 0
+    assert "autopass: error: lib/lz.c: entry not applied: the source changed" in done.stderr
+
+
+def test_flags_the_compiler_rejects_fall_back_with_one_warning(reference) -> None:
+    root = reference["root"]
+    write_db(root, {"lib/lz.c": entry(root, "lib/lz.c", ["-march=notacpu"])})   # F3
+    done = build(root)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("autopass: warning: the compiler rejected") == 1
+    assert changed(root, reference) == []
+
+
+def test_db_show_and_check(reference) -> None:
+    root = reference["root"]
+    write_db(root, {"lib/lz.c": entry(root, "lib/lz.c", TUNED),
+                    "lib/sort.c": {**entry(root, "lib/sort.c", ["-O3"]), "source_hash": "1" * 40}})
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True, text=True)
+    assert "lib/lz.c: -O3 -mllvm -inline-threshold=900" in shown.stdout
+    check = subprocess.run([AUTOPASS, "db", "check"], cwd=root, capture_output=True, text=True)
+    assert check.returncode == 1 and "lib/sort.c: entry not applied" in check.stdout
+    assert "1/2 entries apply" in check.stdout
+    pruned = subprocess.run([AUTOPASS, "db", "prune"], cwd=root, capture_output=True, text=True)
+    assert pruned.returncode == 0, pruned.stderr
+    assert list(json.loads((root / "autopass.flags.json").read_text())["entries"]) == ["lib/lz.c"]
+    os.unlink(root / "autopass.flags.json")
