@@ -10,8 +10,14 @@
 #   list(APPEND CMAKE_MODULE_PATH /path/to/autopass/cmake)
 #   include(AutoPass)
 #
+# Tuned release builds (apply the flags database):
+#   cmake -S . -B build -G Ninja -DAUTOPASS_MODE=apply \
+#         -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=/path/to/autopass/cmake/AutoPass.cmake
+#
 # Cache options:
-#   AUTOPASS_MODE   record (default) | off
+#   AUTOPASS_MODE   record (default) | apply | off
+#   AUTOPASS_FLAGS_DB  apply: the flags database (default: <root>/autopass.flags.json)
+#   AUTOPASS_APPLY_POLICY  apply: warn (default) | error | apply-anyway
 #   AUTOPASS_STORE  the store folder (default: <top source dir>/.autopass)
 #   AUTOPASS_ROOT   the project root sources are recorded relative to (default: top source dir)
 #
@@ -22,10 +28,13 @@
 
 include_guard(GLOBAL)
 
-set(AUTOPASS_MODE "record" CACHE STRING "autopass wrapper mode: record or off")
-set_property(CACHE AUTOPASS_MODE PROPERTY STRINGS record off)
+set(AUTOPASS_MODE "record" CACHE STRING "autopass wrapper mode: record, apply or off")
+set_property(CACHE AUTOPASS_MODE PROPERTY STRINGS record apply off)
 set(AUTOPASS_ROOT "${CMAKE_SOURCE_DIR}" CACHE PATH "project root for autopass")
 set(AUTOPASS_STORE "${AUTOPASS_ROOT}/.autopass" CACHE PATH "autopass store folder")
+set(AUTOPASS_FLAGS_DB "${AUTOPASS_ROOT}/autopass.flags.json" CACHE FILEPATH
+    "autopass flags database (apply mode)")
+set(AUTOPASS_APPLY_POLICY "warn" CACHE STRING "apply mode: warn, error or apply-anyway")
 
 find_program(AUTOPASS_CC_WRAPPER NAMES autopass-cc
              HINTS ENV VIRTUAL_ENV PATH_SUFFIXES bin
@@ -49,13 +58,25 @@ if(NOT CMAKE_CXX_COMPILER AND NOT DEFINED ENV{CXX})
   endif()
 endif()
 
-set(_autopass_launcher
-    "${AUTOPASS_CC_WRAPPER}"
-    "--autopass-mode=${AUTOPASS_MODE}"
-    "--autopass-store=${AUTOPASS_STORE}"
-    "--autopass-root=${AUTOPASS_ROOT}")
-foreach(_lang C CXX OBJC OBJCXX)
-  set(CMAKE_${_lang}_COMPILER_LAUNCHER "${_autopass_launcher}")
-  set(CMAKE_${_lang}_LINKER_LAUNCHER "${_autopass_launcher}")
-endforeach()
+if(AUTOPASS_MODE STREQUAL "apply")
+  set(_autopass_launcher
+      "${AUTOPASS_CC_WRAPPER}"
+      "--autopass-mode=apply"
+      "--autopass-root=${AUTOPASS_ROOT}"
+      "--autopass-db=${AUTOPASS_FLAGS_DB}"
+      "--autopass-policy=${AUTOPASS_APPLY_POLICY}")
+  foreach(_lang C CXX OBJC OBJCXX)  # links need no flags: compiles only
+    set(CMAKE_${_lang}_COMPILER_LAUNCHER "${_autopass_launcher}")
+  endforeach()
+else()
+  set(_autopass_launcher
+      "${AUTOPASS_CC_WRAPPER}"
+      "--autopass-mode=${AUTOPASS_MODE}"
+      "--autopass-store=${AUTOPASS_STORE}"
+      "--autopass-root=${AUTOPASS_ROOT}")
+  foreach(_lang C CXX OBJC OBJCXX)
+    set(CMAKE_${_lang}_COMPILER_LAUNCHER "${_autopass_launcher}")
+    set(CMAKE_${_lang}_LINKER_LAUNCHER "${_autopass_launcher}")
+  endforeach()
+endif()
 message(STATUS "AutoPass: ${AUTOPASS_MODE} mode, store ${AUTOPASS_STORE}")

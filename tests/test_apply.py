@@ -152,3 +152,34 @@ def test_db_show_and_check(reference) -> None:
     assert pruned.returncode == 0, pruned.stderr
     assert list(json.loads((root / "autopass.flags.json").read_text())["entries"]) == ["lib/lz.c"]
     os.unlink(root / "autopass.flags.json")
+
+
+def test_cmake_apply_mode_through_autopass_cmake(tmp_path) -> None:
+    """CMake + Ninja, the project untouched: AutoPass.cmake records, then applies."""
+    from conftest import REPO
+    root = tmp_path / "cmake-cpp"
+    shutil.copytree(EXAMPLES / "cmake-cpp", root, ignore=shutil.ignore_patterns("build", ".autopass"))
+    include = f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={REPO}/cmake/AutoPass.cmake"
+    env = {**os.environ, "PATH": f"{Path(AUTOPASS).parent}:{os.environ['PATH']}"}
+
+    def cmake_build(*options: str) -> dict[str, bytes]:
+        shutil.rmtree(root / "build", ignore_errors=True)
+        subprocess.run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja", include, *options],
+                       cwd=root, env=env, check=True, capture_output=True)
+        done = subprocess.run(["cmake", "--build", "build"], cwd=root, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return {p.name: p.read_bytes() for p in (root / "build").rglob("*.o")}
+
+    plain = cmake_build()                                   # record mode
+    assert cmake_build("-DAUTOPASS_MODE=apply") == plain    # no database: nothing changes
+    aligned = ["-mllvm", "-align-all-functions=6"]       # -O3 already: a flag that shows
+    write_db(root, {"src/solver.cpp": entry(root, "src/solver.cpp", aligned)})
+    tuned = cmake_build("-DAUTOPASS_MODE=apply")
+    assert [name for name in plain if tuned[name] != plain[name]] == ["solver.cpp.o"]
+    store = Store.open_existing(str(root / ".autopass"))
+    [unit] = [u for u in store.units() if u.source_rel == "src/solver.cpp"]
+    replayed = Path(Replayer(store).object_for(unit, tuple(aligned))).read_bytes()
+    assert compare_objects(replayed, tuned["solver.cpp.o"])[0]
+    out = subprocess.run(["build/routeplan"], cwd=root, capture_output=True, check=True)
+    assert out.stdout == (root / "expected.txt").read_bytes()
