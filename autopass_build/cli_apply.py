@@ -36,6 +36,17 @@ def add_parsers(sub, config_option) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
     p.set_defaults(func=cmd_apply)
 
+    p = sub.add_parser("verify", help="two clean tuned builds must be identical; then A/B "
+                       "against a plain build", description="Build three times from clean "
+                       "with [build].command: plain, then twice with the flags database. The "
+                       "tuned binaries must be bit-identical; then the tuned binary is "
+                       "measured against the plain one. Exit 1 if they differ.")
+    p.add_argument("--store", metavar="DIR", help="the store (for the target's path)")
+    config_option(p)
+    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
+    p.add_argument("--no-measure", action="store_true", help="only check reproducibility")
+    p.set_defaults(func=cmd_verify)
+
     p = sub.add_parser("db", help="show, check or prune the flags database",
                        description="show: every entry with its gain; check: which entries "
                        "would not apply now (stale source, other compiler, rejected flags), "
@@ -76,6 +87,39 @@ def cmd_apply(args: argparse.Namespace) -> int:
         return 130
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .cli import CliError, _load_config, _open, _progress
+    from .evaluate import EvaluateError, choose_target
+    from .measure import MeasureError
+    from .verify import VerifyError, verify
+
+    store = _open(args)
+    config = _load_config(args)
+    db = config.resolve(config.tune.flags_db)
+    if not os.path.isfile(db):
+        print(f"autopass: warning: {db} does not exist: the tuned build is the plain one "
+              "(run `autopass tune` first)", file=sys.stderr)
+    progress = _progress("verify")
+    try:
+        target = choose_target(store, args.target or config.run.target)
+        result = verify(config, target.output, db, progress, measure=not args.no_measure)
+    except (EvaluateError, MeasureError, VerifyError) as error:
+        progress(None)
+        raise CliError(str(error))
+    progress(None)
+    print(f"{target.output_rel}: two clean tuned builds are "
+          f"{'bit-identical' if result.identical else 'DIFFERENT (not reproducible)'}")
+    c = result.comparison
+    if c is not None and c.estimate:
+        e = c.estimate
+        print(f"tuned vs plain ({config.measure.metric}): speedup {1 / e.ratio:.4f}x, "
+              f"{e.level:.1%} interval [{1 / e.high:.4f}, {1 / e.low:.4f}], {e.pairs} pairs "
+              f"-> {c.verdict or 'unclear'}")
+    elif c is not None:
+        print(f"tuned vs plain: {c.outcome} {c.detail}")
+    return 0 if result.identical else 1
 
 
 def cmd_db(args: argparse.Namespace) -> int:

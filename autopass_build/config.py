@@ -31,6 +31,7 @@ class ConfigError(Exception):
 class BuildConfig:
     command: tuple[str, ...] = ()   # the build to record: `autopass record` with no command
     root: str = "."
+    clean: tuple[str, ...] = ()     # back to a clean tree (`autopass verify` builds from scratch)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def _command(value: object, where: str) -> tuple[str, ...]:
 def _coerce(section: str, name: str, kind: str, value: object) -> object:
     """`kind` is the field's annotation as text (this module uses postponed annotations)."""
     where = f"[{section}].{name}"
-    if name in ("command",):
+    if name in ("command", "clean"):
         return _command(value, where)
     if name == "env":
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
@@ -260,8 +261,10 @@ STARTER = '''\
 # Written by `autopass init`; every key is optional unless marked.
 
 [build]
-# The build to record (`autopass record` with no command runs this).
+# The build to record (`autopass record` with no command runs this), and how to get back
+# to a clean tree (`autopass verify` builds from scratch three times).
 command = "{build}"
+clean = "make clean"
 
 [run]
 # The benchmark (required for try/tune). "{{exe}}" is replaced by the binary under test.
