@@ -2,7 +2,8 @@
 # Set everything up, then run the main job on the bundled example (offline):
 # record its build through autopass, list the captured units and which binary holds them,
 # check that the recorded build still produces the expected output, profile it, and tune
-# its hottest units with the offline rules agent (examples/make-c/autopass.toml).
+# its hottest units with the offline rules agent (examples/make-c/autopass.toml), build it
+# again with the tuned flags through its own Makefile, and verify that build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -25,6 +26,12 @@ echo "== autopass tune (rules agent, offline; examples/make-c/autopass.toml)"
 rm -f autopass.flags.json
 autopass tune
 if [ -f autopass.flags.json ]; then
-    echo "== autopass.flags.json"
-    cat autopass.flags.json
+    echo "== autopass db show"
+    autopass db show
 fi
+echo "== autopass apply -- make (a tuned build through the example's own Makefile)"
+make -s clean
+autopass apply -- make -j2 -s
+./dataproc | diff -u expected.txt - && echo "dataproc (tuned): output OK"
+echo "== autopass verify (two clean tuned builds identical? tuned vs plain, measured)"
+autopass verify

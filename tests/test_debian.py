@@ -130,3 +130,30 @@ def test_libpng_autotools_libtool_build_records_byte_identical(tmp_path, opt):
     # configure's probes went straight through: nothing recorded from conftest
     assert not [u for u in units if "conftest" in u.source]
     assert not [s for s in store.skipped() if "conftest" in " ".join(s.argv)]
+
+
+def test_libpng_apply_mode_through_configure_and_make(tmp_path, opt):
+    """Apply mode in an autotools build: configure's probes pass through untouched (same
+    config.h), only png.c's two libtool objects (PIC and non-PIC) get the tuned flags."""
+    tree, store, _ = record_and_compare(debian_sources.LIBPNG, tmp_path, opt)
+    plain = _outputs(tree)
+    config_h = (tree / "config.h").read_bytes()
+    from autopass_build.applier import compiler_id
+    from autopass_build.spool import hash_file
+    from autopass_build import toolchain
+    (tree / "autopass.flags.json").write_text(json.dumps({
+        "schema": 1, "cpu": None,
+        "toolchain": {"compiler": compiler_id(toolchain.find_tool("clang")), "target": ""},
+        "entries": {"png.c": {"flags": ["-mllvm", "-align-all-functions=6"],
+                              "source_hash": hash_file(str(tree / "png.c")), "why": "test",
+                              "gain": {"metric": "cpu", "ratio": 0.95, "low": 0.9,
+                                       "high": 0.99, "pairs": 10}}}}))
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    _sh(list(debian_sources.LIBPNG.clean), tree, env)
+    out = _sh([AUTOPASS, "apply", "--", "sh", "-c", "./configure -q && make -j2"], tree, env)
+    assert "autopass: warning" not in out
+    assert (tree / "config.h").read_bytes() == config_h
+    tuned = _outputs(tree)
+    objects = sorted(p for p in plain if p.endswith(".o"))
+    assert sorted(p for p in tuned if p.endswith(".o")) == objects
+    assert [p for p in objects if tuned[p] != plain[p]] == [".libs/png.o", "png.o"]
