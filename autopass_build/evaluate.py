@@ -39,6 +39,9 @@ def choose_target(store: Store, wanted: str) -> Target:
     if wanted:
         matches = [t for t in targets if wanted in (t.output_rel, t.output,
                                                     os.path.basename(t.output))]
+        if not matches:  # "_fastkern" for "_fastkern.cpython-311-x86_64-linux-gnu.so"
+            matches = [t for t in targets
+                       if os.path.basename(t.output).startswith(wanted + ".")]
         if len(matches) == 1:
             return matches[0]
         names = ", ".join(t.output_rel for t in executables) or "(none)"

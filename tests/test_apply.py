@@ -204,3 +204,56 @@ def test_verify_reproducible_and_measured(tmp_path) -> None:
     missing = subprocess.run([AUTOPASS, "verify", "--config", "/dev/null"], cwd=root,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "[build].clean" in missing.stderr
+
+
+def _instructions(python: str, bench: Path, module: Path) -> int:
+    from autopass_build.measure import debugless_copy   # valgrind 3.19 cannot read DWARF 5
+    folder = module.parent / "stripped"
+    folder.mkdir(exist_ok=True)
+    stripped = debugless_copy(str(module), str(folder))
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                          python, str(bench), stripped], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": "0"}, check=True)
+    return int(out.stderr.split("refs:")[1].split()[0].replace(",", ""))
+
+
+def test_python_extension_built_by_pip_with_scikit_build_core(tmp_path) -> None:
+    """pip + scikit-build-core + CMake + Ninja: record, then a tuned wheel through apply
+    mode whose module gives the same answer with fewer instructions."""
+    import sys
+    import zipfile
+    root = tmp_path / "python-ext"
+    shutil.copytree(EXAMPLES / "python-ext", root, ignore=shutil.ignore_patterns("build", "dist"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    wheel = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+             "-w", "dist", "."]
+    subprocess.run([AUTOPASS, "record", "--", *wheel], cwd=root, env=env, check=True,
+                   capture_output=True)
+    store = Store.open_existing(str(root / ".autopass"))
+    assert sorted(u.source_rel for u in store.units()) == ["src/fastkern.c", "src/kernels.c"]
+
+    def built_module(tag: str) -> Path:
+        [whl] = (root / "dist").glob("*.whl")
+        folder = tmp_path / tag
+        with zipfile.ZipFile(whl) as z:
+            [name] = [n for n in z.namelist() if n.endswith(".so")]
+            z.extract(name, folder)
+        whl.unlink()
+        return folder / name
+
+    plain = built_module("plain")
+    write_db(root, {"src/kernels.c": entry(root, "src/kernels.c",
+                                           ["-mllvm", "-force-vector-width=8"])})
+    shutil.rmtree(root / "build")
+    done = subprocess.run([AUTOPASS, "apply", "--", *wheel], cwd=root, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    tuned = built_module("tuned")
+    assert tuned.read_bytes() != plain.read_bytes()
+    bench = root / "bench.py"
+    answers = {subprocess.run([sys.executable, str(bench), str(m)], capture_output=True,
+                              text=True, check=True).stdout for m in (plain, tuned)}
+    assert len(answers) == 1                                  # same checksum
+    plain_counts = [_instructions(sys.executable, bench, plain) for _ in range(2)]
+    tuned_counts = [_instructions(sys.executable, bench, tuned) for _ in range(2)]
+    assert max(tuned_counts) < 0.995 * min(plain_counts), (plain_counts, tuned_counts)
