@@ -104,7 +104,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     progress = _progress("verify")
     try:
         target = choose_target(store, args.target or config.run.target)
-        result = verify(config, target.output, db, progress, measure=not args.no_measure)
+        result = verify(config, target.output, db, os.path.dirname(store.dir), progress,
+                        measure=not args.no_measure)
     except (EvaluateError, MeasureError, VerifyError) as error:
         progress(None)
         raise CliError(str(error))

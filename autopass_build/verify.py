@@ -41,8 +41,9 @@ def _build(config: Config, env: dict[str, str], folder: str, progress: Progress)
             raise VerifyError(f"[build].{what} failed ({done.returncode}): " + " | ".join(tail))
 
 
-def verify(config: Config, binary: str, db: str, progress: Progress,
+def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
            measure: bool = True) -> Verification:
+    """`root`: the project root the database's paths are relative to (the record root)."""
     if not config.build.command or not config.build.clean:
         raise VerifyError('verify rebuilds from scratch: set [build].command and [build].clean '
                           'in autopass.toml, e.g. command = "make -j2", clean = "make clean"')
@@ -51,7 +52,7 @@ def verify(config: Config, binary: str, db: str, progress: Progress,
     copies = []
     try:
         for i, database in enumerate([os.path.join(keep, "none.json"), db, db]):
-            env = apply_environment(folder, database, "warn", os.path.join(keep, f"w{i}"))
+            env = apply_environment(root, database, "warn", os.path.join(keep, f"w{i}"))
             _build(config, env, folder, progress)
             if not os.path.isfile(binary):
                 raise VerifyError(f"the build did not produce {binary}")

@@ -113,7 +113,8 @@ def tuned_and_verified(tree: Path, budget: int) -> None:
           + (", ".join(f"{w.source}: {' '.join(w.flags)}" for w in result.winners)
              or "no clear gain (the database is empty)"))
     target = choose_target(store, "src/lua").output
-    verified = verify(config, target, str(db), lambda m: print(f"  verify: {m}", file=sys.stderr))
+    verified = verify(config, target, str(db), str(tree),
+                      lambda m: print(f"  verify: {m}", file=sys.stderr))
     e = verified.comparison.estimate if verified.comparison else None
     print(f"verify: two clean tuned builds {'bit-identical' if verified.identical else 'DIFFER'}"
           + (f"; tuned vs plain speedup {1 / e.ratio:.4f}x [{1 / e.high:.4f}, {1 / e.low:.4f}], "
