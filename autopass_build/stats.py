@@ -129,6 +129,18 @@ def look_schedule(min_pairs: int, max_pairs: int) -> list[int]:
     return looks
 
 
+def useful_looks(looks: list[int], level: float) -> list[int]:
+    """Drop looks with too few pairs to ever bound the interval at the corrected level:
+    they cannot decide anything, and each one spent widens every other look."""
+    kept = list(looks)
+    while len(kept) > 1:
+        alpha = 1 - per_look_level(level, len(kept))
+        if signed_rank_critical(kept[0], alpha) >= 0:
+            break
+        kept.pop(0)
+    return kept
+
+
 def per_look_level(level: float, looks: int) -> float:
     """Bonferroni: spread the error of `level` over `looks` inspections."""
     return 1 - (1 - level) / looks

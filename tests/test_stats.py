@@ -89,3 +89,10 @@ def test_a_deterministic_metric_is_exact_when_repeats_agree():
     assert (noisy.low, noisy.high) == (0.0, math.inf)
     varied = stats.estimate([100.0, 101.0], [90.0, 90.0], deterministic=True)
     assert varied.high == math.inf                              # repeats disagree: no shortcut
+
+
+def test_looks_that_can_never_decide_are_dropped():
+    looks = stats.look_schedule(5, 20)                  # [5, 10, 20]
+    assert stats.useful_looks(looks, 0.95) == [10, 20]  # 5 pairs cannot bound at 98.3 %
+    assert stats.useful_looks([10, 20], 0.95) == [10, 20]
+    assert stats.useful_looks([2], 0.95) == [2]         # the last look always stays
