@@ -47,11 +47,13 @@ def add_parsers(sub, config_option) -> None:
     p.add_argument("--no-measure", action="store_true", help="only check reproducibility")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("db", help="show, check or prune the flags database",
+    p = sub.add_parser("db", help="show, check, diff or prune the flags database",
                        description="show: every entry with its gain; check: which entries "
                        "would not apply now (stale source, other compiler, rejected flags), "
-                       "exit 1 if any; prune: drop those entries.")
-    p.add_argument("action", choices=("show", "check", "prune"))
+                       "exit 1 if any; diff A B: entries added, removed or changed between "
+                       "two databases; prune: drop the entries check reports.")
+    p.add_argument("action", choices=("show", "check", "diff", "prune"))
+    p.add_argument("files", nargs="*", metavar="FILE", help="diff: the two databases")
     p.add_argument("--db", metavar="FILE", help="default: ./autopass.flags.json")
     p.add_argument("--root", metavar="DIR", help="default: the database's folder")
     p.set_defaults(func=cmd_db)
@@ -127,6 +129,8 @@ def cmd_db(args: argparse.Namespace) -> int:
     from . import applier
     from .cli import CliError
 
+    if args.action == "diff":
+        return _diff(args.files)
     path, root = _paths(args)
     db, why = applier.load(path)
     if db is None:
@@ -152,6 +156,40 @@ def cmd_db(args: argparse.Namespace) -> int:
         flagsdb.save(path, data)
         print(f"pruned {len(problems)} entries; {len(data.entries)} left")
     return 0
+
+
+SIGNIFICANT = ("flags", "source_hash", "gain")   # what a review cares about
+
+
+def _diff(files: list[str]) -> int:
+    """Entries added (+), removed (-) and changed (~) from A to B; exit 1 if any differ."""
+    from . import applier
+    from .cli import CliError
+
+    if len(files) != 2:
+        raise CliError("give two databases: autopass db diff OLD.json NEW.json")
+    loaded = []
+    for path in files:
+        db, why = applier.load(path)
+        if db is None:
+            raise CliError(why or f"{path} does not exist")
+        loaded.append(db["entries"])
+    old, new = loaded
+    changes = 0
+    for source in sorted(set(old) | set(new)):
+        a, b = old.get(source), new.get(source)
+        if a is not None and b is not None and all(a.get(k) == b.get(k) for k in SIGNIFICANT):
+            continue
+        changes += 1
+        if a is None or b is None:
+            entry, mark = (b, "+") if a is None else (a, "-")
+            print(f"{mark} {source}: {' '.join(entry.get('flags', []))}")
+        elif a.get("flags") != b.get("flags"):
+            print(f"~ {source}: {' '.join(a.get('flags', []))} -> {' '.join(b.get('flags', []))}")
+        else:
+            print(f"~ {source}: same flags, new measurement or source")
+    print(f"{changes} entries differ")
+    return 1 if changes else 0
 
 
 def _compiler_id() -> str:

@@ -148,10 +148,16 @@ def test_db_show_and_check(reference) -> None:
     check = subprocess.run([AUTOPASS, "db", "check"], cwd=root, capture_output=True, text=True)
     assert check.returncode == 1 and "lib/sort.c: entry not applied" in check.stdout
     assert "1/2 entries apply" in check.stdout
+    shutil.copy(root / "autopass.flags.json", root / "old.json")
     pruned = subprocess.run([AUTOPASS, "db", "prune"], cwd=root, capture_output=True, text=True)
     assert pruned.returncode == 0, pruned.stderr
     assert list(json.loads((root / "autopass.flags.json").read_text())["entries"]) == ["lib/lz.c"]
+    diff = subprocess.run([AUTOPASS, "db", "diff", "old.json", "autopass.flags.json"], cwd=root,
+                          capture_output=True, text=True)
+    assert diff.returncode == 1 and diff.stdout.startswith("- lib/sort.c: -O3")
+    assert "1 entries differ" in diff.stdout
     os.unlink(root / "autopass.flags.json")
+    os.unlink(root / "old.json")
 
 
 def test_cmake_apply_mode_through_autopass_cmake(tmp_path) -> None:
