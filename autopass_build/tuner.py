@@ -158,7 +158,7 @@ class Tuner:
                                           self.journal.folder)
         try:
             strategy.backend = agents.make_backend(self.config.agent, self.journal.folder,
-                                                   self.show)
+                                                   self.show, resume=self.request.resume)
         except agents.AgentUnavailable as error:
             raise TuneError(str(error)) from None
 

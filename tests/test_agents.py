@@ -216,3 +216,22 @@ def test_slow_endpoint_and_budget_hand_over_to_rules(project, tmp_path) -> None:
                        Transcript(None, []), 0, 10000)
     with pytest.raises(AgentUnavailable, match="budget"):
         spent.analyse(context)
+
+
+def test_resuming_an_llm_run_replays_its_transcript_first(project) -> None:
+    """A resumed openai run asks the endpoint only for what comes after the journal."""
+    with ScriptedServer(openai_script()) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
+        first = tune(project, "--agent-backend", "openai", "--seed", "5", "--budget", "2",
+                     env=env)
+        assert first.returncode == 0, first.stderr
+        asked_first = len(server.requests)
+        before = search_flags(project)
+        resumed = tune(project, "--agent-backend", "openai", "--resume", "--budget", "3",
+                       env=env)
+        assert resumed.returncode == 0, resumed.stderr
+    after = search_flags(project)
+    assert after[:2] == before and len(after) == 3
+    later_roles = server.roles_asked()[asked_first:]
+    assert "analyst" not in later_roles                # replayed, not asked again
+    assert later_roles.count("planner") <= 1

@@ -16,15 +16,16 @@ import os
 from ..config import AgentConfig
 from .context import Context, HotUnit, Trial
 from .llm import (AgentUnavailable, FallbackBackend, LLMBackend, OpenAITransport,
-                  ReplayTransport, Transcript, environment_secrets)
+                  ReplayTransport, ResumeTransport, Transcript, environment_secrets)
 from .roles import Diagnosis, Lesson, Proposal
 from .rules import RulesBackend
 
 TRANSCRIPT = "transcript.jsonl"
 
 
-def make_backend(config: AgentConfig, run_folder: str, progress=None):
-    """The backend [agent] asks for; LLM backends fall back to the rules agent."""
+def make_backend(config: AgentConfig, run_folder: str, progress=None, resume: bool = False):
+    """The backend [agent] asks for; LLM backends fall back to the rules agent.  On
+    `resume`, an LLM run's own transcript is replayed before the endpoint is asked."""
     if config.backend == "rules":
         return RulesBackend()
     key = os.environ.get(config.api_key_env, "")
@@ -38,6 +39,9 @@ def make_backend(config: AgentConfig, run_folder: str, progress=None):
             raise AgentUnavailable("no model: set [agent].model or AUTOPASS_MODEL")
         transport = OpenAITransport(model, config.base_url or os.environ.get("OPENAI_BASE_URL", ""),
                                     key, config.timeout, config.retries)
+        recorded = os.path.join(run_folder, TRANSCRIPT)
+        if resume and os.path.exists(recorded):
+            transport = ResumeTransport(ReplayTransport(recorded), transport)
     llm = LLMBackend(transport, transcript, config.max_calls, config.max_tokens)
     llm.name = config.backend
     return FallbackBackend(llm, transcript, progress)

@@ -104,6 +104,25 @@ class ReplayTransport:
         return Reply(r.get("content", ""), r.get("tool_calls", []), r.get("tokens", 0))
 
 
+class ResumeTransport:
+    """`--resume` of an LLM run: the transcript's replies first (the journal already holds
+    what they led to, and the same replies lead the strategy to the same place), then
+    the live endpoint."""
+
+    def __init__(self, recorded: ReplayTransport, live):
+        self.recorded = recorded
+        self.live = live
+
+    @property
+    def replaying(self) -> bool:
+        return bool(self.recorded.replies)
+
+    def complete(self, messages: list[dict], tools: list[dict] | None) -> Reply:
+        if self.recorded.replies:
+            return self.recorded.complete(messages, tools)
+        return self.live.complete(messages, tools)
+
+
 # -- the transcript --------------------------------------------------------------------------
 class Transcript:
     def __init__(self, path: str | None, secrets: list[str]):
@@ -202,6 +221,7 @@ class LLMBackend:
     def _complete(self, role: str, messages: list[dict], context: Context) -> Reply:
         if self.calls >= self.max_calls or self.tokens >= self.max_tokens:
             raise AgentUnavailable(f"LLM budget spent ({self.calls} calls, {self.tokens} tokens)")
+        replayed = getattr(self.transport, "replaying", False)
         self.calls += 1
         try:
             reply = self.transport.complete(messages, _tool_specs() if self.tools_ok else None)
@@ -210,6 +230,8 @@ class LLMBackend:
             self.transcript.write({"role": role, "note": f"tools unsupported: {error}"})
             reply = self.transport.complete(messages, None)
         self.tokens += reply.tokens
+        if replayed:
+            return reply       # already in the transcript
         self.transcript.write({"role": role, "request": messages[-1],
                                "reply": {"content": reply.content, "tool_calls": reply.tool_calls,
                                          "tokens": reply.tokens}})
