@@ -67,6 +67,26 @@ def load(path: str) -> tuple[dict | None, str]:
     return data, ""
 
 
+def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
+                compiler_path: str) -> Decision | None:
+    """The Decision for one classified compiler call, or None: nothing to add (not a
+    compile, no database, no entry)."""
+    from .compiler_args import COMPILE, COMPILE_AND_LINK, Invocation
+
+    if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK):
+        return None
+    db, why = load(db_path(root, db_file))
+    if db is None:
+        return Decision((), why, policy == "error") if why else None
+    sources = [os.path.normpath(os.path.join(cwd, s.path)) for s in parsed.sources]
+    if len(sources) != 1 or parsed.skipped_sources:
+        tuned = [s for s in sources if relative_to(s, root) in db["entries"]]
+        return Decision((), f"{', '.join(tuned)}: tuned flags not applied: the command "
+                        "compiles several sources at once") if tuned else None
+    decision = decide(db, sources[0], root, compiler_id(compiler_path), policy)
+    return decision if decision.flags or decision.warning else None
+
+
 def decide(db: dict, source: str, root: str, compiler_id: str, policy: str) -> Decision:
     """The flags for `source` (absolute), or none with the reason."""
     rel = relative_to(source, root)

@@ -206,29 +206,13 @@ def _apply(plan: Plan) -> int:
 
 
 def _decide(plan: Plan):
-    """The Decision for this call, or None: nothing to add (not a one-source compile,
-    no database, or no entry)."""
     from . import applier
-    from .compiler_args import COMPILE, COMPILE_AND_LINK
 
     if plan.policy not in applier.POLICIES:
         raise WrapperError(f"AUTOPASS_APPLY_POLICY={plan.policy!r}: use one of "
                            + ", ".join(applier.POLICIES))
-    parsed = classify(plan.args, plan.cwd, plan.cxx)
-    if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK):
-        return None
-    db, why = applier.load(applier.db_path(plan.root, plan.db))
-    if db is None:
-        return applier.Decision((), why, plan.policy == "error") if why else None
-    sources = [os.path.normpath(os.path.join(plan.cwd, s.path)) for s in parsed.sources]
-    if len(sources) != 1 or parsed.skipped_sources:
-        tuned = [s for s in sources if applier.relative_to(s, plan.root) in db["entries"]]
-        return applier.Decision((), f"{', '.join(tuned)}: tuned flags not applied: the "
-                                "command compiles several sources at once") if tuned else None
-    source = sources[0]
-    decision = applier.decide(db, source, plan.root, applier.compiler_id(plan.compiler_path),
-                              plan.policy)
-    return decision if decision.flags or decision.warning else None
+    return applier.decide_call(classify(plan.args, plan.cwd, plan.cxx), plan.cwd, plan.root,
+                               plan.db, plan.policy, plan.compiler_path)
 
 
 def _call(plan: Plan):
