@@ -25,7 +25,7 @@ from . import flagsdb, search, toolchain
 from .config import Config
 from .evaluate import EvaluateError, Evaluation, Evaluator
 from .journal import Journal
-from .measure import MeasureError
+from .measure import DETERMINISTIC_METRICS, MeasureError
 from .outcome import Outcome
 from .profile import ProfileError, load as load_profile, profile as run_profile
 from .space import JointSpace, Space, default_space, probe
@@ -138,8 +138,27 @@ class Tuner:
                           f"measuring {_flags_text(flags)}")
                 entry = self._measure("search", key, flags)
                 known[key] = entry
+            entry = self._confirmed(entry, flags)
             strategy.tell(point, _value(entry), entry)
         return self._incumbent()
+
+    def _confirmed(self, entry: dict, flags: dict[str, tuple[str, ...]]) -> dict:
+        """A FASTER candidate that would become the incumbent is measured again, with
+        fresh pairs, before anything builds on it.  Among many candidates one false
+        "faster" is likely (20 identical candidates at 2.5 % each: 40 %); two in a row
+        for the same candidate are not.  Deterministic metrics need no second look.
+        Returns the entry that counts: the confirmation when there is one."""
+        if entry["verdict"] != FASTER or self.config.measure.metric in DETERMINISTIC_METRICS:
+            return entry
+        key = "confirm:" + entry["key"].split(":", 1)[1]
+        check = self._find(key)
+        if check is None:
+            best = self._incumbent()
+            if best is not None and best["ratio"] <= entry["ratio"]:
+                return entry             # not a new incumbent: nothing builds on it
+            self.show(f"  confirming #{entry['n']} ({entry['ratio']:.4f}x) with fresh pairs")
+            check = self._measure("confirm", key, flags)
+        return check
 
     def _attach_agents(self, strategy, joint: JointSpace) -> None:
         from . import agents
@@ -222,8 +241,11 @@ class Tuner:
         return entry
 
     def _incumbent(self) -> dict | None:
+        """The best clearly-faster candidate: confirmed by a second measurement, unless
+        the metric is deterministic."""
+        phase = "search" if self.config.measure.metric in DETERMINISTIC_METRICS else "confirm"
         clear = [e for e in self.journal.entries
-                 if e["phase"] == "search" and e["verdict"] == FASTER]
+                 if e["phase"] == phase and e["verdict"] == FASTER]
         return min(clear, key=lambda e: (e["ratio"], e["n"])) if clear else None
 
     def _incumbent_text(self) -> str:
@@ -327,6 +349,7 @@ def _value(entry: dict) -> float | None:
 
 def _why(request: TuneRequest, entry: dict) -> str:
     how = {"search": f"{request.strategy} search, evaluation #{entry['n']}",
+           "confirm": f"{request.strategy} search, confirmed (#{entry['n']})",
            "attribute": "measured alone", "final": "final re-measurement"}[entry["phase"]]
     return (f"{how}: {entry['ratio']:.4f}x of the recorded build "
             f"[{entry['low']:.4f}, {entry['high']:.4f}], {entry['pairs']} pairs")

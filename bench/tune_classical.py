@@ -99,18 +99,29 @@ def prepare(name: str, work: Path, metric: str) -> tuple[Store, cfg.Config]:
     return store, config
 
 
-def to_95(entries: list[dict]) -> int | None:
+def best_trace(entries: list[dict]) -> list[float | None]:
+    """The best clear ratio after each search evaluation: a candidate counts once it is
+    confirmed (timing metrics) or when FASTER (deterministic metrics, never confirmed)."""
+    confirming = any(e["phase"] == "confirm" for e in entries)
+    trace, best = [], None
+    for e in entries:
+        clear = e["verdict"] == FASTER and e["phase"] == ("confirm" if confirming else "search")
+        if clear and (best is None or e["ratio"] < best):
+            best = e["ratio"]
+        if e["phase"] == "search":
+            trace.append(best)
+        elif e["phase"] == "confirm" and trace:
+            trace[-1] = best          # a confirmation belongs to the evaluation before it
+    return trace
+
+
+def to_95(trace: list[float | None]) -> int | None:
     """Evaluations until the best clear gain so far reached 95 % of the run's best."""
-    search = [e for e in entries if e["phase"] == "search"]
-    gains = [(e["n"], 1 - e["ratio"]) for e in search if e["verdict"] == FASTER]
-    if not gains:
+    final = min((r for r in trace if r is not None), default=None)
+    if final is None:
         return None
-    final = max(g for _, g in gains)
-    best = 0.0
-    for count, e in enumerate(search, 1):
-        if e["verdict"] == FASTER:
-            best = max(best, 1 - e["ratio"])
-        if best >= 0.95 * final:
+    for count, ratio in enumerate(trace, 1):
+        if ratio is not None and 1 - ratio >= 0.95 * (1 - final):
             return count
     return None
 
@@ -123,13 +134,9 @@ def tune_one(store: Store, config: cfg.Config, strategy: str, budget: int, seed:
     result = Tuner(store, config, request,
                    lambda m: None if m.startswith("  ") else log(f"{name}/{strategy}: {m}")).run()
     seconds = time.monotonic() - started
-    trace, best = [], None   # best clear ratio after each search evaluation
-    for e in (e for e in result.journal.entries if e["phase"] == "search"):
-        if e["verdict"] == FASTER and (best is None or e["ratio"] < best):
-            best = e["ratio"]
-        trace.append(best)
+    trace = best_trace(result.journal.entries)
     row = {"program": name, "strategy": strategy, "evaluations": result.measured, "trace": trace,
-           "seconds": round(seconds), "to_95": to_95(result.journal.entries),
+           "seconds": round(seconds), "to_95": to_95(trace),
            "winners": {w.source: " ".join(w.flags) for w in result.winners},
            "tuning_best": result.best["ratio"] if result.best else None}
     row.update(verify(store, config, result, name, strategy))

@@ -206,3 +206,67 @@ def test_journal_drops_a_torn_last_line_and_rejects_damage(tmp_path) -> None:
     Path(journal.path).write_text("\n".join([text[0], "garbage", text[2]]) + "\n")
     with pytest.raises(JournalError, match="line 2 is damaged"):
         Journal.open(journal.folder)
+
+
+# -- the loop's decisions, against recorded measurements (as kernel_tuner tests strategies
+#    against a recorded cache): a timing metric, where one "faster" can be a fluke.
+class RecordedMeasurements:
+    """Answers evaluate() from a table: flags text -> the verdicts of successive looks."""
+
+    def __init__(self, table: dict[str, list[tuple[str, float]]]):
+        self.table = {k: list(v) for k, v in table.items()}
+        self.asked: list[str] = []
+        from types import SimpleNamespace
+        self.units = [SimpleNamespace(id="u1", source_rel="a.c", source_hash="h",
+                                      compiler="/nonexistent/clang")]
+        self.target = SimpleNamespace(output_rel="prog")
+
+    def evaluate(self, by_unit, progress=None, measure=None):
+        from autopass_build.evaluate import Evaluation
+        from autopass_build.measure import Comparison
+        from autopass_build.outcome import Outcome
+        from autopass_build.stats import Estimate
+        text = " ".join(by_unit.get("u1", ()))
+        self.asked.append(text)
+        verdict, ratio = self.table[text].pop(0) if len(self.table[text]) > 1 else self.table[text][0]
+        estimate = Estimate(ratio, ratio - 0.02, ratio + 0.02 if verdict != "faster" else 0.999,
+                            20, 0.95)
+        return Evaluation(Outcome.OK, Comparison(Outcome.OK, verdict, estimate, runs=40))
+
+
+def scripted_tuner(tmp_path, table, budget):
+    from autopass_build import config as cfg
+    from autopass_build.space import Knob, Space
+    from autopass_build.store import Store
+    from autopass_build.tuner import TuneRequest, Tuner
+
+    class ScriptedTuner(Tuner):
+        def _evaluator(self):
+            return self.recorded
+
+        def _hot_sources(self, evaluator):
+            return ["a.c"]
+
+        def _space(self, evaluator):
+            return Space((Knob("x", ((), ("-O3",), ("-O2",), ("-O1",)), "level"),))
+
+    store = Store.create(str(tmp_path / ".autopass"))
+    config = cfg.parse('[measure]\nmetric = "wall"\n', project_dir=str(tmp_path))
+    tuner = ScriptedTuner(store, config, TuneRequest(strategy="greedy", budget=budget,
+                                                     flags_db=str(tmp_path / "db.json")))
+    tuner.recorded = RecordedMeasurements(table)
+    return tuner
+
+
+def test_a_fluke_faster_is_confirmed_before_anything_builds_on_it(tmp_path) -> None:
+    table = {"-O3": [("faster", 0.90), ("same", 1.0)],       # a fluke: gone on a second look
+             "-O2": [("faster", 0.95), ("faster", 0.96)],     # real
+             "-O1": [("slower", 1.2)]}
+    tuner = scripted_tuner(tmp_path, table, budget=3)
+    result = tuner.run()
+    phases = [(e["phase"], e["flags"].get("a.c")) for e in result.journal.entries]
+    assert phases[:5] == [("search", "-O3"), ("confirm", "-O3"), ("search", "-O2"),
+                          ("confirm", "-O2"), ("search", "-O1")]
+    assert result.best["flags"] == {"a.c": "-O2"} and result.best["phase"] == "confirm"
+    assert result.best["ratio"] == 0.96                    # the unselected second look
+    assert result.winners and result.winners[0].flags == ("-O2",)
