@@ -51,6 +51,49 @@ def add_parser(sub, store_option, config_option) -> None:
     p.set_defaults(func=cmd_tune)
 
 
+def add_report_parser(sub, store_option) -> None:
+    p = sub.add_parser("report", help="what a tuning run did: progress, flags, rejections",
+                       description="Summarize tuning runs from their journals: the best "
+                       "clear gain after each evaluation, the per-file flags written with "
+                       "their measured gains, and rejected candidates by outcome. --html "
+                       "writes one self-contained file with the convergence plot.")
+    store_option(p)
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="run ids (folders of .autopass/runs; default: the latest)")
+    p.add_argument("--all", action="store_true", help="every run in the store")
+    p.add_argument("--html", metavar="FILE", help="also write an HTML report here")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import os
+
+    from .cli import CliError, _open
+    from .journal import RUNS_DIR, Journal, JournalError
+    from .report import html_report, summarize, text
+
+    store = _open(args)
+    runs_dir = os.path.join(store.dir, RUNS_DIR)
+    try:
+        if args.all:
+            names = sorted(n for n in os.listdir(runs_dir)
+                           if os.path.isdir(os.path.join(runs_dir, n)))
+            journals = [Journal.open(os.path.join(runs_dir, n)) for n in names]
+        elif args.runs:
+            journals = [Journal.open(os.path.join(runs_dir, n)) for n in args.runs]
+        else:
+            journals = [Journal.latest(store.dir)]
+    except (OSError, JournalError) as error:
+        raise CliError(f"{error}; runs are listed in {runs_dir}")
+    summaries = [summarize(j) for j in journals]
+    print("\n\n".join(text(s) for s in summaries))
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as handle:
+            handle.write(html_report(summaries))
+        print(f"wrote {args.html}")
+    return 0
+
+
 def _options(pairs: list[str]) -> dict | None:
     from .cli import CliError
 

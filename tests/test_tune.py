@@ -270,3 +270,17 @@ def test_a_fluke_faster_is_confirmed_before_anything_builds_on_it(tmp_path) -> N
     assert result.best["flags"] == {"a.c": "-O2"} and result.best["phase"] == "confirm"
     assert result.best["ratio"] == 0.96                    # the unselected second look
     assert result.winners and result.winners[0].flags == ("-O2",)
+
+
+def test_report_text_and_html(project, straight_run, tmp_path) -> None:
+    out = tmp_path / "report.html"
+    done = subprocess.run([AUTOPASS, "report", "--all", "--html", str(out)], cwd=project,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "ga (seed 4), 8 evaluations" in done.stdout
+    assert "final re-measurement" in done.stdout and "rejected: " in done.stdout
+    page = out.read_text()
+    assert page.count("data:image/png;base64,") == 1 and "<table>" in page
+    bad = subprocess.run([AUTOPASS, "report", "no-such-run"], cwd=project, capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "runs are listed in" in bad.stderr
