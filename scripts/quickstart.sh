@@ -25,6 +25,8 @@ autopass profile --limit 6
 echo "== autopass tune (rules agent, offline; examples/make-c/autopass.toml)"
 rm -f autopass.flags.json
 autopass tune
+echo "== autopass report --html tuning-report.html"
+autopass report --html tuning-report.html
 if [ -f autopass.flags.json ]; then
     echo "== autopass db show"
     autopass db show
