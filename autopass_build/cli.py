@@ -536,6 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_apply, cli_tune
     cli_tune.add_parser(sub, store_option, config_option)
     cli_tune.add_report_parser(sub, store_option)
+    cli_tune.add_pgo_parser(sub, store_option, config_option)
     cli_apply.add_parsers(sub, config_option)
 
     p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")

@@ -51,6 +51,44 @@ def add_parser(sub, store_option, config_option) -> None:
     p.set_defaults(func=cmd_tune)
 
 
+def add_pgo_parser(sub, store_option, config_option) -> None:
+    p = sub.add_parser("pgo", help="profile-guided optimization from the recorded build",
+                       description="Rebuild the target instrumented (-fprofile-instr-generate, "
+                       "from source), run the benchmark to train it, merge the profile with "
+                       "llvm-profdata into the store, then measure the PGO build against the "
+                       "recorded one.")
+    store_option(p)
+    config_option(p)
+    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
+    p.add_argument("--no-measure", action="store_true", help="only train the profile")
+    p.set_defaults(func=cmd_pgo)
+
+
+def cmd_pgo(args: argparse.Namespace) -> int:
+    from .cli import CliError, _load_config, _open, _print_evaluation, _progress
+    from .evaluate import EvaluateError, Evaluator
+    from .measure import MeasureError
+    from .pgo import PgoError, flags_for, train
+
+    store = _open(args)
+    config = _load_config(args)
+    progress = _progress("pgo")
+    try:
+        evaluator = Evaluator(store, config, args.target or "")
+        profile = train(evaluator, progress)
+        progress(None)
+        print(f"profile {profile.hash[:16]} from {profile.runs} run(s): {profile.path}")
+        if args.no_measure:
+            return 0
+        progress("measuring the PGO build against the recorded build")
+        evaluation = evaluator.evaluate(flags_for(evaluator, profile), progress)
+    except (EvaluateError, MeasureError, PgoError) as error:
+        progress(None)
+        raise CliError(str(error))
+    progress(None)
+    return _print_evaluation(evaluation, config)
+
+
 def add_report_parser(sub, store_option) -> None:
     p = sub.add_parser("report", help="what a tuning run did: progress, flags, rejections",
                        description="Summarize tuning runs from their journals: the best "

@@ -90,6 +90,7 @@ class Replayer:
         self.stats = ReplayStats()
         self.work = os.path.join(store.dir, "work")
         self._codegen: dict[str, list[str]] = {}  # unit id -> its codegen arguments
+        self.link_flags: Flags = ()
 
     # -- objects ------------------------------------------------------------------------
     def codegen_args(self, unit: UnitRecord) -> list[str]:
@@ -196,14 +197,18 @@ class Replayer:
         return out
 
     # -- links --------------------------------------------------------------------------
-    def build(self, target: str, flags_by_unit: dict[str, Flags] | None = None) -> Candidate:
-        """Rebuild the recorded binary `target` (absolute path) with per-unit flags."""
+    def build(self, target: str, flags_by_unit: dict[str, Flags] | None = None,
+              link_flags: Flags = ()) -> Candidate:
+        """Rebuild the recorded binary `target` (absolute path) with per-unit flags;
+        `link_flags` go to every relink (PGO instrumentation needs its runtime)."""
         flags_by_unit = {k: tuple(v) for k, v in (flags_by_unit or {}).items() if v}
         link = self.links.get(target)
         if link is None:
             raise EvaluationError(Outcome.LINK_FAIL, f"no recorded link produces {target}")
+        self.link_flags = tuple(link_flags)
         key = hash_json([target, sorted((k, list(v)) for k, v in flags_by_unit.items()),
-                         link.output_hash, self.compiler_override or ""])[:20]
+                         link.output_hash, self.compiler_override or "",
+                         list(self.link_flags)])[:20]
         folder = os.path.join(self.work, key)
         os.makedirs(folder, exist_ok=True)
         binary = self._link(link, flags_by_unit, folder)
@@ -225,7 +230,8 @@ class Replayer:
             self._rebuilt_shared(shared, flags_by_unit, folder)
         if os.path.exists(out):
             return out  # same target, same flags: already built (renamed into place last)
-        argv = [self._link_compiler(link)] + self._link_args(link, flags_by_unit, folder, out)
+        argv = ([self._link_compiler(link)] + self._link_args(link, flags_by_unit, folder, out)
+                + list(self.link_flags))
         tmp_out = out + ".tmp"
         argv[argv.index(out)] = tmp_out
         done = proc.run_captured(argv + QUIET, link.cwd, proc.clean_env(dict(os.environ)),

@@ -1,0 +1,56 @@
+"""PGO from the recorded build: instrumented replay, training run, merged profile in the
+store by content hash; the PGO build differs from the plain one, runs correctly, and a
+changed profile file is detected."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autopass_build import config as cfg
+from autopass_build.evaluate import Evaluator
+from autopass_build.pgo import flags_for, load, train
+from autopass_build.store import Store
+
+from conftest import AUTOPASS
+
+MINI = Path(__file__).parent / "data" / "tune-mini"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("pgo") / "mini"
+    shutil.copytree(MINI, root)
+    subprocess.run([AUTOPASS, "record", "--", "make", "CFLAGS=-O2"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text('[run]\ncommand = ["{exe}", "20"]\n'
+                                        '[measure]\nmetric = "instructions"\n'
+                                        'min_pairs = 2\nmax_pairs = 2\n')
+    return root
+
+
+def test_pgo_trains_a_profile_and_builds_with_it(recorded) -> None:
+    store = Store.open_existing(str(recorded / ".autopass"))
+    evaluator = Evaluator(store, cfg.load(str(recorded / "autopass.toml")))
+    profile = train(evaluator)
+    assert Path(profile.path).is_file() and profile.runs == 1
+    assert load(store.dir) == profile
+    [hot] = [u for u in evaluator.units if u.source_rel == "hot.c"]
+    plain = Path(evaluator.replayer.object_for(hot)).read_bytes()
+    guided = Path(evaluator.replayer.object_for(hot, (profile.use_flag(),))).read_bytes()
+    assert guided != plain
+    built = evaluator.replayer.build(evaluator.target.output, flags_for(evaluator, profile))
+    out = subprocess.run([built.binary, "20"], capture_output=True, text=True, check=True)
+    reference = subprocess.run([recorded / "mini", "20"], capture_output=True, text=True)
+    assert out.stdout == reference.stdout
+    Path(profile.path).write_bytes(b"changed")          # someone touched the store
+    assert load(store.dir) is None
+
+
+def test_pgo_command_measures_against_the_recorded_build(recorded) -> None:
+    done = subprocess.run([AUTOPASS, "pgo"], cwd=recorded, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "profile " in done.stdout and "instructions: candidate/baseline" in done.stdout
