@@ -75,7 +75,8 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
 
     if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK):
         return None
-    db, why = load(db_path(root, db_file))
+    path = db_path(root, db_file)
+    db, why = load(path)
     if db is None:
         return Decision((), why, policy == "error") if why else None
     sources = [os.path.normpath(os.path.join(cwd, s.path)) for s in parsed.sources]
@@ -83,8 +84,31 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         tuned = [s for s in sources if relative_to(s, root) in db["entries"]]
         return Decision((), f"{', '.join(tuned)}: tuned flags not applied: the command "
                         "compiles several sources at once") if tuned else None
+    profile = profile_decision(db, path, policy)
+    if profile.error:
+        return profile
     decision = decide(db, sources[0], root, compiler_id(compiler_path), policy)
-    return decision if decision.flags or decision.warning else None
+    merged = Decision(profile.flags + decision.flags,
+                      "; ".join(w for w in (profile.warning, decision.warning) if w),
+                      decision.error)
+    return merged if merged.flags or merged.warning else None
+
+
+def profile_decision(db: dict, path: str, policy: str) -> Decision:
+    """The database's PGO profile for every compile, if it is the one tuned with."""
+    profile = db.get("profile")
+    if not profile:
+        return Decision()
+    try:
+        file = os.path.join(os.path.dirname(path), str(profile["path"]))
+        if os.path.isabs(str(profile["path"])) or ".." in str(profile["path"]).split("/"):
+            return _refuse(f"{path}: the profile must lie beside the database", policy)
+        if hash_file(file) != str(profile["hash"]):
+            return _refuse(f"{file} is not the PGO profile the flags were tuned with "
+                           "(re-run autopass tune --pgo)", policy)
+    except (OSError, KeyError, TypeError) as error:
+        return _refuse(f"the PGO profile of {path} cannot be used ({error})", policy)
+    return Decision((f"-fprofile-instr-use={file}",))
 
 
 def decide(db: dict, source: str, root: str, compiler_id: str, policy: str) -> Decision:

@@ -44,6 +44,9 @@ def add_parser(sub, store_option, config_option) -> None:
                    help="allow -march=native (the tuned build then runs on this CPU only)")
     p.add_argument("--flags-db", metavar="FILE", help="where winners go "
                    "(default: [tune].flags_db, autopass.flags.json)")
+    p.add_argument("--pgo", action="store_true", default=None,
+                   help="tune on top of the PGO build (trains a profile if there is none; "
+                        "gains are then against PGO alone)")
     p.add_argument("--resume", action="store_true",
                    help="continue the latest run where it stopped (its own settings)")
     p.add_argument("--list-strategies", action="store_true",
@@ -167,7 +170,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     request = TuneRequest.from_config(
         config, strategy=args.strategy, budget=args.budget, seed=args.seed,
         options=_options(args.option), max_units=args.max_units, native=args.native,
-        flags_db=args.flags_db, resume=args.resume)
+        flags_db=args.flags_db, resume=args.resume, pgo=args.pgo)
     if request.strategy not in search.STRATEGIES:
         raise CliError(f"no strategy {request.strategy!r}; choose one of "
                        f"{', '.join(search.STRATEGIES)}")

@@ -91,12 +91,14 @@ class Evaluator:
         all_units = {u.id: u for u in store.units()}
         self.units = [all_units[uid] for uid in self.target.runtime_units() if uid in all_units]
         self._baseline: Candidate | None = None
+        # Flags every unit gets in the baseline and in every candidate (the PGO profile).
+        self.base_flags: dict[str, tuple[str, ...]] = {}
         self._baseline_memo: list[float] = []   # its instruction counts (deterministic)
 
     def baseline(self) -> Candidate:
         if self._baseline is None:
             try:
-                self._baseline = self.replayer.build(self.target.output, {})
+                self._baseline = self.replayer.build(self.target.output, self.base_flags)
             except EvaluationError as error:
                 raise EvaluateError(f"cannot replay the baseline of {self.target.output_rel}: "
                                     f"{error}") from None
@@ -109,6 +111,9 @@ class Evaluator:
         tighter re-measurement)."""
         base = self.baseline()
         before = ReplayStats(**vars(self.replayer.stats))
+        if self.base_flags:
+            flags_by_unit = {uid: self.base_flags.get(uid, ()) + tuple(flags_by_unit.get(uid, ()))
+                             for uid in set(self.base_flags) | set(flags_by_unit)}
         try:
             candidate = self.replayer.build(self.target.output, flags_by_unit)
         except EvaluationError as error:

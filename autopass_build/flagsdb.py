@@ -59,9 +59,11 @@ class FlagsDb:
     toolchain: dict[str, str] = field(default_factory=dict)
     cpu: str | None = None
     entries: dict[str, Entry] = field(default_factory=dict)
+    profile: dict | None = None      # {"path": relative to the database, "hash": ...}: PGO
 
     def to_json(self) -> str:
         data = {"schema": SCHEMA_VERSION, "toolchain": self.toolchain, "cpu": self.cpu,
+                "profile": self.profile,
                 "entries": {path: asdict(e) for path, e in self.entries.items()}}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
@@ -86,7 +88,8 @@ def load(path: str) -> FlagsDb:
                           str(raw.get("why", "")), str(raw.get("run", "")))
             flagset.validate(entry.flags)
             entries[source] = entry
-        return FlagsDb(dict(data.get("toolchain", {})), data.get("cpu"), entries)
+        return FlagsDb(dict(data.get("toolchain", {})), data.get("cpu"), entries,
+                       data.get("profile"))
     except (KeyError, TypeError, AttributeError, flagset.FlagError) as error:
         raise FlagsDbError(f"{path}: malformed entry ({error}); fix it or move it away") from None
 

@@ -26,6 +26,7 @@ from .outcome import EvaluationError
 from .spool import hash_file
 
 PGO_FILE = "pgo.json"
+SHIPPED_NAME = "autopass.profdata"     # beside autopass.flags.json, committed with it
 GENERATE = "-fprofile-instr-generate"
 
 

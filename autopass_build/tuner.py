@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import time
 from dataclasses import dataclass, field, replace
 
-from . import flagsdb, search, toolchain
+from . import flagsdb, pgo, search, toolchain
 from .config import Config
 from .evaluate import EvaluateError, Evaluation, Evaluator
 from .journal import Journal
@@ -48,6 +49,7 @@ class TuneRequest:
     native: bool = False
     flags_db: str = flagsdb.DEFAULT_NAME
     resume: bool = False
+    pgo: bool = False        # tune on top of the PGO build (`autopass pgo` trains it)
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
@@ -96,6 +98,9 @@ class Tuner:
             journal.take_over()
             self._adopt(journal.header)
         evaluator = self._evaluator()
+        if journal and journal.header.get("pgo") and journal.header["pgo"] != self.profile.hash:
+            raise TuneError(f"run {journal.run_id} was tuned on another PGO profile; start a "
+                            "new run without --resume")
         sources = journal.header["sources"] if journal else self._hot_sources(evaluator)
         space = self._space(evaluator)
         for note in space.notes:
@@ -259,11 +264,22 @@ class Tuner:
     def _evaluator(self) -> Evaluator:
         try:
             evaluator = Evaluator(self.store, self.config)
-            self.show(f"replaying the baseline of {evaluator.target.output_rel}")
+            if self.request.pgo:
+                self.profile = self._profile(evaluator)
+                evaluator.base_flags = pgo.flags_for(evaluator, self.profile)
+            self.show(f"replaying the baseline of {evaluator.target.output_rel}"
+                      + (" with its PGO profile" if self.request.pgo else ""))
             evaluator.baseline()
             return evaluator
-        except (EvaluateError, MeasureError) as error:
+        except (EvaluateError, MeasureError, pgo.PgoError) as error:
             raise TuneError(str(error)) from None
+
+    def _profile(self, evaluator: Evaluator) -> "pgo.TrainedProfile":
+        found = pgo.load(self.store.dir)
+        if found is not None and found.target == evaluator.target.output_rel:
+            return found
+        self.show("training a PGO profile (autopass pgo)")
+        return pgo.train(evaluator, self.show)
 
     def _hot_sources(self, evaluator: Evaluator) -> list[str]:
         found = load_profile(self.store.dir)
@@ -301,17 +317,25 @@ class Tuner:
         return {"strategy": r.strategy, "seed": r.seed, "budget": r.budget,
                 "options": r.options, "native": r.native, "sources": sources,
                 "target": evaluator.target.output_rel, "metric": self.config.measure.metric,
-                "space": _fingerprint(space), "notes": space.notes}
+                "space": _fingerprint(space), "notes": space.notes,
+                "pgo": self.profile.hash if r.pgo else None}
 
     def _adopt(self, header: dict) -> None:
         """--resume: the run's own settings win (the budget may be raised)."""
         self.request = replace(self.request, strategy=header["strategy"], seed=header["seed"],
                                options=header["options"], native=header["native"],
+                               pgo=bool(header.get("pgo")),
                                budget=max(self.request.budget, header["budget"]))
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))
 
     # -- the result ----------------------------------------------------------------------------
+    def _ship_profile(self, db_path: str) -> dict:
+        """The PGO profile beside the database (to be committed with it), by hash."""
+        target = os.path.join(os.path.dirname(os.path.abspath(db_path)), pgo.SHIPPED_NAME)
+        shutil.copyfile(self.profile.path, target + ".tmp")
+        os.replace(target + ".tmp", target)
+        return {"path": pgo.SHIPPED_NAME, "hash": self.profile.hash}
     def _write_db(self, winners: list[Winner]) -> str:
         path = self.request.flags_db
         try:
@@ -324,6 +348,7 @@ class Tuner:
                         "target": identity.target if identity else ""}
         if self.request.native:
             db.cpu = platform.processor() or platform.machine()
+        db.profile = self._ship_profile(path) if self.request.pgo else None
         for source in self.journal.header["sources"]:
             db.entries.pop(source, None)     # re-tuned: only what helps now stays
         units = {u.source_rel: u for u in self.evaluator.units}

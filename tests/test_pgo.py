@@ -54,3 +54,31 @@ def test_pgo_command_measures_against_the_recorded_build(recorded) -> None:
     done = subprocess.run([AUTOPASS, "pgo"], cwd=recorded, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "profile " in done.stdout and "instructions: candidate/baseline" in done.stdout
+
+
+def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
+    done = subprocess.run([AUTOPASS, "tune", "--pgo", "--strategy", "greedy", "--budget", "3"],
+                          cwd=recorded, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    import json
+    from autopass_build.journal import Journal
+    header = Journal.latest(str(recorded / ".autopass")).header
+    assert header["pgo"] and "with its PGO profile" in done.stderr
+    db = json.loads((recorded / "autopass.flags.json").read_text())
+    assert db["profile"]["path"] == "autopass.profdata"
+    assert (recorded / "autopass.profdata").is_file()
+    objects = ["main.o", "hot.o", "warm.o"]
+    subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
+    subprocess.run(["make", "CFLAGS=-O2"], cwd=recorded, check=True, capture_output=True)
+    plain = {o: (recorded / o).read_bytes() for o in objects}
+    subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
+    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "CFLAGS=-O2"], cwd=recorded,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0 and "warning" not in applied.stderr, applied.stderr
+    assert [o for o in objects if (recorded / o).read_bytes() != plain[o]] == objects
+    (recorded / "autopass.profdata").write_bytes(b"someone else's profile")
+    subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
+    stale = subprocess.run([AUTOPASS, "apply", "--", "make", "CFLAGS=-O2"], cwd=recorded,
+                           capture_output=True, text=True)
+    assert stale.returncode == 0
+    assert "is not the PGO profile the flags were tuned with" in stale.stderr
