@@ -76,6 +76,16 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
                              capture_output=True, text=True)
     assert applied.returncode == 0 and "warning" not in applied.stderr, applied.stderr
     assert [o for o in objects if (recorded / o).read_bytes() != plain[o]] == objects
+    # what ships is what was measured: the applied object equals the replayed PGO object
+    from autopass_build.fidelity import compare_objects
+    from autopass_build.pgo import load
+    store = Store.open_existing(str(recorded / ".autopass"))
+    evaluator = Evaluator(store, cfg.load(str(recorded / "autopass.toml")))
+    [hot] = [u for u in evaluator.units if u.source_rel == "hot.c"]
+    tuned = tuple(db["entries"].get("hot.c", {}).get("flags", ()))
+    replayed = Path(evaluator.replayer.object_for(
+        hot, (load(store.dir).use_flag(),) + tuned)).read_bytes()
+    assert compare_objects(replayed, (recorded / "hot.o").read_bytes())[0]
     (recorded / "autopass.profdata").write_bytes(b"someone else's profile")
     subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
     stale = subprocess.run([AUTOPASS, "apply", "--", "make", "CFLAGS=-O2"], cwd=recorded,
