@@ -44,9 +44,12 @@ def add_parser(sub, store_option, config_option) -> None:
                    help="allow -march=native (the tuned build then runs on this CPU only)")
     p.add_argument("--flags-db", metavar="FILE", help="where winners go "
                    "(default: [tune].flags_db, autopass.flags.json)")
-    p.add_argument("--pgo", action="store_true", default=None,
+    p.add_argument("--pgo", action="store_true",
                    help="tune on top of the PGO build (trains a profile if there is none; "
-                        "gains are then against PGO alone)")
+                        "gains are then against PGO alone); the default when [run].train "
+                        "is set")
+    p.add_argument("--no-pgo", dest="pgo", action="store_false", help="tune without PGO")
+    p.set_defaults(pgo=None)
     p.add_argument("--resume", action="store_true",
                    help="continue the latest run where it stopped (its own settings)")
     p.add_argument("--list-strategies", action="store_true",

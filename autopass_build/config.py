@@ -42,6 +42,8 @@ class RunConfig:
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 120.0          # seconds, for the baseline; candidates get k x baseline
     inputs: tuple[str, ...] = ()    # files the benchmark reads (checked to exist)
+    train: tuple[str, ...] = ()     # PGO training run ("{exe}"), default: the benchmark;
+                                    # when set, `autopass tune` tunes on top of PGO
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def _command(value: object, where: str) -> tuple[str, ...]:
 def _coerce(section: str, name: str, kind: str, value: object) -> object:
     """`kind` is the field's annotation as text (this module uses postponed annotations)."""
     where = f"[{section}].{name}"
-    if name in ("command", "clean"):
+    if name in ("command", "clean", "train"):
         return _command(value, where)
     if name == "env":
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
@@ -277,6 +279,9 @@ cwd = "."
 env = {{}}
 # Seconds the baseline may take; candidates are killed at timeout_factor x the baseline.
 timeout = 120
+# A training run for profile-guided optimization, if it should differ from the benchmark
+# (other inputs). When set, `autopass tune` tunes on top of the PGO build.
+# train = ["{{exe}}", "training-input.txt"]
 
 [check]
 # "output": exit code and stdout must equal the baseline's (the default).

@@ -67,9 +67,11 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
     bench = evaluator.bench
     with tempfile.TemporaryDirectory(prefix="autopass-pgo-") as scratch:
         env = {**bench.env(built.env), "LLVM_PROFILE_FILE": os.path.join(scratch, "%p.profraw")}
-        show("training: running the benchmark on the instrumented build")
-        done = proc.run_captured(bench.argv(built.binary), bench.cwd, env,
-                                 timeout=bench.run.timeout * 10)
+        argv = ([t.replace("{exe}", built.binary) for t in bench.run.train]
+                or bench.argv(built.binary))
+        show(f"training: running {'[run].train' if bench.run.train else 'the benchmark'} "
+             "on the instrumented build")
+        done = proc.run_captured(argv, bench.cwd, env, timeout=bench.run.timeout * 10)
         if done.status != 0 or done.timed_out:
             raise PgoError(f"the instrumented benchmark failed (exit {done.status}): "
                            + done.stderr.decode("utf-8", "replace")[-300:])

@@ -58,7 +58,7 @@ class TuneRequest:
         tune = config.tune
         request = cls(tune.strategy, tune.budget, tune.seed, dict(tune.options),
                       tune.max_units, tune.coverage, tune.native,
-                      config.resolve(tune.flags_db))
+                      config.resolve(tune.flags_db), pgo=bool(config.run.train))
         if given.get("strategy") not in (None, tune.strategy):
             request = replace(request, options={})
         return replace(request, **{k: v for k, v in given.items() if v is not None})

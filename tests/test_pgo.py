@@ -92,3 +92,20 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
                            capture_output=True, text=True)
     assert stale.returncode == 0
     assert "is not the PGO profile the flags were tuned with" in stale.stderr
+
+
+def test_a_training_command_turns_pgo_on_and_is_what_trains(recorded, tmp_path) -> None:
+    config = recorded / "train.toml"
+    marker = tmp_path / "trained"
+    config.write_text((recorded / "autopass.toml").read_text().replace(
+        '[measure]', f'train = ["sh", "-c", "touch {marker}; exec \\"$0\\" 5", "{{exe}}"]\n[measure]'))
+    (recorded / ".autopass" / "pgo.json").unlink(missing_ok=True)   # train afresh
+    done = subprocess.run([AUTOPASS, "tune", "--config", str(config), "--strategy", "random",
+                           "--budget", "1"], cwd=recorded, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert marker.exists()                     # the training command ran, not the benchmark
+    from autopass_build.journal import Journal
+    assert Journal.latest(str(recorded / ".autopass")).header["pgo"]
+    off = subprocess.run([AUTOPASS, "tune", "--config", str(config), "--no-pgo", "--strategy",
+                          "random", "--budget", "1"], cwd=recorded, capture_output=True, text=True)
+    assert off.returncode == 0 and not Journal.latest(str(recorded / ".autopass")).header["pgo"]
