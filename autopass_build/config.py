@@ -234,6 +234,7 @@ def load(path: str | None = None, start: str = ".") -> Config:
     if path is None:
         return Config(project_dir=os.path.abspath(start))
     try:
+        _check_trusted(path)
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as error:
@@ -244,6 +245,19 @@ def load(path: str | None = None, start: str = ".") -> Config:
         return parse(text, path, os.path.dirname(os.path.abspath(path)))
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from None
+
+
+def _check_trusted(path: str) -> None:
+    """The config names commands autopass runs: refuse one anybody could have edited."""
+    import stat
+
+    st = os.stat(path)
+    if stat.S_ISREG(st.st_mode) and st.st_mode & stat.S_IWOTH:
+        raise ConfigError(f"{path} is writable by every user, and it names commands autopass "
+                          f"runs: refused (chmod o-w {path})")
+    if stat.S_ISREG(st.st_mode) and st.st_uid not in (os.getuid(), 0):
+        raise ConfigError(f"{path} belongs to another user (uid {st.st_uid}) and names "
+                          "commands autopass runs: refused")
 
 
 def with_overrides(config: Config, **sections: dict) -> Config:

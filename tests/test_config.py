@@ -73,3 +73,17 @@ def test_command_line_overrides_are_validated():
                               ).measure.metric == "wall"
     with pytest.raises(cfg.ConfigError):
         cfg.with_overrides(config, measure={"min_pairs": 1})
+
+
+def test_a_config_anybody_could_edit_is_refused(tmp_path):   # RELIABILITY S3
+    import os
+    path = tmp_path / "autopass.toml"
+    path.write_text('[run]\ncommand = "{exe}"\n')
+    path.chmod(0o666)
+    with pytest.raises(cfg.ConfigError, match="writable by every user"):
+        cfg.load(str(path))
+    path.chmod(0o644)
+    assert cfg.load(str(path)).run.command == ("{exe}",)
+    os.chown(path, 12345, 12345)
+    with pytest.raises(cfg.ConfigError, match="belongs to another user"):
+        cfg.load(str(path))
