@@ -10,8 +10,6 @@ with the reason.  A denylist would miss the next dangerous option; this cannot.
 
 from __future__ import annotations
 
-import shlex
-
 OPT_LEVELS = frozenset({"-O0", "-O1", "-O2", "-O3", "-Os", "-Oz"})
 # -f<name> and -fno-<name> for these names.
 F_SWITCHES = frozenset("""
@@ -139,6 +137,8 @@ def validate(tokens: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 def parse(text: str) -> tuple[str, ...]:
     """Split a flag string the way a shell would (no expansion), then validate it."""
+    import shlex  # here: apply mode (once per compile) validates lists, never text
+
     try:
         tokens = shlex.split(text)
     except ValueError as error:

@@ -24,9 +24,31 @@ class Finished:
         self.timed_out = timed_out
 
 
-def run_inherit(path: str, argv: list[str], env: dict[str, str]) -> Finished:
+def run_buffered(path: str, argv: list[str], env: dict[str, str]) -> tuple[Finished, bytes, bytes]:
+    """Like run_inherit, but stdout and stderr are kept (in memory files) for the caller
+    to pass on or drop: apply mode shows a rejected attempt's output only as one line."""
+    out, err = os.memfd_create("stdout"), os.memfd_create("stderr")
+    try:
+        done = run_inherit(path, argv, env, file_actions=[(os.POSIX_SPAWN_DUP2, out, 1),
+                                                          (os.POSIX_SPAWN_DUP2, err, 2)])
+        return done, _read_all(out), _read_all(err)
+    finally:
+        os.close(out)
+        os.close(err)
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def run_inherit(path: str, argv: list[str], env: dict[str, str],
+                file_actions: list | None = None) -> Finished:
     """Run with our stdin/stdout/stderr (so output is byte-identical); forward signals."""
-    pid = os.posix_spawn(path, argv, env)
+    pid = os.posix_spawn(path, argv, env, file_actions=file_actions or ())
     previous = {}
 
     def forward(signum: int, _frame: object) -> None:

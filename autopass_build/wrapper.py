@@ -190,14 +190,13 @@ def _apply(plan: Plan) -> int:
         plan.exec_compiler()
     # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
     # compile's own output.
-    argv = [plan.compiler_path] + plan.args + list(decision.flags)
-    done = proc.run_captured(argv, plan.cwd, plan.child_env(), timeout=None,
-                             output_cap=1 << 26)
+    argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
+    done, out, err = proc.run_buffered(plan.compiler_path, argv, plan.child_env())
     if done.status == 0:
-        sys.stdout.buffer.write(done.stdout)
-        sys.stderr.buffer.write(done.stderr)
+        sys.stdout.buffer.write(out)
+        sys.stderr.buffer.write(err)
         return 0
-    first = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
+    first = (err.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
     sys.stderr.write(f"autopass: warning: the compiler rejected the tuned flags "
                      f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
                      "default flags\n")
