@@ -21,7 +21,8 @@ import os
 import stat
 
 from . import flags as flagset
-from .spool import hash_file, relative_to
+from .spool import (COMPILERS, TMP, Spool, hash_bytes, hash_file, relative_to,
+                    user_cache_dir, write_atomic)
 
 ENV_DB = "AUTOPASS_FLAGS_DB"
 ENV_POLICY = "AUTOPASS_APPLY_POLICY"
@@ -73,12 +74,8 @@ def load(path: str) -> tuple[dict | None, str]:
 
 
 def _cache_file(path: str, st: os.stat_result) -> str:
-    from .spool import blake2b
-
-    key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}".encode()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "autopass", "flagsdb",
-                        blake2b(key, digest_size=12).hexdigest() + ".marshal")
+    key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    return user_cache_dir("flagsdb", hash_bytes(key.encode()) + ".marshal")
 
 
 def _cached(path: str, st: os.stat_result):
@@ -95,10 +92,7 @@ def _remember(path: str, st: os.stat_result, data: object) -> None:
     target = _cache_file(path, st)
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{os.getpid()}"
-        with open(tmp, "wb") as handle:
-            marshal.dump(data, handle)
-        os.replace(tmp, target)
+        write_atomic(target, marshal.dumps(data))
     except (OSError, ValueError):
         pass  # only a cache
 
@@ -123,7 +117,8 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     profile = profile_decision(db, path, policy)
     if profile.error:
         return profile
-    decision = decide(db, sources[0], root, compiler_id(compiler_path), policy)
+    decision = (decide(db, sources[0], root, compiler_id(compiler_path), policy)
+                if relative_to(sources[0], root) in db["entries"] else Decision())
     merged = Decision(profile.flags + decision.flags,
                       "; ".join(w for w in (profile.warning, decision.warning) if w),
                       decision.error)
@@ -178,30 +173,23 @@ def _refuse(why: str, policy: str) -> Decision:
 
 
 def compiler_id(path: str) -> str:
-    """"clang 19.1.7 (x86_64-pc-linux-gnu)", cached per binary (one --version per install)."""
+    """"clang 19.1.7 (x86_64-pc-linux-gnu)": `--version` once per compiler binary, kept
+    in the user's cache the way record mode keeps it in the store."""
     from . import toolchain
-    from .spool import blake2b
 
     try:
         stamp = toolchain.stamp_of(path)
     except OSError:
         return ""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    cache = os.path.join(base, "autopass", "compilers",
-                         blake2b(stamp.encode(), digest_size=12).hexdigest())
-    try:
-        with open(cache, encoding="utf-8") as handle:
-            return handle.read().strip()
-    except OSError:
-        pass
-    identity = toolchain.identify(path)
-    text = identity.short() if identity else ""
-    try:
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        tmp = f"{cache}.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, cache)
-    except OSError:
-        pass
-    return text
+    cache = Spool(user_cache_dir())
+    cached = cache.compiler_text(stamp)
+    text = toolchain.version_text(path) if cached is None else cached
+    identity = toolchain.parse_version_output(path, text)
+    if cached is None and identity is not None:
+        try:
+            for sub in (TMP, COMPILERS):
+                os.makedirs(cache.path(sub), exist_ok=True)
+            cache.remember_compiler(stamp, text)
+        except OSError:
+            pass  # only a cache
+    return identity.short() if identity else ""

@@ -23,10 +23,10 @@ writes the file; apply mode (the wrapper) and `autopass db` build on it.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 
 from . import flags as flagset
+from .spool import write_atomic
 
 SCHEMA_VERSION = 1
 DEFAULT_NAME = "autopass.flags.json"
@@ -96,9 +96,4 @@ def load(path: str) -> FlagsDb:
 
 def save(path: str, db: FlagsDb) -> None:
     """Atomically: a crash leaves the old file or the new one, never half of one."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(db.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, db.to_json().encode("utf-8"), durable=True)

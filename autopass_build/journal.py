@@ -15,6 +15,8 @@ import json
 import os
 import time
 
+from .spool import write_atomic
+
 RUNS_DIR = "runs"
 HEADER = "run.json"
 JOURNAL = "journal.jsonl"
@@ -53,9 +55,11 @@ class Journal:
             folder = os.path.join(runs, f"{base}-{suffix}")
         os.makedirs(folder)
         header = {"journal_version": JOURNAL_VERSION, **header}
-        _write_atomic(os.path.join(folder, HEADER), json.dumps(header, indent=1, sort_keys=True))
+        write_atomic(os.path.join(folder, HEADER),
+                     json.dumps(header, indent=1, sort_keys=True).encode(), durable=True)
         open(os.path.join(folder, JOURNAL), "ab").close()
-        _write_atomic(os.path.join(runs, LATEST), os.path.basename(folder) + "\n")
+        write_atomic(os.path.join(runs, LATEST), (os.path.basename(folder) + "\n").encode(),
+                     durable=True)
         return cls(folder, header, [])
 
     @classmethod
@@ -144,12 +148,3 @@ def _read_entries(path: str, repair: bool) -> list[dict]:
         with open(path, "r+b") as handle:   # drop the torn line so appends start clean
             handle.truncate(good_bytes)
     return entries
-
-
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from . import flags as flagset
 from . import proc
-from .spool import hash_json
+from .spool import hash_json, write_atomic
 
 Point = tuple[int, ...]
 SPACE_VERSION = 1
@@ -265,10 +265,7 @@ def probe(space: Space, compiler: str, cache_dir: str, compiler_stamp: str) -> S
     if rejected is None:
         rejected = _probe_knobs(space, compiler, cache_dir)
         os.makedirs(cache_dir, exist_ok=True)
-        tmp = f"{cache}.{os.getpid()}.tmp"
-        with open(tmp, "w") as handle:
-            json.dump(rejected, handle)
-        os.replace(tmp, cache)
+        write_atomic(cache, json.dumps(rejected).encode())
     if not rejected:
         return space
     return space.without(set(rejected), f"{os.path.basename(compiler)} rejects it")

@@ -160,6 +160,28 @@ class Spool:
             return []
 
 
+def write_atomic(path: str, data: bytes, durable: bool = False) -> None:
+    """Replace `path` with `data` all at once: a crash leaves the old file or the new
+    one.  `durable` also fsyncs before the rename (journals, the flags database)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def user_cache_dir(*parts: str) -> str:
+    """$XDG_CACHE_HOME/autopass/... (default ~/.cache): caches that outlive a store."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "autopass", *parts)
+
+
 def relative_to(path: str, root: str) -> str:
     """`path` relative to `root`, or unchanged (absolute) when it lies outside it."""
     rel = os.path.relpath(path, root)
