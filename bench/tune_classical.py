@@ -36,7 +36,7 @@ from autopass_build import config as cfg  # noqa: E402
 from autopass_build.build_env import record_environment  # noqa: E402
 from autopass_build.evaluate import Evaluator  # noqa: E402
 from autopass_build.profile import profile  # noqa: E402
-from autopass_build.stats import FASTER  # noqa: E402
+from autopass_build.report import summarize  # noqa: E402
 from autopass_build.store import Store  # noqa: E402
 from autopass_build.tuner import TuneRequest, Tuner  # noqa: E402
 
@@ -99,20 +99,10 @@ def prepare(name: str, work: Path, metric: str) -> tuple[Store, cfg.Config]:
     return store, config
 
 
-def best_trace(entries: list[dict]) -> list[float | None]:
-    """The best clear ratio after each search evaluation: a candidate counts once it is
-    confirmed (timing metrics) or when FASTER (deterministic metrics, never confirmed)."""
-    confirming = any(e["phase"] == "confirm" for e in entries)
-    trace, best = [], None
-    for e in entries:
-        clear = e["verdict"] == FASTER and e["phase"] == ("confirm" if confirming else "search")
-        if clear and (best is None or e["ratio"] < best):
-            best = e["ratio"]
-        if e["phase"] == "search":
-            trace.append(best)
-        elif e["phase"] == "confirm" and trace:
-            trace[-1] = best          # a confirmation belongs to the evaluation before it
-    return trace
+def best_trace(journal) -> list[float | None]:
+    """The best clear ratio after each search evaluation (as `autopass report` plots it:
+    confirmed gains for timing metrics), None until there is one."""
+    return [1 - gain if gain > 0 else None for gain in summarize(journal).curve]
 
 
 def to_95(trace: list[float | None]) -> int | None:
@@ -134,7 +124,7 @@ def tune_one(store: Store, config: cfg.Config, strategy: str, budget: int, seed:
     result = Tuner(store, config, request,
                    lambda m: None if m.startswith("  ") else log(f"{name}/{strategy}: {m}")).run()
     seconds = time.monotonic() - started
-    trace = best_trace(result.journal.entries)
+    trace = best_trace(result.journal)
     row = {"program": name, "strategy": strategy, "evaluations": result.measured, "trace": trace,
            "seconds": round(seconds), "to_95": to_95(trace),
            "winners": {w.source: " ".join(w.flags) for w in result.winners},
