@@ -27,6 +27,11 @@ typical session:
   autopass replay --check               does replaying the IR reproduce every object?
   autopass try --flags 'lib/lz.c=-O3 -fno-unroll-loops'
                                         one candidate against the baseline: ratio, interval
+  autopass profile                      hot functions of the benchmark and their units
+  autopass tune                         search per-file flags (offline rules agent default)
+  autopass report --html report.html    what the tuning run did, with its progress plot
+  autopass apply -- make -j2            a build with each file's tuned flags
+  autopass verify                       two clean tuned builds identical? speedup vs plain
 """.format(v=toolchain.DEFAULT_LLVM_VERSION)
 
 
