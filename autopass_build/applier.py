@@ -32,11 +32,14 @@ SCHEMA_VERSION = 1
 
 
 class Decision:
-    """What to add to one compile: `flags`, plus `warning` (or `error` under policy)."""
-    __slots__ = ("flags", "warning", "error")
+    """What to add to one compile: `flags`, plus `warning` (or `error` under policy);
+    `profiled`: the source, when the flags include the PGO profile."""
+    __slots__ = ("flags", "warning", "error", "profiled")
 
-    def __init__(self, flags: tuple[str, ...] = (), warning: str = "", error: bool = False):
+    def __init__(self, flags: tuple[str, ...] = (), warning: str = "", error: bool = False,
+                 profiled: str = ""):
         self.flags, self.warning, self.error = flags, warning, error
+        self.profiled = profiled
 
 
 def db_path(root: str, explicit: str | None) -> str:
@@ -121,7 +124,7 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                 if relative_to(sources[0], root) in db["entries"] else Decision())
     merged = Decision(profile.flags + decision.flags,
                       "; ".join(w for w in (profile.warning, decision.warning) if w),
-                      decision.error)
+                      decision.error, relative_to(sources[0], root) if profile.flags else "")
     return merged if merged.flags or merged.warning else None
 
 
@@ -139,7 +142,30 @@ def profile_decision(db: dict, path: str, policy: str) -> Decision:
                            "(re-run autopass tune --pgo)", policy)
     except (OSError, KeyError, TypeError) as error:
         return _refuse(f"the PGO profile of {path} cannot be used ({error})", policy)
-    return Decision((f"-fprofile-instr-use={file}",))
+    # A source changed since training makes clang warn per compile; under the build's
+    # -Werror that would fail it, so the warning stays a warning and we summarize it.
+    return Decision((f"-fprofile-instr-use={file}", "-Wno-error=profile-instr-out-of-date"))
+
+
+OUT_OF_DATE = "profile data may be out of date: "
+
+
+def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decision | None]:
+    """clang's out-of-date profile diagnostics taken out of a compile's stderr, and one
+    warning (an error under the error policy) that says what they mean and the fix."""
+    text = stderr.decode("utf-8", "replace")
+    if OUT_OF_DATE not in text:
+        return stderr, None
+    kept, counts = [], []
+    for line in text.splitlines(keepends=True):
+        if OUT_OF_DATE in line:   # "...: of 3 functions, 1 has mismatched data that..."
+            counts.append(line.split(OUT_OF_DATE, 1)[1].split(" that ")[0].strip())
+        else:
+            kept.append(line)
+    why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "
+           "changed since training, and clang ignores the profile for those functions; "
+           "re-train with `autopass pgo` and `autopass tune --pgo`")
+    return "".join(kept).encode(), _refuse(why, policy)
 
 
 def decide(db: dict, source: str, root: str, compiler_id: str, policy: str) -> Decision:

@@ -200,7 +200,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _print_result(result, metric: str) -> None:
+    from .report import VERSUS_RECORDED, versus_lines
+
     entries = result.journal.entries
+    versus = [e for e in entries if e["phase"] in VERSUS_RECORDED]
     failed = [e for e in entries if e["ratio"] is None]
     print(f"run {result.journal.run_id}: {result.measured} evaluations of "
           f"{', '.join(result.sources)} ({metric})")
@@ -209,11 +212,15 @@ def _print_result(result, metric: str) -> None:
         for e in failed:
             counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1
         print("  rejected: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())))
+    for line in versus_lines({e["phase"]: e for e in versus}):
+        print("  " + line)
+    baseline = "PGO alone" if result.journal.header.get("pgo") else "the recorded build"
     if result.best is None:
-        print("no candidate was clearly faster than the recorded build; nothing written")
+        print(f"no candidate was clearly faster than {baseline}; nothing written")
         return
     b = result.best
-    print(f"  best candidate #{b['n']}: {b['ratio']:.4f}x [{b['low']:.4f}, {b['high']:.4f}]")
+    print(f"  best candidate #{b['n']}: {b['ratio']:.4f}x [{b['low']:.4f}, {b['high']:.4f}] "
+          f"against {baseline}")
     f = result.final
     print(f"  final re-measurement: {f['ratio']:.4f}x [{f['low']:.4f}, {f['high']:.4f}], "
           f"{f['pairs']} pairs -> {f['verdict'] or f['outcome']}")

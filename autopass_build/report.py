@@ -28,6 +28,8 @@ class RunSummary:
     winners: dict[str, dict]           # source -> {flags, ratio, low, high, why}
     outcomes: Counter
     evaluations: int
+    # On PGO runs, against the recorded build: {"pgo-alone": entry, "tuned-on-pgo": entry}
+    versus_recorded: dict[str, dict]
 
 
 def summarize(journal: Journal) -> RunSummary:
@@ -45,8 +47,27 @@ def summarize(journal: Journal) -> RunSummary:
     finals = [e for e in entries if e["phase"] == "final"]
     final = finals[-1] if finals else None
     outcomes = Counter(e["outcome"] for e in entries if e["phase"] == "search")
+    versus = {e["phase"]: e for e in entries if e["phase"] in VERSUS_RECORDED}
     return RunSummary(journal.run_id, journal.header, curve, final,
-                      _winners(entries, final), outcomes, len(curve))
+                      _winners(entries, final), outcomes, len(curve), versus)
+
+
+VERSUS_RECORDED = {"pgo-alone": "PGO alone", "tuned-on-pgo": "tuned on PGO"}
+
+
+def versus_lines(entries: dict[str, dict]) -> list[str]:
+    """'against the recorded build: PGO alone 0.9512x [...] faster' and the like."""
+    lines = []
+    for phase, label in VERSUS_RECORDED.items():
+        e = entries.get(phase)
+        if e is None:
+            continue
+        if e["ratio"] is None:
+            lines.append(f"{label} against the recorded build: {e['outcome']}")
+        else:
+            lines.append(f"{label} against the recorded build: {e['ratio']:.4f}x "
+                         f"[{e['low']:.4f}, {e['high']:.4f}] -> {e['verdict']}")
+    return lines
 
 
 def _winners(entries: list[dict], final: dict | None) -> dict[str, dict]:
@@ -74,9 +95,11 @@ def text(summary: RunSummary) -> str:
     lines.append("best clear gain: " + (", ".join(f"#{i}: {g:.1%}" for i, g in marks)
                                         or "none"))
     f = summary.final
-    if f:
-        lines.append(f"final re-measurement: {f['ratio']:.4f}x [{f['low']:.4f}, "
+    if f and f["ratio"] is not None:
+        against = " (against PGO alone)" if h.get("pgo") else ""
+        lines.append(f"final re-measurement{against}: {f['ratio']:.4f}x [{f['low']:.4f}, "
                      f"{f['high']:.4f}] -> {f['verdict']}")
+    lines += versus_lines(summary.versus_recorded)
     for source, w in sorted(summary.winners.items()):
         lines.append(f"  {source}: {w['flags']}  {w['ratio']:.4f}x [{w['low']:.4f}, "
                      f"{w['high']:.4f}] ({w['measured']})")

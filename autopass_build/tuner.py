@@ -117,6 +117,8 @@ class Tuner:
         joint = JointSpace([(s, space) for s in sources])
         best = self._search(joint)
         final, winners = self._conclude(best) if best else (None, [])
+        if self.request.pgo:
+            self._versus_recorded(winners)
         written = self._write_db(winners) if winners and final else None
         measured = sum(1 for e in journal.entries if e["phase"] == "search")
         return TuneResult(journal, sources, measured, best, final, winners, written)
@@ -206,29 +208,52 @@ class Tuner:
             return final, []
         return final, [Winner(s, f, gains.get(s, final)) for s, f in sorted(kept.items())]
 
+    def _versus_recorded(self, winners: list[Winner]) -> None:
+        """On PGO, gains are against PGO alone; users compare with their plain build
+        too.  So PGO alone, and PGO with the winners, are each measured against the
+        recorded build (journal phases "pgo-alone" and "tuned-on-pgo")."""
+        try:
+            plain = Evaluator(self.store, self.config, self.evaluator.target.output_rel)
+        except EvaluateError as error:
+            raise TuneError(str(error)) from None
+        with_profile = pgo.flags_for(plain, self.profile)
+        self._measured_once("pgo-alone", {}, "PGO alone against the recorded build",
+                            evaluator=plain, under=with_profile)
+        if winners:
+            self._measured_once("tuned-on-pgo", {w.source: w.flags for w in winners},
+                                "tuned on PGO against the recorded build",
+                                evaluator=plain, under=with_profile)
+
     # -- measuring -------------------------------------------------------------------------
-    def _measured_once(self, phase: str, flags: dict, what: str, tight: bool = False) -> dict:
+    def _measured_once(self, phase: str, flags: dict, what: str, tight: bool = False,
+                       **against) -> dict:
         key = f"{phase}:" + _config_key(flags)
         entry = self._find(key)
         if entry is None:
             self.show(f"{what}: {_flags_text(flags)}")
-            entry = self._measure(phase, key, flags, tight)
+            entry = self._measure(phase, key, flags, tight, **against)
         return entry
 
     def _find(self, key: str) -> dict | None:
         return next((e for e in self.journal.entries if e["key"] == key), None)
 
     def _measure(self, phase: str, key: str, flags: dict[str, tuple[str, ...]],
-                 tight: bool = False) -> dict:
+                 tight: bool = False, evaluator: Evaluator | None = None,
+                 under: dict[str, tuple[str, ...]] | None = None) -> dict:
+        """`evaluator`: another baseline (default: the run's); `under`: per-unit flags
+        that come before the candidate's (a PGO profile measured against no profile)."""
         by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}
+        if under:
+            by_unit = {uid: under.get(uid, ()) + by_unit.get(uid, ())
+                       for uid in set(under) | set(by_unit)}
         measure = self.config.measure
         if tight:
             measure = replace(measure, max_pairs=2 * measure.max_pairs,
                               precision=measure.precision / 2)
         started = time.monotonic()
         try:
-            evaluation = self.evaluator.evaluate(by_unit, lambda m: self.show(f"  {m}"),
-                                                 measure)
+            evaluation = (evaluator or self.evaluator).evaluate(
+                by_unit, lambda m: self.show(f"  {m}"), measure)
         except MeasureError as error:
             raise TuneError(f"{error}; the journal holds every finished evaluation: fix "
                             "the cause, then `autopass tune --resume`") from None

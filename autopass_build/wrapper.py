@@ -193,9 +193,16 @@ def _apply(plan: Plan) -> int:
     argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
     done, out, err = proc.run_buffered(plan.compiler_path, argv, plan.child_env())
     if done.status == 0:
+        stale = None
+        if decision.profiled:
+            from .applier import stale_profile
+            err, stale = stale_profile(err, decision.profiled, plan.policy)
         sys.stdout.buffer.write(out)
         sys.stderr.buffer.write(err)
-        return 0
+        if stale:
+            sys.stderr.write(f"autopass: {'error' if stale.error else 'warning'}: "
+                             f"{stale.warning}\n")
+        return 1 if stale and stale.error else 0
     first = (err.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
     sys.stderr.write(f"autopass: warning: the compiler rejected the tuned flags "
                      f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "

@@ -64,6 +64,10 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
     from autopass_build.journal import Journal
     header = Journal.latest(str(recorded / ".autopass")).header
     assert header["pgo"] and "with its PGO profile" in done.stderr
+    # gains are against PGO alone; PGO alone is also measured against the recorded build
+    versus = {e["phase"]: e for e in Journal.latest(str(recorded / ".autopass")).entries}
+    assert versus["pgo-alone"]["ratio"] is not None
+    assert "PGO alone against the recorded build: " in done.stdout
     db = json.loads((recorded / "autopass.flags.json").read_text())
     assert db["profile"]["path"] == "autopass.profdata"
     assert (recorded / "autopass.profdata").is_file()
@@ -92,6 +96,29 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
                            capture_output=True, text=True)
     assert stale.returncode == 0
     assert "is not the PGO profile the flags were tuned with" in stale.stderr
+
+
+def test_a_stale_profile_is_summarized_and_never_fails_a_werror_build(recorded) -> None:
+    from autopass_build.pgo import load
+    store_profile = load(str(recorded / ".autopass"))
+    shutil.copyfile(store_profile.path, recorded / "autopass.profdata")  # the shipped one
+    hot = recorded / "hot.c"
+    original = hot.read_text()
+    # new control flow in a profiled function: its profile no longer matches
+    hot.write_text(original.replace("acc = mix(acc, 7);", "if (r & 1) acc = mix(acc, 7);"))
+    try:
+        subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
+        built = subprocess.run([AUTOPASS, "apply", "--", "make", "CFLAGS=-O2 -Werror"],
+                               cwd=recorded, capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr
+        assert "hot.c: the PGO profile is out of date (of " in built.stderr
+        assert "profile data may be out of date" not in built.stderr    # summarized
+        subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
+        strict = subprocess.run([AUTOPASS, "apply", "--policy", "error", "--", "make",
+                                 "CFLAGS=-O2"], cwd=recorded, capture_output=True, text=True)
+        assert strict.returncode != 0 and "autopass: error: hot.c: the PGO profile" in strict.stderr
+    finally:
+        hot.write_text(original)
 
 
 def test_a_training_command_turns_pgo_on_and_is_what_trains(recorded, tmp_path) -> None:
