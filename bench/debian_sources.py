@@ -69,7 +69,22 @@ ZSTD = Program(
     clean=("make", "-C", "programs", "clean"),
     binaries=("programs/zstd",),
 )
-PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG, ZSTD)}
+# autotools, then its own Makefile generates the amalgamation (sqlite3.c, shell.c) with
+# tclsh.  Its `sqlite3` rule compiles both sources in one compile-and-link command, which
+# autopass records but cannot tune per source, so the two compiles and the link are
+# spelled out (same sources, the amalgamation's usual options).
+_SQLITE_OPTS = "-O3 -DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_LOAD_EXTENSION"
+_SQLITE_STEPS = (f"make sqlite3.c shell.c >/dev/null && $CC {_SQLITE_OPTS} -c sqlite3.c && "
+                 f"$CC {_SQLITE_OPTS} -c shell.c && $CC -o sqlite3 shell.o sqlite3.o -lm")
+SQLITE = Program(
+    package="sqlite3", build_dir=".",
+    build=("sh", "-c", "./configure -q --disable-tcl --disable-readline && " + _SQLITE_STEPS),
+    plain_build=("sh", "-c", "CC=clang-19; export CC; ./configure -q --disable-tcl "
+                 "--disable-readline && " + _SQLITE_STEPS),
+    clean=("sh", "-c", "make distclean >/dev/null; rm -f sqlite3 *.o"),
+    binaries=("sqlite3",),
+)
+PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG, ZSTD, SQLITE)}
 
 
 class FetchError(Exception):

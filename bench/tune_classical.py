@@ -74,6 +74,9 @@ CASES = {
     "libzstd": Case(debian_sources.ZSTD, debian_sources.ZSTD.build, "zstd",
                     lambda work: ["{exe}", "-q", "-c", "-7",
                                   str(text_input(work / "zs.txt", 12))]),
+    "sqlite3": Case(debian_sources.SQLITE, debian_sources.SQLITE.build, "sqlite3",
+                    lambda work: ["{exe}", ":memory:",
+                                  ".read " + str(HERE / "workloads" / "sqlite_mix.sql")]),
 }
 
 
