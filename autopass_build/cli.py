@@ -542,6 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_tune.add_parser(sub, store_option, config_option)
     cli_tune.add_report_parser(sub, store_option)
     cli_tune.add_pgo_parser(sub, store_option, config_option)
+    cli_tune.add_screen_parser(sub)
     cli_apply.add_parsers(sub, config_option)
 
     p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")

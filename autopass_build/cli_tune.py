@@ -50,6 +50,11 @@ def add_parser(sub, store_option, config_option) -> None:
                         "is set")
     p.add_argument("--no-pgo", dest="pgo", action="store_false", help="tune without PGO")
     p.set_defaults(pgo=None)
+    p.add_argument("--screen", action="store_true", default=None,
+                   help="compile each candidate first; measure only those the screening model "
+                        "ranks best (learns across programs: see `autopass screen`)")
+    p.add_argument("--no-screen", dest="screen", action="store_false",
+                   help="measure every candidate (the default unless [tune].screen)")
     p.add_argument("--resume", action="store_true",
                    help="continue the latest run where it stopped (its own settings)")
     p.add_argument("--list-strategies", action="store_true",
@@ -93,6 +98,44 @@ def cmd_pgo(args: argparse.Namespace) -> int:
         raise CliError(str(error))
     progress(None)
     return _print_evaluation(evaluation, config)
+
+
+def add_screen_parser(sub) -> None:
+    p = sub.add_parser("screen", help="what candidate screening has learned, across programs",
+                       description="Screening (autopass tune --screen) keeps every measured "
+                       "evaluation in the user's cache, per compiler and CPU, and learns from "
+                       "them which compiled code is worth running.  show: what it holds; "
+                       "reset: forget it (the next tuning run starts from scratch).")
+    p.add_argument("action", choices=("show", "reset"))
+    p.add_argument("--compiler", default="clang", help="whose knowledge (default: %(default)s)")
+    p.set_defaults(func=cmd_screen)
+
+
+def cmd_screen(args: argparse.Namespace) -> int:
+    import os
+
+    from . import screen, toolchain
+    from .applier import compiler_id
+    from .cli import CliError
+
+    found = toolchain.find_tool(args.compiler)
+    if found is None:
+        raise CliError(f"{args.compiler} not found: " + toolchain.INSTALL_HINT.format(
+            v=toolchain.DEFAULT_LLVM_VERSION))
+    path = screen.knowledge_path(compiler_id(found))
+    if args.action == "reset":
+        removed = [p for p in (path, path + ".bad") if os.path.exists(p)]
+        for p in removed:
+            os.remove(p)
+        print(f"forgot {path}" if removed else f"nothing to forget ({path} does not exist)")
+        return 0
+    knowledge = screen.Knowledge.load(path)
+    if knowledge.note:
+        print(knowledge.note)
+    print(f"{path}: {len(knowledge.samples)} measured evaluations")
+    for program, count in sorted(knowledge.programs().items()):
+        print(f"  program {program}: {count}")
+    return 0
 
 
 def add_report_parser(sub, store_option) -> None:
@@ -173,7 +216,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     request = TuneRequest.from_config(
         config, strategy=args.strategy, budget=args.budget, seed=args.seed,
         options=_options(args.option), max_units=args.max_units, native=args.native,
-        flags_db=args.flags_db, resume=args.resume, pgo=args.pgo)
+        flags_db=args.flags_db, resume=args.resume, pgo=args.pgo, screen=args.screen)
     if request.strategy not in search.STRATEGIES:
         raise CliError(f"no strategy {request.strategy!r}; choose one of "
                        f"{', '.join(search.STRATEGIES)}")
@@ -204,9 +247,12 @@ def _print_result(result, metric: str) -> None:
 
     entries = result.journal.entries
     versus = [e for e in entries if e["phase"] in VERSUS_RECORDED]
-    failed = [e for e in entries if e["ratio"] is None]
+    failed = [e for e in entries if e["ratio"] is None and e["phase"] != "screened"]
     print(f"run {result.journal.run_id}: {result.measured} evaluations of "
           f"{', '.join(result.sources)} ({metric})")
+    screened = sum(1 for e in entries if e["phase"] == "screened")
+    if screened:
+        print(f"  screened out before measuring: {screened} (predicted no gain)")
     if failed:
         counts: dict[str, int] = {}
         for e in failed:

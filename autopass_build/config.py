@@ -71,6 +71,7 @@ class TuneConfig:
     max_units: int = 4              # tune at most this many of the hottest units...
     coverage: float = 90.0          # ...stopping once they hold this % of the profile
     native: bool = False            # allow -march=native (the build then runs on this CPU only)
+    screen: bool = False            # rank candidates by their compiled code, measure the best
     flags_db: str = "autopass.flags.json"
     options: tuple[tuple[str, float], ...] = ()   # the strategy's options, e.g. population
 
@@ -327,6 +328,9 @@ max_units = 4
 coverage = 90.0
 # -march=native makes the tuned build run on this CPU family only: opt in.
 native = false
+# Compile each candidate first and measure only those a model (trained on what was
+# measured here and on earlier programs) ranks best; `autopass screen` shows what it knows.
+screen = false
 flags_db = "autopass.flags.json"
 
 [agent]

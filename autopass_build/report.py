@@ -30,6 +30,7 @@ class RunSummary:
     evaluations: int
     # On PGO runs, against the recorded build: {"pgo-alone": entry, "tuned-on-pgo": entry}
     versus_recorded: dict[str, dict]
+    entries: list[dict]
 
 
 def summarize(journal: Journal) -> RunSummary:
@@ -49,7 +50,7 @@ def summarize(journal: Journal) -> RunSummary:
     outcomes = Counter(e["outcome"] for e in entries if e["phase"] == "search")
     versus = {e["phase"]: e for e in entries if e["phase"] in VERSUS_RECORDED}
     return RunSummary(journal.run_id, journal.header, curve, final,
-                      _winners(entries, final), outcomes, len(curve), versus)
+                      _winners(entries, final), outcomes, len(curve), versus, entries)
 
 
 VERSUS_RECORDED = {"pgo-alone": "PGO alone", "tuned-on-pgo": "tuned on PGO"}
@@ -105,6 +106,10 @@ def text(summary: RunSummary) -> str:
                      f"{w['high']:.4f}] ({w['measured']})")
     if not summary.winners:
         lines.append("no flags written: no candidate held up as clearly faster")
+    screened = summary.header.get("screen") and sum(
+        1 for e in summary.entries if e["phase"] == "screened")
+    if screened:
+        lines.append(f"screened out before measuring: {screened} (predicted no gain)")
     rejected = {o: n for o, n in summary.outcomes.items() if o != "OK"}
     lines.append("rejected: " + (", ".join(f"{n} {o}" for o, n in sorted(rejected.items()))
                                  or "none"))

@@ -24,6 +24,7 @@ TOOLS = {
     "opt": ("AUTOPASS_OPT", "opt"),
     "llvm-profdata": ("AUTOPASS_PROFDATA", "llvm-profdata"),
     "llvm-ar": ("AUTOPASS_AR", "llvm-ar"),
+    "llvm-objdump": ("AUTOPASS_OBJDUMP", "llvm-objdump"),
 }
 
 

@@ -50,6 +50,8 @@ class TuneRequest:
     flags_db: str = flagsdb.DEFAULT_NAME
     resume: bool = False
     pgo: bool = False        # tune on top of the PGO build (`autopass pgo` trains it)
+    screen: bool = False     # rank candidates by their compiled code before measuring
+    knowledge: str = ""      # the screening knowledge file (default: the user's cache)
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
@@ -58,7 +60,8 @@ class TuneRequest:
         tune = config.tune
         request = cls(tune.strategy, tune.budget, tune.seed, dict(tune.options),
                       tune.max_units, tune.coverage, tune.native,
-                      config.resolve(tune.flags_db), pgo=bool(config.run.train))
+                      config.resolve(tune.flags_db), pgo=bool(config.run.train),
+                      screen=tune.screen)
         if given.get("strategy") not in (None, tune.strategy):
             request = replace(request, options={})
         return replace(request, **{k: v for k, v in given.items() if v is not None})
@@ -130,6 +133,7 @@ class Tuner:
             self._attach_agents(strategy, joint)
         known = {e["key"]: e for e in self.journal.entries}
         measured = sum(1 for e in self.journal.entries if e["phase"] == "search")
+        screener = self._screener(joint) if request.screen else None
         while measured < request.budget:
             point = strategy.ask()
             if point is None:
@@ -138,16 +142,59 @@ class Tuner:
                 break
             flags = joint.flags_by_label(point)
             key = "search:" + _config_key(flags)
-            entry = known.get(key)
+            entry = known.get(key) or known.get("screened:" + key.split(":", 1)[1])
             if entry is None:
-                measured += 1
-                self.show(f"[{measured}/{request.budget}] {self._incumbent_text()}"
-                          f"measuring {_flags_text(flags)}")
-                entry = self._measure("search", key, flags)
-                known[key] = entry
+                judgement = screener.judge(point, flags) if screener else None
+                if judgement and not judgement.measure:
+                    self.show(f"  screened out {_flags_text(flags)}: {judgement.why}")
+                    entry = self._screened(key, flags, judgement)
+                else:
+                    measured += 1
+                    self.show(f"[{measured}/{request.budget}] {self._incumbent_text()}"
+                              f"measuring {_flags_text(flags)}"
+                              + (f" ({judgement.why})" if judgement else ""))
+                    entry = self._measure("search", key, flags, judgement=judgement)
+                    if screener:
+                        screener.learn(entry)
+                known[entry["key"]] = entry
             entry = self._confirmed(entry, flags)
             strategy.tell(point, _value(entry), entry)
+        if screener:
+            screener.persist()
         return self._incumbent()
+
+    def _screener(self, joint: JointSpace):
+        from . import screen
+
+        found = load_profile(self.store.dir)
+        functions: dict[str, set[str]] = {}
+        for f in (found.functions if found else []):
+            for unit in f.units:
+                functions.setdefault(unit, set()).add(f.name)
+        knowledge = screen.Knowledge.load(
+            self.request.knowledge or screen.knowledge_path(self.evaluator.units[0].compiler_id))
+        if knowledge.note:
+            self.show(knowledge.note)
+        self.show(f"screening candidates: {len(knowledge.samples)} evaluations known from "
+                  f"{len(knowledge.programs())} earlier program(s)")
+        program = hash_json([os.path.abspath(self.store.dir),
+                             self.evaluator.target.output_rel])[:16]
+        return screen.Screener(self.evaluator, joint.blocks,
+                               found.unit_shares() if found else {}, functions, knowledge,
+                               program, screen.Options(), self.journal.entries,
+                               self.request.seed)
+
+    def _screened(self, key: str, flags: dict, judgement) -> dict:
+        """A candidate not measured: journaled with its prediction, told as no gain."""
+        entry = {"n": len(self.journal.entries) + 1, "phase": "screened",
+                 "key": "screened:" + key.split(":", 1)[1],
+                 "flags": {s: " ".join(f) for s, f in sorted(flags.items())},
+                 "outcome": "SCREENED", "verdict": None, "ratio": None, "low": None,
+                 "high": None, "pairs": 0, "detail": judgement.why,
+                 "predicted": judgement.predicted, "features": judgement.features,
+                 "timing": {"seconds": 0.0, "at": time.time(), "runs": 0}}
+        self._append(entry)
+        return entry
 
     def _confirmed(self, entry: dict, flags: dict[str, tuple[str, ...]]) -> dict:
         """A FASTER candidate that would become the incumbent is measured again, with
@@ -230,7 +277,7 @@ class Tuner:
         key = f"{phase}:" + _config_key(flags)
         entry = self._find(key)
         if entry is None:
-            self.show(f"{what}: {_flags_text(flags)}")
+            self.show(f"{what}: {_flags_text(flags)}" if flags else what)
             entry = self._measure(phase, key, flags, tight, **against)
         return entry
 
@@ -239,7 +286,7 @@ class Tuner:
 
     def _measure(self, phase: str, key: str, flags: dict[str, tuple[str, ...]],
                  tight: bool = False, evaluator: Evaluator | None = None,
-                 under: dict[str, tuple[str, ...]] | None = None) -> dict:
+                 under: dict[str, tuple[str, ...]] | None = None, judgement=None) -> dict:
         """`evaluator`: another baseline (default: the run's); `under`: per-unit flags
         that come before the candidate's (a PGO profile measured against no profile)."""
         by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}
@@ -262,13 +309,18 @@ class Tuner:
                             "space or fix permissions, then `autopass tune --resume`") from None
         entry = _entry(len(self.journal.entries) + 1, phase, key, flags, evaluation,
                        time.monotonic() - started)
+        if judgement is not None:
+            entry.update(predicted=judgement.predicted, features=judgement.features)
+        self._append(entry)
+        return entry
+
+    def _append(self, entry: dict) -> None:
         try:
             self.journal.append(entry)
         except OSError as error:
             raise TuneError(f"cannot write the journal {self.journal.path} "
                             f"({error.strerror or error}); nothing finished is lost: free "
                             "space or fix permissions, then `autopass tune --resume`") from None
-        return entry
 
     def _incumbent(self) -> dict | None:
         """The best clearly-faster candidate: confirmed by a second measurement, unless
@@ -343,13 +395,13 @@ class Tuner:
                 "options": r.options, "native": r.native, "sources": sources,
                 "target": evaluator.target.output_rel, "metric": self.config.measure.metric,
                 "space": _fingerprint(space), "notes": space.notes,
-                "pgo": self.profile.hash if r.pgo else None}
+                "pgo": self.profile.hash if r.pgo else None, "screen": r.screen}
 
     def _adopt(self, header: dict) -> None:
         """--resume: the run's own settings win (the budget may be raised)."""
         self.request = replace(self.request, strategy=header["strategy"], seed=header["seed"],
                                options=header["options"], native=header["native"],
-                               pgo=bool(header.get("pgo")),
+                               pgo=bool(header.get("pgo")), screen=bool(header.get("screen")),
                                budget=max(self.request.budget, header["budget"]))
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))
@@ -392,6 +444,8 @@ def _value(entry: dict) -> float | None:
     """What a strategy is told: the ratio when the A/B was decisive; 1.0 (the baseline's
     value) when the interval could not tell the candidate from the baseline, so that no
     strategy chases noise; None when the candidate failed."""
+    if entry["phase"] == "screened":
+        return max(1.0, entry["predicted"] or 1.0)   # never credited with a gain
     if entry["ratio"] is None:
         return None
     return entry["ratio"] if entry["verdict"] in (FASTER, SLOWER) else 1.0

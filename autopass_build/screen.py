@@ -1,0 +1,323 @@
+"""Screening: rank a candidate by the code it compiles to, before paying to run it.
+
+    candidate flags ──replay the hot units' objects (cached: measuring reuses them)──▶
+    code shape of the hot functions (llvm-objdump) relative to the baseline's, and the
+    knob values ──gradient boosting over every measured evaluation (this run and
+    earlier programs')──▶ predicted log(candidate/baseline) ──▶ measure or screen out
+
+A compile costs seconds; a measurement costs many benchmark runs.  A candidate whose
+prediction falls outside the best `keep` fraction of this run's predictions is
+screened out: journaled with its prediction, told to the strategy as no gain, and not
+counted against the budget.  At most `max_skips` in a row are screened out, and
+nothing is screened until the model has `min_samples` measured evaluations to learn
+from, so a poor model costs a few compiles, never the search.
+
+Features are relative (candidate over baseline, weighted by each unit's profile share)
+and the knobs are named, so what one program taught applies to the next: measured
+evaluations persist in the user's cache (`knowledge.json`, one file per compiler and
+CPU, versioned).  A file that cannot be read or has another version is set aside and
+started afresh, never trusted and never a crash.  The model is refitted from that data
+on use (well under a second at these sizes), so no pickled model is ever loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+
+from . import proc, toolchain
+from .spool import hash_json, user_cache_dir, write_atomic
+
+KNOWLEDGE_VERSION = 1
+CODE_FEATURES = ("size", "instructions", "branches", "calls", "vector", "memory")
+MAX_SAMPLES = 5000         # the knowledge file keeps the newest this many
+_INSTRUCTION = re.compile(r"^\s+[0-9a-f]+:\s+([a-z][a-z0-9.]*)\s*(.*)$")
+_FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$")
+
+
+class ScreenError(Exception):
+    pass
+
+
+@dataclass
+class Options:
+    keep: float = 0.5          # measure candidates in this best fraction of predictions
+    min_samples: int = 8       # measured evaluations before anything is screened out
+    max_skips: int = 3         # consecutive screened-out candidates at most
+
+
+# -- code shape ---------------------------------------------------------------------------
+
+def code_shape(object_path: str, functions: set[str]) -> dict[str, float]:
+    """Instruction mix of `functions` in an object (all of .text when none is found):
+    bytes, instructions, branches, calls, vector instructions, memory operands."""
+    objdump = toolchain.find_tool("llvm-objdump")
+    if objdump is None:
+        raise ScreenError("llvm-objdump not found: " + toolchain.INSTALL_HINT.format(
+            v=toolchain.DEFAULT_LLVM_VERSION))
+    done = proc.run_captured([objdump, "-d", "--no-show-raw-insn", object_path],
+                             os.path.dirname(object_path), proc.clean_env(dict(os.environ)), 120)
+    if done.status != 0:
+        raise ScreenError(f"llvm-objdump failed on {object_path}")
+    per_function: dict[str, dict[str, float]] = {}
+    current = None
+    for line in done.stdout.decode("utf-8", "replace").splitlines():
+        header = _FUNCTION.match(line)
+        if header:
+            current = per_function.setdefault(header.group(1), dict.fromkeys(CODE_FEATURES, 0.0))
+            continue
+        found = _INSTRUCTION.match(line)
+        if found and current is not None:
+            _count(current, found.group(1), found.group(2))
+    chosen = [c for name, c in per_function.items() if name in functions] or list(
+        per_function.values())
+    return {k: sum(c[k] for c in chosen) for k in CODE_FEATURES}
+
+
+def _count(shape: dict[str, float], mnemonic: str, operands: str) -> None:
+    shape["instructions"] += 1
+    shape["size"] += 1 + len(operands) / 8      # a length proxy without raw bytes
+    if mnemonic.startswith("j"):
+        shape["branches"] += 1
+    elif mnemonic.startswith("call"):
+        shape["calls"] += 1
+    if "mm" in operands and (mnemonic.startswith("v") or mnemonic.startswith("p")
+                             or mnemonic.endswith("ps") or mnemonic.endswith("pd")):
+        shape["vector"] += 1
+    if "(" in operands or "[" in operands:
+        shape["memory"] += 1
+
+
+def relative(candidate: dict[str, float], baseline: dict[str, float]) -> dict[str, float]:
+    """log(candidate / baseline) per feature, +1 smoothed (a count may be zero)."""
+    return {k: math.log((candidate[k] + 1) / (baseline[k] + 1)) for k in CODE_FEATURES}
+
+
+def knob_features(blocks: list[tuple[str, list[str], list[int], tuple[int, ...]]],
+                  shares: dict[str, float]) -> dict[str, float]:
+    """Share-weighted, normalized knob values: blocks of (source, knob names, value
+    counts, point)."""
+    total = sum(shares.get(source, 0.0) for source, *_ in blocks) or 1.0
+    result: dict[str, float] = {}
+    for source, names, counts, point in blocks:
+        weight = shares.get(source, 0.0) / total
+        for name, count, index in zip(names, counts, point):
+            key = "knob:" + name
+            result[key] = result.get(key, 0.0) + weight * index / max(1, count - 1)
+    return result
+
+
+# -- the shared knowledge -----------------------------------------------------------------
+
+def knowledge_path(compiler_id: str) -> str:
+    """One file per compiler and CPU: what -O3 does differs between them."""
+    cpu = _cpu_model()
+    key = hash_json([KNOWLEDGE_VERSION, compiler_id, cpu])[:16]
+    return user_cache_dir("screen", f"knowledge-{key}.json")
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+@dataclass
+class Knowledge:
+    """Measured evaluations as (features, log ratio, program); `note` says why an
+    unusable file was set aside."""
+    path: str
+    samples: list[dict] = field(default_factory=list)
+    note: str = ""
+
+    @classmethod
+    def load(cls, path: str) -> "Knowledge":
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            return cls(path)
+        except (OSError, ValueError) as error:
+            return cls._set_aside(path, f"unreadable ({error})")
+        if not isinstance(data, dict) or data.get("version") != KNOWLEDGE_VERSION:
+            found = data.get("version") if isinstance(data, dict) else None
+            return cls._set_aside(path, f"version {found!r}, this autopass uses "
+                                        f"{KNOWLEDGE_VERSION}")
+        samples = [s for s in data.get("samples", []) if _valid_sample(s)]
+        return cls(path, samples)
+
+    @classmethod
+    def _set_aside(cls, path: str, why: str) -> "Knowledge":
+        try:
+            os.replace(path, path + ".bad")
+        except OSError:
+            pass
+        return cls(path, note=f"screening knowledge {path} {why}: set aside as .bad, "
+                              "starting afresh")
+
+    def add(self, samples: list[dict]) -> None:
+        known = {(s["program"], s["key"]) for s in self.samples}
+        for sample in samples:
+            if (sample["program"], sample["key"]) not in known:
+                known.add((sample["program"], sample["key"]))
+                self.samples.append(sample)
+        self.samples = self.samples[-MAX_SAMPLES:]
+
+    def save(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        data = {"version": KNOWLEDGE_VERSION, "samples": self.samples}
+        write_atomic(self.path, json.dumps(data).encode(), durable=False)
+
+    def programs(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.samples:
+            counts[s["program"]] = counts.get(s["program"], 0) + 1
+        return counts
+
+
+def _valid_sample(sample: object) -> bool:
+    return (isinstance(sample, dict) and isinstance(sample.get("features"), dict)
+            and isinstance(sample.get("target"), (int, float))
+            and math.isfinite(sample["target"])
+            and all(isinstance(v, (int, float)) for v in sample["features"].values())
+            and isinstance(sample.get("program"), str) and isinstance(sample.get("key"), str))
+
+
+# -- the model ----------------------------------------------------------------------------
+
+class Model:
+    """Gradient boosting (scikit-learn) from features to log(candidate/baseline)."""
+
+    def __init__(self, samples: list[dict], seed: int = 0):
+        from sklearn.ensemble import GradientBoostingRegressor
+
+        self.names = sorted({k for s in samples for k in s["features"]})
+        self.fitted = len(samples) >= 2
+        self.regressor = GradientBoostingRegressor(
+            n_estimators=150, max_depth=3, learning_rate=0.05, subsample=0.8,
+            random_state=seed)
+        if self.fitted:
+            self.regressor.fit([self._row(s["features"]) for s in samples],
+                               [s["target"] for s in samples])
+
+    def _row(self, features: dict[str, float]) -> list[float]:
+        return [float(features.get(name, 0.0)) for name in self.names]
+
+    def predict(self, features: list[dict[str, float]]) -> list[float]:
+        if not self.fitted:
+            return [0.0] * len(features)
+        return [float(v) for v in self.regressor.predict([self._row(f) for f in features])]
+
+
+# -- in the tuning loop -------------------------------------------------------------------
+
+@dataclass
+class Judgement:
+    features: dict[str, float]
+    predicted: float | None       # candidate/baseline ratio; None: not enough to go on
+    measure: bool
+    why: str
+
+
+class Screener:
+    """Judges candidates for one tuning run.  `blocks` is the joint space's
+    [(source, space)], `shares` each source's profile share, `functions` its hot
+    functions; `entries` the run's journal so far (a resumed run relearns from it)."""
+
+    def __init__(self, evaluator, blocks: list, shares: dict[str, float],
+                 functions: dict[str, set[str]], knowledge: Knowledge, program: str,
+                 options: Options, entries: list[dict], seed: int = 0):
+        self.evaluator = evaluator
+        self.blocks = blocks
+        self.shares = shares
+        self.functions = functions
+        self.knowledge = knowledge
+        self.program = program
+        self.options = options
+        self.seed = seed
+        self.units = {source: next(u for u in evaluator.units if u.source_rel == source)
+                      for source, _ in blocks}
+        self._baseline: dict[str, dict[str, float]] = {}
+        self.samples = [sample for e in entries if (sample := self._sample(e))]
+        self.predictions = [e["predicted"] for e in entries if e.get("predicted") is not None]
+        self.skips = 0
+        self._model: Model | None = None
+        self._model_size = -1
+
+    def _shape(self, source: str, flags: tuple[str, ...]) -> dict[str, float]:
+        unit = self.units[source]
+        base = self.evaluator.base_flags.get(unit.id, ())
+        path = self.evaluator.replayer.object_for(unit, base + tuple(flags))
+        return code_shape(path, self.functions.get(source, set()))
+
+    def features(self, point: tuple[int, ...], flags: dict[str, tuple[str, ...]]
+                 ) -> dict[str, float]:
+        total = sum(self.shares.get(s, 0.0) for s, _ in self.blocks) or 1.0
+        result = dict.fromkeys(("code:" + k for k in CODE_FEATURES), 0.0)
+        for source, _ in self.blocks:
+            if source not in flags:
+                continue
+            if source not in self._baseline:
+                self._baseline[source] = self._shape(source, ())
+            change = relative(self._shape(source, flags[source]), self._baseline[source])
+            for k, v in change.items():
+                result["code:" + k] += self.shares.get(source, 0.0) / total * v
+        offsets, blocks = 0, []
+        for source, space in self.blocks:
+            n = len(space.knobs)
+            blocks.append((source, [k.name for k in space.knobs],
+                           [len(k.values) for k in space.knobs], point[offsets:offsets + n]))
+            offsets += n
+        result.update(knob_features(blocks, self.shares))
+        return result
+
+    def judge(self, point: tuple[int, ...], flags: dict[str, tuple[str, ...]]) -> Judgement:
+        try:
+            features = self.features(point, flags)
+        except Exception as error:   # screening is an optimization: never the search's end
+            return Judgement({}, None, True, f"not screened ({error})")
+        training = self.knowledge.samples + self.samples
+        if len(self.samples) + len(self.knowledge.samples) < self.options.min_samples:
+            return Judgement(features, None, True, f"learning ({len(training)} samples)")
+        predicted = math.exp(self._fitted(training).predict([features])[0])
+        better = sum(1 for p in self.predictions if p < predicted)
+        self.predictions.append(predicted)
+        rank = better / len(self.predictions)
+        if rank < self.options.keep or self.skips >= self.options.max_skips:
+            self.skips = 0
+            return Judgement(features, predicted, True,
+                             f"predicted {predicted:.4f}x, rank {rank:.0%}")
+        self.skips += 1
+        return Judgement(features, predicted, False, f"predicted {predicted:.4f}x, rank "
+                         f"{rank:.0%} of this run's predictions (keeps the best "
+                         f"{self.options.keep:.0%})")
+
+    def _fitted(self, training: list[dict]) -> Model:
+        if self._model is None or self._model_size != len(training):
+            self._model, self._model_size = Model(training, self.seed), len(training)
+        return self._model
+
+    def learn(self, entry: dict) -> None:
+        sample = self._sample(entry)
+        if sample:
+            self.samples.append(sample)
+
+    def _sample(self, entry: dict) -> dict | None:
+        if entry.get("phase") != "search" or not entry.get("features") or not entry.get("ratio"):
+            return None
+        return {"features": entry["features"], "target": math.log(entry["ratio"]),
+                "program": self.program, "key": entry["key"]}
+
+    def persist(self) -> None:
+        """This run's measured evaluations join the shared knowledge."""
+        self.knowledge.add(self.samples)
+        self.knowledge.save()
