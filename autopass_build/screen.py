@@ -46,7 +46,7 @@ class ScreenError(Exception):
 @dataclass
 class Options:
     keep: float = 0.5          # measure candidates in this best fraction of predictions
-    min_samples: int = 8       # measured evaluations before anything is screened out
+    min_samples: int = 6       # measured evaluations before anything is screened out
     max_skips: int = 3         # consecutive screened-out candidates at most
 
 

@@ -80,7 +80,9 @@ CASES = {
 }
 
 
-def prepare(name: str, work: Path, metric: str) -> tuple[Store, cfg.Config]:
+def prepare(name: str, work: Path, metric: str,
+            command: Callable[[Path], list[str]] | None = None) -> tuple[Store, cfg.Config]:
+    """Record `name` at -O3 in `work` and profile it; `command` replaces its benchmark."""
     case = CASES[name]
     tree = debian_sources.fresh_copy(case.program.package, work / name)
     store_dir = tree / ".autopass"
@@ -92,7 +94,7 @@ def prepare(name: str, work: Path, metric: str) -> tuple[Store, cfg.Config]:
     [target] = [t for t in resolve(store, str(tree)) if t.kind == "executable"
                 and Path(t.output).name == case.binary]
     config = cfg.parse(
-        f"[run]\ncommand = {json.dumps(case.command(work))}\ntarget = {json.dumps(target.output_rel)}\n"
+        f"[run]\ncommand = {json.dumps((command or case.command)(work))}\ntarget = {json.dumps(target.output_rel)}\n"
         f"timeout = 60\n[measure]\nmetric = \"{metric}\"\nmin_pairs = 5\nmax_pairs = 20\n",
         project_dir=str(tree))
     log(f"{name}: profiling")
