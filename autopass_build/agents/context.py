@@ -40,6 +40,10 @@ class Trial:
     detail: str = ""
 
     def regressed(self) -> bool:
+        """Slower, or failed (wrong output, rejected flags).  A candidate screened out
+        before measuring (tune --screen) was predicted no better: not a lesson."""
+        if self.outcome == "SCREENED":
+            return False
         return self.ratio is None or self.verdict == "slower"
 
 
