@@ -132,7 +132,9 @@ def _cell(row: dict) -> str:
         return row["verdict"]
     if row["verdict"] in ("reference", "no flags"):
         return f"{row['speedup']:.3f}x ({row['verdict']})"
-    return f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}] {row['verdict']}"
+    # tuned on PGO with nothing written: the PGO build again, a second measurement of it
+    same = " (no flags: the PGO build)" if row.get("winners") == {} else ""
+    return f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}] {row['verdict']}{same}"
 
 
 def geomeans(rows: list[dict]) -> dict[tuple[str, str], float]:
@@ -161,7 +163,32 @@ def markdown(results: dict) -> str:
         lines.append(f"| {label} | " + " | ".join(_cell(mine[p]) if p in mine else "-"
                                                   for p in programs)
                      + f" | {mean:.3f}x | {evals or '-'} | {minutes or '-'} |")
+    lines += [""] + [f"- {line}" for line in findings(results)]
     return "\n".join(lines) + "\n"
+
+
+def findings(results: dict) -> list[str]:
+    """What the table says, computed from it: the best variant, what tuning achieved,
+    and where we lose."""
+    rows, means = results["rows"], geomeans(results["rows"])
+    mine = {k: v for k, v in means.items() if k[1] == "-O3" and k[0] != "-O3"}
+    best = max(mine, key=mine.get)
+    lines = [f"Best variant on the geomean: {best[0]} ({mine[best]:.3f}x over -O3)."]
+    for (variant, vs), mean in mine.items():
+        tuned = [r for r in rows if r["variant"] == variant and r["vs"] == vs and "winners" in r]
+        if not tuned:
+            continue
+        wrote = sum(1 for r in tuned if r["winners"])
+        lines.append(f"{variant}: flags written for {wrote} of {len(tuned)} programs within "
+                     f"{results['meta']['budget']} evaluations; geomean {mean:.3f}x over -O3.")
+    on_pgo = [k for k in means if k[1] == "PGO"]
+    for key in on_pgo:
+        lines.append(f"{key[0]} against PGO alone: {means[key]:.3f}x on the geomean.")
+    slower = [f"{r['variant']} on {r['program']} ({r['speedup']:.3f}x)" for r in rows
+              if r["verdict"] == "slower"]
+    if slower:
+        lines.append("Clearly slower than -O3: " + ", ".join(slower) + ".")
+    return lines
 
 
 def text_table(results: dict) -> str:
@@ -176,7 +203,7 @@ def text_table(results: dict) -> str:
     out.append("\ngeomean:")
     for (variant, vs), mean in geomeans(results["rows"]).items():
         out.append(f"  {variant + ('' if vs == '-O3' else f' (against {vs})'):<28} {mean:.4f}x")
-    return "\n".join(out)
+    return "\n".join(out + [""] + findings(results))
 
 
 def _bars_png(results: dict) -> bytes:
