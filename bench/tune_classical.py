@@ -35,6 +35,7 @@ import debian_sources  # noqa: E402
 from autopass_build import config as cfg  # noqa: E402
 from autopass_build.build_env import record_environment  # noqa: E402
 from autopass_build.evaluate import Evaluator  # noqa: E402
+from autopass_build.measure import DETERMINISTIC_METRICS  # noqa: E402
 from autopass_build.profile import profile  # noqa: E402
 from autopass_build.report import summarize  # noqa: E402
 from autopass_build.store import Store  # noqa: E402
@@ -86,6 +87,7 @@ def prepare(name: str, work: Path, metric: str,
     case = CASES[name]
     tree = debian_sources.fresh_copy(case.program.package, work / name)
     store_dir = tree / ".autopass"
+    pairs = 2 if metric in DETERMINISTIC_METRICS else 5   # there, 2 equal pairs decide
     log(f"{name}: recording {' '.join(case.build)}")
     subprocess.run(list(case.build), cwd=tree / case.program.build_dir, check=True,
                    capture_output=True, env=record_environment(str(store_dir), str(tree)))
@@ -95,7 +97,7 @@ def prepare(name: str, work: Path, metric: str,
                 and Path(t.output).name == case.binary]
     config = cfg.parse(
         f"[run]\ncommand = {json.dumps((command or case.command)(work))}\ntarget = {json.dumps(target.output_rel)}\n"
-        f"timeout = 60\n[measure]\nmetric = \"{metric}\"\nmin_pairs = 5\nmax_pairs = 20\n",
+        f"timeout = 60\n[measure]\nmetric = \"{metric}\"\nmin_pairs = {pairs}\nmax_pairs = 20\n",
         project_dir=str(tree))
     log(f"{name}: profiling")
     found = profile(Evaluator(store, config))
