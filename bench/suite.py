@@ -132,8 +132,11 @@ def _cell(row: dict) -> str:
         return row["verdict"]
     if row["verdict"] in ("reference", "no flags"):
         return f"{row['speedup']:.3f}x ({row['verdict']})"
-    # tuned on PGO with nothing written: the PGO build again, a second measurement of it
-    same = " (no flags: the PGO build)" if row.get("winners") == {} else ""
+    # tuned on PGO with nothing written: the PGO build again, a second measurement of it;
+    # against PGO alone that is an A/A check of the measurement itself
+    same = ""
+    if row.get("winners") == {}:
+        same = " (no flags: the PGO build)" if row["vs"] == "-O3" else " (no flags: A/A)"
     return f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}] {row['verdict']}{same}"
 
 
@@ -183,7 +186,14 @@ def findings(results: dict) -> list[str]:
                      f"{results['meta']['budget']} evaluations; geomean {mean:.3f}x over -O3.")
     on_pgo = [k for k in means if k[1] == "PGO"]
     for key in on_pgo:
-        lines.append(f"{key[0]} against PGO alone: {means[key]:.3f}x on the geomean.")
+        tuned = sum(1 for r in rows if (r["variant"], r["vs"]) == key and r.get("winners"))
+        lines.append(f"{key[0]} against PGO alone: {means[key]:.3f}x on the geomean"
+                     + ("." if tuned else " (nothing was tuned: each is an A/A check)."))
+    false = [f"{r['program']} ({r['speedup']:.3f}x {r['verdict']})" for r in rows
+             if r["vs"] != "-O3" and r.get("winners") == {} and r["verdict"] != "unclear"]
+    if false:
+        lines.append("A/A checks (identical builds) that the A/B did not call unclear, i.e. "
+                     "this run's false verdicts: " + ", ".join(false) + ".")
     slower = [f"{r['variant']} on {r['program']} ({r['speedup']:.3f}x)" for r in rows
               if r["verdict"] == "slower"]
     if slower:
@@ -258,7 +268,16 @@ def write_readme(readme: Path, results: dict) -> None:
     readme.write_text(f"{head}{README_BEGIN}\n{markdown(results)}{README_END}{tail}")
 
 
+def _backfill(rows: list[dict]) -> None:
+    """A row against another baseline carries the winners of its variant's -O3 row."""
+    winners = {(r["program"], r["variant"]): r["winners"] for r in rows if "winners" in r}
+    for r in rows:
+        if r["vs"] != "-O3" and "winners" not in r and (r["program"], r["variant"]) in winners:
+            r["winners"] = winners[(r["program"], r["variant"])]
+
+
 def emit(results: dict, out: Path, journals: list, readme: Path | None) -> None:
+    _backfill(results["rows"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "suite.json").write_text(json.dumps(results, indent=1))
     (out / "suite.md").write_text(markdown(results))
