@@ -84,8 +84,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--metric", default="instructions", choices=tc.cfg.METRICS)
     parser.add_argument("--out")
+    parser.add_argument("--render", metavar="ROWS_JSON",
+                        help="only print the table again from an earlier --out file")
     args = parser.parse_args()
     names = args.programs.split(",")
+    if args.render:
+        report(json.loads(Path(args.render).read_text()), names, args, 0)
+        return 0
     rows, prepared, started = [], {}, time.monotonic()
     with tempfile.TemporaryDirectory(prefix="autopass-screen-") as scratch:
         folder = Path(scratch)
@@ -127,7 +132,10 @@ def report(rows: list[dict], names: list[str], args, seconds: float) -> None:
         target = by[(name, "plain")]["tuning_best"]
         plain_steps = reached(by[(name, "plain")]["trace"], target)
         for run in ("plain", "scratch", "transfer"):
-            r = by[(name, run)]
+            r = by.get((name, run))
+            if r is None:
+                print(f"{name:<9} {run:<9} (not run)")
+                continue
             steps = reached(r["trace"], target)
             if run != "plain" and plain_steps:
                 # not reached within the budget counts as the whole budget
