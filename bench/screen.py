@@ -66,16 +66,6 @@ def one_run(store, config, name: str, label: str, args, work: Path, knowledge: P
     return row
 
 
-def reached(trace: list, target: float | None) -> int | None:
-    """Measured evaluations until the best clear ratio got within 95 % of `target`'s gain."""
-    if target is None:
-        return None
-    for count, ratio in enumerate(trace, 1):
-        if ratio is not None and 1 - ratio >= 0.95 * (1 - target):
-            return count
-    return None
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", default="bzip2,lua5.4")
@@ -130,13 +120,13 @@ def report(rows: list[dict], names: list[str], args, seconds: float) -> None:
     ratios: dict[str, list[float]] = {"scratch": [], "transfer": []}
     for name in names:
         target = by[(name, "plain")]["tuning_best"]
-        plain_steps = reached(by[(name, "plain")]["trace"], target)
+        plain_steps = tc.reached(by[(name, "plain")]["trace"], target)
         for run in ("plain", "scratch", "transfer"):
             r = by.get((name, run))
             if r is None:
                 print(f"{name:<9} {run:<9} (not run)")
                 continue
-            steps = reached(r["trace"], target)
+            steps = tc.reached(r["trace"], target)
             if run != "plain" and plain_steps:
                 # not reached within the budget counts as the whole budget
                 ratios[run].append((steps or args.budget) / plain_steps)

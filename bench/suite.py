@@ -93,9 +93,10 @@ def run_program(name: str, work: Path, strategies: list[str], budget: int, seed:
                 metric: str) -> list[dict]:
     started = time.monotonic()
     store, config = tc.prepare(name, work, metric)
-    units = Evaluator(store, config).units
+    evaluator = Evaluator(store, config)
+    units = evaluator.units
     tc.log(f"{name}: training PGO")
-    use = pgo.flags_for(Evaluator(store, config), pgo.train(Evaluator(store, config)))
+    use = pgo.flags_for(evaluator, pgo.train(evaluator))
     variants: dict[str, tuple[dict, dict]] = {
         "-O2": ({u.id: ("-O2",) for u in units}, {}),
         "-O3 -march=native": ({u.id: ("-march=native",) for u in units}, {}),

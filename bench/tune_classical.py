@@ -114,11 +114,15 @@ def best_trace(journal) -> list[float | None]:
 
 def to_95(trace: list[float | None]) -> int | None:
     """Evaluations until the best clear gain so far reached 95 % of the run's best."""
-    final = min((r for r in trace if r is not None), default=None)
-    if final is None:
+    return reached(trace, min((r for r in trace if r is not None), default=None))
+
+
+def reached(trace: list[float | None], target: float | None) -> int | None:
+    """Evaluations until the best clear ratio got within 95 % of `target`'s gain."""
+    if target is None:
         return None
     for count, ratio in enumerate(trace, 1):
-        if ratio is not None and 1 - ratio >= 0.95 * (1 - final):
+        if ratio is not None and 1 - ratio >= 0.95 * (1 - target):
             return count
     return None
 
