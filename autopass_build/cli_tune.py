@@ -107,7 +107,8 @@ def add_screen_parser(sub) -> None:
                        "them which compiled code is worth running.  show: what it holds; "
                        "reset: forget it (the next tuning run starts from scratch).")
     p.add_argument("action", choices=("show", "reset"))
-    p.add_argument("--compiler", default="clang", help="whose knowledge (default: %(default)s)")
+    p.add_argument("--compiler", default="clang", choices=("clang", "clang++"),
+                   help="whose knowledge: the installed one found as this (default: %(default)s)")
     p.set_defaults(func=cmd_screen)
 
 
