@@ -10,13 +10,17 @@ prediction falls outside the best `keep` fraction of this run's predictions is
 screened out: journaled with its prediction, told to the strategy as no gain, and not
 counted against the budget.  At most `max_skips` in a row are screened out, and
 nothing is screened until the model has `min_samples` measured evaluations to learn
-from, so a poor model costs a few compiles, never the search.
+from, so a poor model costs a few compiles, never the search.  The run also checks the
+model against itself: once `check_after` candidates it predicted were measured, a
+Kendall tau below `min_tau` between predictions and measurements stops all screening
+until the model ranks this program's candidates better.
 
 Features are relative (candidate over baseline, weighted by each unit's profile share)
 and the knobs are named, so what one program taught applies to the next: measured
 evaluations persist in the user's cache (`knowledge.json`, one file per compiler and
-CPU, versioned).  A file that cannot be read or has another version is set aside and
-started afresh, never trusted and never a crash.  The model is refitted from that data
+CPU, versioned).  Another program's evaluations weigh less as this run's accumulate
+(`sample_weights`).  A file that cannot be read or has another version is set aside
+and started afresh, never trusted and never a crash.  The model is refitted from that data
 on use (well under a second at these sizes), so no pickled model is ever loaded.
 """
 
@@ -48,6 +52,9 @@ class Options:
     keep: float = 0.5          # measure candidates in this best fraction of predictions
     min_samples: int = 6       # measured evaluations before anything is screened out
     max_skips: int = 3         # consecutive screened-out candidates at most
+    check_after: int = 4       # measured predictions before the model's ranking is judged
+    min_tau: float = 0.0       # below this Kendall tau on them, nothing is screened out
+    transfer_prior: float = 3.0  # see sample_weights
 
 
 # -- code shape ---------------------------------------------------------------------------
@@ -197,7 +204,8 @@ def _valid_sample(sample: object) -> bool:
 class Model:
     """Gradient boosting (scikit-learn) from features to log(candidate/baseline)."""
 
-    def __init__(self, samples: list[dict], seed: int = 0):
+    def __init__(self, samples: list[dict], seed: int = 0,
+                 weights: list[float] | None = None):
         from sklearn.ensemble import GradientBoostingRegressor
 
         self.names = sorted({k for s in samples for k in s["features"]})
@@ -207,7 +215,7 @@ class Model:
             random_state=seed)
         if self.fitted:
             self.regressor.fit([self._row(s["features"]) for s in samples],
-                               [s["target"] for s in samples])
+                               [s["target"] for s in samples], sample_weight=weights)
 
     def _row(self, features: dict[str, float]) -> list[float]:
         return [float(features.get(name, 0.0)) for name in self.names]
@@ -216,6 +224,30 @@ class Model:
         if not self.fitted:
             return [0.0] * len(features)
         return [float(v) for v in self.regressor.predict([self._row(f) for f in features])]
+
+
+def sample_weights(training: list[dict], program: str, prior: float) -> list[float]:
+    """This program's evaluations weigh 1; another program's weigh prior / (prior + n),
+    n this program's count: all there is before a run measured anything, a third of one
+    after 6 (prior 3).  What transfers gives way as this program's evidence grows."""
+    own = sum(1 for s in training if s["program"] == program)
+    other = prior / (prior + own)
+    return [1.0 if s["program"] == program else other for s in training]
+
+
+def misranking(checked: list[tuple[float, float]], options: Options) -> str:
+    """Why the model's ranking is not to be acted on now ('' when it is), from
+    (predicted, measured) ratios of a run's measured candidates.  Knowledge from other
+    programs can misrank this one; this is how a run notices."""
+    if len(checked) < options.check_after:
+        return ""
+    from scipy.stats import kendalltau   # scikit-learn's own dependency
+
+    tau = kendalltau(*zip(*checked)).statistic
+    if math.isnan(tau) or tau >= options.min_tau:
+        return ""
+    return (f"not screening: the model misranked this run's measured candidates "
+            f"(Kendall tau {tau:.2f} over {len(checked)})")
 
 
 # -- in the tuning loop -------------------------------------------------------------------
@@ -248,6 +280,8 @@ class Screener:
                       for source, _ in blocks}
         self._baseline: dict[str, dict[str, float]] = {}
         self.samples = [sample for e in entries if (sample := self._sample(e))]
+        self.checked = [(e["predicted"], e["ratio"]) for e in entries
+                        if self._sample(e) and e.get("predicted") is not None]
         self.predictions = [e["predicted"] for e in entries if e.get("predicted") is not None]
         self.skips = 0
         self._model: Model | None = None
@@ -286,30 +320,36 @@ class Screener:
         except Exception as error:   # screening is an optimization: never the search's end
             return Judgement({}, None, True, f"not screened ({error})")
         training = self.knowledge.samples + self.samples
-        if len(self.samples) + len(self.knowledge.samples) < self.options.min_samples:
+        if len(training) < self.options.min_samples:
             return Judgement(features, None, True, f"learning ({len(training)} samples)")
         predicted = math.exp(self._fitted(training).predict([features])[0])
         better = sum(1 for p in self.predictions if p < predicted)
         self.predictions.append(predicted)
         rank = better / len(self.predictions)
+        said = f"predicted {predicted:.4f}x, rank {rank:.0%}"
+        distrust = misranking(self.checked, self.options)
+        if distrust:
+            return Judgement(features, predicted, True, f"{said}; {distrust}")
         if rank < self.options.keep or self.skips >= self.options.max_skips:
             self.skips = 0
-            return Judgement(features, predicted, True,
-                             f"predicted {predicted:.4f}x, rank {rank:.0%}")
+            return Judgement(features, predicted, True, said)
         self.skips += 1
-        return Judgement(features, predicted, False, f"predicted {predicted:.4f}x, rank "
-                         f"{rank:.0%} of this run's predictions (keeps the best "
-                         f"{self.options.keep:.0%})")
+        return Judgement(features, predicted, False, f"{said} of this run's predictions "
+                         f"(keeps the best {self.options.keep:.0%})")
 
     def _fitted(self, training: list[dict]) -> Model:
         if self._model is None or self._model_size != len(training):
-            self._model, self._model_size = Model(training, self.seed), len(training)
+            weights = sample_weights(training, self.program, self.options.transfer_prior)
+            self._model = Model(training, self.seed, weights)
+            self._model_size = len(training)
         return self._model
 
     def learn(self, entry: dict) -> None:
         sample = self._sample(entry)
         if sample:
             self.samples.append(sample)
+            if entry.get("predicted") is not None:
+                self.checked.append((entry["predicted"], entry["ratio"]))
 
     def _sample(self, entry: dict) -> dict | None:
         if entry.get("phase") != "search" or not entry.get("features") or not entry.get("ratio"):
