@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,6 +20,20 @@ BIN = Path(sys.executable).parent
 AUTOPASS = str(BIN / "autopass")
 AUTOPASS_CC = str(BIN / "autopass-cc")
 AUTOPASS_CXX = str(BIN / "autopass-c++")
+
+
+TUNE_MINI = Path(__file__).parent / "data" / "tune-mini"
+
+
+def recorded_tune_mini(root: Path, config: str, profile: bool = True) -> Path:
+    """A copy of tests/data/tune-mini at `root`, recorded with `autopass record -- make`,
+    with `config` as its autopass.toml and, when `profile`, `autopass profile` run."""
+    shutil.copytree(TUNE_MINI, root)
+    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text(config)
+    if profile:
+        subprocess.run([AUTOPASS, "profile"], cwd=root, check=True, capture_output=True)
+    return root
 
 
 def _tool(name: str) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,10 +21,9 @@ from autopass_build.journal import Journal
 from autopass_build.space import default_space
 from autopass_build.store import Store
 
-from conftest import AUTOPASS
+from conftest import AUTOPASS, recorded_tune_mini
 from openai_server import ScriptedServer
 
-MINI = Path(__file__).parent / "data" / "tune-mini"
 KEY = "sk-test-SECRET-4242"
 CONFIG = """
 [run]
@@ -47,10 +45,7 @@ timeout = 20
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("agents") / "mini"
-    shutil.copytree(MINI, root)
-    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
-    (root / "autopass.toml").write_text(CONFIG)
+    root = recorded_tune_mini(tmp_path_factory.mktemp("agents") / "mini", CONFIG, profile=False)
     # A fixed profile (what callgrind reports for this program), so that which units are
     # tuned does not depend on a few perf samples of a 5 ms run.
     (root / ".autopass" / "profile.json").write_text(json.dumps({

@@ -8,7 +8,6 @@ import json
 import math
 import os
 import random
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,9 +21,8 @@ from autopass_build.journal import Journal
 from autopass_build.space import JointSpace, default_space
 from autopass_build.store import Store
 
-from conftest import AUTOPASS
+from conftest import AUTOPASS, recorded_tune_mini
 
-MINI = Path(__file__).parent / "data" / "tune-mini"
 CONFIG = """
 [run]
 command = ["{exe}", "20"]
@@ -45,12 +43,7 @@ SAMPLES, TRAINING = 60, 36
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("screen") / "mini"
-    shutil.copytree(MINI, root)
-    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
-    (root / "autopass.toml").write_text(CONFIG)
-    subprocess.run([AUTOPASS, "profile"], cwd=root, check=True, capture_output=True)
-    return root
+    return recorded_tune_mini(tmp_path_factory.mktemp("screen") / "mini", CONFIG)
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,8 @@ from autopass_build import flags as flagset
 from autopass_build import flagsdb
 from autopass_build.journal import Journal, JournalError
 
-from conftest import AUTOPASS
+from conftest import AUTOPASS, TUNE_MINI, recorded_tune_mini
 
-MINI = Path(__file__).parent / "data" / "tune-mini"
 CONFIG = """
 [run]
 command = ["{exe}", "20"]
@@ -43,12 +42,7 @@ options = { population = 4 }
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("tune") / "mini"
-    shutil.copytree(MINI, root)
-    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
-    (root / "autopass.toml").write_text(CONFIG)
-    subprocess.run([AUTOPASS, "profile"], cwd=root, check=True, capture_output=True)
-    return root
+    return recorded_tune_mini(tmp_path_factory.mktemp("tune") / "mini", CONFIG)
 
 
 def tune(project: Path, *args: str, **kw) -> subprocess.CompletedProcess:
@@ -181,7 +175,7 @@ def test_a_full_disk_stops_resumably(project) -> None:
 
 
 def test_resume_with_nothing_to_resume(tmp_path) -> None:
-    shutil.copytree(MINI, tmp_path / "p")
+    shutil.copytree(TUNE_MINI, tmp_path / "p")
     (tmp_path / "p" / ".autopass").mkdir()
     done = tune(tmp_path / "p", "--resume")
     assert done.returncode == 2
