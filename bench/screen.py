@@ -2,13 +2,17 @@
 """Screening on real programs: measured evaluations needed with and without it, and with
 knowledge transferred from the other programs versus learned from scratch.
 
-For each program (tune_classical.CASES, built at -O3 by its own build system), the same
-strategy, seed and budget three times:
+For each program (tune_classical.CASES, built at -O3 by its own build system) and each
+seed, the same strategy and budget three times:
 
     plain        every candidate measured (autopass tune --no-screen)
     scratch      --screen, knowledge from this run only
     transfer     --screen, starting from what the scratch runs of the OTHER programs
-                 measured (run after all scratch runs)
+                 measured with the same seed (run after all scratch runs)
+
+With a random strategy the three runs propose the same candidates in the same order, so
+the comparison is exactly "which of them had to be measured".  Where the best candidate
+falls in that order is luck, hence several seeds.
 
 The default metric is callgrind instructions on lighter inputs (LIGHT): deterministic,
 so "reached 95 % of the best" is about the search, not about noise; --metric cpu uses
@@ -19,8 +23,11 @@ plain run's final best, candidates screened out, the tuning best, and an indepen
 A/B of the tuned build against -O3.  Target (issue 9): >= 30 % fewer evaluations on the
 geomean, final gain not worse beyond its interval.
 
-Usage: python bench/screen.py [--programs bzip2,lua5.4] [--strategy random] [--budget 16]
-           [--seed 0] [--metric instructions] [--out FILE.json]
+Seeds can run as separate processes (one per core; callgrind counts do not mind the
+load) and be printed as one table with --render a.json,b.json.
+
+Usage: python bench/screen.py [--programs bzip2,lua5.4,libzstd] [--strategy random]
+           [--budget 16] [--seeds 0,1,2] [--metric instructions] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -39,25 +48,41 @@ import tune_classical as tc  # noqa: E402
 from autopass_build import screen  # noqa: E402
 from autopass_build.tuner import TuneRequest, Tuner  # noqa: E402
 
+RUNS = ("plain", "scratch", "transfer")
 
-# Inputs that take ~2-5 s under callgrind (the suite's take ~1 s natively, ~50 s there).
+
+@dataclass(frozen=True)
+class Light:
+    """A benchmark that takes a few seconds under callgrind (the suite's take ~1 s
+    natively, ~50 s there), and the build when the default one is not deterministic."""
+    command: Callable[[Path], list[str]]
+    build: tuple[str, ...] | None = None
+
+
 LIGHT = {
-    "bzip2": lambda work: ["{exe}", "-9", "-c", str(tc.text_input(work / "bz-light.txt", 0.3))],
-    "lua5.4": lambda work: ["{exe}", str(HERE / "workloads" / "lua_mix.lua"), "1"],
+    "bzip2": Light(lambda work: ["{exe}", "-9", "-c",
+                                 str(tc.text_input(work / "bz-light.txt", 0.3))]),
+    # Lua seeds its string hashes and its sort pivots from the clock and addresses, so
+    # its instruction counts vary run to run; fixed seeds make them repeat exactly.
+    "lua5.4": Light(lambda work: ["{exe}", str(HERE / "workloads" / "lua_mix.lua"), "1"],
+                    ("make", "posix", "-j2", "MYCFLAGS=-O3 '-Dluai_makeseed(L)=0' "
+                                                "'-Dl_randomizePivot()=0'")),
+    "libzstd": Light(lambda work: ["{exe}", "-q", "-c", "-7",
+                                   str(tc.text_input(work / "zs-light.txt", 0.5))]),
 }
 
 
-def one_run(store, config, name: str, label: str, args, work: Path, knowledge: Path | None
-            ) -> dict:
-    request = TuneRequest(strategy=args.strategy, budget=args.budget, seed=args.seed,
+def one_run(store, config, name: str, label: str, seed: int, args, work: Path,
+            knowledge: Path | None) -> dict:
+    request = TuneRequest(strategy=args.strategy, budget=args.budget, seed=seed,
                           max_units=4, screen=knowledge is not None,
                           knowledge=str(knowledge) if knowledge else "",
-                          flags_db=str(work / f"{name}-{label}.flags.json"))
+                          flags_db=str(work / f"{name}-{label}-{seed}.flags.json"))
     started = time.monotonic()
     result = Tuner(store, config, request,
-                   lambda m: None if m.startswith("  ") else tc.log(f"{name}/{label}: {m}")).run()
+                   lambda m: None if m.startswith("  ") else tc.log(f"{name}/{label}/{seed}: {m}")).run()
     entries = result.journal.entries
-    row = {"program": name, "run": label, "evaluations": result.measured,
+    row = {"program": name, "run": label, "seed": seed, "evaluations": result.measured,
            "screened": sum(1 for e in entries if e["phase"] == "screened"),
            "trace": tc.best_trace(result.journal), "seconds": round(time.monotonic() - started),
            "tuning_best": result.best["ratio"] if result.best else None,
@@ -68,63 +93,73 @@ def one_run(store, config, name: str, label: str, args, work: Path, knowledge: P
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--programs", default="bzip2,lua5.4")
+    parser.add_argument("--programs", default="bzip2,lua5.4,libzstd")
     parser.add_argument("--strategy", default="random")
     parser.add_argument("--budget", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--metric", default="instructions", choices=tc.cfg.METRICS)
     parser.add_argument("--out")
-    parser.add_argument("--render", metavar="ROWS_JSON",
-                        help="only print the table again from an earlier --out file")
+    parser.add_argument("--render", metavar="ROWS_JSON[,ROWS_JSON...]",
+                        help="only print the table again from earlier --out files")
     args = parser.parse_args()
     names = args.programs.split(",")
     if args.render:
-        report(json.loads(Path(args.render).read_text()), names, args, 0)
+        rows = [r for f in args.render.split(",") for r in json.loads(Path(f).read_text())]
+        report(rows, args, 0)
         return 0
-    rows, prepared, started = [], {}, time.monotonic()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows, started = [], time.monotonic()
+
+    def save(row: dict) -> None:
+        rows.append(row)
+        if args.out:
+            Path(args.out).write_text(json.dumps(rows, indent=1))
+
     with tempfile.TemporaryDirectory(prefix="autopass-screen-") as scratch:
-        folder = Path(scratch)
-        for name in names:
-            work = folder / name
-            work.mkdir()
-            light = LIGHT.get(name) if args.metric == "instructions" else None
-            prepared[name] = (*tc.prepare(name, work, args.metric, light), work)
-            store, config, _ = prepared[name]
-            rows.append(one_run(store, config, name, "plain", args, work, None))
-            rows.append(one_run(store, config, name, "scratch", args, work,
-                                work / "knowledge.json"))
-        for name in names:
-            store, config, work = prepared[name]
-            shared = screen.Knowledge(str(work / "transfer.json"))
-            for other in names:
-                if other != name:
-                    shared.add(screen.Knowledge.load(str(prepared[other][2] / "knowledge.json"))
-                               .samples)
-            shared.save()
-            tc.log(f"{name}/transfer: {len(shared.samples)} evaluations from "
-                   f"{len(shared.programs())} other program(s)")
-            rows.append(one_run(store, config, name, "transfer", args, work,
-                                work / "transfer.json"))
-            if args.out:
-                Path(args.out).write_text(json.dumps(rows, indent=1))
-    report(rows, names, args, time.monotonic() - started)
+        prepared = {name: prepare(name, Path(scratch) / name, args.metric) for name in names}
+        for seed in seeds:
+            for name, (store, config, work) in prepared.items():
+                save(one_run(store, config, name, "plain", seed, args, work, None))
+                save(one_run(store, config, name, "scratch", seed, args, work,
+                             work / f"knowledge-{seed}.json"))
+            for name, (store, config, work) in prepared.items():
+                shared = screen.Knowledge(str(work / f"transfer-{seed}.json"))
+                for other in names:
+                    if other != name:
+                        shared.add(screen.Knowledge.load(
+                            str(prepared[other][2] / f"knowledge-{seed}.json")).samples)
+                shared.save()
+                tc.log(f"{name}/transfer/{seed}: {len(shared.samples)} evaluations from "
+                       f"{len(shared.programs())} other program(s)")
+                save(one_run(store, config, name, "transfer", seed, args, work,
+                             work / f"transfer-{seed}.json"))
+    report(rows, args, time.monotonic() - started)
     return 0
 
 
-def report(rows: list[dict], names: list[str], args, seconds: float) -> None:
-    print(f"\nscreen: {args.strategy}, budget {args.budget}, seed {args.seed}, metric "
-          f"{args.metric}, {time.strftime('%Y-%m-%d')}, {round(seconds / 60)} min")
-    print(f"{'program':<9} {'run':<9} {'to 95% of plain':>15} {'screened':>8} "
+def prepare(name: str, work: Path, metric: str) -> tuple:
+    work.mkdir()
+    light = LIGHT.get(name) if metric == "instructions" else None
+    store, config = tc.prepare(name, work, metric, light and light.command,
+                               light and light.build)
+    return store, config, work
+
+
+def report(rows: list[dict], args, seconds: float) -> None:
+    print(f"\nscreen: {args.strategy}, budget {args.budget}, metric {args.metric}, "
+          f"{time.strftime('%Y-%m-%d')}, {round(seconds / 60)} min")
+    print(f"{'program':<9} {'seed':>4} {'run':<9} {'to 95% of plain':>15} {'screened':>8} "
           f"{'tuning best':>11} {'verified vs -O3 [95% CI]':<28} verdict")
-    by = {(r["program"], r["run"]): r for r in rows}
+    by = {(r["program"], r.get("seed", 0), r["run"]): r for r in rows}
     ratios: dict[str, list[float]] = {"scratch": [], "transfer": []}
-    for name in names:
-        target = by[(name, "plain")]["tuning_best"]
-        plain_steps = tc.reached(by[(name, "plain")]["trace"], target)
-        for run in ("plain", "scratch", "transfer"):
-            r = by.get((name, run))
+    for name, seed in sorted({(r["program"], r.get("seed", 0)) for r in rows}):
+        plain = by.get((name, seed, "plain"))
+        target = plain["tuning_best"] if plain else None
+        plain_steps = tc.reached(plain["trace"], target) if plain else None
+        for run in RUNS:
+            r = by.get((name, seed, run))
             if r is None:
-                print(f"{name:<9} {run:<9} (not run)")
+                print(f"{name:<9} {seed:>4} {run:<9} (not run)")
                 continue
             steps = tc.reached(r["trace"], target)
             if run != "plain" and plain_steps:
@@ -133,12 +168,12 @@ def report(rows: list[dict], names: list[str], args, seconds: float) -> None:
             speed = (f"{r['speedup']:.4f}x [{r['low']:.4f}, {r['high']:.4f}]"
                      if r["speedup"] else "-")
             best = f"{r['tuning_best']:.4f}" if r["tuning_best"] else "none"
-            print(f"{name:<9} {run:<9} {steps or '-':>15} {r['screened']:>8} {best:>11} "
-                  f"{speed:<28} {r['verdict']}")
+            print(f"{name:<9} {seed:>4} {run:<9} {steps or '-':>15} {r['screened']:>8} "
+                  f"{best:>11} {speed:<28} {r['verdict']}")
     for run, values in ratios.items():
         if values:
             print(f"geomean evaluations to 95 % of plain's best, {run} / plain: "
-                  f"{tc.geomean(values):.3f} over {len(values)} program(s) "
+                  f"{tc.geomean(values):.3f} over {len(values)} program-seed pair(s) "
                   f"(target <= 0.70)")
         else:
             print(f"{run}: no program where the plain run found a clear gain; nothing to "

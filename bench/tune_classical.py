@@ -82,14 +82,17 @@ CASES = {
 
 
 def prepare(name: str, work: Path, metric: str,
-            command: Callable[[Path], list[str]] | None = None) -> tuple[Store, cfg.Config]:
-    """Record `name` at -O3 in `work` and profile it; `command` replaces its benchmark."""
+            command: Callable[[Path], list[str]] | None = None,
+            build: tuple[str, ...] | None = None) -> tuple[Store, cfg.Config]:
+    """Record `name` at -O3 in `work` and profile it; `command` replaces its benchmark,
+    `build` its build command."""
     case = CASES[name]
     tree = debian_sources.fresh_copy(case.program.package, work / name)
     store_dir = tree / ".autopass"
     pairs = 2 if metric in DETERMINISTIC_METRICS else 5   # there, 2 equal pairs decide
-    log(f"{name}: recording {' '.join(case.build)}")
-    subprocess.run(list(case.build), cwd=tree / case.program.build_dir, check=True,
+    build = build or case.build
+    log(f"{name}: recording {' '.join(build)}")
+    subprocess.run(list(build), cwd=tree / case.program.build_dir, check=True,
                    capture_output=True, env=record_environment(str(store_dir), str(tree)))
     store = Store.open_existing(str(store_dir))
     from autopass_build.targets import resolve
@@ -151,7 +154,8 @@ def verify(store: Store, config: cfg.Config, result, name: str, strategy: str) -
     evaluator = Evaluator(store, config)
     by_unit = {u.id: w.flags for w in result.winners for u in evaluator.units
                if u.source_rel == w.source}
-    measure = replace(config.measure, min_pairs=10, max_pairs=30, precision=0.005)
+    fresh = 2 if config.measure.metric in DETERMINISTIC_METRICS else 10
+    measure = replace(config.measure, min_pairs=fresh, max_pairs=30, precision=0.005)
     log(f"{name}/{strategy}: verifying the tuned build against -O3")
     evaluation = evaluator.evaluate(by_unit, measure=measure)
     est = evaluation.comparison.estimate if evaluation.comparison else None
