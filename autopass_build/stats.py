@@ -21,12 +21,17 @@ for the level give an unbounded interval: no verdict yet.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 FASTER = "faster"
 SLOWER = "slower"
 SAME = "same"          # the interval is inside +-precision: no difference worth having
 UNCLEAR = "unclear"    # ran out of pairs before the interval separated
+# Callgrind's count of a real program moves by tens of instructions in hundreds of
+# millions between runs of one binary (its environment and auxiliary vector differ):
+# log ratios within one part per million of each other are taken as agreeing.
+DETERMINISTIC_SPREAD = 1e-6
 
 
 def median(values: list[float]) -> float:
@@ -95,13 +100,14 @@ class Estimate:
 
 def estimate(baseline: list[float], candidate: list[float], level: float = 0.95,
              deterministic: bool = False) -> Estimate:
-    """`deterministic`: the metric repeats exactly (callgrind's instruction count); when
-    the repeats agree, the ratio is known exactly, whatever the number of pairs."""
+    """`deterministic`: the metric repeats (callgrind's instruction count); when the
+    repeats agree within DETERMINISTIC_SPREAD, the ratio is known to within that spread,
+    whatever the number of pairs."""
     diffs = log_ratios(baseline, candidate)
     if not diffs:
         raise ValueError("no usable pairs")
-    if deterministic and len(diffs) >= 2 and max(diffs) == min(diffs):
-        centre = low = high = diffs[0]
+    if deterministic and len(diffs) >= 2 and max(diffs) - min(diffs) <= DETERMINISTIC_SPREAD:
+        centre, low, high = statistics.median(diffs), min(diffs), max(diffs)
     else:
         centre, low, high = hodges_lehmann_interval(diffs, level)
     return Estimate(math.exp(centre), math.exp(low), math.exp(high), len(diffs), level)
