@@ -1,9 +1,10 @@
 """Screening: rank a candidate by the code it compiles to, before paying to run it.
 
     candidate flags ──replay the hot units' objects (cached: measuring reuses them)──▶
-    code shape of the hot functions (llvm-objdump) relative to the baseline's, and the
-    knob values ──gradient boosting over every measured evaluation (this run and
-    earlier programs')──▶ predicted log(candidate/baseline) ──▶ measure or screen out
+    code shape of the hot functions (llvm-objdump: instruction mix; innermost loops and
+    their cycles per iteration from llvm-mca) relative to the baseline's ──gradient
+    boosting over every measured evaluation (this run and earlier programs')──▶
+    predicted log(candidate/baseline) ──▶ measure or screen out
 
 A compile costs seconds; a measurement costs many benchmark runs.  A candidate whose
 prediction falls outside the best `keep` fraction of this run's predictions is
@@ -16,7 +17,8 @@ Kendall tau below `min_tau` between predictions and measurements stops all scree
 until the model ranks this program's candidates better.
 
 Features are relative (candidate over baseline, weighted by each unit's profile share)
-and the knobs are named, so what one program taught applies to the next: measured
+and say what the code became, not which flags made it, so what one program taught can
+apply to the next: measured
 evaluations persist in the user's cache (`knowledge.json`, one file per compiler and
 CPU, versioned).  Another program's evaluations weigh less as this run's accumulate
 (`sample_weights`).  A file that cannot be read or has another version is set aside
@@ -31,16 +33,23 @@ import math
 import os
 import platform
 import re
+import tempfile
 from dataclasses import dataclass, field
 
 from . import proc, toolchain
 from .spool import hash_json, user_cache_dir, write_atomic
 
-KNOWLEDGE_VERSION = 1
-CODE_FEATURES = ("size", "instructions", "branches", "calls", "vector", "memory")
+KNOWLEDGE_VERSION = 2     # 2: loop features, no knob values
+CODE_FEATURES = ("size", "instructions", "branches", "calls", "vector", "memory",
+                 "loops", "loop_instructions", "loop_cycles")
 MAX_SAMPLES = 5000         # the knowledge file keeps the newest this many
-_INSTRUCTION = re.compile(r"^\s+[0-9a-f]+:\s+([a-z][a-z0-9.]*)\s*(.*)$")
+_INSTRUCTION = re.compile(r"^\s+([0-9a-f]+):\s+([a-z][a-z0-9.]*)\s*(.*)$")
 _FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$")
+_TARGET = re.compile(r"^0x([0-9a-f]+)\b")
+_THROUGHPUT = re.compile(r"Block RThroughput:\s+([0-9.]+)")
+_MCA_ERROR = re.compile(r"loops\.s:(\d+):\d+: error")
+_MCA_RETRIES = 5
+_DISASSEMBLY_CAP = 256 << 20  # an amalgamation (sqlite3.c) disassembles to ~100 MB
 
 
 class ScreenError(Exception):
@@ -59,30 +68,105 @@ class Options:
 
 # -- code shape ---------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Instruction:
+    address: int
+    mnemonic: str
+    operands: str          # AT&T, without objdump's trailing comment
+
+
 def code_shape(object_path: str, functions: set[str]) -> dict[str, float]:
-    """Instruction mix of `functions` in an object (all of .text when none is found):
-    bytes, instructions, branches, calls, vector instructions, memory operands."""
-    objdump = toolchain.find_tool("llvm-objdump")
-    if objdump is None:
-        raise ScreenError("llvm-objdump not found: " + toolchain.INSTALL_HINT.format(
-            v=toolchain.DEFAULT_LLVM_VERSION))
+    """What `functions` of an object compiled to (all of .text when none is found): the
+    instruction mix (bytes, instructions, branches, calls, vector instructions, memory
+    operands) and their innermost loops (how many, their instructions, and llvm-mca's
+    cycles per iteration summed over them)."""
+    per_function = disassemble(object_path)
+    chosen = [body for name, body in per_function.items() if name in functions] or list(
+        per_function.values())
+    shape = dict.fromkeys(CODE_FEATURES, 0.0)
+    for body in chosen:
+        for instruction in body:
+            _count(shape, instruction.mnemonic, instruction.operands)
+    loops = [loop for body in chosen for loop in innermost_loops(body)]
+    shape["loops"] = float(len(loops))
+    shape["loop_instructions"] = float(sum(len(loop) for loop in loops))
+    shape["loop_cycles"] = sum(loop_cycles(loops))
+    return shape
+
+
+def disassemble(object_path: str) -> dict[str, list[Instruction]]:
+    objdump = _tool("llvm-objdump")
     done = proc.run_captured([objdump, "-d", "--no-show-raw-insn", object_path],
-                             os.path.dirname(object_path), proc.clean_env(dict(os.environ)), 120)
+                             os.path.dirname(object_path), proc.clean_env(dict(os.environ)), 120,
+                             output_cap=_DISASSEMBLY_CAP)
     if done.status != 0:
         raise ScreenError(f"llvm-objdump failed on {object_path}")
-    per_function: dict[str, dict[str, float]] = {}
+    per_function: dict[str, list[Instruction]] = {}
     current = None
     for line in done.stdout.decode("utf-8", "replace").splitlines():
         header = _FUNCTION.match(line)
         if header:
-            current = per_function.setdefault(header.group(1), dict.fromkeys(CODE_FEATURES, 0.0))
+            current = per_function.setdefault(header.group(1), [])
             continue
         found = _INSTRUCTION.match(line)
         if found and current is not None:
-            _count(current, found.group(1), found.group(2))
-    chosen = [c for name, c in per_function.items() if name in functions] or list(
-        per_function.values())
-    return {k: sum(c[k] for c in chosen) for k in CODE_FEATURES}
+            current.append(Instruction(int(found.group(1), 16), found.group(2),
+                                       found.group(3).split("#", 1)[0].strip()))
+    return per_function
+
+
+def innermost_loops(body: list[Instruction]) -> list[list[Instruction]]:
+    """Loops as their backward jumps show them (target to jump), keeping those that
+    contain no other: where a hot function spends its iterations."""
+    spans = []
+    for instruction in body:
+        target = _TARGET.match(instruction.operands)
+        if instruction.mnemonic.startswith("j") and target:
+            start = int(target.group(1), 16)
+            if start <= instruction.address:
+                spans.append((start, instruction.address))
+    inner = [(s, e) for s, e in spans
+             if not any((s2, e2) != (s, e) and s <= s2 and e2 <= e for s2, e2 in spans)]
+    return [[i for i in body if s <= i.address <= e] for s, e in inner]
+
+
+def loop_cycles(loops: list[list[Instruction]]) -> list[float]:
+    """llvm-mca's block reciprocal throughput (cycles per iteration on this CPU) of each
+    loop body, jumps and calls left out, in one llvm-mca run.  A line it cannot parse
+    (objdump's text is not always valid assembly) is dropped and the run repeated."""
+    lines: list[str] = []
+    for loop in loops:
+        body = [f"{i.mnemonic} {i.operands}" for i in loop
+                if not i.mnemonic.startswith(("j", "call", "ret"))]
+        if body:
+            lines += ["# LLVM-MCA-BEGIN", *body, "# LLVM-MCA-END"]
+    if not lines:
+        return []
+    mca = _tool("llvm-mca")
+    with tempfile.TemporaryDirectory(prefix="autopass-mca-") as folder:
+        source = os.path.join(folder, "loops.s")
+        for _ in range(_MCA_RETRIES):
+            with open(source, "w") as handle:
+                handle.write("\n".join(lines) + "\n")
+            done = proc.run_captured([mca, "-mcpu=native", "-iterations=100",
+                                      "-all-views=false", "-summary-view", source], folder,
+                                     proc.clean_env(dict(os.environ)), 120)
+            if done.status == 0:
+                return [float(v) for v in _THROUGHPUT.findall(done.stdout.decode())]
+            said = done.stderr.decode("utf-8", "replace")
+            bad = {int(n) - 1 for n in _MCA_ERROR.findall(said)}
+            if not bad:
+                break
+            lines = [line for n, line in enumerate(lines) if n not in bad]
+    raise ScreenError(f"llvm-mca could not analyze the loops: {said[-300:]}")
+
+
+def _tool(name: str) -> str:
+    path = toolchain.find_tool(name)
+    if path is None:
+        raise ScreenError(f"{name} not found: " + toolchain.INSTALL_HINT.format(
+            v=toolchain.DEFAULT_LLVM_VERSION))
+    return path
 
 
 def _count(shape: dict[str, float], mnemonic: str, operands: str) -> None:
@@ -102,20 +186,6 @@ def _count(shape: dict[str, float], mnemonic: str, operands: str) -> None:
 def relative(candidate: dict[str, float], baseline: dict[str, float]) -> dict[str, float]:
     """log(candidate / baseline) per feature, +1 smoothed (a count may be zero)."""
     return {k: math.log((candidate[k] + 1) / (baseline[k] + 1)) for k in CODE_FEATURES}
-
-
-def knob_features(blocks: list[tuple[str, list[str], list[int], tuple[int, ...]]],
-                  shares: dict[str, float]) -> dict[str, float]:
-    """Share-weighted, normalized knob values: blocks of (source, knob names, value
-    counts, point)."""
-    total = sum(shares.get(source, 0.0) for source, *_ in blocks) or 1.0
-    result: dict[str, float] = {}
-    for source, names, counts, point in blocks:
-        weight = shares.get(source, 0.0) / total
-        for name, count, index in zip(names, counts, point):
-            key = "knob:" + name
-            result[key] = result.get(key, 0.0) + weight * index / max(1, count - 1)
-    return result
 
 
 # -- the shared knowledge -----------------------------------------------------------------
@@ -293,8 +363,11 @@ class Screener:
         path = self.evaluator.replayer.object_for(unit, base + tuple(flags))
         return code_shape(path, self.functions.get(source, set()))
 
-    def features(self, point: tuple[int, ...], flags: dict[str, tuple[str, ...]]
-                 ) -> dict[str, float]:
+    def features(self, flags: dict[str, tuple[str, ...]]) -> dict[str, float]:
+        """The code of the candidate's hot functions relative to the baseline's, weighted
+        by each unit's profile share.  The knob values themselves are left out: what a
+        knob does differs between programs (and on tune-mini they ranked worse next to
+        the loop features); the code it produces is what can transfer."""
         total = sum(self.shares.get(s, 0.0) for s, _ in self.blocks) or 1.0
         result = dict.fromkeys(("code:" + k for k in CODE_FEATURES), 0.0)
         for source, _ in self.blocks:
@@ -305,18 +378,11 @@ class Screener:
             change = relative(self._shape(source, flags[source]), self._baseline[source])
             for k, v in change.items():
                 result["code:" + k] += self.shares.get(source, 0.0) / total * v
-        offsets, blocks = 0, []
-        for source, space in self.blocks:
-            n = len(space.knobs)
-            blocks.append((source, [k.name for k in space.knobs],
-                           [len(k.values) for k in space.knobs], point[offsets:offsets + n]))
-            offsets += n
-        result.update(knob_features(blocks, self.shares))
         return result
 
-    def judge(self, point: tuple[int, ...], flags: dict[str, tuple[str, ...]]) -> Judgement:
+    def judge(self, flags: dict[str, tuple[str, ...]]) -> Judgement:
         try:
-            features = self.features(point, flags)
+            features = self.features(flags)
         except Exception as error:   # screening is an optimization: never the search's end
             return Judgement({}, None, True, f"not screened ({error})")
         training = self.knowledge.samples + self.samples

@@ -25,6 +25,7 @@ TOOLS = {
     "llvm-profdata": ("AUTOPASS_PROFDATA", "llvm-profdata"),
     "llvm-ar": ("AUTOPASS_AR", "llvm-ar"),
     "llvm-objdump": ("AUTOPASS_OBJDUMP", "llvm-objdump"),
+    "llvm-mca": ("AUTOPASS_MCA", "llvm-mca"),
 }
 
 

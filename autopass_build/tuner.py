@@ -144,7 +144,7 @@ class Tuner:
             key = "search:" + _config_key(flags)
             entry = known.get(key) or known.get("screened:" + key.split(":", 1)[1])
             if entry is None:
-                judgement = screener.judge(point, flags) if screener else None
+                judgement = screener.judge(flags) if screener else None
                 if judgement and not judgement.measure:
                     self.show(f"  screened out {_flags_text(flags)}: {judgement.why}")
                     entry = self._screened(key, flags, judgement)
