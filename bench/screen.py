@@ -170,6 +170,13 @@ def report(rows: list[dict], args, seconds: float) -> None:
             best = f"{r['tuning_best']:.4f}" if r["tuning_best"] else "none"
             print(f"{name:<9} {seed:>4} {run:<9} {steps or '-':>15} {r['screened']:>8} "
                   f"{best:>11} {speed:<28} {r['verdict']}")
+    pairs = sorted({(r["program"], r.get("seed", 0)) for r in rows})
+    complete = [k for k in pairs if all((*k, run) in by for run in RUNS)]
+    if complete:
+        speedups = {run: [by[(*k, run)]["speedup"] or 1.0 for k in complete] for run in RUNS}
+        gains = "; ".join(f"{run} {tc.geomean(v):.4f}x" for run, v in speedups.items())
+        print(f"geomean verified speedup over -O3, {len(complete)} program-seed pair(s) with "
+              f"all three runs: {gains}")
     for run, values in ratios.items():
         if values:
             print(f"geomean evaluations to 95 % of plain's best, {run} / plain: "
