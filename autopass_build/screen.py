@@ -18,16 +18,17 @@ until the model ranks this program's candidates better.
 
 Features are relative (candidate over baseline, weighted by each unit's profile share)
 and say what the code became, not which flags made it, so what one program taught can
-apply to the next: measured
-evaluations persist in the user's cache (`knowledge.json`, one file per compiler and
-CPU, versioned).  Another program's evaluations weigh less as this run's accumulate
-(`sample_weights`).  A file that cannot be read or has another version is set aside
-and started afresh, never trusted and never a crash.  The model is refitted from that data
-on use (well under a second at these sizes), so no pickled model is ever loaded.
+apply to the next: measured evaluations persist in the user's cache (`knowledge.json`,
+one file per compiler and CPU, versioned).  Another program's evaluations weigh less as
+this run's accumulate (`sample_weights`).  A file that cannot be read or has another
+version is set aside and started afresh, never trusted and never a crash.  The model is
+refitted from that data on use (well under a second at these sizes), so no pickled
+model is ever loaded.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -49,7 +50,7 @@ _TARGET = re.compile(r"^0x([0-9a-f]+)\b")
 _THROUGHPUT = re.compile(r"Block RThroughput:\s+([0-9.]+)")
 _MCA_ERROR = re.compile(r"loops\.s:(\d+):\d+: error")
 _MCA_RETRIES = 5
-_DISASSEMBLY_CAP = 256 << 20  # an amalgamation (sqlite3.c) disassembles to ~100 MB
+_DISASSEMBLY_CAP = 256 << 20  # an amalgamation (sqlite3.c) is far beyond the default 1 MB
 
 
 class ScreenError(Exception):
@@ -127,7 +128,9 @@ def innermost_loops(body: list[Instruction]) -> list[list[Instruction]]:
                 spans.append((start, instruction.address))
     inner = [(s, e) for s, e in spans
              if not any((s2, e2) != (s, e) and s <= s2 and e2 <= e for s2, e2 in spans)]
-    return [[i for i in body if s <= i.address <= e] for s, e in inner]
+    addresses = [i.address for i in body]            # ascending, as disassembled
+    return [body[bisect.bisect_left(addresses, s):bisect.bisect_right(addresses, e)]
+            for s, e in inner]
 
 
 def loop_cycles(loops: list[list[Instruction]]) -> list[float]:
