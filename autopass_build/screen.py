@@ -50,7 +50,7 @@ _TARGET = re.compile(r"^0x([0-9a-f]+)\b")
 _THROUGHPUT = re.compile(r"Block RThroughput:\s+([0-9.]+)")
 _MCA_ERROR = re.compile(r"loops\.s:(\d+):\d+: error")
 _MCA_RETRIES = 5
-_DISASSEMBLY_CAP = 256 << 20  # an amalgamation (sqlite3.c) is far beyond the default 1 MB
+_DISASSEMBLY_CAP = 256 << 20  # room for an amalgamation (sqlite3.c), not the default 1 MB
 
 
 class ScreenError(Exception):
