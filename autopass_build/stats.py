@@ -21,7 +21,6 @@ for the level give an unbounded interval: no verdict yet.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 
 FASTER = "faster"
@@ -29,7 +28,7 @@ SLOWER = "slower"
 SAME = "same"          # the interval is inside +-precision: no difference worth having
 UNCLEAR = "unclear"    # ran out of pairs before the interval separated
 # Callgrind's count of a real program moves by tens of instructions in hundreds of
-# millions between runs of one binary (its environment and auxiliary vector differ):
+# millions between runs of one binary (probably its environment and auxiliary vector):
 # log ratios within one part per million of each other are taken as agreeing.
 DETERMINISTIC_SPREAD = 1e-6
 
@@ -107,7 +106,7 @@ def estimate(baseline: list[float], candidate: list[float], level: float = 0.95,
     if not diffs:
         raise ValueError("no usable pairs")
     if deterministic and len(diffs) >= 2 and max(diffs) - min(diffs) <= DETERMINISTIC_SPREAD:
-        centre, low, high = statistics.median(diffs), min(diffs), max(diffs)
+        centre, low, high = median(diffs), min(diffs), max(diffs)
     else:
         centre, low, high = hodges_lehmann_interval(diffs, level)
     return Estimate(math.exp(centre), math.exp(low), math.exp(high), len(diffs), level)
