@@ -152,7 +152,8 @@ def report(rows: list[dict], args, seconds: float) -> None:
           f"{'tuning best':>11} {'verified vs -O3 [95% CI]':<28} verdict")
     by = {(r["program"], r.get("seed", 0), r["run"]): r for r in rows}
     ratios: dict[str, list[float]] = {"scratch": [], "transfer": []}
-    for name, seed in sorted({(r["program"], r.get("seed", 0)) for r in rows}):
+    pairs = sorted({(r["program"], r.get("seed", 0)) for r in rows})
+    for name, seed in pairs:
         plain = by.get((name, seed, "plain"))
         target = plain["tuning_best"] if plain else None
         plain_steps = tc.reached(plain["trace"], target) if plain else None
@@ -170,7 +171,6 @@ def report(rows: list[dict], args, seconds: float) -> None:
             best = f"{r['tuning_best']:.4f}" if r["tuning_best"] else "none"
             print(f"{name:<9} {seed:>4} {run:<9} {steps or '-':>15} {r['screened']:>8} "
                   f"{best:>11} {speed:<28} {r['verdict']}")
-    pairs = sorted({(r["program"], r.get("seed", 0)) for r in rows})
     complete = [k for k in pairs if all((*k, run) in by for run in RUNS)]
     if complete:
         speedups = {run: [by[(*k, run)]["speedup"] or 1.0 for k in complete] for run in RUNS}
