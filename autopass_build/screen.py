@@ -333,10 +333,63 @@ class Judgement:
     why: str
 
 
+class Ranker:
+    """Whether to measure a candidate, from its features alone: the model over the shared
+    knowledge and this run's measured samples, the run's predictions so far (a rank is
+    among them), its self-check and its run of skips.  Knows nothing of compilers, so a
+    benchmark can replay recorded candidates through it."""
+
+    def __init__(self, known: list[dict], program: str, options: Options, seed: int = 0):
+        self.known = known
+        self.program = program
+        self.options = options
+        self.seed = seed
+        self.samples: list[dict] = []                  # this run's measured evaluations
+        self.checked: list[tuple[float, float]] = []   # (predicted, measured) ratios
+        self.predictions: list[float] = []
+        self.skips = 0
+        self._model: Model | None = None
+        self._model_size = -1
+
+    def decide(self, features: dict[str, float]) -> Judgement:
+        training = self.known + self.samples
+        if len(training) < self.options.min_samples:
+            return Judgement(features, None, True, f"learning ({len(training)} samples)")
+        predicted = math.exp(self._fitted(training).predict([features])[0])
+        better = sum(1 for p in self.predictions if p < predicted)
+        self.predictions.append(predicted)
+        rank = better / len(self.predictions)
+        said = f"predicted {predicted:.4f}x, rank {rank:.0%}"
+        distrust = misranking(self.checked, self.options)
+        if distrust:
+            return Judgement(features, predicted, True, f"{said}; {distrust}")
+        if rank < self.options.keep or self.skips >= self.options.max_skips:
+            self.skips = 0
+            return Judgement(features, predicted, True, said)
+        self.skips += 1
+        return Judgement(features, predicted, False, f"{said} of this run's predictions "
+                         f"(keeps the best {self.options.keep:.0%})")
+
+    def learn(self, sample: dict, predicted: float | None) -> None:
+        """A measured evaluation (features, log ratio); `predicted` the ratio the model
+        gave it before, if any."""
+        self.samples.append(sample)
+        if predicted is not None:
+            self.checked.append((predicted, math.exp(sample["target"])))
+
+    def _fitted(self, training: list[dict]) -> Model:
+        if self._model is None or self._model_size != len(training):
+            weights = sample_weights(training, self.program, self.options.transfer_prior)
+            self._model = Model(training, self.seed, weights)
+            self._model_size = len(training)
+        return self._model
+
+
 class Screener:
-    """Judges candidates for one tuning run.  `blocks` is the joint space's
-    [(source, space)], `shares` each source's profile share, `functions` its hot
-    functions; `entries` the run's journal so far (a resumed run relearns from it)."""
+    """Judges candidates for one tuning run by the code they compile to.  `blocks` is the
+    joint space's [(source, space)], `shares` each source's profile share, `functions`
+    its hot functions; `entries` the run's journal so far (a resumed run relearns from
+    it)."""
 
     def __init__(self, evaluator, blocks: list, shares: dict[str, float],
                  functions: dict[str, set[str]], knowledge: Knowledge, program: str,
@@ -347,18 +400,14 @@ class Screener:
         self.functions = functions
         self.knowledge = knowledge
         self.program = program
-        self.options = options
-        self.seed = seed
         self.units = {source: next(u for u in evaluator.units if u.source_rel == source)
                       for source, _ in blocks}
         self._baseline: dict[str, dict[str, float]] = {}
-        self.samples = [sample for e in entries if (sample := self._sample(e))]
-        self.checked = [(e["predicted"], e["ratio"]) for e in entries
-                        if self._sample(e) and e.get("predicted") is not None]
-        self.predictions = [e["predicted"] for e in entries if e.get("predicted") is not None]
-        self.skips = 0
-        self._model: Model | None = None
-        self._model_size = -1
+        self.ranker = Ranker(knowledge.samples, program, options, seed)
+        for entry in entries:
+            self.learn(entry)
+        self.ranker.predictions = [e["predicted"] for e in entries
+                                   if e.get("predicted") is not None]
 
     def _shape(self, source: str, flags: tuple[str, ...]) -> dict[str, float]:
         unit = self.units[source]
@@ -388,37 +437,12 @@ class Screener:
             features = self.features(flags)
         except Exception as error:   # screening is an optimization: never the search's end
             return Judgement({}, None, True, f"not screened ({error})")
-        training = self.knowledge.samples + self.samples
-        if len(training) < self.options.min_samples:
-            return Judgement(features, None, True, f"learning ({len(training)} samples)")
-        predicted = math.exp(self._fitted(training).predict([features])[0])
-        better = sum(1 for p in self.predictions if p < predicted)
-        self.predictions.append(predicted)
-        rank = better / len(self.predictions)
-        said = f"predicted {predicted:.4f}x, rank {rank:.0%}"
-        distrust = misranking(self.checked, self.options)
-        if distrust:
-            return Judgement(features, predicted, True, f"{said}; {distrust}")
-        if rank < self.options.keep or self.skips >= self.options.max_skips:
-            self.skips = 0
-            return Judgement(features, predicted, True, said)
-        self.skips += 1
-        return Judgement(features, predicted, False, f"{said} of this run's predictions "
-                         f"(keeps the best {self.options.keep:.0%})")
-
-    def _fitted(self, training: list[dict]) -> Model:
-        if self._model is None or self._model_size != len(training):
-            weights = sample_weights(training, self.program, self.options.transfer_prior)
-            self._model = Model(training, self.seed, weights)
-            self._model_size = len(training)
-        return self._model
+        return self.ranker.decide(features)
 
     def learn(self, entry: dict) -> None:
         sample = self._sample(entry)
         if sample:
-            self.samples.append(sample)
-            if entry.get("predicted") is not None:
-                self.checked.append((entry["predicted"], entry["ratio"]))
+            self.ranker.learn(sample, entry.get("predicted"))
 
     def _sample(self, entry: dict) -> dict | None:
         if entry.get("phase") != "search" or not entry.get("features") or not entry.get("ratio"):
@@ -428,5 +452,5 @@ class Screener:
 
     def persist(self) -> None:
         """This run's measured evaluations join the shared knowledge."""
-        self.knowledge.add(self.samples)
+        self.knowledge.add(self.ranker.samples)
         self.knowledge.save()

@@ -52,6 +52,7 @@ class TuneRequest:
     pgo: bool = False        # tune on top of the PGO build (`autopass pgo` trains it)
     screen: bool = False     # rank candidates by their compiled code before measuring
     knowledge: str = ""      # the screening knowledge file (default: the user's cache)
+    screen_options: dict = field(default_factory=dict)   # screen.Options fields to change
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
@@ -181,7 +182,8 @@ class Tuner:
                              self.evaluator.target.output_rel])[:16]
         return screen.Screener(self.evaluator, joint.blocks,
                                found.unit_shares() if found else {}, functions, knowledge,
-                               program, screen.Options(), self.journal.entries,
+                               program, screen.Options(**self.request.screen_options),
+                               self.journal.entries,
                                self.request.seed)
 
     def _screened(self, key: str, flags: dict, judgement) -> dict:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
@@ -91,6 +92,79 @@ def one_run(store, config, name: str, label: str, seed: int, args, work: Path,
     return row
 
 
+def record_pool(store, config, name: str, seed: int, size: int, work: Path) -> list[dict]:
+    """The first `size` candidates of the strategy for `seed`, every one measured, each
+    with its code features: a recorded cache that screening policies replay."""
+    knowledge = work / f"pool-knowledge-{seed}.json"     # needed by the screener, unused
+    request = TuneRequest(strategy="random", budget=size, seed=seed, max_units=4,
+                          screen=True, knowledge=str(knowledge),
+                          screen_options={"min_samples": 10 ** 9},   # never screen out
+                          flags_db=str(work / f"{name}-pool-{seed}.flags.json"))
+    result = Tuner(store, config, request,
+                   lambda m: None if m.startswith("  ") else tc.log(f"{name}/pool/{seed}: {m}")).run()
+    knowledge.unlink(missing_ok=True)
+    return [{k: e.get(k) for k in ("key", "flags", "outcome", "verdict", "ratio", "features")}
+            for e in result.journal.entries if e["phase"] == "search"]
+
+
+def replay_run(pool: list[dict], name: str, seed: int, label: str, budget: int,
+               ranker: screen.Ranker | None) -> dict:
+    """What a tuning run would have measured, screening through `ranker` (None: plain),
+    with the recorded candidates in their order: the same decisions as `autopass tune`
+    makes (screen.Ranker is its decision), without compiling or measuring again."""
+    measured, screened, best, trace = 0, 0, 0.0, []
+    for e in pool:
+        if measured >= budget:
+            break
+        predicted = None
+        if ranker and e["features"]:
+            judgement = ranker.decide(e["features"])
+            if not judgement.measure:
+                screened += 1
+                continue
+            predicted = judgement.predicted
+        measured += 1
+        if e["verdict"] == "faster":
+            best = max(best, 1 - e["ratio"])
+        trace.append(1 - best if best > 0 else None)
+        if ranker and e["features"] and e["ratio"]:
+            ranker.learn({"features": e["features"], "target": math.log(e["ratio"]),
+                          "program": name, "key": e["key"]}, predicted)
+    final = 1 - best if best > 0 else None
+    return {"program": name, "run": label, "seed": seed, "evaluations": measured,
+            "screened": screened, "trace": trace, "tuning_best": final,
+            "speedup": 1 / final if final else None, "low": 1 / final if final else None,
+            "high": 1 / final if final else None, "verdict": "faster" if final else "no gain",
+            "samples": ranker.samples if ranker else []}
+
+
+def replay(files: str, args) -> list[dict]:
+    """The three runs of every recorded program and seed, replayed (seconds, not hours):
+    transfer starts from what the other programs' scratch replays measured, as live."""
+    options = screen.Options(**json.loads(args.options or "{}"))
+    pools: dict[str, dict[int, list]] = {}
+    for f in files.split(","):
+        for name, by_seed in json.loads(Path(f).read_text())["programs"].items():
+            for seed, pool in by_seed.items():
+                pools.setdefault(name, {})[int(seed)] = pool
+    rows = []
+    seeds = sorted({seed for by_seed in pools.values() for seed in by_seed})
+    for seed in seeds:
+        names = [n for n in pools if seed in pools[n]]
+        scratch = {}
+        for name in names:
+            pool = pools[name][seed]
+            rows.append(replay_run(pool, name, seed, "plain", args.budget, None))
+            scratch[name] = replay_run(pool, name, seed, "scratch", args.budget,
+                                       screen.Ranker([], name, options, seed))
+            rows.append(scratch[name])
+        for name in names:
+            known = [s for other in names if other != name for s in scratch[other]["samples"]]
+            rows.append(replay_run(pools[name][seed], name, seed, "transfer", args.budget,
+                                   screen.Ranker(known, name, options, seed)))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", default="bzip2,lua5.4,libzstd")
@@ -101,13 +175,25 @@ def main() -> int:
     parser.add_argument("--out")
     parser.add_argument("--render", metavar="ROWS_JSON[,ROWS_JSON...]",
                         help="only print the table again from earlier --out files")
+    parser.add_argument("--record", metavar="POOLS_JSON",
+                        help="measure the first --pool candidates of each seed, every one, "
+                             "into this file (for --replay) instead of running the three runs")
+    parser.add_argument("--pool", type=int, default=32)
+    parser.add_argument("--replay", metavar="POOLS_JSON[,POOLS_JSON...]",
+                        help="replay the three runs over --record files (no measuring)")
+    parser.add_argument("--options", help="screen.Options fields as JSON, for --replay")
     args = parser.parse_args()
     names = args.programs.split(",")
+    if args.replay:
+        report(replay(args.replay, args), args, 0)
+        return 0
     if args.render:
         rows = [r for f in args.render.split(",") for r in json.loads(Path(f).read_text())]
         report(rows, args, 0)
         return 0
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.record:
+        return record(names, seeds, args)
     rows, started = [], time.monotonic()
 
     def save(row: dict) -> None:
@@ -134,6 +220,18 @@ def main() -> int:
                 save(one_run(store, config, name, "transfer", seed, args, work,
                              work / f"transfer-{seed}.json"))
     report(rows, args, time.monotonic() - started)
+    return 0
+
+
+def record(names: list[str], seeds: list[int], args) -> int:
+    pools: dict = {"metric": args.metric, "pool": args.pool, "programs": {}}
+    with tempfile.TemporaryDirectory(prefix="autopass-screen-") as scratch:
+        prepared = {name: prepare(name, Path(scratch) / name, args.metric) for name in names}
+        for seed in seeds:
+            for name, (store, config, work) in prepared.items():
+                pool = record_pool(store, config, name, seed, args.pool, work)
+                pools["programs"].setdefault(name, {})[str(seed)] = pool
+                Path(args.record).write_text(json.dumps(pools))
     return 0
 
 

@@ -202,9 +202,24 @@ def test_screening_tune_skips_without_spending_budget(project, evaluations, tmp_
     assert len(search) == 6 and screened, done.stderr
     assert all(e["predicted"] and e["features"] for e in screened)
     assert "screened out before measuring" in done.stdout
+    _replays_the_same_decisions(journal, earlier.samples)
     learned = screen.Knowledge.load(path)
     assert len(learned.programs()) == 2            # this run's evaluations joined
     shown = subprocess.run([AUTOPASS, "screen", "show"], env=env, capture_output=True, text=True)
     assert shown.returncode == 0 and f"{len(learned.samples)} measured evaluations" in shown.stdout
     reset = subprocess.run([AUTOPASS, "screen", "reset"], env=env, capture_output=True, text=True)
     assert reset.returncode == 0 and not os.path.exists(path)
+
+
+def _replays_the_same_decisions(journal: Journal, known: list[dict]) -> None:
+    """screen.Ranker, fed the journal's recorded features in order, decides as the run
+    did: what bench/screen.py --replay relies on to replay recorded candidates."""
+    ranker = screen.Ranker(known, "this run", screen.Options(), journal.header["seed"])
+    decided = [e for e in journal.entries if e["phase"] in ("search", "screened")]
+    for entry in decided:
+        judgement = ranker.decide(entry["features"])
+        assert judgement.measure == (entry["phase"] == "search"), entry["n"]
+        assert judgement.predicted == entry["predicted"], entry["n"]
+        if judgement.measure and entry["ratio"]:
+            ranker.learn({"features": entry["features"], "target": math.log(entry["ratio"]),
+                          "program": "this run", "key": entry["key"]}, judgement.predicted)
