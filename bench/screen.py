@@ -26,8 +26,21 @@ geomean, final gain not worse beyond its interval.
 Seeds can run as separate processes (one per core; callgrind counts do not mind the
 load) and be printed as one table with --render a.json,b.json.
 
+Recorded mode, the cheap way to many seeds and to comparing screening options: with
+random search the candidates of a seed come in the same order whatever is screened, and
+the metric is deterministic, so measuring each candidate once is enough.  --record
+measures the first --pool candidates of each seed, all of them, with their code
+features (one tuning run per program and seed, about 2/3 of the three live runs'
+cost); --replay then runs plain, scratch and transfer over those records through
+screen.Ranker, the decision `autopass tune --screen` makes (tests/test_screen.py checks
+a replayed journal decides as its live run did), in seconds, with --options to try
+other screen.Options.  The final gain there is the recorded measurement of the best
+candidate (deterministic), not a separate A/B.
+
 Usage: python bench/screen.py [--programs bzip2,lua5.4,libzstd] [--strategy random]
            [--budget 16] [--seeds 0,1,2] [--metric instructions] [--out FILE.json]
+       python bench/screen.py --record POOLS.json [--pool 32] [--seeds ...]
+       python bench/screen.py --replay POOLS.json[,...] [--budget 16] [--options JSON]
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 import tempfile
 import time
@@ -107,7 +121,7 @@ def record_pool(store, config, name: str, seed: int, size: int, work: Path) -> l
             for e in result.journal.entries if e["phase"] == "search"]
 
 
-def replay_run(pool: list[dict], name: str, seed: int, label: str, budget: int,
+def replay_run(pool: list[dict], name: str, seed, label: str, budget: int,
                ranker: screen.Ranker | None) -> dict:
     """What a tuning run would have measured, screening through `ranker` (None: plain),
     with the recorded candidates in their order: the same decisions as `autopass tune`
@@ -135,33 +149,51 @@ def replay_run(pool: list[dict], name: str, seed: int, label: str, budget: int,
             "screened": screened, "trace": trace, "tuning_best": final,
             "speedup": 1 / final if final else None, "low": 1 / final if final else None,
             "high": 1 / final if final else None, "verdict": "faster" if final else "no gain",
-            "samples": ranker.samples if ranker else []}
+            "samples": ranker.samples if ranker else [], "pool_short": measured < budget}
 
 
 def replay(files: str, args) -> list[dict]:
     """The three runs of every recorded program and seed, replayed (seconds, not hours):
-    transfer starts from what the other programs' scratch replays measured, as live."""
+    transfer starts from what the other programs' scratch replays measured, as live.
+    With --orders N each seed's candidates are also replayed in N-1 shuffled orders
+    ("seed:k"): random search draws independent candidates, so another order of the same
+    ones is as likely a run as the recorded one, and where the best falls stops being
+    one draw of luck per seed."""
     options = screen.Options(**json.loads(args.options or "{}"))
-    pools: dict[str, dict[int, list]] = {}
+    pools: dict[int, dict[str, list]] = {}
     for f in files.split(","):
         for name, by_seed in json.loads(Path(f).read_text())["programs"].items():
             for seed, pool in by_seed.items():
-                pools.setdefault(name, {})[int(seed)] = pool
+                pools.setdefault(int(seed), {})[name] = pool
     rows = []
-    seeds = sorted({seed for by_seed in pools.values() for seed in by_seed})
-    for seed in seeds:
-        names = [n for n in pools if seed in pools[n]]
-        scratch = {}
-        for name in names:
-            pool = pools[name][seed]
-            rows.append(replay_run(pool, name, seed, "plain", args.budget, None))
-            scratch[name] = replay_run(pool, name, seed, "scratch", args.budget,
-                                       screen.Ranker([], name, options, seed))
-            rows.append(scratch[name])
-        for name in names:
-            known = [s for other in names if other != name for s in scratch[other]["samples"]]
-            rows.append(replay_run(pools[name][seed], name, seed, "transfer", args.budget,
-                                   screen.Ranker(known, name, options, seed)))
+    for seed, by_name in sorted(pools.items()):
+        for k in range(args.orders):
+            ordered = {name: _reordered(pool, seed, k) for name, pool in by_name.items()}
+            rows += replay_seed(ordered, f"{seed}:{k}" if args.orders > 1 else seed, seed,
+                                options, args.budget)
+    return rows
+
+
+def _reordered(pool: list[dict], seed: int, k: int) -> list[dict]:
+    if k == 0:
+        return pool
+    order = list(pool)
+    random.Random(f"{seed}:{k}").shuffle(order)
+    return order
+
+
+def replay_seed(pools: dict[str, list], label, seed: int, options: screen.Options,
+                budget: int) -> list[dict]:
+    rows, scratch = [], {}
+    for name, pool in pools.items():
+        rows.append(replay_run(pool, name, label, "plain", budget, None))
+        scratch[name] = replay_run(pool, name, label, "scratch", budget,
+                                   screen.Ranker([], name, options, seed))
+        rows.append(scratch[name])
+    for name, pool in pools.items():
+        known = [s for other in pools if other != name for s in scratch[other]["samples"]]
+        rows.append(replay_run(pool, name, label, "transfer", budget,
+                               screen.Ranker(known, name, options, seed)))
     return rows
 
 
@@ -182,10 +214,19 @@ def main() -> int:
     parser.add_argument("--replay", metavar="POOLS_JSON[,POOLS_JSON...]",
                         help="replay the three runs over --record files (no measuring)")
     parser.add_argument("--options", help="screen.Options fields as JSON, for --replay")
+    parser.add_argument("--orders", type=int, default=1,
+                        help="--replay each seed's candidates in this many orders (the "
+                             "recorded one and shuffles of it)")
     args = parser.parse_args()
+    if (args.record or args.replay) and args.strategy != "random":
+        parser.error("--record and --replay need --strategy random: another strategy's "
+                     "candidates depend on what was screened, so a record cannot stand in")
     names = args.programs.split(",")
     if args.replay:
-        report(replay(args.replay, args), args, 0)
+        rows = replay(args.replay, args)
+        if args.out:
+            Path(args.out).write_text(json.dumps([dict(r, samples=[]) for r in rows]))
+        report(rows, args, 0)
         return 0
     if args.render:
         rows = [r for f in args.render.split(",") for r in json.loads(Path(f).read_text())]
@@ -243,14 +284,19 @@ def prepare(name: str, work: Path, metric: str) -> tuple:
     return store, config, work
 
 
+TABLE_PAIRS = 60     # more program-seed pairs than this (--orders): the summary only
+
+
 def report(rows: list[dict], args, seconds: float) -> None:
+    by = {(r["program"], r.get("seed", 0), r["run"]): r for r in rows}
+    pairs = sorted({(r["program"], r.get("seed", 0)) for r in rows}, key=str)
+    table = len(pairs) <= TABLE_PAIRS
     print(f"\nscreen: {args.strategy}, budget {args.budget}, metric {args.metric}, "
           f"{time.strftime('%Y-%m-%d')}, {round(seconds / 60)} min")
-    print(f"{'program':<9} {'seed':>4} {'run':<9} {'to 95% of plain':>15} {'screened':>8} "
-          f"{'tuning best':>11} {'verified vs -O3 [95% CI]':<28} verdict")
-    by = {(r["program"], r.get("seed", 0), r["run"]): r for r in rows}
-    ratios: dict[str, list[float]] = {"scratch": [], "transfer": []}
-    pairs = sorted({(r["program"], r.get("seed", 0)) for r in rows})
+    if table:
+        print(f"{'program':<9} {'seed':>4} {'run':<9} {'to 95% of plain':>15} "
+              f"{'screened':>8} {'tuning best':>11} {'verified vs -O3 [95% CI]':<28} verdict")
+    ratios: dict[tuple[str, str], list[float]] = {}     # (run, program) -> steps / plain's
     for name, seed in pairs:
         plain = by.get((name, seed, "plain"))
         target = plain["tuning_best"] if plain else None
@@ -263,26 +309,34 @@ def report(rows: list[dict], args, seconds: float) -> None:
             steps = tc.reached(r["trace"], target)
             if run != "plain" and plain_steps:
                 # not reached within the budget counts as the whole budget
-                ratios[run].append((steps or args.budget) / plain_steps)
-            speed = (f"{r['speedup']:.4f}x [{r['low']:.4f}, {r['high']:.4f}]"
-                     if r["speedup"] else "-")
-            best = f"{r['tuning_best']:.4f}" if r["tuning_best"] else "none"
-            print(f"{name:<9} {seed:>4} {run:<9} {steps or '-':>15} {r['screened']:>8} "
-                  f"{best:>11} {speed:<28} {r['verdict']}")
+                ratios.setdefault((run, name), []).append((steps or args.budget) / plain_steps)
+            if table:
+                speed = (f"{r['speedup']:.4f}x [{r['low']:.4f}, {r['high']:.4f}]"
+                         if r["speedup"] else "-")
+                best = f"{r['tuning_best']:.4f}" if r["tuning_best"] else "none"
+                print(f"{name:<9} {seed:>4} {run:<9} {steps or '-':>15} {r['screened']:>8} "
+                      f"{best:>11} {speed:<28} {r['verdict']}")
     complete = [k for k in pairs if all((*k, run) in by for run in RUNS)]
     if complete:
         speedups = {run: [by[(*k, run)]["speedup"] or 1.0 for k in complete] for run in RUNS}
         gains = "; ".join(f"{run} {tc.geomean(v):.4f}x" for run, v in speedups.items())
         print(f"geomean verified speedup over -O3, {len(complete)} program-seed pair(s) with "
               f"all three runs: {gains}")
-    for run, values in ratios.items():
-        if values:
-            print(f"geomean evaluations to 95 % of plain's best, {run} / plain: "
-                  f"{tc.geomean(values):.3f} over {len(values)} program-seed pair(s) "
-                  f"(target <= 0.70)")
-        else:
+    short = [r for r in rows if r.get("pool_short")]
+    if short:
+        print(f"{len(short)} replayed run(s) ran out of recorded candidates before the budget "
+              "(counted as they stand; a larger --pool would let them go on)")
+    for run in RUNS[1:]:
+        values = [v for (r, _), vs in ratios.items() if r == run for v in vs]
+        if not values:
             print(f"{run}: no program where the plain run found a clear gain; nothing to "
                   "compare")
+            continue
+        each = ", ".join(f"{name} {tc.geomean(vs):.3f}" for (r, name), vs in
+                         sorted(ratios.items()) if r == run)
+        print(f"geomean evaluations to 95 % of plain's best, {run} / plain: "
+              f"{tc.geomean(values):.3f} over {len(values)} program-seed pair(s) "
+              f"(target <= 0.70; {each})")
 
 
 if __name__ == "__main__":
