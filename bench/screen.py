@@ -48,10 +48,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -142,8 +144,7 @@ def replay_run(pool: list[dict], name: str, seed, label: str, budget: int,
             best = max(best, 1 - e["ratio"])
         trace.append(1 - best if best > 0 else None)
         if ranker and e["features"] and e["ratio"]:
-            ranker.learn({"features": e["features"], "target": math.log(e["ratio"]),
-                          "program": name, "key": e["key"]}, predicted)
+            ranker.learn(_samples([e], name)[0], predicted)
     final = 1 - best if best > 0 else None
     return {"program": name, "run": label, "seed": seed, "evaluations": measured,
             "screened": screened, "trace": trace, "tuning_best": final,
@@ -165,13 +166,21 @@ def replay(files: str, args) -> list[dict]:
         for name, by_seed in json.loads(Path(f).read_text())["programs"].items():
             for seed, pool in by_seed.items():
                 pools.setdefault(int(seed), {})[name] = pool
-    rows = []
-    for seed, by_name in sorted(pools.items()):
-        for k in range(args.orders):
-            ordered = {name: _reordered(pool, seed, k) for name, pool in by_name.items()}
-            rows += replay_seed(ordered, f"{seed}:{k}" if args.orders > 1 else seed, seed,
-                                options, args.budget)
-    return rows
+    everything = {}          # --transfer all: every recorded candidate of each program
+    for by_name in pools.values():
+        for name, pool in by_name.items():
+            everything.setdefault(name, []).extend(_samples(pool, name))
+    tasks = [({name: _reordered(pool, seed, k) for name, pool in by_name.items()},
+              f"{seed}:{k}" if args.orders > 1 else seed, seed, options, args.budget,
+              everything if args.transfer == "all" else None)
+             for seed, by_name in sorted(pools.items()) for k in range(args.orders)]
+    with ProcessPoolExecutor(args.jobs) as pool:    # the model fits are the cost
+        return [row for rows in pool.map(replay_seed, *zip(*tasks)) for row in rows]
+
+
+def _samples(pool: list[dict], name: str) -> list[dict]:
+    return [{"features": e["features"], "target": math.log(e["ratio"]), "program": name,
+             "key": e["key"]} for e in pool if e["features"] and e["ratio"]]
 
 
 def _reordered(pool: list[dict], seed: int, k: int) -> list[dict]:
@@ -183,7 +192,7 @@ def _reordered(pool: list[dict], seed: int, k: int) -> list[dict]:
 
 
 def replay_seed(pools: dict[str, list], label, seed: int, options: screen.Options,
-                budget: int) -> list[dict]:
+                budget: int, everything: dict[str, list] | None) -> list[dict]:
     rows, scratch = [], {}
     for name, pool in pools.items():
         rows.append(replay_run(pool, name, label, "plain", budget, None))
@@ -191,7 +200,8 @@ def replay_seed(pools: dict[str, list], label, seed: int, options: screen.Option
                                    screen.Ranker([], name, options, seed))
         rows.append(scratch[name])
     for name, pool in pools.items():
-        known = [s for other in pools if other != name for s in scratch[other]["samples"]]
+        source = everything or {other: scratch[other]["samples"] for other in pools}
+        known = [s for other in source if other != name for s in source[other]]
         rows.append(replay_run(pool, name, label, "transfer", budget,
                                screen.Ranker(known, name, options, seed)))
     return rows
@@ -214,6 +224,12 @@ def main() -> int:
     parser.add_argument("--replay", metavar="POOLS_JSON[,POOLS_JSON...]",
                         help="replay the three runs over --record files (no measuring)")
     parser.add_argument("--options", help="screen.Options fields as JSON, for --replay")
+    parser.add_argument("--transfer", choices=("scratch", "all"), default="scratch",
+                        help="--replay's transfer knowledge: the other programs' scratch "
+                             "runs of the same seed (as live), or every recorded candidate "
+                             "of the other programs (a cache that many runs filled)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count(),
+                        help="processes for --replay")
     parser.add_argument("--orders", type=int, default=1,
                         help="--replay each seed's candidates in this many orders (the "
                              "recorded one and shuffles of it)")
