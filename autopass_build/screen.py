@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 
 from . import proc, toolchain
 from .spool import hash_json, user_cache_dir, write_atomic
-from .stats import median
 
 KNOWLEDGE_VERSION = 2     # 2: loop features, no knob values
 CODE_FEATURES = ("size", "instructions", "branches", "calls", "vector", "memory",
@@ -66,8 +65,6 @@ class Options:
     check_after: int = 4       # measured predictions before the model's ranking is judged
     min_tau: float = 0.0       # below this Kendall tau on them, nothing is screened out
     transfer_prior: float = 3.0  # see sample_weights
-    min_ranked: int = 1        # this run's predictions before a rank means anything
-    center: bool = False       # learn each program's ratios around its own median
 
 
 # -- code shape ---------------------------------------------------------------------------
@@ -311,17 +308,6 @@ def sample_weights(training: list[dict], program: str, prior: float) -> list[flo
     return [1.0 if s["program"] == program else other for s in training]
 
 
-def centered(training: list[dict]) -> list[dict]:
-    """Each program's log ratios less their median.  Programs differ in how much worse
-    than -O3 a typical random candidate is (bzip2's by ~2 %, Lua's by ~5 %); only the
-    order within a program matters for screening, so that level is not the model's to
-    learn from the features."""
-    levels = {}
-    for program in {s["program"] for s in training}:
-        levels[program] = median([s["target"] for s in training if s["program"] == program])
-    return [dict(s, target=s["target"] - levels[s["program"]]) for s in training]
-
-
 def misranking(checked: list[tuple[float, float]], options: Options) -> str:
     """Why the model's ranking is not to be acted on now ('' when it is), from
     (predicted, measured) ratios of a run's measured candidates.  Knowledge from other
@@ -369,7 +355,7 @@ class Ranker:
         training = self.known + self.samples
         if len(training) < self.options.min_samples:
             return Judgement(features, None, True, f"learning ({len(training)} samples)")
-        predicted = math.exp(self._fitted(training).predict([features])[0] + self._level())
+        predicted = math.exp(self._fitted(training).predict([features])[0])
         better = sum(1 for p in self.predictions if p < predicted)
         self.predictions.append(predicted)
         rank = better / len(self.predictions)
@@ -377,21 +363,12 @@ class Ranker:
         distrust = misranking(self.checked, self.options)
         if distrust:
             return Judgement(features, predicted, True, f"{said}; {distrust}")
-        if (rank < self.options.keep or self.skips >= self.options.max_skips
-                or len(self.predictions) < self.options.min_ranked):
+        if rank < self.options.keep or self.skips >= self.options.max_skips:
             self.skips = 0
             return Judgement(features, predicted, True, said)
         self.skips += 1
         return Judgement(features, predicted, False, f"{said} of this run's predictions "
                          f"(keeps the best {self.options.keep:.0%})")
-
-    def _level(self) -> float:
-        """What a centred model's prediction is relative to: this run's median log ratio
-        (the shared knowledge's before it measured anything)."""
-        if not self.options.center:
-            return 0.0
-        own = [s["target"] for s in self.samples] or [s["target"] for s in self.known]
-        return median(own) if own else 0.0
 
     def learn(self, sample: dict, predicted: float | None) -> None:
         """A measured evaluation (features, log ratio); `predicted` the ratio the model
@@ -403,8 +380,6 @@ class Ranker:
     def _fitted(self, training: list[dict]) -> Model:
         if self._model is None or self._model_size != len(training):
             weights = sample_weights(training, self.program, self.options.transfer_prior)
-            if self.options.center:
-                training = centered(training)
             self._model = Model(training, self.seed, weights)
             self._model_size = len(training)
         return self._model
