@@ -166,31 +166,31 @@ def replay(files: str, args) -> list[dict]:
         for name, by_seed in json.loads(Path(f).read_text())["programs"].items():
             for seed, pool in by_seed.items():
                 pools.setdefault(int(seed), {})[name] = pool
-    Oracle.truth = {json.dumps(e["features"], sort_keys=True): math.log(e["ratio"] or 2.0)
-                    for by_name in pools.values() for pool in by_name.values() for e in pool}
+    truth = {json.dumps(e["features"], sort_keys=True): math.log(e["ratio"] or 2.0)
+             for by_name in pools.values() for pool in by_name.values() for e in pool}
     everything = {}          # --transfer all: every recorded candidate of each program
     for by_name in pools.values():
         for name, pool in by_name.items():
             everything.setdefault(name, []).extend(_samples(pool, name))
     tasks = [({name: _reordered(pool, seed, k) for name, pool in by_name.items()},
               f"{seed}:{k}" if args.orders > 1 else seed, seed, options, args.budget,
-              everything if args.transfer == "all" else None, args.oracle)
+              everything if args.transfer == "all" else None, truth if args.oracle else None)
              for seed, by_name in sorted(pools.items()) for k in range(args.orders)]
     with ProcessPoolExecutor(args.jobs) as pool:    # the model fits are the cost
         return [row for rows in pool.map(replay_seed, *zip(*tasks)) for row in rows]
 
 
 class Oracle(screen.Ranker):
-    """A perfect model: predicts each candidate's measured ratio.  What screening could
-    save under these options at best, apart from what the model gets wrong."""
+    """A perfect model: predicts each candidate's measured log ratio (a failed one's as
+    twice as slow).  What screening could save under these options at best, apart
+    from what the model gets wrong."""
+    truth: dict[str, float]         # json of the features -> measured log ratio
 
     def _fitted(self, training):
         return self
 
     def predict(self, features: list[dict]) -> list[float]:
         return [self.truth[json.dumps(f, sort_keys=True)] for f in features]
-
-    truth: dict[str, float] = {}
 
 
 def _samples(pool: list[dict], name: str) -> list[dict]:
@@ -207,19 +207,26 @@ def _reordered(pool: list[dict], seed: int, k: int) -> list[dict]:
 
 
 def replay_seed(pools: dict[str, list], label, seed: int, options: screen.Options,
-                budget: int, everything: dict[str, list] | None, oracle: bool) -> list[dict]:
-    ranker = Oracle if oracle else screen.Ranker
+                budget: int, everything: dict[str, list] | None,
+                truth: dict[str, float] | None) -> list[dict]:
+    def ranker(known: list[dict], name: str) -> screen.Ranker:
+        if truth is None:
+            return screen.Ranker(known, name, options, seed)
+        oracle = Oracle(known, name, options, seed)
+        oracle.truth = truth
+        return oracle
+
     rows, scratch = [], {}
     for name, pool in pools.items():
         rows.append(replay_run(pool, name, label, "plain", budget, None))
         scratch[name] = replay_run(pool, name, label, "scratch", budget,
-                                   ranker([], name, options, seed))
+                                   ranker([], name))
         rows.append(scratch[name])
     for name, pool in pools.items():
         source = everything or {other: scratch[other]["samples"] for other in pools}
         known = [s for other in source if other != name for s in source[other]]
         rows.append(replay_run(pool, name, label, "transfer", budget,
-                               ranker(known, name, options, seed)))
+                               ranker(known, name)))
     return rows
 
 
