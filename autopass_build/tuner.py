@@ -52,7 +52,7 @@ class TuneRequest:
     pgo: bool = False        # tune on top of the PGO build (`autopass pgo` trains it)
     screen: bool = False     # rank candidates by their compiled code before measuring
     knowledge: str = ""      # the screening knowledge file (default: the user's cache)
-    screen_options: dict = field(default_factory=dict)   # screen.Options fields to change
+    screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":

@@ -160,10 +160,15 @@ def replay(files: str, args) -> list[dict]:
     ("seed:k"): random search draws independent candidates, so another order of the same
     ones is as likely a run as the recorded one, and where the best falls stops being
     one draw of luck per seed."""
-    options = screen.Options(**json.loads(args.options or "{}"))
+    try:
+        options = screen.Options(**json.loads(args.options or "{}"))
+    except (ValueError, TypeError) as error:
+        fields = ", ".join(screen.Options.__dataclass_fields__)
+        sys.exit(f"screen.py: --options {args.options!r}: {error}; a JSON object of "
+                 f"screen.Options fields ({fields})")
     pools: dict[int, dict[str, list]] = {}
     for f in files.split(","):
-        for name, by_seed in json.loads(Path(f).read_text())["programs"].items():
+        for name, by_seed in _recorded(Path(f)).items():
             for seed, pool in by_seed.items():
                 pools.setdefault(int(seed), {})[name] = pool
     truth = {json.dumps(e["features"], sort_keys=True): math.log(e["ratio"] or 2.0)
@@ -178,6 +183,14 @@ def replay(files: str, args) -> list[dict]:
              for seed, by_name in sorted(pools.items()) for k in range(args.orders)]
     with ProcessPoolExecutor(args.jobs) as pool:    # the model fits are the cost
         return [row for rows in pool.map(replay_seed, *zip(*tasks)) for row in rows]
+
+
+def _recorded(path: Path) -> dict[str, dict[str, list]]:
+    try:
+        return json.loads(path.read_text())["programs"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        sys.exit(f"screen.py: {path} is not a --record file ({error!r}); make one with "
+                 "python bench/screen.py --record FILE.json")
 
 
 class Oracle(screen.Ranker):

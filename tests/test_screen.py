@@ -217,6 +217,8 @@ def _replays_the_same_decisions(journal: Journal, known: list[dict]) -> None:
     ranker = screen.Ranker(known, "this run", screen.Options(), journal.header["seed"])
     decided = [e for e in journal.entries if e["phase"] in ("search", "screened")]
     for entry in decided:
+        if not entry["features"]:       # not compiled: measured unjudged, not learned from
+            continue
         judgement = ranker.decide(entry["features"])
         assert judgement.measure == (entry["phase"] == "search"), entry["n"]
         assert judgement.predicted == entry["predicted"], entry["n"]
