@@ -150,7 +150,8 @@ def replay_run(pool: list[dict], name: str, seed, label: str, budget: int,
             "screened": screened, "trace": trace, "tuning_best": final,
             "speedup": 1 / final if final else None, "low": 1 / final if final else None,
             "high": 1 / final if final else None, "verdict": "faster" if final else "no gain",
-            "samples": ranker.samples if ranker else [], "pool_short": measured < budget}
+            "samples": ranker.samples if ranker else [], "pool_short": measured < budget,
+            "checked": ranker.checked if ranker else []}
 
 
 def replay(files: str, args) -> list[dict]:
@@ -280,7 +281,8 @@ def main() -> int:
     if args.replay:
         rows = replay(args.replay, args)
         if args.out:
-            Path(args.out).write_text(json.dumps([dict(r, samples=[]) for r in rows]))
+            Path(args.out).write_text(json.dumps([dict(r, samples=[], checked=[])
+                                                  for r in rows]))
         report(rows, args, 0)
         return 0
     if args.render:
@@ -384,6 +386,11 @@ def report(rows: list[dict], args, seconds: float) -> None:
         print(f"{len(short)} replayed run(s) ran out of recorded candidates before the budget "
               "(counted as they stand; a larger --pool would let them go on)")
     for run in RUNS[1:]:
+        ranked = _ranking(r["checked"] for r in rows if r["run"] == run and r.get("checked"))
+        if ranked:
+            print(f"{run}: Kendall tau of the model's predictions against the measurements "
+                  f"in each run (4 or more), mean {ranked}")
+    for run in RUNS[1:]:
         values = [v for (r, _), vs in ratios.items() if r == run for v in vs]
         if not values:
             print(f"{run}: no program where the plain run found a clear gain; nothing to "
@@ -394,6 +401,14 @@ def report(rows: list[dict], args, seconds: float) -> None:
         print(f"geomean evaluations to 95 % of plain's best, {run} / plain: "
               f"{tc.geomean(values):.3f} over {len(values)} program-seed pair(s) "
               f"(target <= 0.70; {each})")
+
+
+def _ranking(checked_runs) -> str:
+    from scipy.stats import kendalltau
+
+    taus = [kendalltau(*zip(*c)).statistic for c in checked_runs if len(c) >= 4]
+    taus = [t for t in taus if not math.isnan(t)]
+    return f"{sum(taus) / len(taus):.2f} over {len(taus)} runs" if taus else ""
 
 
 if __name__ == "__main__":
