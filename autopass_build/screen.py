@@ -308,6 +308,16 @@ def sample_weights(training: list[dict], program: str, prior: float) -> list[flo
     return [1.0 if s["program"] == program else other for s in training]
 
 
+def sample_of(evaluation: dict, program: str) -> dict | None:
+    """What the model learns from a measured evaluation (a journal entry, or one a
+    benchmark recorded): its features and log ratio; None for one that was not compiled
+    or whose measurement failed."""
+    if not evaluation.get("features") or not evaluation.get("ratio"):
+        return None
+    return {"features": evaluation["features"], "target": math.log(evaluation["ratio"]),
+            "program": program, "key": evaluation["key"]}
+
+
 def misranking(checked: list[tuple[float, float]], options: Options) -> str:
     """Why the model's ranking is not to be acted on now ('' when it is), from
     (predicted, measured) ratios of a run's measured candidates.  Knowledge from other
@@ -445,10 +455,7 @@ class Screener:
             self.ranker.learn(sample, entry.get("predicted"))
 
     def _sample(self, entry: dict) -> dict | None:
-        if entry.get("phase") != "search" or not entry.get("features") or not entry.get("ratio"):
-            return None
-        return {"features": entry["features"], "target": math.log(entry["ratio"]),
-                "program": self.program, "key": entry["key"]}
+        return sample_of(entry, self.program) if entry.get("phase") == "search" else None
 
     def persist(self) -> None:
         """This run's measured evaluations join the shared knowledge."""

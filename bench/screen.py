@@ -143,13 +143,14 @@ def replay_run(pool: list[dict], name: str, seed, label: str, budget: int,
         if e["verdict"] == "faster":
             best = max(best, 1 - e["ratio"])
         trace.append(1 - best if best > 0 else None)
-        if ranker and e["features"] and e["ratio"]:
-            ranker.learn(_samples([e], name)[0], predicted)
+        if ranker and (sample := screen.sample_of(e, name)):
+            ranker.learn(sample, predicted)
     final = 1 - best if best > 0 else None
+    speedup = 1 / final if final else None        # deterministic: a point, no interval
     return {"program": name, "run": label, "seed": seed, "evaluations": measured,
             "screened": screened, "trace": trace, "tuning_best": final,
-            "speedup": 1 / final if final else None, "low": 1 / final if final else None,
-            "high": 1 / final if final else None, "verdict": "faster" if final else "no gain",
+            "speedup": speedup, "low": speedup, "high": speedup,
+            "verdict": "faster" if final else "no gain",
             "samples": ranker.samples if ranker else [], "pool_short": measured < budget,
             "checked": ranker.checked if ranker else []}
 
@@ -172,15 +173,20 @@ def replay(files: str, args) -> list[dict]:
         for name, by_seed in _recorded(Path(f)).items():
             for seed, pool in by_seed.items():
                 pools.setdefault(int(seed), {})[name] = pool
-    truth = {json.dumps(e["features"], sort_keys=True): math.log(e["ratio"] or 2.0)
-             for by_name in pools.values() for pool in by_name.values() for e in pool}
-    everything = {}          # --transfer all: every recorded candidate of each program
-    for by_name in pools.values():
-        for name, pool in by_name.items():
-            everything.setdefault(name, []).extend(_samples(pool, name))
+    truth = None
+    if args.oracle:
+        truth = {json.dumps(e["features"], sort_keys=True): math.log(e["ratio"] or 2.0)
+                 for by_name in pools.values() for pool in by_name.values() for e in pool}
+    everything = None        # --transfer all: every recorded candidate of each program
+    if args.transfer == "all":
+        everything = {}
+        for by_name in pools.values():
+            for name, pool in by_name.items():
+                everything.setdefault(name, []).extend(
+                    sample for e in pool if (sample := screen.sample_of(e, name)))
     tasks = [({name: _reordered(pool, seed, k) for name, pool in by_name.items()},
               f"{seed}:{k}" if args.orders > 1 else seed, seed, options, args.budget,
-              everything if args.transfer == "all" else None, truth if args.oracle else None)
+              everything, truth)
              for seed, by_name in sorted(pools.items()) for k in range(args.orders)]
     with ProcessPoolExecutor(args.jobs) as pool:    # the model fits are the cost
         return [row for rows in pool.map(replay_seed, *zip(*tasks)) for row in rows]
@@ -205,11 +211,6 @@ class Oracle(screen.Ranker):
 
     def predict(self, features: list[dict]) -> list[float]:
         return [self.truth[json.dumps(f, sort_keys=True)] for f in features]
-
-
-def _samples(pool: list[dict], name: str) -> list[dict]:
-    return [{"features": e["features"], "target": math.log(e["ratio"]), "program": name,
-             "key": e["key"]} for e in pool if e["features"] and e["ratio"]]
 
 
 def _reordered(pool: list[dict], seed: int, k: int) -> list[dict]:

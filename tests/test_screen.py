@@ -222,6 +222,5 @@ def _replays_the_same_decisions(journal: Journal, known: list[dict]) -> None:
         judgement = ranker.decide(entry["features"])
         assert judgement.measure == (entry["phase"] == "search"), entry["n"]
         assert judgement.predicted == entry["predicted"], entry["n"]
-        if judgement.measure and entry["ratio"]:
-            ranker.learn({"features": entry["features"], "target": math.log(entry["ratio"]),
-                          "program": "this run", "key": entry["key"]}, judgement.predicted)
+        if judgement.measure and (sample := screen.sample_of(entry, "this run")):
+            ranker.learn(sample, judgement.predicted)
