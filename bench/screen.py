@@ -275,6 +275,9 @@ def main() -> int:
                         help="--replay each seed's candidates in this many orders (the "
                              "recorded one and shuffles of it)")
     args = parser.parse_args()
+    for name in ("orders", "jobs", "pool", "budget"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be 1 or more (got {getattr(args, name)})")
     if (args.record or args.replay) and args.strategy != "random":
         parser.error("--record and --replay need --strategy random: another strategy's "
                      "candidates depend on what was screened, so a record cannot stand in")
