@@ -35,11 +35,11 @@ import debian_sources  # noqa: E402
 from record_overhead import timed  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
-from autopass_build import toolchain  # noqa: E402
-from autopass_build.applier import compiler_id  # noqa: E402
-from autopass_build.build_env import apply_environment, record_environment  # noqa: E402
-from autopass_build.spool import hash_file  # noqa: E402
-from autopass_build.store import Store  # noqa: E402
+from autopass_build.capture.applier import compiler_id  # noqa: E402
+from autopass_build.capture.build_env import apply_environment, record_environment  # noqa: E402
+from autopass_build.core import toolchain  # noqa: E402
+from autopass_build.core.files import hash_file  # noqa: E402
+from autopass_build.store.index import Store  # noqa: E402
 
 LUA = debian_sources.LUA
 
@@ -87,10 +87,10 @@ def build_cost(tree: Path, clang: str, rounds: int, jobs: int, work: Path) -> No
 
 
 def tuned_and_verified(tree: Path, budget: int) -> None:
-    from autopass_build.evaluate import Evaluator, choose_target
-    from autopass_build.profile import profile
-    from autopass_build.tuner import TuneRequest, Tuner
-    from autopass_build.verify import verify
+    from autopass_build.instruments.evaluate import Evaluator, choose_target
+    from autopass_build.instruments.hotspots import profile
+    from autopass_build.outputs.verify import verify
+    from autopass_build.tuning.tuner import Tuner, TuneRequest
 
     build_dir = tree / LUA.build_dir
     subprocess.run(list(LUA.clean), cwd=build_dir, capture_output=True, check=True)

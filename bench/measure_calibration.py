@@ -32,11 +32,11 @@ sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
-from autopass_build import stats  # noqa: E402
-from autopass_build.build_env import record_environment  # noqa: E402
-from autopass_build.measure import Benchmark, compare, run_once  # noqa: E402
-from autopass_build.replay import Replayer  # noqa: E402
-from autopass_build.store import Store  # noqa: E402
+from autopass_build.capture.build_env import record_environment  # noqa: E402
+from autopass_build.instruments import stats  # noqa: E402
+from autopass_build.instruments.measure import Benchmark, compare, run_once  # noqa: E402
+from autopass_build.instruments.replay import Replayer  # noqa: E402
+from autopass_build.store.index import Store  # noqa: E402
 
 SPINNER = ("#include <stdlib.h>\nint main(int c, char **v) { volatile unsigned long i = 0; "
            "unsigned long n = strtoul(v[1], 0, 10); while (i < n) i++; return 0; }\n")

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import debian_sources  # noqa: E402
 
-from autopass_build import toolchain  # noqa: E402
-from autopass_build.build_env import record_environment  # noqa: E402
-from autopass_build.store import Store  # noqa: E402
+from autopass_build.capture.build_env import record_environment  # noqa: E402
+from autopass_build.core import toolchain  # noqa: E402
+from autopass_build.store.index import Store  # noqa: E402
 
 VARIANTS = ("plain", "passthrough", "record", "floor")
 FLOOR_SCRIPT = """#!/bin/sh

@@ -29,11 +29,11 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
 
-from autopass_build import fidelity  # noqa: E402
-from autopass_build.build_env import record_environment  # noqa: E402
-from autopass_build.replay import Replayer  # noqa: E402
-from autopass_build.store import Store  # noqa: E402
-from autopass_build.targets import resolve  # noqa: E402
+from autopass_build.capture.build_env import record_environment  # noqa: E402
+from autopass_build.instruments import fidelity  # noqa: E402
+from autopass_build.instruments.replay import Replayer  # noqa: E402
+from autopass_build.store.index import Store  # noqa: E402
+from autopass_build.store.targets import resolve  # noqa: E402
 
 # A change that costs about what the unit's own compile costs (a candidate with -O3
 # -funroll-loops costs more to compile, whoever compiles it).

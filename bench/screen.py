@@ -62,8 +62,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build import screen  # noqa: E402
-from autopass_build.tuner import TuneRequest, Tuner  # noqa: E402
+from autopass_build.tuning import screen  # noqa: E402
+from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 
 RUNS = ("plain", "scratch", "transfer")
 

@@ -42,10 +42,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build import pgo  # noqa: E402
-from autopass_build.evaluate import Evaluator  # noqa: E402
-from autopass_build.report import html_report, summarize  # noqa: E402
-from autopass_build.tuner import TuneRequest, Tuner  # noqa: E402
+from autopass_build.instruments import pgo  # noqa: E402
+from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
+from autopass_build.outputs.report import html_report, summarize  # noqa: E402
+from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 
 FULL = {"programs": "bzip2,lua5.4,libzstd,sqlite3", "strategies": "agent,random,greedy,ga,de,pso",
         "budget": 20}
@@ -326,7 +326,7 @@ def main() -> int:
             work = Path(scratch) / name
             work.mkdir()
             rows += run_program(name, work, strategies, budget, args.seed, args.metric)
-            from autopass_build.journal import Journal
+            from autopass_build.tuning.journal import Journal
             journals += [Journal.open(r["journal"]) for r in rows
                          if r["program"] == name and r.get("journal")]
             partial = {"rows": rows, "meta": _meta(args, budget, started)}

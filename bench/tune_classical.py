@@ -33,13 +33,13 @@ sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
-from autopass_build.build_env import record_environment  # noqa: E402
-from autopass_build.evaluate import Evaluator  # noqa: E402
-from autopass_build.measure import DETERMINISTIC_METRICS  # noqa: E402
-from autopass_build.profile import profile  # noqa: E402
-from autopass_build.report import summarize  # noqa: E402
-from autopass_build.store import Store  # noqa: E402
-from autopass_build.tuner import TuneRequest, Tuner  # noqa: E402
+from autopass_build.capture.build_env import record_environment  # noqa: E402
+from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
+from autopass_build.instruments.hotspots import profile  # noqa: E402
+from autopass_build.instruments.measure import DETERMINISTIC_METRICS  # noqa: E402
+from autopass_build.outputs.report import summarize  # noqa: E402
+from autopass_build.store.index import Store  # noqa: E402
+from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 
 
 def text_input(path: Path, megabytes: float, seed: int = 1) -> Path:
@@ -95,7 +95,7 @@ def prepare(name: str, work: Path, metric: str,
     subprocess.run(list(build), cwd=tree / case.program.build_dir, check=True,
                    capture_output=True, env=record_environment(str(store_dir), str(tree)))
     store = Store.open_existing(str(store_dir))
-    from autopass_build.targets import resolve
+    from autopass_build.store.targets import resolve
     [target] = [t for t in resolve(store, str(tree)) if t.kind == "executable"
                 and Path(t.output).name == case.binary]
     config = cfg.parse(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autopass_build import toolchain
-from autopass_build.store import Store
+from autopass_build.core import toolchain
+from autopass_build.store.index import Store
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -12,17 +12,22 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from autopass_build import flags as flagset
-from autopass_build.agents import (AgentUnavailable, Context, FallbackBackend, HotUnit,
-                                   LLMBackend, RulesBackend)
-from autopass_build.agents.llm import OpenAITransport, Transcript
-from autopass_build.journal import Journal
-from autopass_build.space import default_space
-from autopass_build.store import Store
-
 from conftest import AUTOPASS, recorded_tune_mini
 from openai_server import ScriptedServer
+
+from autopass_build.core import flags as flagset
+from autopass_build.store.index import Store
+from autopass_build.tuning.agents import (
+    AgentUnavailable,
+    Context,
+    FallbackBackend,
+    HotUnit,
+    LLMBackend,
+    RulesBackend,
+)
+from autopass_build.tuning.agents.llm import OpenAITransport, Transcript
+from autopass_build.tuning.journal import Journal
+from autopass_build.tuning.space import default_space
 
 KEY = "sk-test-SECRET-4242"
 CONFIG = """
@@ -85,7 +90,7 @@ def test_rules_agent_is_the_default_and_starts_from_the_evidence(project) -> Non
 
 
 def test_rules_diagnoser_bans_what_regressed(project) -> None:
-    from autopass_build.agents import Trial
+    from autopass_build.tuning.agents import Trial
     context, rules = context_for(project), RulesBackend()
     diagnosis = rules.analyse(context)
     assert diagnosis.findings[0]["knob"] == "opt" and diagnosis.findings[0]["value"] == "-O3"

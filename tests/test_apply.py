@@ -12,15 +12,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from autopass_build import toolchain
-from autopass_build.applier import compiler_id
-from autopass_build.fidelity import compare_objects
-from autopass_build.replay import Replayer
-from autopass_build.spool import hash_file
-from autopass_build.store import Store
-
 from conftest import AUTOPASS, EXAMPLES
+
+from autopass_build.capture.applier import compiler_id
+from autopass_build.core import toolchain
+from autopass_build.core.files import hash_file
+from autopass_build.instruments.fidelity import compare_objects
+from autopass_build.instruments.replay import Replayer
+from autopass_build.store.index import Store
 
 OBJECTS = ["src/main.o"] + [f"lib/{n}.o" for n in ("rng", "util", "crc32", "lz", "sort",
                                                    "matrix", "hashmap", "strsearch", "nbody",
@@ -213,7 +212,9 @@ def test_verify_reproducible_and_measured(tmp_path) -> None:
 
 
 def _instructions(python: str, bench: Path, module: Path) -> int:
-    from autopass_build.measure import debugless_copy   # valgrind 3.19 cannot read DWARF 5
+    from autopass_build.instruments.measure import (
+        debugless_copy,  # valgrind 3.19 cannot read DWARF 5
+    )
     folder = module.parent / "stripped"
     folder.mkdir(exist_ok=True)
     stripped = debugless_copy(str(module), str(folder))

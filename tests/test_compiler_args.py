@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from autopass_build import compiler_args as ca
-from autopass_build.compiler_args import classify, split_response_text
+from autopass_build.capture import compiler_args as ca
+from autopass_build.capture.compiler_args import classify, split_response_text
 
 SKIP_ROWS = [
     # id, args, reason

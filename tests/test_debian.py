@@ -16,17 +16,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import AUTOPASS, BIN, REPO, verify_ir
 
 sys.path.insert(0, str(REPO / "bench"))
 import debian_sources  # noqa: E402
 
-from autopass_build import fidelity  # noqa: E402
-from autopass_build.evidence import Evidence  # noqa: E402
-from autopass_build.replay import Replayer  # noqa: E402
-from autopass_build.store import Store  # noqa: E402
-from autopass_build.targets import resolve  # noqa: E402
+from autopass_build.instruments import fidelity  # noqa: E402
+from autopass_build.instruments.evidence import Evidence  # noqa: E402
+from autopass_build.instruments.replay import Replayer  # noqa: E402
+from autopass_build.store.index import Store  # noqa: E402
+from autopass_build.store.targets import resolve  # noqa: E402
 
 pytestmark = pytest.mark.debian
 
@@ -138,9 +137,9 @@ def test_libpng_apply_mode_through_configure_and_make(tmp_path, opt):
     tree, store, _ = record_and_compare(debian_sources.LIBPNG, tmp_path, opt)
     plain = _outputs(tree)
     config_h = (tree / "config.h").read_bytes()
-    from autopass_build.applier import compiler_id
-    from autopass_build.spool import hash_file
-    from autopass_build import toolchain
+    from autopass_build.capture.applier import compiler_id
+    from autopass_build.core import toolchain
+    from autopass_build.core.files import hash_file
     (tree / "autopass.flags.json").write_text(json.dumps({
         "schema": 1, "cpu": None,
         "toolchain": {"compiler": compiler_id(toolchain.find_tool("clang")), "target": ""},

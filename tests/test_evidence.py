@@ -7,10 +7,9 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import AUTOPASS, AUTOPASS_CC, REPO, run
 
-from autopass_build.evidence import Evidence, parse_remarks
+from autopass_build.instruments.evidence import Evidence, parse_remarks
 
 
 @pytest.fixture

@@ -8,11 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import AUTOPASS, BIN, EXAMPLES, REPO, verify_ir
 
-from autopass_build.store import Store
-from autopass_build.targets import resolve
+from autopass_build.store.index import Store
+from autopass_build.store.targets import resolve
 
 
 def copy_example(name: str, tmp_path: Path) -> Path:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
 
-from autopass_build.store import hash_file
+from autopass_build.core.files import hash_file
 
 HELLO = "int twice(int x) { return 2 * x; }\n"
 

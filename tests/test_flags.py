@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autopass_build import flags
+from autopass_build.core import flags
 
 ALLOWED = [
     ["-O3"], ["-O2", "-fno-unroll-loops"], ["-funroll-loops", "-fno-vectorize"],

@@ -10,13 +10,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import AUTOPASS
 
 from autopass_build import config as cfg
-from autopass_build.evaluate import Evaluator
-from autopass_build.pgo import flags_for, load, train
-from autopass_build.store import Store
-
-from conftest import AUTOPASS
+from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.instruments.pgo import flags_for, load, train
+from autopass_build.store.index import Store
 
 MINI = Path(__file__).parent / "data" / "tune-mini"
 
@@ -61,7 +60,7 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
     done = subprocess.run([AUTOPASS, "tune", "--pgo", "--strategy", "greedy", "--budget", "3"],
                           cwd=recorded, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    from autopass_build.journal import Journal
+    from autopass_build.tuning.journal import Journal
     header = Journal.latest(str(recorded / ".autopass")).header
     assert header["pgo"] and "with its PGO profile" in done.stderr
     # gains are against PGO alone; PGO alone is also measured against the recorded build
@@ -81,8 +80,8 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
     assert applied.returncode == 0 and "warning" not in applied.stderr, applied.stderr
     assert [o for o in objects if (recorded / o).read_bytes() != plain[o]] == objects
     # what ships is what was measured: the applied object equals the replayed PGO object
-    from autopass_build.fidelity import compare_objects
-    from autopass_build.pgo import load
+    from autopass_build.instruments.fidelity import compare_objects
+    from autopass_build.instruments.pgo import load
     store = Store.open_existing(str(recorded / ".autopass"))
     evaluator = Evaluator(store, cfg.load(str(recorded / "autopass.toml")))
     [hot] = [u for u in evaluator.units if u.source_rel == "hot.c"]
@@ -99,7 +98,7 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
 
 
 def test_a_stale_profile_is_summarized_and_never_fails_a_werror_build(recorded) -> None:
-    from autopass_build.pgo import load
+    from autopass_build.instruments.pgo import load
     store_profile = load(str(recorded / ".autopass"))
     shutil.copyfile(store_profile.path, recorded / "autopass.profdata")  # the shipped one
     hot = recorded / "hot.c"
@@ -140,7 +139,7 @@ def test_a_training_command_turns_pgo_on_and_is_what_trains(recorded, tmp_path) 
                            "--budget", "1"], cwd=recorded, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert marker.exists()                     # the training command ran, not the benchmark
-    from autopass_build.journal import Journal
+    from autopass_build.tuning.journal import Journal
     assert Journal.latest(str(recorded / ".autopass")).header["pgo"]
     off = subprocess.run([AUTOPASS, "tune", "--config", str(config), "--no-pgo", "--strategy",
                           "random", "--budget", "1"], cwd=recorded, capture_output=True, text=True)

@@ -14,16 +14,24 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import AUTOPASS, EXAMPLES, fake_compiler
 
 from autopass_build import config as cfg
-from autopass_build import fidelity
-from autopass_build.evaluate import EvaluateError, Evaluator, parse_unit_flags
-from autopass_build.measure import Benchmark, MeasureError, compare, run_once
-from autopass_build.outcome import EvaluationError, Outcome
-from autopass_build.replay import Replayer
-from autopass_build.store import Store
+from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.instruments import fidelity
+from autopass_build.instruments.evaluate import (
+    EvaluateError,
+    Evaluator,
+    parse_unit_flags,
+)
+from autopass_build.instruments.measure import (
+    Benchmark,
+    MeasureError,
+    compare,
+    run_once,
+)
+from autopass_build.instruments.replay import Replayer
+from autopass_build.store.index import Store
 
 CONFIG = """
 [run]
@@ -251,7 +259,7 @@ def test_s5_api_keys_do_not_reach_the_benchmark(tmp_path, monkeypatch):
 
 # ---- profile (issue 4) -------------------------------------------------------------------
 def test_profile_finds_the_hot_function_in_its_unit(project):
-    from autopass_build.profile import load, profile
+    from autopass_build.instruments.hotspots import load, profile
 
     evaluator = Evaluator(store_of(project), cfg.load(start=str(project)))
     result = profile(evaluator)
@@ -263,8 +271,8 @@ def test_profile_finds_the_hot_function_in_its_unit(project):
 
 def test_callgrind_fallback_reads_a_debug_build(project, tmp_path):
     """valgrind 3.19 cannot read clang 19's DWARF 5: the binary runs stripped of it."""
-    from autopass_build.measure import debugless_copy
-    from autopass_build.profile import _callgrind_samples
+    from autopass_build.instruments.hotspots import _callgrind_samples
+    from autopass_build.instruments.measure import debugless_copy
 
     binary = debugless_copy(str(project / "dataproc"), str(tmp_path))
     samples = dict(_callgrind_samples([binary, "1"], str(project), None, 120))

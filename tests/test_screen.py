@@ -12,16 +12,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import AUTOPASS, recorded_tune_mini
 from scipy.stats import kendalltau
 
 from autopass_build import config as cfg
-from autopass_build import screen
-from autopass_build.evaluate import Evaluator
-from autopass_build.journal import Journal
-from autopass_build.space import JointSpace, default_space
-from autopass_build.store import Store
-
-from conftest import AUTOPASS, recorded_tune_mini
+from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.store.index import Store
+from autopass_build.tuning import screen
+from autopass_build.tuning.journal import Journal
+from autopass_build.tuning.space import JointSpace, default_space
 
 CONFIG = """
 [run]

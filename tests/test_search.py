@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from autopass_build import search
-from autopass_build.space import Knob, Requires, Space, default_space, JointSpace
+from autopass_build.tuning import search
+from autopass_build.tuning.space import JointSpace, Knob, Requires, Space, default_space
 
 
 def _knob(name: str, count: int) -> Knob:

@@ -12,15 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from autopass_build.fidelity import compare_objects
-from autopass_build.flags import replayable_from_ir
-from autopass_build.replay import Replayer
-from autopass_build.space import default_space, probe
-from autopass_build import toolchain
-from autopass_build.store import Store
-
 from conftest import AUTOPASS, EXAMPLES
+
+from autopass_build.core import toolchain
+from autopass_build.core.flags import replayable_from_ir
+from autopass_build.instruments.fidelity import compare_objects
+from autopass_build.instruments.replay import Replayer
+from autopass_build.store.index import Store
+from autopass_build.tuning.space import default_space, probe
 
 
 @pytest.fixture(scope="module")

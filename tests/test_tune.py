@@ -16,12 +16,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from autopass_build import flags as flagset
-from autopass_build import flagsdb
-from autopass_build.journal import Journal, JournalError
-
 from conftest import AUTOPASS, TUNE_MINI, recorded_tune_mini
+
+from autopass_build.core import flags as flagset
+from autopass_build.store import flagsdb
+from autopass_build.tuning.journal import Journal, JournalError
 
 CONFIG = """
 [run]
@@ -216,10 +215,10 @@ class RecordedMeasurements:
         self.target = SimpleNamespace(output_rel="prog")
 
     def evaluate(self, by_unit, progress=None, measure=None):
-        from autopass_build.evaluate import Evaluation
-        from autopass_build.measure import Comparison
-        from autopass_build.outcome import Outcome
-        from autopass_build.stats import Estimate
+        from autopass_build.core.outcome import Outcome
+        from autopass_build.instruments.evaluate import Evaluation
+        from autopass_build.instruments.measure import Comparison
+        from autopass_build.instruments.stats import Estimate
         text = " ".join(by_unit.get("u1", ()))
         self.asked.append(text)
         verdict, ratio = self.table[text].pop(0) if len(self.table[text]) > 1 else self.table[text][0]
@@ -230,9 +229,9 @@ class RecordedMeasurements:
 
 def scripted_tuner(tmp_path, table, budget):
     from autopass_build import config as cfg
-    from autopass_build.space import Knob, Space
-    from autopass_build.store import Store
-    from autopass_build.tuner import TuneRequest, Tuner
+    from autopass_build.store.index import Store
+    from autopass_build.tuning.space import Knob, Space
+    from autopass_build.tuning.tuner import Tuner, TuneRequest
 
     class ScriptedTuner(Tuner):
         def _evaluator(self):

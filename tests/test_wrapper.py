@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import AUTOPASS_CC, AUTOPASS_CXX, Recording, run, verify_ir, write
 
-from autopass_build import compiler_args as ca
+from autopass_build.capture import compiler_args as ca
 
 HELLO = "#include <stdio.h>\nint twice(int x) { return 2 * x; }\n"
 MAIN = "int twice(int);\nint main(void) { return twice(21) == 42 ? 0 : 1; }\n"
@@ -263,14 +262,17 @@ def test_wrapper_and_record_path_import_only_light_foundations():
     """Every compile pays for these imports; heavy ones cost 10-45 ms each here."""
     repo = str(Path(__file__).resolve().parents[1])
     code = (f"import sys; sys.path.insert(0, {repo!r}); "
-            "import autopass_build.wrapper, autopass_build.recorder; "
+            "import autopass_build.capture.wrapper, autopass_build.capture.recorder; "
             "print(' '.join(sorted(m for m in sys.modules)))")
     modules = subprocess.run([sys.executable, "-IS", "-c", code], capture_output=True,
                              text=True, check=True).stdout.split()
     ours = {m for m in modules if m.startswith("autopass_build")}
-    assert ours <= {"autopass_build", "autopass_build.wrapper", "autopass_build.proc",
-                    "autopass_build.toolchain", "autopass_build.compiler_args",
-                    "autopass_build.spool", "autopass_build.recorder", "autopass_build.archive"}
+    assert ours <= {"autopass_build", "autopass_build.core", "autopass_build.capture",
+                    "autopass_build.core.proc", "autopass_build.core.toolchain",
+                    "autopass_build.core.files", "autopass_build.core.names",
+                    "autopass_build.capture.wrapper", "autopass_build.capture.compiler_args",
+                    "autopass_build.capture.spool", "autopass_build.capture.recorder",
+                    "autopass_build.capture.archive"}
     for heavy in ("openai", "subprocess", "sqlite3", "json", "dataclasses", "re", "enum",
                   "inspect", "hashlib", "psutil", "elftools"):
         assert heavy not in modules, f"the wrapper's path imports {heavy}"

@@ -1,0 +1,231 @@
+"""Apply mode: the flags database's entry for this compile's source, checked, or why not.
+
+Runs inside the wrapper (once per compile), so it reads the database with `json` only
+and checks it the way `flagsdb.py` documents the format, without that module's imports.
+The database is input, not trusted code: its flags pass the allowlist again here; a
+database that cannot be read, has another schema, is writable by others or owned by
+someone else gives a warning and the default flags; an entry whose source changed since
+it was measured (stale), or whose compiler differs, is skipped with a warning -- unless
+the policy says otherwise:
+
+    warn          (default) warning, default flags: the build never breaks over the database
+    error         the compile fails with the reason (for release pipelines that insist)
+    apply-anyway  stale or other-compiler entries are applied all the same (never flags
+                  the allowlist rejects)
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+
+from autopass_build.capture.spool import COMPILERS, TMP, Spool
+from autopass_build.core import flags as flagset
+from autopass_build.core.files import (
+    hash_bytes,
+    hash_file,
+    relative_to,
+    user_cache_dir,
+    write_atomic,
+)
+
+ENV_DB = "AUTOPASS_FLAGS_DB"
+ENV_POLICY = "AUTOPASS_APPLY_POLICY"
+POLICIES = ("warn", "error", "apply-anyway")
+DB_NAME = "autopass.flags.json"
+SCHEMA_VERSION = 1
+
+
+class Decision:
+    """What to add to one compile: `flags`, plus `warning` (or `error` under policy);
+    `profiled`: the source, when the flags include the PGO profile."""
+    __slots__ = ("flags", "warning", "error", "profiled")
+
+    def __init__(self, flags: tuple[str, ...] = (), warning: str = "", error: bool = False,
+                 profiled: str = ""):
+        self.flags, self.warning, self.error = flags, warning, error
+        self.profiled = profiled
+
+
+def db_path(root: str, explicit: str | None) -> str:
+    return os.path.abspath(explicit) if explicit else os.path.join(root, DB_NAME)
+
+
+def load(path: str) -> tuple[dict | None, str]:
+    """(database, "") or (None, why it is refused); (None, "") when there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as error:
+        return None, f"cannot read {path}: {error.strerror}"
+    if st.st_mode & stat.S_IWOTH:
+        return None, f"{path} is writable by every user: refused (chmod o-w {path})"
+    if st.st_uid not in (os.getuid(), 0):
+        return None, f"{path} belongs to another user (uid {st.st_uid}): refused"
+    data = _cached(path, st)
+    if data is None:
+        try:
+            import json  # imports `re`: 10 ms a compile, hence the cache below
+
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError) as error:
+            return None, f"{path} is not a readable flags database ({error})"
+        _remember(path, st, data)
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
+        return None, (f"{path} has schema {data.get('schema') if isinstance(data, dict) else '?'}"
+                      f"; this autopass reads schema {SCHEMA_VERSION} (re-run autopass tune)")
+    if not isinstance(data.get("entries"), dict):
+        return None, f"{path} has no entries table"
+    return data, ""
+
+
+def _cache_file(path: str, st: os.stat_result) -> str:
+    key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    return user_cache_dir("flagsdb", hash_bytes(key.encode()) + ".marshal")
+
+
+def _cached(path: str, st: os.stat_result):
+    """The database as parsed by an earlier compile of this build (keyed by path, size,
+    mtime and inode: any edit is a miss), or None."""
+    try:
+        with open(_cache_file(path, st), "rb") as handle:
+            return marshal.load(handle)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+
+
+def _remember(path: str, st: os.stat_result, data: object) -> None:
+    target = _cache_file(path, st)
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        write_atomic(target, marshal.dumps(data))
+    except (OSError, ValueError):
+        pass  # only a cache
+
+
+def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
+                compiler_path: str) -> Decision | None:
+    """The Decision for one classified compiler call, or None: nothing to add (not a
+    compile, no database, no entry)."""
+    from autopass_build.capture.compiler_args import (
+        COMPILE,
+        COMPILE_AND_LINK,
+        Invocation,
+    )
+
+    if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK):
+        return None
+    path = db_path(root, db_file)
+    db, why = load(path)
+    if db is None:
+        return Decision((), why, policy == "error") if why else None
+    sources = [os.path.normpath(os.path.join(cwd, s.path)) for s in parsed.sources]
+    if len(sources) != 1 or parsed.skipped_sources:
+        tuned = [s for s in sources if relative_to(s, root) in db["entries"]]
+        return Decision((), f"{', '.join(tuned)}: tuned flags not applied: the command "
+                        "compiles several sources at once") if tuned else None
+    profile = profile_decision(db, path, policy)
+    if profile.error:
+        return profile
+    decision = (decide(db, sources[0], root, compiler_id(compiler_path), policy)
+                if relative_to(sources[0], root) in db["entries"] else Decision())
+    merged = Decision(profile.flags + decision.flags,
+                      "; ".join(w for w in (profile.warning, decision.warning) if w),
+                      decision.error, relative_to(sources[0], root) if profile.flags else "")
+    return merged if merged.flags or merged.warning else None
+
+
+def profile_decision(db: dict, path: str, policy: str) -> Decision:
+    """The database's PGO profile for every compile, if it is the one tuned with."""
+    profile = db.get("profile")
+    if not profile:
+        return Decision()
+    try:
+        file = os.path.join(os.path.dirname(path), str(profile["path"]))
+        if os.path.isabs(str(profile["path"])) or ".." in str(profile["path"]).split("/"):
+            return _refuse(f"{path}: the profile must lie beside the database", policy)
+        if hash_file(file) != str(profile["hash"]):
+            return _refuse(f"{file} is not the PGO profile the flags were tuned with "
+                           "(re-run autopass tune --pgo)", policy)
+    except (OSError, KeyError, TypeError) as error:
+        return _refuse(f"the PGO profile of {path} cannot be used ({error})", policy)
+    # A source changed since training makes clang warn per compile; under the build's
+    # -Werror that would fail it, so the warning stays a warning and we summarize it.
+    return Decision((f"-fprofile-instr-use={file}", "-Wno-error=profile-instr-out-of-date"))
+
+
+OUT_OF_DATE = "profile data may be out of date: "
+
+
+def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decision | None]:
+    """clang's out-of-date profile diagnostics taken out of a compile's stderr, and one
+    warning (an error under the error policy) that says what they mean and the fix."""
+    text = stderr.decode("utf-8", "replace")
+    if OUT_OF_DATE not in text:
+        return stderr, None
+    kept, counts = [], []
+    for line in text.splitlines(keepends=True):
+        if OUT_OF_DATE in line:   # "...: of 3 functions, 1 has mismatched data that..."
+            counts.append(line.split(OUT_OF_DATE, 1)[1].split(" that ")[0].strip())
+        else:
+            kept.append(line)
+    why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "
+           "changed since training, and clang ignores the profile for those functions; "
+           "re-train with `autopass pgo` and `autopass tune --pgo`")
+    return "".join(kept).encode(), _refuse(why, policy)
+
+
+def decide(db: dict, source: str, root: str, compiler_id: str, policy: str) -> Decision:
+    """The flags for `source` (absolute), or none with the reason."""
+    rel = relative_to(source, root)
+    entry = db["entries"].get(rel)
+    if entry is None:
+        return Decision()
+    try:
+        tokens = flagset.validate(entry["flags"])
+        recorded_hash = str(entry["source_hash"])
+    except (KeyError, TypeError, flagset.FlagError) as error:
+        return _refuse(f"{rel}: database entry rejected ({error})", policy)
+    stale = []
+    try:
+        if hash_file(source) != recorded_hash:
+            stale.append("the source changed since its flags were measured")
+    except OSError:
+        pass  # the compiler will say what is wrong with the source
+    wanted = str(db.get("toolchain", {}).get("compiler", ""))
+    if wanted and compiler_id and wanted != compiler_id:
+        stale.append(f"it was tuned with {wanted}, this is {compiler_id}")
+    if stale and policy != "apply-anyway":
+        return _refuse(f"{rel}: entry not applied: {'; '.join(stale)} (re-run autopass tune)",
+                       policy)
+    return Decision(tokens)
+
+
+def _refuse(why: str, policy: str) -> Decision:
+    return Decision((), why, error=(policy == "error"))
+
+
+def compiler_id(path: str) -> str:
+    """"clang 19.1.7 (x86_64-pc-linux-gnu)": `--version` once per compiler binary, kept
+    in the user's cache the way record mode keeps it in the store."""
+    from autopass_build.core import toolchain
+
+    try:
+        stamp = toolchain.stamp_of(path)
+    except OSError:
+        return ""
+    cache = Spool(user_cache_dir())
+    cached = cache.compiler_text(stamp)
+    text = toolchain.version_text(path) if cached is None else cached
+    identity = toolchain.parse_version_output(path, text)
+    if cached is None and identity is not None:
+        try:
+            for sub in (TMP, COMPILERS):
+                os.makedirs(cache.path(sub), exist_ok=True)
+            cache.remember_compiler(stamp, text)
+        except OSError:
+            pass  # only a cache
+    return identity.short() if identity else ""

@@ -1,0 +1,107 @@
+"""The environment that makes any build system compile through autopass's wrapper.
+
+`autopass record -- make` must work for Make (which may hard-code `CC = gcc`),
+CMake/Ninja (reads CC/CXX on a fresh configure), and autotools (reads CC/CXX).  So the
+build gets CC/CXX pointing at the wrapper *and* a folder first on PATH where `cc`,
+`gcc`, `clang`, `c++`, `g++`, `clang++` (and versioned/triplet names) are the wrapper.
+
+The wrapper scripts written there start Python with `-I -S`: no site-packages scan,
+which costs tens of milliseconds per compile on some installs (pyenv's .pth files).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from autopass_build.capture.wrapper import (
+    ENV_MASQUERADE_DIR,
+    ENV_MODE,
+    ENV_ROOT,
+    ENV_STORE,
+)
+from autopass_build.core import toolchain
+
+C_NAMES = ("cc", "gcc", "clang", "clang-19", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-cc")
+CXX_NAMES = ("c++", "g++", "clang++", "clang++-19", "x86_64-linux-gnu-g++",
+             "x86_64-linux-gnu-c++")
+MAX_SHEBANG = 120
+
+LAUNCHER = """#!{python} -IS
+# Written by `autopass record`: the compiler wrapper without site-packages start-up cost.
+import sys
+sys.path.insert(0, {package_parent!r})
+from autopass_build.capture.wrapper import main
+sys.exit(main())
+"""
+
+
+def package_parent() -> str:
+    import autopass_build
+    return os.path.dirname(os.path.dirname(os.path.abspath(autopass_build.__file__)))
+
+
+def write_wrappers(bin_dir: str) -> tuple[str, str]:
+    """Create the wrapper scripts and compiler-named symlinks; return (cc, c++)."""
+    os.makedirs(bin_dir, exist_ok=True)
+    python = sys.executable
+    if len(python) + 8 > MAX_SHEBANG or " " in python:
+        python = "/usr/bin/env python3"  # pragma: no cover - very long interpreter paths
+    text = LAUNCHER.format(python=python, package_parent=package_parent())
+    paths = []
+    for name in ("autopass-cc", "autopass-c++"):
+        path = os.path.join(bin_dir, name)
+        tmp = path + f".{os.getpid()}.tmp"
+        with open(tmp, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+        paths.append(path)
+    for names, target in ((C_NAMES, "autopass-cc"), (CXX_NAMES, "autopass-c++")):
+        for name in names:
+            link = os.path.join(bin_dir, name)
+            if os.path.lexists(link):
+                os.unlink(link)
+            os.symlink(target, link)
+    return paths[0], paths[1]
+
+
+def record_environment(store_dir: str, root: str, base: dict[str, str] | None = None
+                       ) -> dict[str, str]:
+    """The environment for `autopass record -- <build>`."""
+    env = dict(os.environ if base is None else base)
+    bin_dir = os.path.join(store_dir, "bin")
+    cc, cxx = write_wrappers(bin_dir)
+    clang = toolchain.find_tool("clang", env=env, exclude=frozenset({bin_dir}))
+    clangxx = toolchain.find_tool("clang++", env=env, exclude=frozenset({bin_dir}))
+    if clang:
+        env["AUTOPASS_CC"] = clang
+    if clangxx:
+        env["AUTOPASS_CXX"] = clangxx
+    env.update({
+        "CC": cc, "CXX": cxx,
+        "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
+        ENV_STORE: store_dir, ENV_ROOT: root, ENV_MODE: "record",
+        ENV_MASQUERADE_DIR: bin_dir,
+    })
+    return env
+
+
+def apply_environment(root: str, db: str, policy: str, work_dir: str,
+                      base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for `autopass apply -- <build>`: the same wrapper, in apply mode."""
+    env = dict(os.environ if base is None else base)
+    bin_dir = os.path.join(work_dir, "bin")
+    cc, cxx = write_wrappers(bin_dir)
+    for tool, key in (("clang", "AUTOPASS_CC"), ("clang++", "AUTOPASS_CXX")):
+        found = toolchain.find_tool(tool, env=env, exclude=frozenset({bin_dir}))
+        if found:
+            env[key] = found
+    env.update({
+        "CC": cc, "CXX": cxx,
+        "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
+        ENV_ROOT: root, ENV_MODE: "apply", "AUTOPASS_FLAGS_DB": db,
+        "AUTOPASS_APPLY_POLICY": policy, ENV_MASQUERADE_DIR: bin_dir,
+    })
+    env.pop(ENV_STORE, None)
+    return env

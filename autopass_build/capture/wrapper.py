@@ -1,0 +1,245 @@
+"""`autopass-cc` / `autopass-c++`: the compiler wrapper.
+
+Three ways in, one behaviour:
+
+* as the compiler:        CC=autopass-cc make            (real compiler: clang-19)
+* as a launcher:          autopass-cc clang-19 -c a.c     (CMake's COMPILER_LAUNCHER)
+* masquerading:           a `gcc`/`cc` symlink to us, first on PATH (autopass record)
+
+The rule that matters most: never break the build.  The real compiler always runs with
+the byte-exact original arguments.  Queries, probes and anything we do not capture are
+handed over with `exec` (no extra process, not one byte added to the output).  Compiles
+run first, untouched; only after they succeed is the IR captured, and any failure of
+ours is logged to the store and ignored.  Only foundations are imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from autopass_build.capture.compiler_args import Invocation, Skip, classify
+from autopass_build.capture.spool import Spool, find_store_dir
+from autopass_build.core import proc, toolchain
+
+ENV_STORE = "AUTOPASS_STORE"
+ENV_ROOT = "AUTOPASS_ROOT"
+ENV_MODE = "AUTOPASS_MODE"            # record (default when a store is found) | apply | off
+ENV_GUARD = "AUTOPASS_WRAPPER_ACTIVE"  # set for the real compiler: recursion guard
+ENV_MASQUERADE_DIR = "AUTOPASS_MASQUERADE_DIR"
+LAUNCHER_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-mode=",
+                    "--autopass-db=", "--autopass-policy=")
+COMPILER_BASES = ("cc", "gcc", "c++", "g++", "clang", "clang++")
+MODES = ("record", "apply", "off")
+
+
+class WrapperError(Exception):
+    """A misconfiguration the user must fix; printed as one line, build fails."""
+
+
+def is_cxx_name(name: str) -> bool:
+    base = os.path.basename(name)
+    return "++" in base or base.endswith("cxx") or base.startswith("autopass-c++")
+
+
+def _self_paths(argv0: str, env: dict[str, str]) -> frozenset[str]:
+    """Real paths that are autopass itself, never to be taken for the real compiler."""
+    paths = {os.path.realpath(argv0)}
+    located = toolchain.which(argv0, env.get("PATH", "")) if os.sep not in argv0 else None
+    if located:
+        paths.add(os.path.realpath(located))
+    masquerade = env.get(ENV_MASQUERADE_DIR)
+    if masquerade:
+        paths.add(os.path.abspath(masquerade))
+    return frozenset(paths)
+
+
+def looks_like_compiler(name: str) -> bool:
+    """cc, gcc, clang++, clang-19, x86_64-linux-gnu-gcc-12, ... (no `re`: start-up cost)."""
+    base = os.path.basename(name)
+    head, _, tail = base.rpartition("-")
+    if head and tail.replace(".", "").isdigit():
+        base = head                                  # drop a version suffix
+    return base.rpartition("-")[2] in COMPILER_BASES  # drop a target-triple prefix
+
+
+def _launcher_compiler(first: str, env: dict[str, str]) -> str | None:
+    """The compiler named by a launcher-style call (`autopass-cc clang-19 ...`)."""
+    if first.startswith("-") or not looks_like_compiler(first):
+        return None
+    return toolchain.which(first, env.get("PATH", ""))
+
+
+class Plan:
+    """Everything resolved from argv and the environment before anything runs."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str):
+        self.env = env
+        self.cwd = cwd
+        rest = argv[1:]
+        options = {}
+        while rest and rest[0].startswith(LAUNCHER_OPTIONS):
+            key, value = rest.pop(0)[2:].split("=", 1)
+            options[key] = value
+        launched = _launcher_compiler(rest[0], env) if rest else None
+        if launched:
+            self.compiler_argv0 = rest[0]
+            self.compiler_path = launched
+            self.cxx = is_cxx_name(rest[0])
+            self.args = rest[1:]
+        else:
+            self.cxx = is_cxx_name(argv[0])
+            tool = "clang++" if self.cxx else "clang"
+            found = toolchain.find_tool(tool, env=env, exclude=_self_paths(argv[0], env))
+            if not found:
+                raise WrapperError(f"cannot find the real {tool}: "
+                                   + toolchain.INSTALL_HINT.format(v=toolchain.DEFAULT_LLVM_VERSION))
+            self.compiler_argv0 = self.compiler_path = found
+            self.args = rest
+        self.mode = options.get("autopass-mode") or env.get(ENV_MODE) or "record"
+        if self.mode not in MODES:
+            raise WrapperError(f"{ENV_MODE}={self.mode!r} is not one of {', '.join(MODES)}")
+        self.store_dir = options.get("autopass-store") or env.get(ENV_STORE) or None
+        if self.store_dir is None and self.mode == "record":
+            self.store_dir = find_store_dir(cwd)
+        self.db = options.get("autopass-db") or env.get("AUTOPASS_FLAGS_DB") or None
+        self.policy = options.get("autopass-policy") or env.get("AUTOPASS_APPLY_POLICY") or "warn"
+        self.root = (options.get("autopass-root") or env.get(ENV_ROOT)
+                     or (os.path.dirname(os.path.abspath(self.store_dir))
+                         if self.store_dir else cwd))
+
+    def child_env(self) -> dict[str, str]:
+        return {**self.env, ENV_GUARD: "1"}
+
+    def exec_compiler(self) -> None:
+        """Replace this process by the real compiler with the original arguments."""
+        os.execve(self.compiler_path, [self.compiler_argv0] + self.args, self.child_env())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    env = dict(os.environ)
+    name = os.path.basename(argv[0])
+    if env.get(ENV_GUARD):
+        sys.stderr.write(
+            f"{name}: error: autopass's wrapper was started by the compiler it wraps "
+            "(recursion). The real compiler resolves back to autopass: set AUTOPASS_CC / "
+            "AUTOPASS_CXX to the real clang (e.g. /usr/bin/clang-19), or remove autopass's "
+            "symlinks from the front of PATH.\n")
+        return 2
+    try:
+        plan = Plan(argv, env, os.getcwd())
+    except WrapperError as error:
+        sys.stderr.write(f"{name}: error: {error}\n")
+        return 2
+    except Exception as error:  # nothing ran yet, and there is no compiler to fall back to
+        sys.stderr.write(f"{name}: error: cannot start ({error!r}); set AUTOPASS_MODE=off "
+                         "to bypass autopass, and please report this\n")
+        return 2
+    if plan.mode == "apply":
+        return _apply(plan)
+    if plan.mode == "off" or plan.store_dir is None:
+        plan.exec_compiler()
+    try:
+        parsed = classify(plan.args, plan.cwd, plan.cxx)
+    except Exception as error:  # never break the build over our own bug
+        _log(plan, f"classify failed: {error!r}")
+        plan.exec_compiler()
+    if isinstance(parsed, Skip):
+        if not parsed.quiet:
+            _try_record_skip(plan, parsed)
+        plan.exec_compiler()
+    return _compile_and_record(plan, parsed)
+
+
+def _compile_and_record(plan: Plan, inv: Invocation) -> int:
+    try:
+        done = proc.run_inherit(plan.compiler_path, [plan.compiler_argv0] + plan.args,
+                                plan.child_env())
+    except OSError as error:  # what exec would have said, without a traceback
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: cannot run "
+                         f"{plan.compiler_path}: {error.strerror}\n")
+        return 127
+    if done.status != 0:
+        return proc.exit_like(done.status)
+    try:
+        from autopass_build.capture.recorder import record_call
+        spool = Spool(plan.store_dir)
+        spool.prepare()
+        record_call(spool, _call(plan), inv)
+    except Exception as error:  # the build has succeeded; ours is only a log line
+        _log(plan, f"record failed for {' '.join(plan.args)[:500]}: {error!r}")
+    return 0
+
+
+def _apply(plan: Plan) -> int:
+    """Apply mode: this source's tuned flags appended; any doubt -> the plain compile."""
+    try:
+        decision = _decide(plan)
+    except Exception as error:  # our bug must not break the build
+        decision = None
+        sys.stderr.write(f"autopass: warning: apply failed ({error!r}); default flags\n")
+    if decision is None:
+        plan.exec_compiler()
+    if decision.warning:
+        sys.stderr.write(f"autopass: {'error' if decision.error else 'warning'}: "
+                         f"{decision.warning}\n")
+        if decision.error:
+            return 1
+    if not decision.flags:
+        plan.exec_compiler()
+    # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
+    # compile's own output.
+    argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
+    done, out, err = proc.run_buffered(plan.compiler_path, argv, plan.child_env())
+    if done.status == 0:
+        stale = None
+        if decision.profiled:
+            from autopass_build.capture.applier import stale_profile
+            err, stale = stale_profile(err, decision.profiled, plan.policy)
+        sys.stdout.buffer.write(out)
+        sys.stderr.buffer.write(err)
+        if stale:
+            sys.stderr.write(f"autopass: {'error' if stale.error else 'warning'}: "
+                             f"{stale.warning}\n")
+        return 1 if stale and stale.error else 0
+    first = (err.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
+    sys.stderr.write(f"autopass: warning: the compiler rejected the tuned flags "
+                     f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
+                     "default flags\n")
+    plan.exec_compiler()
+    return 0  # not reached
+
+
+def _decide(plan: Plan):
+    from autopass_build.capture import applier
+
+    if plan.policy not in applier.POLICIES:
+        raise WrapperError(f"AUTOPASS_APPLY_POLICY={plan.policy!r}: use one of "
+                           + ", ".join(applier.POLICIES))
+    return applier.decide_call(classify(plan.args, plan.cwd, plan.cxx), plan.cwd, plan.root,
+                               plan.db, plan.policy, plan.compiler_path)
+
+
+def _call(plan: Plan):
+    from autopass_build.capture.recorder import Call
+    return Call(compiler_path=plan.compiler_path, compiler_argv0=plan.compiler_argv0,
+                args=plan.args, cwd=plan.cwd, env=plan.env, root=plan.root)
+
+
+def _try_record_skip(plan: Plan, skip: Skip) -> None:
+    try:
+        from autopass_build.capture.recorder import record_skip
+        spool = Spool(plan.store_dir)
+        spool.prepare()
+        record_skip(spool, _call(plan), skip)
+    except Exception as error:
+        _log(plan, f"recording a skipped command failed: {error!r}")
+
+
+def _log(plan: Plan, line: str) -> None:
+    Spool(plan.store_dir).log(line)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

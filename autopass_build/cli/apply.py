@@ -1,0 +1,212 @@
+"""`autopass apply -- BUILD` and `autopass db show|check|prune`: using the flags database."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+APPLY_EPILOG = """\
+examples:
+  autopass apply -- make -j2
+  autopass apply --policy error -- sh -c 'cmake -B build -G Ninja && ninja -C build'
+  CC=autopass-cc AUTOPASS_MODE=apply make            # the same, by hand
+  cmake -DAUTOPASS_MODE=apply -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=.../AutoPass.cmake ...
+
+Each compile of a source with an entry in autopass.flags.json gets that entry's flags
+appended; everything else compiles exactly as asked.  Entries pass the allowlist again;
+a stale entry (source changed), another compiler, a database that cannot be trusted or
+read, or flags the compiler rejects give one warning and the default flags (--policy
+error fails the compile instead; apply-anyway applies stale entries).
+"""
+
+
+def add_parsers(sub, config_option) -> None:
+    p = sub.add_parser("apply", help="run a build with each file's tuned flags",
+                       description="Run BUILD with autopass's wrapper in apply mode.",
+                       epilog=APPLY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--db", metavar="FILE", help="the flags database (default: "
+                   "./autopass.flags.json)")
+    p.add_argument("--policy", choices=("warn", "error", "apply-anyway"), default="warn",
+                   help="what a stale or untrusted entry does (default: %(default)s)")
+    p.add_argument("--root", metavar="DIR", help="project root the database's paths are "
+                   "relative to (default: the database's folder)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
+    p.set_defaults(func=cmd_apply)
+
+    p = sub.add_parser("verify", help="two clean tuned builds must be identical; then A/B "
+                       "against a plain build", description="Build three times from clean "
+                       "with [build].command: plain, then twice with the flags database. The "
+                       "tuned binaries must be bit-identical; then the tuned binary is "
+                       "measured against the plain one. Exit 1 if they differ.")
+    p.add_argument("--store", metavar="DIR", help="the store (for the target's path)")
+    config_option(p)
+    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
+    p.add_argument("--no-measure", action="store_true", help="only check reproducibility")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("db", help="show, check, diff or prune the flags database",
+                       description="show: every entry with its gain; check: which entries "
+                       "would not apply now (stale source, other compiler, rejected flags), "
+                       "exit 1 if any; diff A B: entries added, removed or changed between "
+                       "two databases; prune: drop the entries check reports.")
+    p.add_argument("action", choices=("show", "check", "diff", "prune"))
+    p.add_argument("files", nargs="*", metavar="FILE", help="diff: the two databases")
+    p.add_argument("--db", metavar="FILE", help="default: ./autopass.flags.json")
+    p.add_argument("--root", metavar="DIR", help="default: the database's folder")
+    p.set_defaults(func=cmd_db)
+
+
+def _paths(args: argparse.Namespace) -> tuple[str, str]:
+    from autopass_build.capture.applier import DB_NAME
+
+    db = os.path.abspath(args.db or DB_NAME)
+    return db, os.path.abspath(args.root or os.path.dirname(db))
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from autopass_build.capture.build_env import apply_environment
+    from autopass_build.cli.main import CliError
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise CliError("give the build to run: autopass apply -- make -j2")
+    db, root = _paths(args)
+    if not os.path.isfile(db):
+        print(f"autopass: warning: {db} does not exist: building with the default flags",
+              file=sys.stderr)
+    work = tempfile.mkdtemp(prefix="autopass-apply-")
+    try:
+        env = apply_environment(root, db, args.policy, work)
+        return subprocess.call(command, env=env)
+    except FileNotFoundError:
+        raise CliError(f"build command not found: {command[0]!r}") from None
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from autopass_build.cli.main import CliError, _load_config, _open, _progress
+    from autopass_build.instruments.evaluate import EvaluateError, choose_target
+    from autopass_build.instruments.measure import MeasureError
+    from autopass_build.outputs.verify import VerifyError, verify
+
+    store = _open(args)
+    config = _load_config(args)
+    db = config.resolve(config.tune.flags_db)
+    if not os.path.isfile(db):
+        print(f"autopass: warning: {db} does not exist: the tuned build is the plain one "
+              "(run `autopass tune` first)", file=sys.stderr)
+    progress = _progress("verify")
+    try:
+        target = choose_target(store, args.target or config.run.target)
+        result = verify(config, target.output, db, os.path.dirname(store.dir), progress,
+                        measure=not args.no_measure)
+    except (EvaluateError, MeasureError, VerifyError) as error:
+        progress(None)
+        raise CliError(str(error))
+    progress(None)
+    print(f"{target.output_rel}: two clean tuned builds are "
+          f"{'bit-identical' if result.identical else 'DIFFERENT (not reproducible)'}")
+    c = result.comparison
+    if c is not None and c.estimate:
+        e = c.estimate
+        print(f"tuned vs plain ({config.measure.metric}): speedup {1 / e.ratio:.4f}x, "
+              f"{e.level:.1%} interval [{1 / e.high:.4f}, {1 / e.low:.4f}], {e.pairs} pairs "
+              f"-> {c.verdict or 'unclear'}")
+    elif c is not None:
+        print(f"tuned vs plain: {c.outcome} {c.detail}")
+    return 0 if result.identical else 1
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from autopass_build.capture import applier
+    from autopass_build.cli.main import CliError
+
+    if args.action == "diff":
+        return _diff(args.files)
+    path, root = _paths(args)
+    db, why = applier.load(path)
+    if db is None:
+        raise CliError(why or f"{path} does not exist; `autopass tune` writes it")
+    problems = {}
+    compiler = _compiler_id()
+    for source in sorted(db["entries"]):
+        decision = applier.decide(db, os.path.join(root, source), root, compiler, "warn")
+        if decision.warning:
+            problems[source] = decision.warning
+    if args.action == "show":
+        _show(db, problems)
+    elif args.action == "check":
+        for source, warning in problems.items():
+            print(warning)
+        print(f"{len(db['entries']) - len(problems)}/{len(db['entries'])} entries apply")
+        return 1 if problems else 0
+    else:
+        from autopass_build.store import flagsdb
+        data = flagsdb.load(path)
+        for source in problems:
+            data.entries.pop(source, None)
+        flagsdb.save(path, data)
+        print(f"pruned {len(problems)} entries; {len(data.entries)} left")
+    return 0
+
+
+SIGNIFICANT = ("flags", "source_hash", "gain")   # what a review cares about
+
+
+def _diff(files: list[str]) -> int:
+    """Entries added (+), removed (-) and changed (~) from A to B; exit 1 if any differ."""
+    from autopass_build.capture import applier
+    from autopass_build.cli.main import CliError
+
+    if len(files) != 2:
+        raise CliError("give two databases: autopass db diff OLD.json NEW.json")
+    loaded = []
+    for path in files:
+        db, why = applier.load(path)
+        if db is None:
+            raise CliError(why or f"{path} does not exist")
+        loaded.append(db["entries"])
+    old, new = loaded
+    changes = 0
+    for source in sorted(set(old) | set(new)):
+        a, b = old.get(source), new.get(source)
+        if a is not None and b is not None and all(a.get(k) == b.get(k) for k in SIGNIFICANT):
+            continue
+        changes += 1
+        if a is None or b is None:
+            entry, mark = (b, "+") if a is None else (a, "-")
+            print(f"{mark} {source}: {' '.join(entry.get('flags', []))}")
+        elif a.get("flags") != b.get("flags"):
+            print(f"~ {source}: {' '.join(a.get('flags', []))} -> {' '.join(b.get('flags', []))}")
+        else:
+            print(f"~ {source}: same flags, new measurement or source")
+    print(f"{changes} entries differ")
+    return 1 if changes else 0
+
+
+def _compiler_id() -> str:
+    from autopass_build.capture.applier import compiler_id
+    from autopass_build.core import toolchain
+
+    clang = toolchain.find_tool("clang")
+    return compiler_id(clang) if clang else ""
+
+
+def _show(db: dict, problems: dict[str, str]) -> None:
+    tool = db.get("toolchain", {})
+    print(f"{tool.get('compiler', '?')}; {len(db['entries'])} entries")
+    for source, entry in sorted(db["entries"].items()):
+        gain = entry.get("gain", {})
+        mark = "  (not applied: see `autopass db check`)" if source in problems else ""
+        print(f"  {source}: {' '.join(entry.get('flags', []))}{mark}")
+        if gain:
+            print(f"      {gain.get('metric')}: {gain.get('ratio', 0):.4f}x "
+                  f"[{gain.get('low', 0):.4f}, {gain.get('high', 0):.4f}]; {entry.get('why', '')}")

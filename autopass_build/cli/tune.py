@@ -1,0 +1,286 @@
+"""`autopass tune`: its options, its live progress and its summary (the loop is in tuner.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+TUNE_EPILOG = """\
+examples:
+  autopass tune                                   # [tune] settings of autopass.toml
+  autopass tune --strategy ga --budget 60 --seed 3 --option population=12
+  autopass tune --resume                          # after Ctrl-C, kill -9 or a full disk
+  autopass tune --list-strategies
+
+Each evaluation rebuilds the target with the candidate's per-unit flags (only changed
+units recompile; objects are cached), checks the benchmark's output against the
+baseline's, and measures both interleaved until the ratio's interval is clear.  Every
+evaluation is journaled in .autopass/runs/ before it is used.  At the end the best
+clearly-faster candidate is split into its units (each measured alone), re-measured with
+a tighter interval, and the units that help are written to the flags database.
+"""
+
+
+def add_parser(sub, store_option, config_option) -> None:
+    from autopass_build.config import METRICS
+
+    p = sub.add_parser("tune", help="search per-unit flags that make the benchmark faster",
+                       description="Tune the compiler flags of the hottest units of the "
+                       "target against its benchmark, within a budget of evaluations.",
+                       epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    store_option(p)
+    config_option(p)
+    p.add_argument("--strategy", help="agent (the default: [agent].backend, offline rules unless "
+                   "configured), random, greedy, ga, de or pso")
+    p.add_argument("--agent-backend", choices=("rules", "openai", "replay"),
+                   help="override [agent].backend")
+    p.add_argument("--budget", type=int, help="candidate evaluations (default: [tune].budget)")
+    p.add_argument("--seed", type=int, help="random seed; same seed, same candidates")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="a strategy option, e.g. population=12 (see --list-strategies)")
+    p.add_argument("--metric", choices=METRICS, help="override [measure].metric")
+    p.add_argument("--max-units", type=int, help="tune at most this many hot units")
+    p.add_argument("--native", action="store_true", default=None,
+                   help="allow -march=native (the tuned build then runs on this CPU only)")
+    p.add_argument("--flags-db", metavar="FILE", help="where winners go "
+                   "(default: [tune].flags_db, autopass.flags.json)")
+    p.add_argument("--pgo", action="store_true",
+                   help="tune on top of the PGO build (trains a profile if there is none; "
+                        "gains are then against PGO alone); the default when [run].train "
+                        "is set")
+    p.add_argument("--no-pgo", dest="pgo", action="store_false", help="tune without PGO")
+    p.set_defaults(pgo=None)
+    p.add_argument("--screen", action="store_true", default=None,
+                   help="compile each candidate first; measure only those the screening model "
+                        "ranks best (learns across programs: see `autopass screen`)")
+    p.add_argument("--no-screen", dest="screen", action="store_false",
+                   help="measure every candidate (the default unless [tune].screen)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the latest run where it stopped (its own settings)")
+    p.add_argument("--list-strategies", action="store_true",
+                   help="print the strategies and their options, then exit")
+    p.set_defaults(func=cmd_tune)
+
+
+def add_pgo_parser(sub, store_option, config_option) -> None:
+    p = sub.add_parser("pgo", help="profile-guided optimization from the recorded build",
+                       description="Rebuild the target instrumented (-fprofile-instr-generate, "
+                       "from source), run the benchmark to train it, merge the profile with "
+                       "llvm-profdata into the store, then measure the PGO build against the "
+                       "recorded one.")
+    store_option(p)
+    config_option(p)
+    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
+    p.add_argument("--no-measure", action="store_true", help="only train the profile")
+    p.set_defaults(func=cmd_pgo)
+
+
+def cmd_pgo(args: argparse.Namespace) -> int:
+    from autopass_build.cli.main import (
+        CliError,
+        _load_config,
+        _open,
+        _print_evaluation,
+        _progress,
+    )
+    from autopass_build.instruments.evaluate import EvaluateError, Evaluator
+    from autopass_build.instruments.measure import MeasureError
+    from autopass_build.instruments.pgo import PgoError, flags_for, train
+
+    store = _open(args)
+    config = _load_config(args)
+    progress = _progress("pgo")
+    try:
+        evaluator = Evaluator(store, config, args.target or "")
+        profile = train(evaluator, progress)
+        progress(None)
+        print(f"profile {profile.hash[:16]} from {profile.runs} run(s): {profile.path}")
+        if args.no_measure:
+            return 0
+        progress("measuring the PGO build against the recorded build")
+        evaluation = evaluator.evaluate(flags_for(evaluator, profile), progress)
+    except (EvaluateError, MeasureError, PgoError) as error:
+        progress(None)
+        raise CliError(str(error))
+    progress(None)
+    return _print_evaluation(evaluation, config)
+
+
+def add_screen_parser(sub) -> None:
+    p = sub.add_parser("screen", help="what candidate screening has learned, across programs",
+                       description="Screening (autopass tune --screen) keeps every measured "
+                       "evaluation in the user's cache, per compiler and CPU, and learns from "
+                       "them which compiled code is worth running.  show: what it holds; "
+                       "reset: forget it (the next tuning run starts from scratch).")
+    p.add_argument("action", choices=("show", "reset"))
+    p.add_argument("--compiler", default="clang", choices=("clang", "clang++"),
+                   help="whose knowledge: the installed one found as this (default: %(default)s)")
+    p.set_defaults(func=cmd_screen)
+
+
+def cmd_screen(args: argparse.Namespace) -> int:
+    import os
+
+    from autopass_build.capture.applier import compiler_id
+    from autopass_build.cli.main import CliError
+    from autopass_build.core import toolchain
+    from autopass_build.tuning import screen
+
+    found = toolchain.find_tool(args.compiler)
+    if found is None:
+        raise CliError(f"{args.compiler} not found: " + toolchain.INSTALL_HINT.format(
+            v=toolchain.DEFAULT_LLVM_VERSION))
+    path = screen.knowledge_path(compiler_id(found))
+    if args.action == "reset":
+        removed = [p for p in (path, path + ".bad") if os.path.exists(p)]
+        for p in removed:
+            os.remove(p)
+        print(f"forgot {path}" if removed else f"nothing to forget ({path} does not exist)")
+        return 0
+    knowledge = screen.Knowledge.load(path)
+    if knowledge.note:
+        print(knowledge.note)
+    print(f"{path}: {len(knowledge.samples)} measured evaluations")
+    for program, count in sorted(knowledge.programs().items()):
+        print(f"  program {program}: {count}")
+    return 0
+
+
+def add_report_parser(sub, store_option) -> None:
+    p = sub.add_parser("report", help="what a tuning run did: progress, flags, rejections",
+                       description="Summarize tuning runs from their journals: the best "
+                       "clear gain after each evaluation, the per-file flags written with "
+                       "their measured gains, and rejected candidates by outcome. --html "
+                       "writes one self-contained file with the convergence plot.")
+    store_option(p)
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="run ids (folders of .autopass/runs; default: the latest)")
+    p.add_argument("--all", action="store_true", help="every run in the store")
+    p.add_argument("--html", metavar="FILE", help="also write an HTML report here")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import os
+
+    from autopass_build.cli.main import CliError, _open
+    from autopass_build.outputs.report import html_report, summarize, text
+    from autopass_build.tuning.journal import RUNS_DIR, Journal, JournalError
+
+    store = _open(args)
+    runs_dir = os.path.join(store.dir, RUNS_DIR)
+    try:
+        if args.all:
+            names = sorted(n for n in os.listdir(runs_dir)
+                           if os.path.isdir(os.path.join(runs_dir, n)))
+            journals = [Journal.open(os.path.join(runs_dir, n)) for n in names]
+        elif args.runs:
+            journals = [Journal.open(os.path.join(runs_dir, n)) for n in args.runs]
+        else:
+            journals = [Journal.latest(store.dir)]
+    except (OSError, JournalError) as error:
+        raise CliError(f"{error}; runs are listed in {runs_dir}")
+    summaries = [summarize(j) for j in journals]
+    print("\n\n".join(text(s) for s in summaries))
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as handle:
+            handle.write(html_report(summaries))
+        print(f"wrote {args.html}")
+    return 0
+
+
+def _options(pairs: list[str]) -> dict | None:
+    from autopass_build.cli.main import CliError
+
+    if not pairs:
+        return None
+    options = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            options[name] = float(value) if "." in value else int(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise CliError(f"--option {pair!r}: write NAME=NUMBER, e.g. population=12")
+    return options
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from autopass_build.cli.main import CliError, _load_config, _open, _progress
+    from autopass_build.store.index import StoreError
+    from autopass_build.tuning import search
+    from autopass_build.tuning.journal import JournalError
+    from autopass_build.tuning.tuner import TuneError, Tuner, TuneRequest
+
+    if args.list_strategies:
+        print(search.describe_all())
+        return 0
+    store = _open(args)
+    config = _load_config(args)
+    if args.agent_backend:
+        from autopass_build.config import with_overrides
+        config = with_overrides(config, agent={"backend": args.agent_backend})
+    request = TuneRequest.from_config(
+        config, strategy=args.strategy, budget=args.budget, seed=args.seed,
+        options=_options(args.option), max_units=args.max_units, native=args.native,
+        flags_db=args.flags_db, resume=args.resume, pgo=args.pgo, screen=args.screen)
+    if request.strategy not in search.STRATEGIES:
+        raise CliError(f"no strategy {request.strategy!r}; choose one of "
+                       f"{', '.join(search.STRATEGIES)}")
+    progress = _progress("tune")
+    tuner = Tuner(store, config, request, lambda m: progress(m, transient=m.startswith("  ")))
+    try:
+        result = tuner.run()
+    except (TuneError, JournalError, search.OptionError) as error:
+        progress(None)
+        raise CliError(str(error))
+    except StoreError as error:
+        progress(None)
+        raise CliError(f"{error}; every finished evaluation is journaled: fix it, then "
+                       "`autopass tune --resume`")
+    except KeyboardInterrupt:
+        progress(None)
+        where = tuner.journal.run_id if tuner.journal else "(none started)"
+        print(f"autopass: tuning interrupted; every finished evaluation is in run {where}; "
+              "continue with `autopass tune --resume`", file=sys.stderr)
+        return 130
+    progress(None)
+    _print_result(result, tuner.config.measure.metric)
+    return 0
+
+
+def _print_result(result, metric: str) -> None:
+    from autopass_build.outputs.report import VERSUS_RECORDED, versus_lines
+
+    entries = result.journal.entries
+    versus = [e for e in entries if e["phase"] in VERSUS_RECORDED]
+    failed = [e for e in entries if e["ratio"] is None and e["phase"] != "screened"]
+    print(f"run {result.journal.run_id}: {result.measured} evaluations of "
+          f"{', '.join(result.sources)} ({metric})")
+    screened = sum(1 for e in entries if e["phase"] == "screened")
+    if screened:
+        print(f"  screened out before measuring: {screened} (predicted no gain)")
+    if failed:
+        counts: dict[str, int] = {}
+        for e in failed:
+            counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1
+        print("  rejected: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())))
+    for line in versus_lines({e["phase"]: e for e in versus}):
+        print("  " + line)
+    baseline = "PGO alone" if result.journal.header.get("pgo") else "the recorded build"
+    if result.best is None:
+        print(f"no candidate was clearly faster than {baseline}; nothing written")
+        return
+    b = result.best
+    print(f"  best candidate #{b['n']}: {b['ratio']:.4f}x [{b['low']:.4f}, {b['high']:.4f}] "
+          f"against {baseline}")
+    f = result.final
+    print(f"  final re-measurement: {f['ratio']:.4f}x [{f['low']:.4f}, {f['high']:.4f}], "
+          f"{f['pairs']} pairs -> {f['verdict'] or f['outcome']}")
+    if not result.winners:
+        print("the gain did not hold up in the final measurement; nothing written")
+        return
+    print(f"wrote {len(result.winners)} entries to {result.flags_db}:")
+    for w in result.winners:
+        print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry['ratio']:.4f}x)")

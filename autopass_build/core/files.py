@@ -1,0 +1,83 @@
+"""Hashing, atomic writes and canonical JSON: the file primitives every layer shares.
+
+Imported by the compiler wrapper in every compile, so it stays cheap: no `hashlib`
+(it loads OpenSSL), no `json` (it imports `re`).
+"""
+
+from __future__ import annotations
+
+import os
+from _json import encode_basestring_ascii
+
+try:  # the C module directly: `hashlib` loads OpenSSL, milliseconds per compile
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - CPython always has it
+    from hashlib import blake2b
+
+
+def hash_bytes(data: bytes) -> str:
+    return blake2b(data, digest_size=20).hexdigest()
+
+
+def hash_file(path: str) -> str:
+    digest = blake2b(digest_size=20)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def to_json(value: object) -> str:
+    """JSON for dicts, lists, strings, numbers, booleans and None (stdlib `json` reads it).
+
+    Strings are ASCII-escaped, so surrogate-escaped bytes of non-UTF-8 paths
+    round-trip through `json.loads`.
+    """
+    if isinstance(value, str):
+        return encode_basestring_ascii(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{encode_basestring_ascii(k)}:{to_json(v)}"
+                              for k, v in sorted(value.items())) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(to_json(v) for v in value) + "]"
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def hash_json(value: object) -> str:
+    return hash_bytes(to_json(value).encode())
+
+
+def write_atomic(path: str, data: bytes, durable: bool = False) -> None:
+    """Replace `path` with `data` all at once: a crash leaves the old file or the new
+    one.  `durable` also fsyncs before the rename (journals, the flags database)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def user_cache_dir(*parts: str) -> str:
+    """$XDG_CACHE_HOME/autopass/... (default ~/.cache): caches that outlive a store."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "autopass", *parts)
+
+
+def relative_to(path: str, root: str) -> str:
+    """`path` relative to `root`, or unchanged (absolute) when it lies outside it."""
+    rel = os.path.relpath(path, root)
+    return path if rel.startswith("..") else rel

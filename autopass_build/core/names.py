@@ -1,0 +1,37 @@
+"""Names and defaults defined once: files, folders, environment variables, choices.
+
+Every other module imports these instead of spelling the literal again, so a rename is
+one line here.  Imported by the compiler wrapper in every compile: constants only.
+"""
+
+from __future__ import annotations
+
+# Files and folders.
+STORE_DIRNAME = ".autopass"                  # the store, beside the project's sources
+FLAGS_DB_NAME = "autopass.flags.json"        # the flags database, beside autopass.toml
+CONFIG_NAME = "autopass.toml"
+PROFILE_NAME = "autopass.profdata"           # the PGO profile shipped beside the database
+FLAGS_DB_SCHEMA = 1                          # the flags database's format version
+RUNS_DIR = "runs"                            # tuning runs, under the store
+
+# Environment variables the wrapper reads (set by `autopass record`/`apply`, or by hand).
+ENV_STORE = "AUTOPASS_STORE"
+ENV_ROOT = "AUTOPASS_ROOT"
+ENV_MODE = "AUTOPASS_MODE"                   # record (default when a store is found) | apply | off
+ENV_GUARD = "AUTOPASS_WRAPPER_ACTIVE"        # set for the real compiler: recursion guard
+ENV_MASQUERADE_DIR = "AUTOPASS_MASQUERADE_DIR"
+ENV_FLAGS_DB = "AUTOPASS_FLAGS_DB"
+ENV_APPLY_POLICY = "AUTOPASS_APPLY_POLICY"
+ENV_IR_TIMEOUT = "AUTOPASS_IR_TIMEOUT"
+ENV_CC = "AUTOPASS_CC"
+ENV_CXX = "AUTOPASS_CXX"
+ENV_MODEL = "AUTOPASS_MODEL"
+ENV_REPLAY_CC = "AUTOPASS_REPLAY_CC"
+
+# Choices, each listed once; the CLI's `choices=` and the config's checks read them.
+WRAPPER_MODES = ("record", "apply", "off")
+APPLY_POLICIES = ("warn", "error", "apply-anyway")
+DEFAULT_APPLY_POLICY = "warn"
+METRICS = ("wall", "cpu", "instructions", "cycles")
+AGENT_BACKENDS = ("rules", "openai", "replay")
+DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tune`'s default

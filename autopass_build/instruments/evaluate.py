@@ -1,0 +1,137 @@
+"""One evaluation: per-unit flags -> replayed binary -> measured against the baseline.
+
+Shared by `autopass try` and the tuner.  The baseline is the recorded binary replayed
+with every unit's original flags (byte-identical to what the build made, see
+`fidelity.py`), so baseline and candidate differ only in the flags under test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field, replace
+
+from autopass_build.config import Config, MeasureConfig
+from autopass_build.core import flags as flagset
+from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
+from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats
+from autopass_build.store.index import Store, UnitRecord
+from autopass_build.store.targets import Target, resolve
+
+
+class EvaluateError(Exception):
+    pass
+
+
+@dataclass
+class Evaluation:
+    outcome: Outcome
+    comparison: Comparison | None = None
+    replay: ReplayStats = field(default_factory=ReplayStats)
+    detail: str = ""
+
+
+def choose_target(store: Store, wanted: str) -> Target:
+    root = os.path.dirname(store.dir)
+    targets = resolve(store, root)
+    executables = [t for t in targets if t.kind == "executable"]
+    if wanted:
+        matches = [t for t in targets if wanted in (t.output_rel, t.output,
+                                                    os.path.basename(t.output))]
+        if not matches:  # "_fastkern" for "_fastkern.cpython-311-x86_64-linux-gnu.so"
+            matches = [t for t in targets
+                       if os.path.basename(t.output).startswith(wanted + ".")]
+        if len(matches) == 1:
+            return matches[0]
+        names = ", ".join(t.output_rel for t in executables) or "(none)"
+        raise EvaluateError(f"target {wanted!r} {'is ambiguous' if matches else 'not found'}; "
+                            f"recorded executables: {names}")
+    if len(executables) == 1:
+        return executables[0]
+    if not executables:
+        raise EvaluateError("no executable was recorded: run `autopass record -- <build>`")
+    raise EvaluateError("several executables were recorded; choose one with --target or "
+                        "[run].target: " + ", ".join(t.output_rel for t in executables))
+
+
+def match_units(spec: str, units: list[UnitRecord]) -> list[UnitRecord]:
+    """Units named by `spec`: a source as `autopass units` shows it, its absolute path,
+    or a unit id.  libtool's PIC and non-PIC compiles of one source both match."""
+    return [u for u in units if spec in (u.source_rel, u.source, u.id)]
+
+
+def parse_unit_flags(specs: list[str], units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
+    """['lib/lz.c=-O3 -fno-unroll-loops', ...] -> {unit id: flags} (flags validated)."""
+    result: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        where, sep, text = spec.partition("=")
+        if not sep:
+            raise EvaluateError(f"--flags {spec!r}: write it as SOURCE=FLAGS, e.g. "
+                                "'lib/lz.c=-O3 -fno-unroll-loops'")
+        matches = match_units(where, units)
+        if not matches:
+            raise EvaluateError(f"--flags: no unit {where!r} in this binary; units: "
+                                + ", ".join(sorted(u.source_rel for u in units)))
+        try:
+            tokens = flagset.parse(text)
+        except flagset.FlagError as error:
+            raise EvaluateError(f"--flags {where}: {error}")
+        for unit in matches:  # libtool's PIC and non-PIC twins both get them
+            result[unit.id] = tokens
+    return result
+
+
+class Evaluator:
+    def __init__(self, store: Store, config: Config, target: str = ""):
+        self.store = store
+        self.bench = Benchmark.from_config(config)
+        self.target = choose_target(store, target or config.run.target)
+        self.replayer = Replayer(store)
+        all_units = {u.id: u for u in store.units()}
+        self.units = [all_units[uid] for uid in self.target.runtime_units() if uid in all_units]
+        self._baseline: Candidate | None = None
+        # Flags every unit gets in the baseline and in every candidate (the PGO profile).
+        self.base_flags: dict[str, tuple[str, ...]] = {}
+        self._baseline_memo: list[float] = []   # its instruction counts (deterministic)
+
+    def baseline(self) -> Candidate:
+        if self._baseline is None:
+            try:
+                self._baseline = self.replayer.build(self.target.output, self.base_flags)
+            except EvaluationError as error:
+                raise EvaluateError(f"cannot replay the baseline of {self.target.output_rel}: "
+                                    f"{error}") from None
+        return self._baseline
+
+    def evaluate(self, flags_by_unit: dict[str, tuple[str, ...]],
+                 progress: Progress | None = None,
+                 measure: MeasureConfig | None = None) -> Evaluation:
+        """`measure` replaces the configured repeats and precision (the tuner's final,
+        tighter re-measurement)."""
+        base = self.baseline()
+        before = ReplayStats(**vars(self.replayer.stats))
+        if self.base_flags:
+            flags_by_unit = {uid: self.base_flags.get(uid, ()) + tuple(flags_by_unit.get(uid, ()))
+                             for uid in set(self.base_flags) | set(flags_by_unit)}
+        try:
+            candidate = self.replayer.build(self.target.output, flags_by_unit)
+        except EvaluationError as error:
+            return Evaluation(error.outcome, replay=self._delta(before), detail=str(error))
+        replay = self._delta(before)
+        if progress:
+            progress(f"candidate built: {replay.compiled + replay.from_source} units compiled, "
+                     f"{replay.cached} from cache")
+        try:
+            bench = replace(self.bench, measure=measure) if measure else self.bench
+            comparison = compare(bench, base.binary, base.env, candidate.binary,
+                                 candidate.env, progress, baseline_memo=self._baseline_memo)
+        finally:
+            if candidate.folder != base.folder:  # objects stay cached; binaries are cheap
+                shutil.rmtree(candidate.folder, ignore_errors=True)
+        return Evaluation(comparison.outcome, comparison, replay, comparison.detail)
+
+    def _delta(self, before: ReplayStats) -> ReplayStats:
+        now = self.replayer.stats
+        return ReplayStats(now.compiled - before.compiled, now.from_source - before.from_source,
+                           now.cached - before.cached, now.links - before.links)

@@ -1,0 +1,81 @@
+"""Does replaying a unit's IR with its original flags give back the object the build made?
+
+Identical bytes is the common case (measured: every unit of the examples, Lua and
+libpng).  Otherwise the sections that are loaded at run time (code, data, their
+relocations) are compared one by one: if those match, only debug or metadata
+differs and the unit still counts as reproduced; if not, the reason names the first
+section that differs, and replay compiles that unit from source instead.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
+
+from autopass_build.core.outcome import EvaluationError
+from autopass_build.instruments.replay import Replayer, recorded_object
+from autopass_build.store.index import Store, UnitRecord
+
+
+@dataclass
+class FidelityResult:
+    unit: UnitRecord
+    reproduced: bool
+    reason: str  # "" when the bytes are identical
+
+
+def _runtime_sections(elf: ELFFile) -> dict[str, bytes]:
+    """Loaded sections and the relocations that apply to them."""
+    loaded = {s.name for s in elf.iter_sections() if s["sh_flags"] & SH_FLAGS.SHF_ALLOC}
+    out = {}
+    for section in elf.iter_sections():
+        target = section.name.removeprefix(".rela").removeprefix(".rel")
+        if section.name in loaded or (section.name != target and target in loaded):
+            out[section.name] = b"" if section["sh_type"] == "SHT_NOBITS" else section.data()
+    return out
+
+
+def compare_objects(replayed: bytes, recorded: bytes) -> tuple[bool, str]:
+    """(same code and data, why not / what differs)."""
+    if replayed == recorded:
+        return True, ""
+    try:
+        a = _runtime_sections(ELFFile(io.BytesIO(replayed)))
+        b = _runtime_sections(ELFFile(io.BytesIO(recorded)))
+    except Exception as error:  # not ELF: only bytes can be compared
+        return False, f"objects differ and cannot be parsed as ELF ({error})"
+    for name in sorted(set(a) | set(b)):
+        if name not in a or name not in b:
+            return False, f"section {name} only in the {'recorded' if name in b else 'replayed'} object"
+        if a[name] != b[name]:
+            return False, f"{name} differs"
+    return True, "code and data identical; debug info or metadata differ"
+
+
+def check(store: Store, units: list[UnitRecord] | None = None,
+          progress=None) -> list[FidelityResult]:
+    """Replay each unit with its original flags, compare, and remember the verdicts."""
+    replayer = Replayer(store, trust_fidelity=False)  # judge the IR replay itself
+    units = units if units is not None else store.units()
+    results = []
+    for index, unit in enumerate(units):
+        if progress:
+            progress(index, len(units), unit)
+        recorded = recorded_object(store, unit)
+        if recorded is None:
+            reason = ("compiled and linked in one call: no object to compare" if unit.output is None
+                      else "the recorded object is no longer available")
+            results.append(FidelityResult(unit, True, f"not checked: {reason}"))
+            continue
+        try:
+            with open(replayer.object_for(unit), "rb") as handle:
+                ok, reason = compare_objects(handle.read(), recorded)
+        except EvaluationError as error:
+            ok, reason = False, f"{error.outcome}: {error}"
+        results.append(FidelityResult(unit, ok, reason))
+    store.record_fidelity([(r.unit.id, r.unit.ir_hash, r.reproduced, r.reason)
+                           for r in results])
+    return results

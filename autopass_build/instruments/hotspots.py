@@ -1,0 +1,137 @@
+"""Where the time goes: hot functions of the benchmark, mapped to the units that define them.
+
+The benchmark runs once under `perf record -e cpu-clock` (software sampling works
+where hardware counters do not), or under callgrind where perf is missing or refused.
+Each hot symbol is mapped to the units whose objects define it (pyelftools symbol
+tables of the replayed baseline objects; a static function defined in several units
+maps to all of them).  The result is stored as `.autopass/profile.json` for the tuner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+
+from autopass_build.core import proc
+from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.instruments.evidence import function_sizes
+from autopass_build.instruments.measure import debugless_copy
+
+PROFILE_FILE = "profile.json"
+MIN_SHARE = 0.5  # percent
+
+
+class ProfileError(Exception):
+    pass
+
+
+@dataclass
+class HotFunction:
+    name: str
+    share: float                      # percent of samples / instructions
+    units: list[str] = field(default_factory=list)   # source_rel of defining units
+
+
+@dataclass
+class Profile:
+    target: str
+    method: str                       # "perf" or "callgrind"
+    functions: list[HotFunction]
+
+    def unit_shares(self) -> dict[str, float]:
+        shares: dict[str, float] = {}
+        for f in self.functions:
+            for unit in f.units:
+                shares[unit] = shares.get(unit, 0.0) + f.share / len(f.units)
+        return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
+
+
+def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float) -> list[tuple[str, float]]:
+    perf = shutil.which("perf")
+    if perf is None:
+        raise ProfileError("perf not found")
+    with tempfile.TemporaryDirectory(prefix="autopass-perf-") as scratch:
+        data = os.path.join(scratch, "perf.data")
+        done = proc.run_captured([perf, "record", "-q", "-e", "cpu-clock", "-F", "1999", "-o",
+                                  data, "--"] + argv, cwd, env, timeout)
+        if done.status != 0 or not os.path.exists(data):
+            raise ProfileError("perf record failed: " + done.stderr.decode("utf-8", "replace")[-200:])
+        report = proc.run_captured([perf, "report", "-i", data, "--stdio", "--no-children",
+                                    "--sort", "sym", "--percent-limit", str(MIN_SHARE)],
+                                   cwd, env, 300)
+    samples = []
+    for line in report.stdout.decode("utf-8", "replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].endswith("%") and parts[1].startswith("["):
+            samples.append((" ".join(parts[2:]), float(parts[0].rstrip("%"))))
+    return samples
+
+
+def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float
+                       ) -> list[tuple[str, float]]:
+    """argv[0] must be a binary without debug info (see measure.debugless_copy)."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        raise ProfileError("neither perf nor valgrind can profile here: apt-get install "
+                           "linux-perf valgrind")
+    with tempfile.TemporaryDirectory(prefix="autopass-callgrind-") as scratch:
+        out = os.path.join(scratch, "callgrind.out")
+        proc.run_captured(["valgrind", "--tool=callgrind", "-q", f"--callgrind-out-file={out}",
+                           "--"] + argv, cwd, env, timeout * 60)
+        done = proc.run_captured(["callgrind_annotate", "--inclusive=no", out], cwd, env, 300)
+    total, rows = 0.0, []
+    for line in done.stdout.decode("utf-8", "replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].replace(",", "").isdigit():
+            count = float(parts[0].replace(",", ""))
+            if "PROGRAM TOTALS" in line:
+                total = count
+            else:  # "1,234 (12.3%)  file.c:function [binary]"
+                located = [p for p in parts[1:] if ":" in p]
+                if located:  # "merge_rec'2" is merge_rec at recursion depth 2
+                    rows.append((located[0].split(":", 1)[1].split("'")[0], count))
+    total = total or sum(c for _, c in rows) or 1.0
+    merged: dict[str, float] = {}
+    for name, count in rows:
+        merged[name] = merged.get(name, 0.0) + count
+    return [(name, 100.0 * c / total) for name, c in merged.items()
+            if 100.0 * c / total >= MIN_SHARE]
+
+
+def profile(evaluator: Evaluator) -> Profile:
+    """Run the benchmark once on the baseline and map its hot functions to units."""
+    base = evaluator.baseline()
+    bench = evaluator.bench
+    argv, env = bench.argv(base.binary), bench.env(base.env)
+    try:
+        samples, method = _perf_samples(argv, bench.cwd, env, bench.run.timeout * 3), "perf"
+        if not samples:
+            raise ProfileError("perf recorded no samples")
+    except ProfileError:
+        with tempfile.TemporaryDirectory(prefix="autopass-profile-") as scratch:
+            argv = bench.argv(debugless_copy(base.binary, scratch))
+            samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout)
+        method = "callgrind"
+    defined: dict[str, list[str]] = {}
+    for unit in evaluator.units:
+        with open(evaluator.replayer.object_for(unit), "rb") as handle:
+            for name in function_sizes(handle.read()):
+                defined.setdefault(name, []).append(unit.source_rel)
+    functions = [HotFunction(name, share, sorted(set(defined.get(name, []))))
+                 for name, share in sorted(samples, key=lambda s: -s[1])]
+    result = Profile(evaluator.target.output_rel, method, functions)
+    with open(os.path.join(evaluator.store.dir, PROFILE_FILE), "w") as handle:
+        json.dump(asdict(result), handle, indent=1)
+    return result
+
+
+def load(store_dir: str) -> Profile | None:
+    try:
+        with open(os.path.join(store_dir, PROFILE_FILE)) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return Profile(data["target"], data["method"], [HotFunction(**f) for f in data["functions"]])
+

@@ -1,0 +1,384 @@
+"""Running the benchmark and judging a candidate against the baseline.
+
+One run: the user's command with `{exe}` replaced, in its own session (so the whole
+process group can be killed), pinned to one CPU, output to files (no pipe deadlocks),
+with a timeout.  Metrics: `wall`; `cpu` (user+sys of the whole waited-for process tree,
+from wait4); `instructions` (callgrind: deterministic, ~50x slower; valgrind 3.19 cannot
+run AVX-512 code); `cycles` (`perf stat`, only where the host supports it).
+
+A/B: baseline and candidate alternate (ABBA...), each candidate run's output is checked
+against the baseline's, and pairs accumulate until the interval of the ratio (see
+`stats.py`) separates from 1, or is narrower than the precision, or the cap is hit.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import psutil
+
+from autopass_build.config import CheckConfig, Config, MeasureConfig, RunConfig
+from autopass_build.core import proc
+from autopass_build.core.outcome import Outcome
+from autopass_build.instruments import stats
+
+# Metrics that give the same value for the same binary and input every time.
+DETERMINISTIC_METRICS = frozenset({"instructions"})
+
+
+class MeasureError(Exception):
+    pass
+
+
+@dataclass
+class RunResult:
+    outcome: Outcome
+    value: float | None      # the metric; None unless the run finished
+    wall: float
+    status: int              # exit code, negative for a signal
+    stdout: bytes
+    stderr: bytes
+    detail: str = ""
+
+
+@dataclass
+class Benchmark:
+    run: RunConfig
+    check: CheckConfig
+    measure: MeasureConfig
+    project_dir: str
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Config) -> "Benchmark":
+        if not config.run.command:
+            raise MeasureError("no benchmark: add a [run] command to autopass.toml, e.g. "
+                               'command = "{exe} input.txt" (`autopass init` writes a starter)')
+        for path in config.run.inputs:
+            if not os.path.exists(config.resolve(path)):
+                raise MeasureError(f"[run].inputs: {path} does not exist")
+        return cls(config.run, config.check, config.measure, config.project_dir)
+
+    def argv(self, exe: str) -> list[str]:
+        return [token.replace("{exe}", exe) for token in self.run.command]
+
+    def env(self, candidate_env: dict[str, str]) -> dict[str, str]:
+        env = proc.clean_env(dict(os.environ))
+        env.update(dict(self.run.env))
+        env.update(candidate_env)
+        return env
+
+    @property
+    def cwd(self) -> str:
+        return os.path.normpath(os.path.join(self.project_dir, self.run.cwd))
+
+
+# -- one run ------------------------------------------------------------------------------
+def metric_prefix(metric: str, out_file: str) -> list[str]:
+    if metric == "instructions":
+        if shutil.which("valgrind") is None:
+            raise MeasureError("metric 'instructions' needs valgrind: apt-get install valgrind")
+        # Every process the benchmark starts is counted (a wrapper script, `sh -c`, ...).
+        return ["valgrind", "--tool=callgrind", "-q", "--trace-children=yes",
+                f"--callgrind-out-file={out_file}.%p", "--"]
+    if metric == "cycles":
+        if not cycles_supported():
+            raise MeasureError("metric 'cycles' is not supported on this host (perf stat "
+                               "cannot count cycles here); use wall, cpu or instructions")
+        return ["perf", "stat", "-x,", "-e", "cycles", "-o", out_file, "--"]
+    return []
+
+
+_cycles_supported: bool | None = None
+
+
+def cycles_supported() -> bool:
+    global _cycles_supported
+    if _cycles_supported is None:
+        perf = shutil.which("perf")
+        if perf is None:
+            _cycles_supported = False
+        else:
+            done = proc.run_captured([perf, "stat", "-x,", "-e", "cycles", "true"], ".",
+                                     timeout=30)
+            text = done.stderr.decode("utf-8", "replace")
+            _cycles_supported = done.status == 0 and "not supported" not in text \
+                and "<not counted>" not in text
+    return _cycles_supported
+
+
+def read_metric(metric: str, out_file: str) -> float:
+    if metric == "instructions":
+        return _callgrind_total(out_file)
+    with open(out_file, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    for line in text.splitlines():  # perf stat -x, : value,unit,event,...
+        fields_ = line.split(",")
+        if len(fields_) > 2 and fields_[2].startswith("cycles"):
+            return float(fields_[0])
+    raise MeasureError("perf stat reported no cycle count")
+
+
+def debugless_copy(exe: str, folder: str) -> str:
+    """A copy of `exe` without debug info, for valgrind: valgrind 3.19 gives up on the
+    DWARF 5 that clang 19 writes with -g.  Same code, same instruction count."""
+    strip = shutil.which("llvm-strip-19") or shutil.which("llvm-strip")
+    if strip is None:
+        return exe
+    out = os.path.join(folder, os.path.basename(exe))
+    done = proc.run_captured([strip, "--strip-debug", "-o", out, exe], folder, timeout=120)
+    return out if done.status == 0 and os.path.exists(out) else exe
+
+
+def _callgrind_total(prefix: str) -> float:
+    """Instructions summed over the callgrind files of every traced process."""
+    folder, stem = os.path.split(prefix)
+    total, found = 0.0, False
+    for name in os.listdir(folder):
+        if not name.startswith(stem + "."):
+            continue
+        with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith(("summary:", "totals:")):
+                    total += float(line.split()[1])
+                    found = True
+                    break
+    if not found:
+        raise MeasureError("callgrind wrote no instruction total")
+    return total
+
+
+def _wait(pid: int, timeout: float) -> tuple[int, object, bool]:
+    """Wait for `pid` with a timeout; (wait status, rusage, timed out)."""
+    fd = os.pidfd_open(pid)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        exited = bool(poller.poll(max(1, int(timeout * 1000))))
+    finally:
+        os.close(fd)
+    if not exited:
+        proc.kill_group(pid)
+    _, status, usage = os.wait4(pid, 0)
+    return status, usage, not exited
+
+
+def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout: float,
+             metric: str | None = None, cpu: int | None = None) -> RunResult:
+    import subprocess
+
+    metric = metric or bench.measure.metric
+    with tempfile.TemporaryDirectory(prefix="autopass-run-") as scratch:
+        out_path, err_path = os.path.join(scratch, "stdout"), os.path.join(scratch, "stderr")
+        metric_file = os.path.join(scratch, "metric")
+        if metric == "instructions":
+            exe = debugless_copy(exe, scratch)
+        argv = metric_prefix(metric, metric_file) + bench.argv(exe)
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            started = time.perf_counter()
+            try:
+                child = subprocess.Popen(argv, cwd=bench.cwd, env=bench.env(candidate_env),
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         start_new_session=True)
+            except OSError as error:
+                return RunResult(Outcome.RUN_CRASH, None, 0.0, -1, b"", b"",
+                                 f"cannot start {argv[0]}: {error.strerror}")
+            try:
+                if cpu is not None:
+                    _pin(child.pid, cpu)
+                status, usage, timed_out = _wait(child.pid, timeout)
+            except BaseException:
+                proc.kill_group(child.pid)
+                child.wait()
+                raise
+            wall = time.perf_counter() - started
+            child.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4
+            proc.kill_group(child.pid)  # children it left behind
+        stdout = open(out_path, "rb").read()
+        stderr = open(err_path, "rb").read()
+        code = child.returncode
+        if timed_out:
+            return RunResult(Outcome.RUN_TIMEOUT, None, wall, code, stdout, stderr,
+                             f"killed after {timeout:.1f}s")
+        if code < 0:
+            return RunResult(Outcome.RUN_CRASH, None, wall, code, stdout, stderr,
+                             f"killed by signal {-code}")
+        if metric == "wall":
+            value = wall
+        elif metric == "cpu":
+            value = usage.ru_utime + usage.ru_stime
+        else:
+            value = read_metric(metric, metric_file)
+        return RunResult(Outcome.OK, value, wall, code, stdout, stderr)
+
+
+def _pin(pid: int, cpu: int) -> None:
+    try:
+        psutil.Process(pid).cpu_affinity([cpu])
+    except (psutil.Error, OSError, AttributeError):
+        pass  # pinning is an improvement, not a requirement
+
+
+def pinned_cpu(measure: MeasureConfig) -> int | None:
+    """The last CPU we may run on: away from CPU 0, where interrupts tend to land."""
+    if not measure.pin_cpu:
+        return None
+    try:
+        allowed = sorted(psutil.Process().cpu_affinity())
+    except (psutil.Error, AttributeError):
+        return None
+    return allowed[-1] if allowed else None
+
+
+# -- correctness --------------------------------------------------------------------------
+@dataclass
+class Reference:
+    """What the baseline produced: the standard every candidate run must meet."""
+    status: int
+    stdout: bytes
+    stderr: bytes
+
+
+def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> str:
+    """"" when the run is correct, else why not."""
+    mode = bench.check.mode
+    if result.status != reference.status:
+        return f"exit code {result.status}, the baseline's was {reference.status}"
+    if mode == "output" and result.stdout != reference.stdout:
+        return _first_difference(reference.stdout, result.stdout)
+    if mode == "command":
+        return _run_check_command(bench, result)
+    return ""
+
+
+def _first_difference(expected: bytes, got: bytes) -> str:
+    for number, (a, b) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
+        if a != b:
+            return (f"stdout line {number}: expected {a[:80].decode('utf-8', 'replace')!r}, "
+                    f"got {b[:80].decode('utf-8', 'replace')!r}")
+    return f"stdout has {len(got)} bytes, the baseline's {len(expected)}"
+
+
+def _run_check_command(bench: Benchmark, result: RunResult) -> str:
+    with tempfile.TemporaryDirectory(prefix="autopass-check-") as outdir:
+        for name, data in (("stdout", result.stdout), ("stderr", result.stderr),
+                           ("exit_code", str(result.status).encode())):
+            with open(os.path.join(outdir, name), "wb") as handle:
+                handle.write(data)
+        argv = [t.replace("{outdir}", outdir) for t in bench.check.command]
+        done = proc.run_captured(argv, bench.project_dir, bench.env({}),
+                                 timeout=max(60.0, bench.run.timeout))
+        if done.status != 0 or done.timed_out:
+            why = done.stdout.decode("utf-8", "replace").strip().splitlines()
+            return f"check command failed ({done.status})" + (f": {why[-1]}" if why else "")
+    return ""
+
+
+# -- A/B ----------------------------------------------------------------------------------
+@dataclass
+class Comparison:
+    outcome: Outcome
+    verdict: str | None = None          # stats.FASTER / SLOWER / SAME / UNCLEAR
+    estimate: stats.Estimate | None = None
+    baseline: list[float] = field(default_factory=list)
+    candidate: list[float] = field(default_factory=list)
+    runs: int = 0                       # benchmark runs spent, warm-up included
+    detail: str = ""
+
+
+Progress = Callable[[str], None]
+
+
+def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
+                       cpu: int | None) -> tuple[Reference, float]:
+    """Run the baseline once (plain metric-free run): its output and its wall time."""
+    result = run_once(bench, exe, env, bench.run.timeout, metric="wall", cpu=cpu)
+    if result.outcome != Outcome.OK:
+        raise MeasureError(f"the baseline does not run: {result.outcome} {result.detail}; "
+                           f"stderr: {result.stderr[-300:].decode('utf-8', 'replace')}")
+    return Reference(result.status, result.stdout, result.stderr), result.wall
+
+
+def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe: str,
+            cand_env: dict[str, str], progress: Progress | None = None,
+            level: float = 0.95, baseline_memo: list[float] | None = None) -> Comparison:
+    """Interleaved, adaptive A/B of a candidate against the baseline.
+
+    `baseline_memo` (kept by the caller across comparisons) saves re-running the
+    baseline when the metric is deterministic (instructions): its i-th value is reused
+    as the baseline of pair i.  Timing metrics always re-run it, interleaved."""
+    memo = baseline_memo if bench.measure.metric in DETERMINISTIC_METRICS else None
+    cfg = bench.measure
+    cpu = pinned_cpu(cfg)
+    reference, base_wall = baseline_reference(bench, base_exe, base_env, cpu)
+    cand_timeout = max(1.0, cfg.timeout_factor * base_wall)
+    runs = 1
+    first = run_once(bench, cand_exe, cand_env, cand_timeout, metric="wall", cpu=cpu)
+    runs += 1
+    problem = _judge(bench, reference, first)
+    if problem:
+        return Comparison(problem[0], runs=runs, detail=problem[1])
+    for _ in range(max(0, cfg.warmup - 1)):
+        run_once(bench, base_exe, base_env, bench.run.timeout * _metric_slowdown(cfg), cpu=cpu)
+        runs += 1
+    looks = stats.look_schedule(cfg.min_pairs, cfg.max_pairs)
+    if cfg.metric not in DETERMINISTIC_METRICS:  # there, 2 equal pairs decide (see stats)
+        looks = stats.useful_looks(looks, level)
+    look_level = stats.per_look_level(level, len(looks))
+    result = Comparison(Outcome.OK)
+    while len(result.baseline) < cfg.max_pairs:
+        order = ("base", "cand") if len(result.baseline) % 2 == 0 else ("cand", "base")
+        pair = {}
+        for which in order:
+            n = len(result.baseline)
+            if which == "base" and memo is not None and n < len(memo):
+                pair["base"] = memo[n]
+                continue
+            exe, env, timeout = ((base_exe, base_env, bench.run.timeout) if which == "base"
+                                 else (cand_exe, cand_env, cand_timeout))
+            timeout *= _metric_slowdown(cfg)
+            run = run_once(bench, exe, env, timeout, cpu=cpu)
+            runs += 1
+            if which == "cand":
+                problem = _judge(bench, reference, run)
+                if problem:
+                    return Comparison(problem[0], runs=runs, detail=problem[1],
+                                      baseline=result.baseline, candidate=result.candidate)
+            elif run.outcome != Outcome.OK:
+                raise MeasureError(f"the baseline failed during measurement: {run.outcome}")
+            elif memo is not None:
+                memo.append(run.value)
+            pair[which] = run.value
+        result.baseline.append(pair["base"])
+        result.candidate.append(pair["cand"])
+        n = len(result.baseline)
+        if n in looks:
+            est = stats.estimate(result.baseline, result.candidate, look_level,
+                                 deterministic=cfg.metric in DETERMINISTIC_METRICS)
+            result.estimate = est
+            if progress:
+                progress(f"{n} pairs: candidate/baseline {est.describe()}")
+            decided = stats.verdict(est, cfg.precision, final=n >= cfg.max_pairs)
+            if decided:
+                result.verdict = decided
+                break
+    result.runs = runs
+    return result
+
+
+def _metric_slowdown(cfg: MeasureConfig) -> float:
+    return 60.0 if cfg.metric == "instructions" else 1.0  # callgrind is ~50x slower
+
+
+def _judge(bench: Benchmark, reference: Reference, run: RunResult
+           ) -> tuple[Outcome, str] | None:
+    if run.outcome != Outcome.OK:
+        return run.outcome, run.detail
+    why = check_output(bench, reference, run)
+    return (Outcome.WRONG_OUTPUT, why) if why else None

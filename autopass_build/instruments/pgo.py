@@ -1,0 +1,106 @@
+"""Profile-guided optimization from the recorded build: instrument, train, merge, store.
+
+    units ──from source, -fprofile-instr-generate──▶ instrumented binary (relinked with
+    the profile runtime) ──the benchmark, LLVM_PROFILE_FILE──▶ *.profraw
+    ──llvm-profdata merge──▶ .autopass/blobs/profile/<hash>.profdata
+
+A PGO build is then every runtime unit with `-fprofile-instr-use=<that file>` (compiled
+from source: clang's instrumentation profile is keyed to the front end's view of each
+function).  The profile's content hash names it, so a changed profile is a different
+build, never a stale cache hit.  The training command defaults to the benchmark; it can
+differ ([run].train) so that training and evaluation inputs are not the same.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+
+from autopass_build.core import proc, toolchain
+from autopass_build.core.files import hash_file
+from autopass_build.core.outcome import EvaluationError
+from autopass_build.instruments.evaluate import Evaluator
+
+PGO_FILE = "pgo.json"
+SHIPPED_NAME = "autopass.profdata"     # beside autopass.flags.json, committed with it
+GENERATE = "-fprofile-instr-generate"
+
+
+class PgoError(Exception):
+    pass
+
+
+@dataclass
+class TrainedProfile:
+    path: str          # absolute, inside the store
+    hash: str
+    target: str
+    runs: int
+
+    def use_flag(self) -> str:
+        return f"-fprofile-instr-use={self.path}"
+
+
+def flags_for(evaluator: Evaluator, profile: TrainedProfile) -> dict[str, tuple[str, ...]]:
+    """Every runtime unit of the target compiled with the profile."""
+    return {u.id: (profile.use_flag(),) for u in evaluator.units}
+
+
+def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
+    show = progress or (lambda message: None)
+    profdata = toolchain.find_tool("llvm-profdata")
+    if profdata is None:
+        raise PgoError("llvm-profdata not found: " + toolchain.INSTALL_HINT.format(
+            v=toolchain.DEFAULT_LLVM_VERSION))
+    show(f"building {evaluator.target.output_rel} instrumented ({len(evaluator.units)} units "
+         "from source)")
+    try:
+        built = evaluator.replayer.build(evaluator.target.output,
+                                         {u.id: (GENERATE,) for u in evaluator.units},
+                                         link_flags=(GENERATE,))
+    except EvaluationError as error:
+        raise PgoError(f"the instrumented build failed: {error}") from None
+    bench = evaluator.bench
+    with tempfile.TemporaryDirectory(prefix="autopass-pgo-") as scratch:
+        env = {**bench.env(built.env), "LLVM_PROFILE_FILE": os.path.join(scratch, "%p.profraw")}
+        argv = ([t.replace("{exe}", built.binary) for t in bench.run.train]
+                or bench.argv(built.binary))
+        show(f"training: running {'[run].train' if bench.run.train else 'the benchmark'} "
+             "on the instrumented build")
+        done = proc.run_captured(argv, bench.cwd, env, timeout=bench.run.timeout * 10)
+        if done.status != 0 or done.timed_out:
+            raise PgoError(f"the instrumented benchmark failed (exit {done.status}): "
+                           + done.stderr.decode("utf-8", "replace")[-300:])
+        raws = sorted(glob.glob(os.path.join(scratch, "*.profraw")))
+        if not raws:
+            raise PgoError("the benchmark wrote no profile: does it exit normally?")
+        merged = os.path.join(scratch, "merged.profdata")
+        done = proc.run_captured([profdata, "merge", "-o", merged] + raws, scratch,
+                                 proc.clean_env(dict(os.environ)), 600)
+        if done.status != 0:
+            raise PgoError("llvm-profdata merge failed: "
+                           + done.stderr.decode("utf-8", "replace")[-300:])
+        digest = hash_file(merged)
+        path = evaluator.store.blob_path("profile", digest, ".profdata")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        shutil.copyfile(merged, path)
+    shutil.rmtree(built.folder, ignore_errors=True)
+    result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws))
+    with open(os.path.join(evaluator.store.dir, PGO_FILE), "w") as handle:
+        json.dump(asdict(result), handle, indent=1)
+    return result
+
+
+def load(store_dir: str) -> TrainedProfile | None:
+    try:
+        with open(os.path.join(store_dir, PGO_FILE)) as handle:
+            found = TrainedProfile(**json.load(handle))
+    except (OSError, ValueError, TypeError):
+        return None
+    if not os.path.isfile(found.path) or hash_file(found.path) != found.hash:
+        return None
+    return found

@@ -1,0 +1,358 @@
+"""Replay: any recorded binary, rebuilt with per-unit flags, from the stored IR.
+
+    unit + flags ──compile (cached by IR, flags, compiler)──▶ object
+    archive      ──members replaced in the original order──▶ archive
+    link         ──the recorded command, inputs swapped────▶ candidate binary
+
+Objects are compiled from the unit's pre-optimization IR with the unit's own
+codegen-relevant flags (optimization, target, debug) plus the candidate's.  Units
+whose IR replay does not reproduce the recorded object (see `fidelity.py`) are
+recompiled from source instead.  Candidate binaries land in `.autopass/work/<key>/`;
+shared libraries the binary links from the project are rebuilt beside it and found
+first through LD_LIBRARY_PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+
+from autopass_build.capture import archive
+from autopass_build.capture.compiler_args import (
+    R_DEBUG,
+    R_DEPENDENCY,
+    R_LINK,
+    R_LINK_INPUT,
+    R_MODE,
+    R_OPTIMIZATION,
+    R_OTHER,
+    R_OUTPUT,
+    R_SIDE_OUTPUT,
+    R_SOURCE,
+    Invocation,
+    classify,
+)
+from autopass_build.capture.recorder import library_dirs, resolve_library
+from autopass_build.core import proc, toolchain
+from autopass_build.core.files import hash_bytes, hash_file, hash_json
+from autopass_build.core.flags import replayable_from_ir
+from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.store.index import LinkRecord, Store, UnitRecord
+
+# Roles of a unit's original arguments that matter when compiling its IR.
+CODEGEN_ROLES = (R_OPTIMIZATION, R_DEBUG, R_OTHER)
+QUIET = ["-w", "-Wno-unused-command-line-argument"]
+DEFAULT_COMPILE_TIMEOUT_S = 600.0
+
+Flags = tuple[str, ...]
+
+
+@dataclass
+class ReplayStats:
+    compiled: int = 0       # objects compiled from IR
+    from_source: int = 0    # objects compiled from source (IR replay does not reproduce)
+    cached: int = 0         # objects found in the cache
+    links: int = 0
+
+
+@dataclass
+class Candidate:
+    binary: str
+    folder: str
+    env: dict[str, str] = field(default_factory=dict)  # LD_LIBRARY_PATH for rebuilt .so
+
+
+def _codegen_args(unit: UnitRecord) -> list[str]:
+    parsed = classify(unit.argv, unit.cwd)
+    if not isinstance(parsed, Invocation):  # pragma: no cover - recorded units parse
+        raise EvaluationError(Outcome.COMPILE_FAIL, f"cannot re-read {unit.source_rel}'s command")
+    return [t for arg in parsed.args if arg.role in CODEGEN_ROLES for t in arg.tokens]
+
+
+def source_args(unit: UnitRecord) -> list[str]:
+    """The unit's own compile arguments for only this source, without -c/-o/dep files."""
+    parsed = classify(unit.argv, unit.cwd)
+    out: list[str] = []
+    for arg in parsed.args:
+        if arg.role in (R_OUTPUT, R_MODE, R_DEPENDENCY, R_SIDE_OUTPUT, R_LINK, R_LINK_INPUT):
+            continue
+        if arg.role == R_SOURCE and os.path.normpath(
+                os.path.join(unit.cwd, arg.tokens[0])) != unit.source:
+            continue
+        out.extend(arg.tokens)
+    return out
+
+
+class Replayer:
+    def __init__(self, store: Store, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT_S,
+                 compiler_override: str | None = None, trust_fidelity: bool = True):
+        """`trust_fidelity=False` replays every unit from IR, whatever `replay --check`
+        found (the check itself needs that)."""
+        self.store = store
+        self.units = {u.id: u for u in store.units()}
+        self.by_object = {}
+        for unit in sorted(self.units.values(), key=lambda u: u.recorded_at):
+            if unit.object_hash:
+                self.by_object[unit.object_hash] = unit
+        self.links = {link.output: link for link in store.links()}
+        self.from_source = store.units_replayed_from_source() if trust_fidelity else set()
+        self.compile_timeout = compile_timeout
+        self.compiler_override = compiler_override or os.environ.get("AUTOPASS_REPLAY_CC")
+        self.stats = ReplayStats()
+        self.work = os.path.join(store.dir, "work")
+        self._codegen: dict[str, list[str]] = {}  # unit id -> its codegen arguments
+        self.link_flags: Flags = ()
+
+    # -- objects ------------------------------------------------------------------------
+    def codegen_args(self, unit: UnitRecord) -> list[str]:
+        if unit.id not in self._codegen:
+            self._codegen[unit.id] = _codegen_args(unit)
+        return self._codegen[unit.id]
+
+    def _compiler(self, unit: UnitRecord) -> str:
+        return self.compiler_override or unit.compiler
+
+    def object_for(self, unit: UnitRecord, flags: Flags = (),
+                   from_source: bool | None = None) -> str:
+        """The object of `unit` compiled with its own flags plus `flags` (cached).
+
+        From IR where that equals a compile of the source with `flags` appended (what
+        apply mode does), else from source; `from_source=True` forces the latter."""
+        if from_source is None:
+            from_source = (unit.id in self.from_source
+                           or not replayable_from_ir(tuple(flags), unit.opt_level))
+        key = hash_json([unit.ir_hash, unit.source_hash if from_source else "",
+                         self.codegen_args(unit), list(flags), unit.compiler_id,
+                         self._compiler(unit)])
+        path = self.store.blob_path("replay", key, ".o")
+        if os.path.exists(path):
+            self.stats.cached += 1
+            return path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = self.store.spool.new_tmp_path(".o")
+        try:
+            if from_source:
+                self._compile_source(unit, flags, tmp)
+                self.stats.from_source += 1
+            else:
+                self._compile_ir(unit, flags, tmp)
+                self.stats.compiled += 1
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def _compile_ir(self, unit: UnitRecord, flags: Flags, output: str) -> None:
+        ir = self.store.blob_path("ir", unit.ir_hash, ".bc")
+        argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags) + QUIET
+                + ["-c", "-x", "ir", ir, "-o", output])
+        self.run_compiler(argv, unit.cwd, unit)
+
+    def _compile_source(self, unit: UnitRecord, flags: Flags, output: str) -> None:
+        if not os.path.isfile(unit.source) or hash_file(unit.source) != unit.source_hash:
+            raise EvaluationError(Outcome.COMPILE_FAIL,
+                                  f"{unit.source_rel} changed since it was recorded and its "
+                                  "IR does not replay exactly: record the build again")
+        argv = ([self._compiler(unit)] + source_args(unit) + list(flags) + QUIET
+                + ["-c", "-o", output])
+        self.run_compiler(argv, unit.cwd, unit)
+
+    def run_compiler(self, argv: list[str], cwd: str, unit: UnitRecord) -> proc.Captured:
+        """Run a compiler on `unit`; a hang, a crash or an error is an EvaluationError
+        with its outcome."""
+        done = proc.run_captured(argv, cwd, proc.clean_env(dict(os.environ)),
+                                 self.compile_timeout)
+        if done.timed_out:
+            raise EvaluationError(Outcome.COMPILE_TIMEOUT, f"compiling {unit.source_rel} "
+                                  f"took over {self.compile_timeout:g}s")
+        if done.status < 0:
+            raise EvaluationError(Outcome.COMPILE_CRASH, f"the compiler died (signal "
+                                  f"{-done.status}) on {unit.source_rel}")
+        if done.status != 0:
+            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise EvaluationError(Outcome.COMPILE_FAIL, f"{unit.source_rel}: "
+                                  + (message[0] if message else f"exit {done.status}"))
+        return done
+
+    # -- archives -----------------------------------------------------------------------
+    def _archive_for(self, digest: str, flags_by_unit: dict[str, Flags], folder: str) -> str:
+        record = self.store.archive(digest)
+        original = self.store.blob_path("ar", digest, ".a")
+        if record is None or not os.path.exists(original):
+            raise EvaluationError(Outcome.LINK_FAIL, f"archive {digest[:12]} was not kept "
+                                  "by the recording: record the build again")
+        kept = archive.read_members(original)
+        member_files = []
+        staging = os.path.join(folder, "ar-" + digest[:12])
+        for index, ((name, member_hash), member) in enumerate(zip(record.members, kept)):
+            unit = self.by_object.get(member_hash)
+            data = (open(self.object_for(unit, flags_by_unit.get(unit.id, ())), "rb").read()
+                    if unit else member.data)
+            member_path = os.path.join(staging, str(index), name)
+            os.makedirs(os.path.dirname(member_path), exist_ok=True)
+            with open(member_path, "wb") as handle:
+                handle.write(data)
+            member_files.append(member_path)
+        out = os.path.join(folder, os.path.basename(record.path))
+        if os.path.exists(out):
+            os.unlink(out)
+        ar = toolchain.find_tool("llvm-ar")
+        if ar is None:
+            raise EvaluationError(Outcome.LINK_FAIL, "llvm-ar not found: "
+                                  + toolchain.INSTALL_HINT.format(v=toolchain.DEFAULT_LLVM_VERSION))
+        done = proc.run_captured([ar, "qcsD", out] + member_files, folder)
+        shutil.rmtree(staging, ignore_errors=True)
+        if done.status != 0:
+            raise EvaluationError(Outcome.LINK_FAIL, f"llvm-ar failed: {done.stderr[:300]!r}")
+        return out
+
+    # -- links --------------------------------------------------------------------------
+    def build(self, target: str, flags_by_unit: dict[str, Flags] | None = None,
+              link_flags: Flags = ()) -> Candidate:
+        """Rebuild the recorded binary `target` (absolute path) with per-unit flags;
+        `link_flags` go to every relink (PGO instrumentation needs its runtime)."""
+        flags_by_unit = {k: tuple(v) for k, v in (flags_by_unit or {}).items() if v}
+        link = self.links.get(target)
+        if link is None:
+            raise EvaluationError(Outcome.LINK_FAIL, f"no recorded link produces {target}")
+        self.link_flags = tuple(link_flags)
+        key = hash_json([target, sorted((k, list(v)) for k, v in flags_by_unit.items()),
+                         link.output_hash, self.compiler_override or "",
+                         list(self.link_flags)])[:20]
+        folder = os.path.join(self.work, key)
+        os.makedirs(folder, exist_ok=True)
+        binary = self._link(link, flags_by_unit, folder)
+        return Candidate(binary, folder, {"LD_LIBRARY_PATH": folder} if self._shared_inputs(link)
+                         else {})
+
+    def _link_of_shared(self, path: str) -> LinkRecord | None:
+        """The recorded link that made a shared library input (libtool links the
+        versioned file, libpng16.so.16.39.0, and passes a symlink to it)."""
+        return self.links.get(path) or self.links.get(os.path.realpath(path))
+
+    def _shared_inputs(self, link: LinkRecord) -> list[LinkRecord]:
+        found = [self._link_of_shared(i.path) for i in link.inputs if i.kind == "shared"]
+        return [f for f in found if f is not None]
+
+    def _link(self, link: LinkRecord, flags_by_unit: dict[str, Flags], folder: str) -> str:
+        out = os.path.join(folder, os.path.basename(link.output))
+        for shared in self._shared_inputs(link):
+            self._rebuilt_shared(shared, flags_by_unit, folder)
+        if os.path.exists(out):
+            return out  # same target, same flags: already built (renamed into place last)
+        argv = ([self._link_compiler(link)] + self._link_args(link, flags_by_unit, folder, out)
+                + list(self.link_flags))
+        tmp_out = out + ".tmp"
+        argv[argv.index(out)] = tmp_out
+        done = proc.run_captured(argv + QUIET, link.cwd, proc.clean_env(dict(os.environ)),
+                                 self.compile_timeout)
+        if done.timed_out or done.status != 0:
+            raise EvaluationError(Outcome.LINK_FAIL, f"relinking {os.path.basename(out)} "
+                                  f"failed: {done.stderr.decode('utf-8', 'replace')[:500]}")
+        os.replace(tmp_out, out)
+        self.stats.links += 1
+        return out
+
+    def _link_compiler(self, link: LinkRecord) -> str:
+        return self.compiler_override or link.compiler
+
+    def _rebuilt_shared(self, shared: LinkRecord, flags_by_unit: dict[str, Flags],
+                        folder: str) -> None:
+        path = self._link(shared, flags_by_unit, folder)
+        soname = _soname(path)
+        if soname and soname != os.path.basename(path):
+            alias = os.path.join(folder, soname)
+            if not os.path.lexists(alias):
+                os.symlink(os.path.basename(path), alias)
+
+    def _link_args(self, link: LinkRecord, flags_by_unit: dict[str, Flags], folder: str,
+                   out: str) -> list[str]:
+        parsed = classify(link.argv, link.cwd)
+        if not isinstance(parsed, Invocation):  # pragma: no cover - recorded links parse
+            raise EvaluationError(Outcome.LINK_FAIL, f"cannot re-read the link of {out}")
+        by_path = {i.path: i for i in link.inputs if i.kind != "unit"}
+        units_here = {self.units[i.path].source: self.units[i.path] for i in link.inputs
+                      if i.kind == "unit" and i.path in self.units}
+        lib_dirs = library_dirs(parsed, link.cwd)
+        static = "-static" in parsed.flag_tokens(R_LINK)
+        args = ["-L" + folder] if self._shared_inputs(link) else []
+        for arg in parsed.args:
+            token = arg.tokens[-1]
+            absolute = os.path.normpath(os.path.join(link.cwd, token))
+            if arg.role == R_OUTPUT:
+                args += ["-o", out]
+            elif arg.role in (R_DEPENDENCY, R_SIDE_OUTPUT):
+                continue
+            elif arg.role == R_SOURCE and absolute in units_here:
+                unit = units_here[absolute]
+                args += ["-x", "none", self.object_for(unit, flags_by_unit.get(unit.id, ()))]
+            elif arg.role == R_LINK_INPUT and absolute in by_path:
+                args.append(self._replaced_input(by_path[absolute], flags_by_unit, folder))
+            elif arg.role == R_LINK and arg.tokens[0].startswith("-l"):
+                args += self._replaced_library(arg.tokens, lib_dirs, static, by_path,
+                                               flags_by_unit, folder)
+            else:
+                args.extend(arg.tokens)
+        return args
+
+    def _replaced_library(self, tokens: tuple[str, ...], lib_dirs: list[str], static: bool,
+                          by_path: dict, flags_by_unit: dict[str, Flags], folder: str
+                          ) -> list[str]:
+        name = tokens[1] if tokens[0] == "-l" else tokens[0][2:]
+        found = resolve_library(name, lib_dirs, static)
+        if found and found in by_path and by_path[found].kind == "archive":
+            return [self._replaced_input(by_path[found], flags_by_unit, folder)]
+        return list(tokens)  # shared: found first through -L<folder>
+
+    def _replaced_input(self, item, flags_by_unit: dict[str, Flags], folder: str) -> str:
+        if item.kind == "archive":
+            return self._archive_for(item.hash, flags_by_unit, folder)
+        if item.kind == "shared":
+            rebuilt = self._link_of_shared(item.path)
+            return os.path.join(folder, os.path.basename(rebuilt.output)) if rebuilt \
+                else item.path
+        unit = self.by_object.get(item.hash or "")
+        if unit is not None:
+            return self.object_for(unit, flags_by_unit.get(unit.id, ()))
+        kept = self.store.blob_path("obj", item.hash or "", ".o")
+        if item.hash and os.path.exists(kept):
+            return kept
+        raise EvaluationError(Outcome.LINK_FAIL, f"{item.path} was not kept by the recording: "
+                              "record the build again")
+
+
+def _soname(path: str) -> str | None:
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as handle:
+        for section in ELFFile(handle).iter_sections():
+            if isinstance(section, DynamicSection):
+                for tag in section.iter_tags():
+                    if tag.entry.d_tag == "DT_SONAME":
+                        return tag.soname
+    return None
+
+
+def recorded_object(store: Store, unit: UnitRecord) -> bytes | None:
+    """The bytes of the object the build made for `unit`, wherever they were kept."""
+    if not unit.object_hash:
+        return None
+    kept = store.blob_path("obj", unit.object_hash, ".o")
+    if os.path.exists(kept):
+        with open(kept, "rb") as handle:
+            return handle.read()
+    if unit.output and os.path.isfile(unit.output) and hash_file(unit.output) == unit.object_hash:
+        with open(unit.output, "rb") as handle:
+            return handle.read()
+    for record in store.archives():
+        for index, (_, digest) in enumerate(record.members):
+            if digest == unit.object_hash:
+                blob = store.blob_path("ar", record.hash, ".a")
+                if os.path.exists(blob):
+                    data = archive.read_members(blob)[index].data
+                    if hash_bytes(data) == digest:
+                        return data
+    return None

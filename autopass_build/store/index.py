@@ -1,0 +1,323 @@
+"""The store, `.autopass/`: a SQLite (WAL) index over what the wrapper spooled.
+
+The wrapper never opens the database (see `spool.py`: blobs and one JSON file per
+record, written by atomic rename).  Any reader — `autopass units`, `targets`, the
+tuner — first *ingests* the spool: in one transaction the records go into the index,
+then the spool files are deleted.  Ingesting is idempotent (rows are keyed), so a
+reader killed between commit and delete only re-applies the same records.
+
+Paths are stored as bytes (`os.fsencode`) so that non-UTF-8 names round-trip; argv
+lists are stored as JSON, whose escapes round-trip Python's surrogateescape strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+
+from autopass_build.capture.spool import SPOOL, Spool
+from autopass_build.core.files import hash_json
+
+SCHEMA_VERSION = 1
+DB_NAME = "store.db"
+BUSY_TIMEOUT_S = 120.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS units(
+    id TEXT PRIMARY KEY,
+    source BLOB NOT NULL, source_rel BLOB NOT NULL, cwd BLOB NOT NULL,
+    compiler BLOB NOT NULL, argv TEXT NOT NULL, output BLOB, language TEXT NOT NULL,
+    opt_level TEXT NOT NULL, source_hash TEXT NOT NULL, object_hash TEXT,
+    ir_hash TEXT NOT NULL, compiler_id TEXT NOT NULL, recorded_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS units_by_object ON units(object_hash);
+CREATE INDEX IF NOT EXISTS units_by_output ON units(output);
+CREATE TABLE IF NOT EXISTS skipped(
+    key TEXT PRIMARY KEY, cwd BLOB NOT NULL, argv TEXT NOT NULL, sources TEXT NOT NULL,
+    reason TEXT NOT NULL, detail TEXT NOT NULL, recorded_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS links(
+    output BLOB PRIMARY KEY, cwd BLOB NOT NULL, compiler BLOB NOT NULL, argv TEXT NOT NULL,
+    kind TEXT NOT NULL, inputs TEXT NOT NULL, output_hash TEXT, recorded_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS archives(
+    hash TEXT PRIMARY KEY, path BLOB NOT NULL, members TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fidelity(
+    unit_id TEXT PRIMARY KEY, ir_hash TEXT NOT NULL, reproduced INTEGER NOT NULL,
+    reason TEXT NOT NULL, checked_at REAL NOT NULL);
+"""
+
+
+def _b(path: str | None) -> bytes | None:
+    return None if path is None else os.fsencode(path)
+
+
+def _s(blob: bytes | None) -> str | None:
+    return None if blob is None else os.fsdecode(blob)
+
+
+@dataclass
+class UnitRecord:
+    """One translation unit: a source compiled with one command into one object."""
+    id: str
+    source: str            # absolute
+    source_rel: str        # relative to the project root (absolute when outside it)
+    cwd: str
+    compiler: str          # the real compiler that ran
+    argv: list[str]        # arguments after the compiler, expanded, as classified
+    output: str | None     # absolute object path; None when compiled and linked in one call
+    language: str
+    opt_level: str
+    source_hash: str
+    object_hash: str | None
+    ir_hash: str
+    compiler_id: str
+    recorded_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class SkipRecord:
+    cwd: str
+    argv: list[str]
+    sources: list[str]
+    reason: str
+    detail: str = ""
+    recorded_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class LinkInput:
+    kind: str     # "object", "archive", "shared", "unit" (compiled in the same call)
+    path: str     # absolute; for "unit", the unit id
+    hash: str | None = None
+
+
+@dataclass
+class LinkRecord:
+    output: str            # absolute
+    cwd: str
+    compiler: str
+    argv: list[str]
+    kind: str              # "executable" or "shared"
+    inputs: list[LinkInput]
+    output_hash: str | None
+    recorded_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class ArchiveRecord:
+    hash: str
+    path: str
+    members: list[tuple[str, str]]  # (member name, content hash), archive order
+
+
+class StoreError(Exception):
+    pass
+
+
+class Store:
+    def __init__(self, directory: str):
+        self.dir = os.path.abspath(directory)
+        self.db_path = os.path.join(self.dir, DB_NAME)
+        self.spool = Spool(self.dir)
+        self._conn: sqlite3.Connection | None = None
+        self._ingested = False
+
+    # -- opening ------------------------------------------------------------------------
+    @classmethod
+    def create(cls, directory: str) -> "Store":
+        store = cls(directory)
+        store.spool.prepare()
+        store.connection()
+        return store
+
+    @classmethod
+    def open_existing(cls, directory: str) -> "Store":
+        store = cls(directory)
+        if not os.path.isdir(store.spool.path(SPOOL)) and not os.path.isfile(store.db_path):
+            raise StoreError(f"no autopass store at {store.dir} (run `autopass record -- "
+                             "<your build command>` first, or pass --store DIR)")
+        return store
+
+    def connection(self) -> sqlite3.Connection:
+        try:
+            return self._connection()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the store index {self.db_path}: {error} (is the "
+                             "disk full or the folder read-only?)") from None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            os.makedirs(self.dir, exist_ok=True)
+            conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S,
+                                   isolation_level=None)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version in (0, SCHEMA_VERSION):
+                if version == 0:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("BEGIN IMMEDIATE")
+                for statement in SCHEMA.split(";"):  # IF NOT EXISTS: new tables appear
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            else:
+                conn.close()
+                raise StoreError(f"store {self.dir} has schema {version}, this autopass "
+                                 f"expects {SCHEMA_VERSION}; remove the folder and record again")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def blob_path(self, kind: str, digest: str, suffix: str) -> str:
+        return self.spool.blob_path(kind, digest, suffix)
+
+    # -- ingesting the spool ------------------------------------------------------------
+    def ingest(self) -> int:
+        """Move spooled records into the index; return how many were ingested."""
+        folder = self.spool.path(SPOOL)
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+        except FileNotFoundError:
+            names = []
+        self._ingested = True
+        if not names:
+            self.connection()
+            return 0
+        statements: list[tuple[str, tuple]] = []
+        done = []
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), encoding="ascii") as handle:
+                    record = json.load(handle)
+            except FileNotFoundError:
+                continue  # another reader ingested it
+            except (OSError, ValueError) as error:
+                self.spool.log(f"unreadable spool record {name} set aside: {error}")
+                os.replace(os.path.join(folder, name), os.path.join(folder, name + ".bad"))
+                continue
+            statements += _statements_for(record)
+            done.append(name)
+        self._write(statements)
+        for name in done:
+            try:
+                os.unlink(os.path.join(folder, name))
+            except FileNotFoundError:
+                pass
+        return len(done)
+
+    def _ensure_ingested(self) -> None:
+        if not self._ingested:
+            self.ingest()
+
+    def _write(self, statements: list[tuple[str, tuple]]) -> None:
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, params in statements:
+                conn.execute(sql, params)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # -- reads --------------------------------------------------------------------------
+    def units(self) -> list[UnitRecord]:
+        self._ensure_ingested()
+        rows = self.connection().execute(
+            "SELECT * FROM units ORDER BY source_rel, output").fetchall()
+        return [_unit_from_row(r) for r in rows]
+
+    def skipped(self) -> list[SkipRecord]:
+        self._ensure_ingested()
+        rows = self.connection().execute(
+            "SELECT cwd, argv, sources, reason, detail, recorded_at FROM skipped "
+            "ORDER BY reason, recorded_at").fetchall()
+        return [SkipRecord(_s(r[0]), json.loads(r[1]), json.loads(r[2]), r[3], r[4], r[5])
+                for r in rows]
+
+    def links(self) -> list[LinkRecord]:
+        self._ensure_ingested()
+        rows = self.connection().execute("SELECT * FROM links ORDER BY output").fetchall()
+        return [LinkRecord(_s(r[0]), _s(r[1]), _s(r[2]), json.loads(r[3]), r[4],
+                           [LinkInput(*i) for i in json.loads(r[5])], r[6], r[7])
+                for r in rows]
+
+    def archive(self, digest: str) -> ArchiveRecord | None:
+        self._ensure_ingested()
+        row = self.connection().execute(
+            "SELECT hash, path, members FROM archives WHERE hash = ?", (digest,)).fetchone()
+        if row is None:
+            return None
+        return ArchiveRecord(row[0], _s(row[1]), [tuple(m) for m in json.loads(row[2])])
+
+    def archives(self) -> list[ArchiveRecord]:
+        self._ensure_ingested()
+        rows = self.connection().execute("SELECT hash, path, members FROM archives").fetchall()
+        return [ArchiveRecord(r[0], _s(r[1]), [tuple(m) for m in json.loads(r[2])])
+                for r in rows]
+
+    # -- replay fidelity ----------------------------------------------------------------
+    def record_fidelity(self, results: list[tuple[str, str, bool, str]]) -> None:
+        """(unit id, IR hash, reproduced, reason) for each checked unit."""
+        now = time.time()
+        self._write([("INSERT OR REPLACE INTO fidelity VALUES (?,?,?,?,?)",
+                      (uid, ir, int(ok), reason, now)) for uid, ir, ok, reason in results])
+
+    def fidelity(self) -> dict[str, tuple[bool, str]]:
+        rows = self.connection().execute(
+            "SELECT f.unit_id, f.reproduced, f.reason FROM fidelity f JOIN units u "
+            "ON u.id = f.unit_id AND u.ir_hash = f.ir_hash").fetchall()
+        return {r[0]: (bool(r[1]), r[2]) for r in rows}
+
+    def units_replayed_from_source(self) -> set[str]:
+        return {uid for uid, (ok, _) in self.fidelity().items() if not ok}
+
+    def log_lines(self) -> list[str]:
+        return self.spool.log_lines()
+
+
+def _statements_for(record: dict) -> list[tuple[str, tuple]]:
+    """SQL for one spooled record (see recorder.py for the record shapes)."""
+    kind = record.get("type")
+    r = record
+    if kind == "unit":
+        statements = []
+        if r["output"] is not None:
+            # The object file was overwritten: whatever made it before is gone.
+            statements.append(("DELETE FROM units WHERE output = ? AND id != ?",
+                               (_b(r["output"]), r["id"])))
+        statements.append((
+            "INSERT OR REPLACE INTO units VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (r["id"], _b(r["source"]), _b(r["source_rel"]), _b(r["cwd"]), _b(r["compiler"]),
+             json.dumps(r["argv"]), _b(r["output"]), r["language"], r["opt_level"],
+             r["source_hash"], r["object_hash"], r["ir_hash"], r["compiler_id"],
+             r["recorded_at"])))
+        return statements
+    if kind == "skip":
+        key = hash_json([r["cwd"], r["argv"], r["sources"]])
+        return [("INSERT OR REPLACE INTO skipped VALUES (?,?,?,?,?,?,?)",
+                 (key, _b(r["cwd"]), json.dumps(r["argv"]), json.dumps(r["sources"]),
+                  r["reason"], r["detail"], r["recorded_at"]))]
+    if kind == "link":
+        statements = [("INSERT OR REPLACE INTO archives VALUES (?,?,?)",
+                       (a["hash"], _b(a["path"]), json.dumps(a["members"])))
+                      for a in r["archives"]]
+        statements.append(("INSERT OR REPLACE INTO links VALUES (?,?,?,?,?,?,?,?)",
+                           (_b(r["output"]), _b(r["cwd"]), _b(r["compiler"]),
+                            json.dumps(r["argv"]), r["kind"], json.dumps(r["inputs"]),
+                            r["output_hash"], r["recorded_at"])))
+        return statements
+    raise ValueError(f"unknown spool record type {kind!r}")
+
+
+def _unit_from_row(r: tuple) -> UnitRecord:
+    return UnitRecord(id=r[0], source=_s(r[1]), source_rel=_s(r[2]), cwd=_s(r[3]),
+                      compiler=_s(r[4]), argv=json.loads(r[5]), output=_s(r[6]),
+                      language=r[7], opt_level=r[8], source_hash=r[9], object_hash=r[10],
+                      ir_hash=r[11], compiler_id=r[12], recorded_at=r[13])

@@ -1,0 +1,92 @@
+"""Which recorded units each linked binary is made of.
+
+A link's inputs were hashed when it ran: objects match units by object hash, archive
+members match units by the hash of their bytes, and sources compiled in the link call
+itself are units already.  Inputs that match nothing (assembler objects, prebuilt
+objects) are listed as such, so a reader sees exactly what autopass can tune.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+
+from autopass_build.core.files import relative_to
+from autopass_build.store.index import LinkRecord, Store, UnitRecord
+
+
+@dataclass
+class Target:
+    output: str
+    output_rel: str
+    kind: str
+    units: list[str] = field(default_factory=list)          # unit ids, link order
+    unit_sources: list[str] = field(default_factory=list)   # their source_rel
+    shared_libraries: list[str] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)      # inputs with no unit
+    archives: list[str] = field(default_factory=list)
+    # Units of the project's shared libraries this binary loads (recursively): they run
+    # when it runs, so they are tuned with it.
+    loaded_units: list[str] = field(default_factory=list)
+
+    def runtime_units(self) -> list[str]:
+        return self.units + [u for u in self.loaded_units if u not in self.units]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def resolve(store: Store, root: str) -> list[Target]:
+    units = store.units()
+    by_id = {u.id: u for u in units}
+    by_object: dict[str, UnitRecord] = {}
+    for unit in sorted(units, key=lambda u: u.recorded_at):
+        if unit.object_hash:
+            by_object[unit.object_hash] = unit  # newest wins
+    targets = [_resolve_link(store, link, by_id, by_object, root) for link in store.links()]
+    _add_loaded_units(targets, store.links())
+    return targets
+
+
+def _add_loaded_units(targets: list[Target], links: list[LinkRecord]) -> None:
+    by_output = {os.path.realpath(t.output): t for t in targets}
+    shared_of = {os.path.realpath(link.output): [os.path.realpath(i.path) for i in link.inputs
+                                                 if i.kind == "shared"] for link in links}
+
+    def loaded(output: str, seen: set[str]) -> list[str]:
+        units: list[str] = []
+        for lib in shared_of.get(output, []):
+            if lib in by_output and lib not in seen:
+                seen.add(lib)
+                units += by_output[lib].units + loaded(lib, seen)
+        return units
+
+    for target in targets:
+        target.loaded_units = list(dict.fromkeys(loaded(os.path.realpath(target.output),
+                                                        set())))
+
+
+def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
+                  by_object: dict[str, UnitRecord], root: str) -> Target:
+    target = Target(link.output, relative_to(link.output, root), link.kind)
+
+    def add(unit: UnitRecord | None, label: str) -> None:
+        if unit is None:
+            target.unmatched.append(label)
+        elif unit.id not in target.units:
+            target.units.append(unit.id)
+            target.unit_sources.append(unit.source_rel)
+
+    for item in link.inputs:
+        if item.kind == "unit":
+            add(by_id.get(item.path), item.path)
+        elif item.kind == "object":
+            add(by_object.get(item.hash or ""), relative_to(item.path, root))
+        elif item.kind == "shared":
+            target.shared_libraries.append(relative_to(item.path, root))
+        elif item.kind == "archive":
+            target.archives.append(relative_to(item.path, root))
+            record = store.archive(item.hash or "")
+            for name, digest in (record.members if record else []):
+                add(by_object.get(digest), f"{relative_to(item.path, root)}({name})")
+    return target

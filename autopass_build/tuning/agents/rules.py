@@ -1,0 +1,188 @@
+"""The offline agent: expert rules over the same evidence the LLM agents read.
+
+Analyst: each rule turns a fact about a hot function into a hypothesis "unit U, knob K
+= V" with a prior (how often the fix pays off) weighted by the unit's share of the
+profile.  A hot call left out at inline cost C -> an inline threshold just above C; a
+hot loop the cost model refused to vectorize -> forced width or bandwidth; vectorized
+loops with no interleaving -> interleave; unrolled loops -> a larger unroll budget; a
+large hot function with many branches (an interpreter loop) -> branch-target alignment;
+-O2 units -> -O3.  Every other knob value follows at a low prior, so the agent never
+runs dry before the budget does.
+
+Planner: the untried hypotheses in order of prior, each as a change on top of the
+incumbent; a value that helped is followed by the next stronger one of the same knob.
+Diagnoser: a regression bans that value and the stronger ones of that knob for that
+unit; a wrong output or a crash bans the knob for the unit.  Deterministic throughout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopass_build.tuning.agents.context import Context, Trial
+from autopass_build.tuning.agents.roles import Diagnosis, Lesson, Proposal
+
+ORDERED = {"inline_threshold", "unroll_threshold", "vector_width", "interleave",
+           "slp_threshold", "block_align", "function_align"}
+BIG_FUNCTION = 2000       # bytes of code: large enough for layout to matter
+EXPLORE_PRIOR = 0.04
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    unit: str
+    knob: str
+    value: str
+    prior: float
+    why: str
+
+    def as_finding(self) -> dict:
+        return {"unit": self.unit, "knob": self.knob, "value": self.value,
+                "prior": round(self.prior, 4), "why": self.why}
+
+
+class RulesBackend:
+    name = "rules"
+
+    # -- analyst ---------------------------------------------------------------------------
+    def analyse(self, context: Context) -> Diagnosis:
+        found: dict[tuple[str, str, str], Hypothesis] = {}
+        for hot in context.hot:
+            weight = hot.share / 100.0
+            for h in self._unit_rules(context, hot.source, hot.recorded_level, weight):
+                key = (h.unit, h.knob, h.value)
+                if key not in found or found[key].prior < h.prior:
+                    found[key] = h
+            for h in self._exploration(context, hot.source, weight):
+                found.setdefault((h.unit, h.knob, h.value), h)
+        ordered = sorted(found.values(), key=lambda h: (-h.prior, h.unit, h.knob, h.value))
+        evidence_based = [h for h in ordered if not h.why.startswith("explore")]
+        text = "; ".join(f"{h.unit}: {h.why}" for h in evidence_based[:8])
+        return Diagnosis([h.as_finding() for h in ordered], text)
+
+    def _unit_rules(self, context: Context, unit: str, level: str, weight: float):
+        knobs = {k.name: k for k in context.space.knobs}
+        remarks = context.hot_remarks(unit)
+        sizes = context.sizes(unit)
+        hot = next(h for h in context.hot if h.source == unit)
+
+        def hyp(knob: str, value: str, prior: float, why: str):
+            if knob in knobs and knobs[knob].index_of(value) is not None:
+                yield Hypothesis(unit, knob, value, prior * weight, why)
+
+        if level in ("-O0", "-O1"):
+            yield from hyp("opt", "-O3", 0.9, f"built at {level}: most optimizations are off")
+        elif level in ("-Os", "-Oz"):
+            yield from hyp("opt", "-O2", 0.3, f"built at {level}: optimized for size")
+        elif level == "-O2":
+            yield from hyp("opt", "-O3", 0.5, "built at -O2: -O3 adds aggressive passes")
+        elif level == "-O3":
+            yield from hyp("opt", "-O2", 0.12, "built at -O3: -O2 can be smaller and faster")
+        costly = [r for r in remarks if r.pass_name == "inline" and r.name == "TooCostly"
+                  and "Cost" in r.numbers]
+        if costly and "inline_threshold" in knobs:
+            knob = knobs["inline_threshold"]
+            for rank, r in enumerate(sorted(costly, key=lambda r: r.numbers["Cost"])[:3]):
+                above = [knob.short(i) for i in range(1, len(knob.values))
+                         if float(knob.short(i)) > r.numbers["Cost"]]
+                if above:
+                    yield from hyp("inline_threshold", above[0], 0.7 - 0.05 * rank,
+                                   f"hot call in {r.function} not inlined at cost "
+                                   f"{r.numbers['Cost']:.0f} (threshold "
+                                   f"{r.numbers.get('Threshold', 0):.0f})")
+        missed_loops = [r for r in remarks if r.pass_name == "loop-vectorize" and r.kind == "Missed"]
+        if missed_loops:
+            yield from hyp("vector_width", "4", 0.3, f"loop in {missed_loops[0].function} "
+                           "not vectorized by the cost model")
+            yield from hyp("max_bandwidth", "true", 0.2, "vectorization refused: widen by the "
+                           "smallest type")
+        vectorized = [r for r in remarks if r.pass_name == "loop-vectorize" and r.kind == "Passed"]
+        if vectorized:
+            ic = min(r.numbers.get("InterleaveCount", 1) for r in vectorized)
+            yield from hyp("interleave", "4" if ic >= 2 else "2", 0.25,
+                           f"vectorized loops in {vectorized[0].function} interleaved {ic:.0f}x")
+            yield from hyp("vectorize", "-fno-vectorize", 0.12,
+                           "vectorized loops may run few iterations")
+        slp = [r for r in remarks if r.pass_name == "slp-vectorizer" and r.kind == "Missed"]
+        if slp:
+            yield from hyp("slp_threshold", "-2", 0.2, f"SLP refused in {slp[0].function}")
+        unrolled = [r for r in remarks if r.pass_name == "loop-unroll"]
+        if unrolled:
+            yield from hyp("unroll_threshold", "600", 0.25,
+                           f"loops in {unrolled[0].function} unrolled under a size budget")
+            yield from hyp("unroll", "-funroll-loops", 0.15, "runtime unrolling of hot loops")
+        big = [f for f in hot.functions if sizes.get(f, 0) >= BIG_FUNCTION]
+        if big:
+            yield from hyp("block_align", "4", 0.3, f"{big[0]} is {sizes[big[0]]} bytes of "
+                           "hot branchy code: branch targets alignment")
+            yield from hyp("block_align", "5", 0.15, "stronger branch-target alignment")
+            yield from hyp("function_align", "5", 0.08, "hot function alignment")
+
+    def _exploration(self, context: Context, unit: str, weight: float):
+        position = 0
+        for knob in context.space.knobs:
+            for i in range(1, len(knob.values)):
+                position += 1
+                yield Hypothesis(unit, knob.name, knob.short(i),
+                                 EXPLORE_PRIOR * weight / (1 + 0.05 * position),
+                                 f"explore {knob.name}={knob.short(i)}")
+
+    # -- planner ----------------------------------------------------------------------------
+    def plan(self, context: Context, diagnosis: Diagnosis, history: list[Trial],
+             incumbent: dict[str, dict[str, str]], lessons: list[Lesson],
+             feedback: list[str], want: int) -> list[Proposal]:
+        tried = {(u, k, v) for t in history for u, ch in t.changes.items() for k, v in ch.items()}
+        queue = [Hypothesis(**f) for f in diagnosis.findings] + self._escalations(context, history)
+        queue.sort(key=lambda h: (-h.prior, h.unit, h.knob, h.value))
+        proposals, chosen = [], set()
+        for h in queue:
+            key = (h.unit, h.knob, h.value)
+            if key in tried or key in chosen or _banned(h, lessons):
+                continue
+            if incumbent.get(h.unit, {}).get(h.knob) == h.value:
+                continue
+            chosen.add(key)
+            proposals.append(Proposal({h.unit: {h.knob: h.value}}, h.why))
+            if len(proposals) >= want:
+                break
+        return proposals
+
+    def _escalations(self, context: Context, history: list[Trial]) -> list[Hypothesis]:
+        """A value that helped: try the next one in the same direction, first."""
+        knobs = {k.name: k for k in context.space.knobs}
+        shares = {h.source: h.share / 100.0 for h in context.hot}
+        more = []
+        for t in history:
+            if t.verdict != "faster":
+                continue
+            for unit, changes in t.changes.items():
+                for name, value in changes.items():
+                    knob = knobs.get(name)
+                    index = knob.index_of(value) if knob else None
+                    if name in ORDERED and index and index + 1 < len(knob.values):
+                        more.append(Hypothesis(unit, name, knob.short(index + 1),
+                                               0.9 * shares.get(unit, 0.1),
+                                               f"{name}={value} helped: try {knob.short(index + 1)}"))
+        return more
+
+    # -- diagnoser ---------------------------------------------------------------------------
+    def diagnose(self, context: Context, trial: Trial) -> Lesson:
+        knobs = {k.name: k for k in context.space.knobs}
+        [(unit, changes)] = list(trial.changes.items())[:1] or [("", {})]
+        if len(changes) != 1:
+            return Lesson(f"trial {trial.n} regressed ({trial.outcome}); several knobs changed",
+                          unit)
+        [(name, value)] = changes.items()
+        knob = knobs.get(name)
+        if trial.ratio is None or knob is None or name not in ORDERED:
+            return Lesson(f"{unit}: {name}={value} gave {trial.outcome} "
+                          f"{trial.detail[:80]}; do not use {name} on this unit", unit, name, [])
+        index = knob.index_of(value) or 0
+        default_side = range(index, len(knob.values))   # this value and stronger ones
+        return Lesson(f"{unit}: {name}={value} was slower ({trial.ratio:.3f}x); avoid it and "
+                      "stronger values", unit, name, [knob.short(i) for i in default_side])
+
+
+def _banned(h: Hypothesis, lessons: list[Lesson]) -> bool:
+    return any(lesson.unit == h.unit and lesson.knob == h.knob
+               and (not lesson.avoid or h.value in lesson.avoid) for lesson in lessons)

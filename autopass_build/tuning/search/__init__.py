@@ -1,0 +1,57 @@
+"""Search strategies behind one ask/tell contract (see `base.py`).
+
+| name     | what it does                                                     |
+|----------|------------------------------------------------------------------|
+| random   | valid points at random                                           |
+| greedy   | coordinate descent, hottest unit's knobs first                   |
+| ga       | genetic algorithm, repair of invalid offspring                   |
+| de       | differential evolution (rand/1/bin)                              |
+| pso      | particle swarm                                                   |
+| agent    | analyst, planner, diagnoser over compiler evidence (`agents/`)   |
+
+Options per strategy: `STRATEGIES[name].OPTIONS` (default, meaning, bounds);
+`autopass tune --list-strategies` prints them.
+"""
+
+from __future__ import annotations
+
+from autopass_build.tuning.search.agent import AgentStrategy
+from autopass_build.tuning.search.base import (
+    Option,
+    OptionError,
+    Point,
+    Searchable,
+    Strategy,
+)
+from autopass_build.tuning.search.de import DifferentialEvolution
+from autopass_build.tuning.search.ga import Genetic
+from autopass_build.tuning.search.greedy import Greedy
+from autopass_build.tuning.search.pso import ParticleSwarm
+from autopass_build.tuning.search.random_search import RandomSearch
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (AgentStrategy, RandomSearch, Greedy, Genetic,
+                              DifferentialEvolution, ParticleSwarm)
+}
+
+
+def make(name: str, space: Searchable, seed: int = 0, options: dict | None = None) -> Strategy:
+    if name not in STRATEGIES:
+        raise OptionError(f"no strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    return STRATEGIES[name](space, seed, options)
+
+
+def describe_all() -> str:
+    lines = []
+    for name, cls in STRATEGIES.items():
+        lines.append(f"{name}: {cls.summary}")
+        for option, spec in cls.OPTIONS.items():
+            lines.append(f"    {option} = {spec.default}  ({spec.doc}; "
+                         f"{spec.low:g}..{spec.high:g})")
+    return "\n".join(lines)
+
+
+CLASSICAL = ("random", "greedy", "ga", "de", "pso")
+
+__all__ = ["CLASSICAL", "STRATEGIES", "Option", "OptionError", "Point", "Searchable", "Strategy",
+           "describe_all", "make"]

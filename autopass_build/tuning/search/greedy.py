@@ -1,0 +1,40 @@
+"""Greedy coordinate descent: one knob at a time, every value of it, keep the best.
+
+Coordinates are visited in the space's order (the tuner puts the hottest unit's knobs
+first).  A sweep over all coordinates repeats while it improved the incumbent.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from autopass_build.tuning.search.base import Option, Point, Strategy
+
+
+class Greedy(Strategy):
+    name = "greedy"
+    summary = "coordinate descent over the knobs of the hottest units first"
+    OPTIONS = {
+        "sweeps": Option(3, "full passes over all coordinates at most", 1, 100),
+    }
+
+    def proposals(self) -> Iterator[Point]:
+        incumbent = self.space.default()
+        for _ in range(self.options["sweeps"]):
+            improved = False
+            for coordinate, count in enumerate(self.space.dims):
+                tried = []
+                for value in range(count):
+                    if value == incumbent[coordinate]:
+                        continue
+                    point = list(incumbent)
+                    point[coordinate] = value
+                    point = self.space.repair(tuple(point))
+                    if point != incumbent:
+                        yield point
+                        tried.append(point)
+                for point in tried:
+                    if self.value(point) < self.value(incumbent):
+                        incumbent, improved = point, True
+            if not improved:
+                return
