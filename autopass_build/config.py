@@ -12,15 +12,20 @@ import os
 import shlex
 from dataclasses import dataclass, field, fields, replace
 
+from autopass_build.core.names import (
+    AGENT_BACKENDS,
+    CONFIG_NAME,
+    DEFAULT_STRATEGY,
+    FLAGS_DB_NAME,
+    METRICS,
+)
+
 try:
     import tomllib
 except ImportError:  # pragma: no cover - Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
-CONFIG_NAME = "autopass.toml"
-METRICS = ("wall", "cpu", "instructions", "cycles")
 CHECK_MODES = ("output", "exit-code", "command")
-AGENT_BACKENDS = ("rules", "openai", "replay")
 
 
 class ConfigError(Exception):
@@ -65,14 +70,14 @@ class MeasureConfig:
 
 @dataclass(frozen=True)
 class TuneConfig:
-    strategy: str = "agent"         # agent | random | greedy | ga | de | pso (`--list-strategies`)
+    strategy: str = DEFAULT_STRATEGY         # agent | random | greedy | ga | de | pso (`--list-strategies`)
     budget: int = 40                # candidate evaluations (each one a rebuild and an A/B)
     seed: int = 0
     max_units: int = 4              # tune at most this many of the hottest units...
     coverage: float = 90.0          # ...stopping once they hold this % of the profile
     native: bool = False            # allow -march=native (the build then runs on this CPU only)
     screen: bool = False            # rank candidates by their compiled code, measure the best
-    flags_db: str = "autopass.flags.json"
+    flags_db: str = FLAGS_DB_NAME
     options: tuple[tuple[str, float], ...] = ()   # the strategy's options, e.g. population
 
 

@@ -29,12 +29,7 @@ from autopass_build.core.files import (
     user_cache_dir,
     write_atomic,
 )
-
-ENV_DB = "AUTOPASS_FLAGS_DB"
-ENV_POLICY = "AUTOPASS_APPLY_POLICY"
-POLICIES = ("warn", "error", "apply-anyway")
-DB_NAME = "autopass.flags.json"
-SCHEMA_VERSION = 1
+from autopass_build.core.names import FLAGS_DB_NAME, FLAGS_DB_SCHEMA
 
 
 class Decision:
@@ -49,7 +44,7 @@ class Decision:
 
 
 def db_path(root: str, explicit: str | None) -> str:
-    return os.path.abspath(explicit) if explicit else os.path.join(root, DB_NAME)
+    return os.path.abspath(explicit) if explicit else os.path.join(root, FLAGS_DB_NAME)
 
 
 def load(path: str) -> tuple[dict | None, str]:
@@ -74,9 +69,9 @@ def load(path: str) -> tuple[dict | None, str]:
         except (OSError, ValueError) as error:
             return None, f"{path} is not a readable flags database ({error})"
         _remember(path, st, data)
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
+    if not isinstance(data, dict) or data.get("schema") != FLAGS_DB_SCHEMA:
         return None, (f"{path} has schema {data.get('schema') if isinstance(data, dict) else '?'}"
-                      f"; this autopass reads schema {SCHEMA_VERSION} (re-run autopass tune)")
+                      f"; this autopass reads schema {FLAGS_DB_SCHEMA} (re-run autopass tune)")
     if not isinstance(data.get("entries"), dict):
         return None, f"{path} has no entries table"
     return data, ""

@@ -14,13 +14,17 @@ from __future__ import annotations
 import os
 import sys
 
-from autopass_build.capture.wrapper import (
+from autopass_build.core import toolchain
+from autopass_build.core.names import (
+    ENV_APPLY_POLICY,
+    ENV_CC,
+    ENV_CXX,
+    ENV_FLAGS_DB,
     ENV_MASQUERADE_DIR,
     ENV_MODE,
     ENV_ROOT,
     ENV_STORE,
 )
-from autopass_build.core import toolchain
 
 C_NAMES = ("cc", "gcc", "clang", "clang-19", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-cc")
 CXX_NAMES = ("c++", "g++", "clang++", "clang++-19", "x86_64-linux-gnu-g++",
@@ -75,9 +79,9 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
     clang = toolchain.find_tool("clang", env=env, exclude=frozenset({bin_dir}))
     clangxx = toolchain.find_tool("clang++", env=env, exclude=frozenset({bin_dir}))
     if clang:
-        env["AUTOPASS_CC"] = clang
+        env[ENV_CC] = clang
     if clangxx:
-        env["AUTOPASS_CXX"] = clangxx
+        env[ENV_CXX] = clangxx
     env.update({
         "CC": cc, "CXX": cxx,
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
@@ -93,15 +97,15 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
     env = dict(os.environ if base is None else base)
     bin_dir = os.path.join(work_dir, "bin")
     cc, cxx = write_wrappers(bin_dir)
-    for tool, key in (("clang", "AUTOPASS_CC"), ("clang++", "AUTOPASS_CXX")):
+    for tool, key in (("clang", ENV_CC), ("clang++", ENV_CXX)):
         found = toolchain.find_tool(tool, env=env, exclude=frozenset({bin_dir}))
         if found:
             env[key] = found
     env.update({
         "CC": cc, "CXX": cxx,
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
-        ENV_ROOT: root, ENV_MODE: "apply", "AUTOPASS_FLAGS_DB": db,
-        "AUTOPASS_APPLY_POLICY": policy, ENV_MASQUERADE_DIR: bin_dir,
+        ENV_ROOT: root, ENV_MODE: "apply", ENV_FLAGS_DB: db,
+        ENV_APPLY_POLICY: policy, ENV_MASQUERADE_DIR: bin_dir,
     })
     env.pop(ENV_STORE, None)
     return env

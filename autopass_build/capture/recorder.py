@@ -21,6 +21,7 @@ from autopass_build.capture.compiler_args import COMPILE, R_LINK, Invocation, Sk
 from autopass_build.capture.spool import Spool
 from autopass_build.core import proc, toolchain
 from autopass_build.core.files import hash_bytes, hash_file, hash_json, relative_to
+from autopass_build.core.names import ENV_IR_TIMEOUT
 
 DEFAULT_IR_TIMEOUT_S = 300.0
 
@@ -67,7 +68,7 @@ def compiler_identity(spool: Spool, call: Call) -> toolchain.Identity:
 
 def ir_timeout(env: dict[str, str]) -> float:
     try:
-        return float(env.get("AUTOPASS_IR_TIMEOUT", DEFAULT_IR_TIMEOUT_S))
+        return float(env.get(ENV_IR_TIMEOUT, DEFAULT_IR_TIMEOUT_S))
     except ValueError:
         return DEFAULT_IR_TIMEOUT_S
 

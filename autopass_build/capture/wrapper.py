@@ -21,16 +21,22 @@ import sys
 from autopass_build.capture.compiler_args import Invocation, Skip, classify
 from autopass_build.capture.spool import Spool, find_store_dir
 from autopass_build.core import proc, toolchain
+from autopass_build.core.names import (
+    APPLY_POLICIES,
+    DEFAULT_APPLY_POLICY,
+    ENV_APPLY_POLICY,
+    ENV_FLAGS_DB,
+    ENV_GUARD,
+    ENV_MASQUERADE_DIR,
+    ENV_MODE,
+    ENV_ROOT,
+    ENV_STORE,
+    WRAPPER_MODES,
+)
 
-ENV_STORE = "AUTOPASS_STORE"
-ENV_ROOT = "AUTOPASS_ROOT"
-ENV_MODE = "AUTOPASS_MODE"            # record (default when a store is found) | apply | off
-ENV_GUARD = "AUTOPASS_WRAPPER_ACTIVE"  # set for the real compiler: recursion guard
-ENV_MASQUERADE_DIR = "AUTOPASS_MASQUERADE_DIR"
 LAUNCHER_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-mode=",
                     "--autopass-db=", "--autopass-policy=")
 COMPILER_BASES = ("cc", "gcc", "c++", "g++", "clang", "clang++")
-MODES = ("record", "apply", "off")
 
 
 class WrapperError(Exception):
@@ -97,13 +103,13 @@ class Plan:
             self.compiler_argv0 = self.compiler_path = found
             self.args = rest
         self.mode = options.get("autopass-mode") or env.get(ENV_MODE) or "record"
-        if self.mode not in MODES:
-            raise WrapperError(f"{ENV_MODE}={self.mode!r} is not one of {', '.join(MODES)}")
+        if self.mode not in WRAPPER_MODES:
+            raise WrapperError(f"{ENV_MODE}={self.mode!r} is not one of {', '.join(WRAPPER_MODES)}")
         self.store_dir = options.get("autopass-store") or env.get(ENV_STORE) or None
         if self.store_dir is None and self.mode == "record":
             self.store_dir = find_store_dir(cwd)
-        self.db = options.get("autopass-db") or env.get("AUTOPASS_FLAGS_DB") or None
-        self.policy = options.get("autopass-policy") or env.get("AUTOPASS_APPLY_POLICY") or "warn"
+        self.db = options.get("autopass-db") or env.get(ENV_FLAGS_DB) or None
+        self.policy = options.get("autopass-policy") or env.get(ENV_APPLY_POLICY) or DEFAULT_APPLY_POLICY
         self.root = (options.get("autopass-root") or env.get(ENV_ROOT)
                      or (os.path.dirname(os.path.abspath(self.store_dir))
                          if self.store_dir else cwd))
@@ -214,9 +220,9 @@ def _apply(plan: Plan) -> int:
 def _decide(plan: Plan):
     from autopass_build.capture import applier
 
-    if plan.policy not in applier.POLICIES:
+    if plan.policy not in APPLY_POLICIES:
         raise WrapperError(f"AUTOPASS_APPLY_POLICY={plan.policy!r}: use one of "
-                           + ", ".join(applier.POLICIES))
+                           + ", ".join(APPLY_POLICIES))
     return applier.decide_call(classify(plan.args, plan.cwd, plan.cxx), plan.cwd, plan.root,
                                plan.db, plan.policy, plan.compiler_path)
 

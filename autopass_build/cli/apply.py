@@ -1,4 +1,4 @@
-"""`autopass apply -- BUILD` and `autopass db show|check|prune`: using the flags database."""
+"""`autopass apply -- BUILD`, `verify`, and `db show|check|diff|prune`: using the flags database."""
 
 from __future__ import annotations
 
@@ -8,28 +8,27 @@ import shutil
 import sys
 import tempfile
 
-APPLY_EPILOG = """\
-examples:
-  autopass apply -- make -j2
-  autopass apply --policy error -- sh -c 'cmake -B build -G Ninja && ninja -C build'
-  CC=autopass-cc AUTOPASS_MODE=apply make            # the same, by hand
-  cmake -DAUTOPASS_MODE=apply -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=.../AutoPass.cmake ...
+from autopass_build.cli.common import (
+    CliError,
+    Progress,
+    add_config_option,
+    load_config,
+    open_store,
+)
+from autopass_build.core.names import (
+    APPLY_POLICIES,
+    DEFAULT_APPLY_POLICY,
+    FLAGS_DB_NAME,
+)
 
-Each compile of a source with an entry in autopass.flags.json gets that entry's flags
-appended; everything else compiles exactly as asked.  Entries pass the allowlist again;
-a stale entry (source changed), another compiler, a database that cannot be trusted or
-read, or flags the compiler rejects give one warning and the default flags (--policy
-error fails the compile instead; apply-anyway applies stale entries).
-"""
 
-
-def add_parsers(sub, config_option) -> None:
+def add_parsers(sub) -> None:
     p = sub.add_parser("apply", help="run a build with each file's tuned flags",
                        description="Run BUILD with autopass's wrapper in apply mode.",
                        epilog=APPLY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--db", metavar="FILE", help="the flags database (default: "
                    "./autopass.flags.json)")
-    p.add_argument("--policy", choices=("warn", "error", "apply-anyway"), default="warn",
+    p.add_argument("--policy", choices=APPLY_POLICIES, default=DEFAULT_APPLY_POLICY,
                    help="what a stale or untrusted entry does (default: %(default)s)")
     p.add_argument("--root", metavar="DIR", help="project root the database's paths are "
                    "relative to (default: the database's folder)")
@@ -42,7 +41,7 @@ def add_parsers(sub, config_option) -> None:
                        "tuned binaries must be bit-identical; then the tuned binary is "
                        "measured against the plain one. Exit 1 if they differ.")
     p.add_argument("--store", metavar="DIR", help="the store (for the target's path)")
-    config_option(p)
+    add_config_option(p)
     p.add_argument("--target", help="the binary (default: [run].target or the only one)")
     p.add_argument("--no-measure", action="store_true", help="only check reproducibility")
     p.set_defaults(func=cmd_verify)
@@ -59,10 +58,24 @@ def add_parsers(sub, config_option) -> None:
     p.set_defaults(func=cmd_db)
 
 
-def _paths(args: argparse.Namespace) -> tuple[str, str]:
-    from autopass_build.capture.applier import DB_NAME
+APPLY_EPILOG = """\
+examples:
+  autopass apply -- make -j2
+  autopass apply --policy error -- sh -c 'cmake -B build -G Ninja && ninja -C build'
+  CC=autopass-cc AUTOPASS_MODE=apply make            # the same, by hand
+  cmake -DAUTOPASS_MODE=apply -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=.../AutoPass.cmake ...
 
-    db = os.path.abspath(args.db or DB_NAME)
+Each compile of a source with an entry in autopass.flags.json gets that entry's flags
+appended; everything else compiles exactly as asked.  Entries pass the allowlist again;
+a stale entry (source changed), another compiler, a database that cannot be trusted or
+read, or flags the compiler rejects give one warning and the default flags (--policy
+error fails the compile instead; apply-anyway applies stale entries).
+"""
+
+
+def _paths(args: argparse.Namespace) -> tuple[str, str]:
+
+    db = os.path.abspath(args.db or FLAGS_DB_NAME)
     return db, os.path.abspath(args.root or os.path.dirname(db))
 
 
@@ -70,7 +83,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
     import subprocess
 
     from autopass_build.capture.build_env import apply_environment
-    from autopass_build.cli.main import CliError
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -92,18 +104,17 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from autopass_build.cli.main import CliError, _load_config, _open, _progress
     from autopass_build.instruments.evaluate import EvaluateError, choose_target
     from autopass_build.instruments.measure import MeasureError
     from autopass_build.outputs.verify import VerifyError, verify
 
-    store = _open(args)
-    config = _load_config(args)
+    store = open_store(args)
+    config = load_config(args)
     db = config.resolve(config.tune.flags_db)
     if not os.path.isfile(db):
         print(f"autopass: warning: {db} does not exist: the tuned build is the plain one "
               "(run `autopass tune` first)", file=sys.stderr)
-    progress = _progress("verify")
+    progress = Progress("verify")
     try:
         target = choose_target(store, args.target or config.run.target)
         result = verify(config, target.output, db, os.path.dirname(store.dir), progress,
@@ -127,7 +138,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_db(args: argparse.Namespace) -> int:
     from autopass_build.capture import applier
-    from autopass_build.cli.main import CliError
 
     if args.action == "diff":
         return _diff(args.files)
@@ -164,7 +174,6 @@ SIGNIFICANT = ("flags", "source_hash", "gain")   # what a review cares about
 def _diff(files: list[str]) -> int:
     """Entries added (+), removed (-) and changed (~) from A to B; exit 1 if any differ."""
     from autopass_build.capture import applier
-    from autopass_build.cli.main import CliError
 
     if len(files) != 2:
         raise CliError("give two databases: autopass db diff OLD.json NEW.json")

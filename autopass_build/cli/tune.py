@@ -1,38 +1,33 @@
-"""`autopass tune`: its options, its live progress and its summary (the loop is in tuner.py)."""
+"""`autopass tune`, `report`, `screen`: the tuning run, what it did, and what screening learned."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-TUNE_EPILOG = """\
-examples:
-  autopass tune                                   # [tune] settings of autopass.toml
-  autopass tune --strategy ga --budget 60 --seed 3 --option population=12
-  autopass tune --resume                          # after Ctrl-C, kill -9 or a full disk
-  autopass tune --list-strategies
-
-Each evaluation rebuilds the target with the candidate's per-unit flags (only changed
-units recompile; objects are cached), checks the benchmark's output against the
-baseline's, and measures both interleaved until the ratio's interval is clear.  Every
-evaluation is journaled in .autopass/runs/ before it is used.  At the end the best
-clearly-faster candidate is split into its units (each measured alone), re-measured with
-a tighter interval, and the units that help are written to the flags database.
-"""
+from autopass_build.cli.common import (
+    CliError,
+    Progress,
+    add_config_option,
+    add_store_option,
+    load_config,
+    open_store,
+)
+from autopass_build.core.names import AGENT_BACKENDS, METRICS, RUNS_DIR
 
 
-def add_parser(sub, store_option, config_option) -> None:
-    from autopass_build.config import METRICS
+def add_parsers(sub) -> None:
 
     p = sub.add_parser("tune", help="search per-unit flags that make the benchmark faster",
                        description="Tune the compiler flags of the hottest units of the "
                        "target against its benchmark, within a budget of evaluations.",
                        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    store_option(p)
-    config_option(p)
+    add_store_option(p)
+    add_config_option(p)
     p.add_argument("--strategy", help="agent (the default: [agent].backend, offline rules unless "
                    "configured), random, greedy, ga, de or pso")
-    p.add_argument("--agent-backend", choices=("rules", "openai", "replay"),
+    p.add_argument("--agent-backend", choices=AGENT_BACKENDS,
                    help="override [agent].backend")
     p.add_argument("--budget", type=int, help="candidate evaluations (default: [tune].budget)")
     p.add_argument("--seed", type=int, help="random seed; same seed, same candidates")
@@ -60,53 +55,17 @@ def add_parser(sub, store_option, config_option) -> None:
     p.add_argument("--list-strategies", action="store_true",
                    help="print the strategies and their options, then exit")
     p.set_defaults(func=cmd_tune)
-
-
-def add_pgo_parser(sub, store_option, config_option) -> None:
-    p = sub.add_parser("pgo", help="profile-guided optimization from the recorded build",
-                       description="Rebuild the target instrumented (-fprofile-instr-generate, "
-                       "from source), run the benchmark to train it, merge the profile with "
-                       "llvm-profdata into the store, then measure the PGO build against the "
-                       "recorded one.")
-    store_option(p)
-    config_option(p)
-    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
-    p.add_argument("--no-measure", action="store_true", help="only train the profile")
-    p.set_defaults(func=cmd_pgo)
-
-
-def cmd_pgo(args: argparse.Namespace) -> int:
-    from autopass_build.cli.main import (
-        CliError,
-        _load_config,
-        _open,
-        _print_evaluation,
-        _progress,
-    )
-    from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-    from autopass_build.instruments.measure import MeasureError
-    from autopass_build.instruments.pgo import PgoError, flags_for, train
-
-    store = _open(args)
-    config = _load_config(args)
-    progress = _progress("pgo")
-    try:
-        evaluator = Evaluator(store, config, args.target or "")
-        profile = train(evaluator, progress)
-        progress(None)
-        print(f"profile {profile.hash[:16]} from {profile.runs} run(s): {profile.path}")
-        if args.no_measure:
-            return 0
-        progress("measuring the PGO build against the recorded build")
-        evaluation = evaluator.evaluate(flags_for(evaluator, profile), progress)
-    except (EvaluateError, MeasureError, PgoError) as error:
-        progress(None)
-        raise CliError(str(error))
-    progress(None)
-    return _print_evaluation(evaluation, config)
-
-
-def add_screen_parser(sub) -> None:
+    p = sub.add_parser("report", help="what a tuning run did: progress, flags, rejections",
+                       description="Summarize tuning runs from their journals: the best "
+                       "clear gain after each evaluation, the per-file flags written with "
+                       "their measured gains, and rejected candidates by outcome. --html "
+                       "writes one self-contained file with the convergence plot.")
+    add_store_option(p)
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="run ids (folders of .autopass/runs; default: the latest)")
+    p.add_argument("--all", action="store_true", help="every run in the store")
+    p.add_argument("--html", metavar="FILE", help="also write an HTML report here")
+    p.set_defaults(func=cmd_report)
     p = sub.add_parser("screen", help="what candidate screening has learned, across programs",
                        description="Screening (autopass tune --screen) keeps every measured "
                        "evaluation in the user's cache, per compiler and CPU, and learns from "
@@ -118,79 +77,23 @@ def add_screen_parser(sub) -> None:
     p.set_defaults(func=cmd_screen)
 
 
-def cmd_screen(args: argparse.Namespace) -> int:
-    import os
+TUNE_EPILOG = """\
+examples:
+  autopass tune                                   # [tune] settings of autopass.toml
+  autopass tune --strategy ga --budget 60 --seed 3 --option population=12
+  autopass tune --resume                          # after Ctrl-C, kill -9 or a full disk
+  autopass tune --list-strategies
 
-    from autopass_build.capture.applier import compiler_id
-    from autopass_build.cli.main import CliError
-    from autopass_build.core import toolchain
-    from autopass_build.tuning import screen
-
-    found = toolchain.find_tool(args.compiler)
-    if found is None:
-        raise CliError(f"{args.compiler} not found: " + toolchain.INSTALL_HINT.format(
-            v=toolchain.DEFAULT_LLVM_VERSION))
-    path = screen.knowledge_path(compiler_id(found))
-    if args.action == "reset":
-        removed = [p for p in (path, path + ".bad") if os.path.exists(p)]
-        for p in removed:
-            os.remove(p)
-        print(f"forgot {path}" if removed else f"nothing to forget ({path} does not exist)")
-        return 0
-    knowledge = screen.Knowledge.load(path)
-    if knowledge.note:
-        print(knowledge.note)
-    print(f"{path}: {len(knowledge.samples)} measured evaluations")
-    for program, count in sorted(knowledge.programs().items()):
-        print(f"  program {program}: {count}")
-    return 0
-
-
-def add_report_parser(sub, store_option) -> None:
-    p = sub.add_parser("report", help="what a tuning run did: progress, flags, rejections",
-                       description="Summarize tuning runs from their journals: the best "
-                       "clear gain after each evaluation, the per-file flags written with "
-                       "their measured gains, and rejected candidates by outcome. --html "
-                       "writes one self-contained file with the convergence plot.")
-    store_option(p)
-    p.add_argument("runs", nargs="*", metavar="RUN",
-                   help="run ids (folders of .autopass/runs; default: the latest)")
-    p.add_argument("--all", action="store_true", help="every run in the store")
-    p.add_argument("--html", metavar="FILE", help="also write an HTML report here")
-    p.set_defaults(func=cmd_report)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    import os
-
-    from autopass_build.cli.main import CliError, _open
-    from autopass_build.outputs.report import html_report, summarize, text
-    from autopass_build.tuning.journal import RUNS_DIR, Journal, JournalError
-
-    store = _open(args)
-    runs_dir = os.path.join(store.dir, RUNS_DIR)
-    try:
-        if args.all:
-            names = sorted(n for n in os.listdir(runs_dir)
-                           if os.path.isdir(os.path.join(runs_dir, n)))
-            journals = [Journal.open(os.path.join(runs_dir, n)) for n in names]
-        elif args.runs:
-            journals = [Journal.open(os.path.join(runs_dir, n)) for n in args.runs]
-        else:
-            journals = [Journal.latest(store.dir)]
-    except (OSError, JournalError) as error:
-        raise CliError(f"{error}; runs are listed in {runs_dir}")
-    summaries = [summarize(j) for j in journals]
-    print("\n\n".join(text(s) for s in summaries))
-    if args.html:
-        with open(args.html, "w", encoding="utf-8") as handle:
-            handle.write(html_report(summaries))
-        print(f"wrote {args.html}")
-    return 0
+Each evaluation rebuilds the target with the candidate's per-unit flags (only changed
+units recompile; objects are cached), checks the benchmark's output against the
+baseline's, and measures both interleaved until the ratio's interval is clear.  Every
+evaluation is journaled in .autopass/runs/ before it is used.  At the end the best
+clearly-faster candidate is split into its units (each measured alone), re-measured with
+a tighter interval, and the units that help are written to the flags database.
+"""
 
 
 def _options(pairs: list[str]) -> dict | None:
-    from autopass_build.cli.main import CliError
 
     if not pairs:
         return None
@@ -207,7 +110,6 @@ def _options(pairs: list[str]) -> dict | None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from autopass_build.cli.main import CliError, _load_config, _open, _progress
     from autopass_build.store.index import StoreError
     from autopass_build.tuning import search
     from autopass_build.tuning.journal import JournalError
@@ -216,8 +118,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.list_strategies:
         print(search.describe_all())
         return 0
-    store = _open(args)
-    config = _load_config(args)
+    store = open_store(args)
+    config = load_config(args)
     if args.agent_backend:
         from autopass_build.config import with_overrides
         config = with_overrides(config, agent={"backend": args.agent_backend})
@@ -228,7 +130,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if request.strategy not in search.STRATEGIES:
         raise CliError(f"no strategy {request.strategy!r}; choose one of "
                        f"{', '.join(search.STRATEGIES)}")
-    progress = _progress("tune")
+    progress = Progress("tune")
     tuner = Tuner(store, config, request, lambda m: progress(m, transient=m.startswith("  ")))
     try:
         result = tuner.run()
@@ -284,3 +186,56 @@ def _print_result(result, metric: str) -> None:
     print(f"wrote {len(result.winners)} entries to {result.flags_db}:")
     for w in result.winners:
         print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry['ratio']:.4f}x)")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+
+    from autopass_build.outputs.report import html_report, summarize, text
+    from autopass_build.tuning.journal import Journal, JournalError
+
+    store = open_store(args)
+    runs_dir = os.path.join(store.dir, RUNS_DIR)
+    try:
+        if args.all:
+            names = sorted(n for n in os.listdir(runs_dir)
+                           if os.path.isdir(os.path.join(runs_dir, n)))
+            journals = [Journal.open(os.path.join(runs_dir, n)) for n in names]
+        elif args.runs:
+            journals = [Journal.open(os.path.join(runs_dir, n)) for n in args.runs]
+        else:
+            journals = [Journal.latest(store.dir)]
+    except (OSError, JournalError) as error:
+        raise CliError(f"{error}; runs are listed in {runs_dir}")
+    summaries = [summarize(j) for j in journals]
+    print("\n\n".join(text(s) for s in summaries))
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as handle:
+            handle.write(html_report(summaries))
+        print(f"wrote {args.html}")
+    return 0
+
+
+def cmd_screen(args: argparse.Namespace) -> int:
+
+    from autopass_build.capture.applier import compiler_id
+    from autopass_build.core import toolchain
+    from autopass_build.tuning import screen
+
+    found = toolchain.find_tool(args.compiler)
+    if found is None:
+        raise CliError(f"{args.compiler} not found: " + toolchain.INSTALL_HINT.format(
+            v=toolchain.DEFAULT_LLVM_VERSION))
+    path = screen.knowledge_path(compiler_id(found))
+    if args.action == "reset":
+        removed = [p for p in (path, path + ".bad") if os.path.exists(p)]
+        for p in removed:
+            os.remove(p)
+        print(f"forgot {path}" if removed else f"nothing to forget ({path} does not exist)")
+        return 0
+    knowledge = screen.Knowledge.load(path)
+    if knowledge.note:
+        print(knowledge.note)
+    print(f"{path}: {len(knowledge.samples)} measured evaluations")
+    for program, count in sorted(knowledge.programs().items()):
+        print(f"  program {program}: {count}")
+    return 0

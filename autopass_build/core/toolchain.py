@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 
+from autopass_build.core.names import ENV_CC, ENV_CXX
+
 DEFAULT_LLVM_VERSION = 19
 INSTALL_HINT = ("install it with: sudo apt-get install clang-{v} llvm-{v}   "
                 "(Debian/Ubuntu; or set AUTOPASS_CC / AUTOPASS_CXX / AUTOPASS_OPT to its path)")
 
 # tool -> (environment override, binary base name)
 TOOLS = {
-    "clang": ("AUTOPASS_CC", "clang"),
-    "clang++": ("AUTOPASS_CXX", "clang++"),
+    "clang": (ENV_CC, "clang"),
+    "clang++": (ENV_CXX, "clang++"),
     "opt": ("AUTOPASS_OPT", "opt"),
     "llvm-profdata": ("AUTOPASS_PROFDATA", "llvm-profdata"),
     "llvm-ar": ("AUTOPASS_AR", "llvm-ar"),

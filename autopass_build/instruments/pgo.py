@@ -26,7 +26,6 @@ from autopass_build.core.outcome import EvaluationError
 from autopass_build.instruments.evaluate import Evaluator
 
 PGO_FILE = "pgo.json"
-SHIPPED_NAME = "autopass.profdata"     # beside autopass.flags.json, committed with it
 GENERATE = "-fprofile-instr-generate"
 
 

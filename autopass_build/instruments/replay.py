@@ -37,6 +37,7 @@ from autopass_build.capture.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
 from autopass_build.core.files import hash_bytes, hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
+from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.store.index import LinkRecord, Store, UnitRecord
 
@@ -98,7 +99,7 @@ class Replayer:
         self.links = {link.output: link for link in store.links()}
         self.from_source = store.units_replayed_from_source() if trust_fidelity else set()
         self.compile_timeout = compile_timeout
-        self.compiler_override = compiler_override or os.environ.get("AUTOPASS_REPLAY_CC")
+        self.compiler_override = compiler_override or os.environ.get(ENV_REPLAY_CC)
         self.stats = ReplayStats()
         self.work = os.path.join(store.dir, "work")
         self._codegen: dict[str, list[str]] = {}  # unit id -> its codegen arguments

@@ -27,9 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 from autopass_build.core import flags as flagset
 from autopass_build.core.files import write_atomic
-
-SCHEMA_VERSION = 1
-DEFAULT_NAME = "autopass.flags.json"
+from autopass_build.core.names import FLAGS_DB_SCHEMA
 
 
 class FlagsDbError(Exception):
@@ -62,7 +60,7 @@ class FlagsDb:
     profile: dict | None = None      # {"path": relative to the database, "hash": ...}: PGO
 
     def to_json(self) -> str:
-        data = {"schema": SCHEMA_VERSION, "toolchain": self.toolchain, "cpu": self.cpu,
+        data = {"schema": FLAGS_DB_SCHEMA, "toolchain": self.toolchain, "cpu": self.cpu,
                 "profile": self.profile,
                 "entries": {path: asdict(e) for path, e in self.entries.items()}}
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
@@ -78,9 +76,9 @@ def load(path: str) -> FlagsDb:
     except (OSError, ValueError) as error:
         raise FlagsDbError(f"{path}: not a readable flags database ({error}); fix it or "
                            "move it away") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION:
+    if not isinstance(data, dict) or data.get("schema") != FLAGS_DB_SCHEMA:
         raise FlagsDbError(f"{path}: schema {data.get('schema') if isinstance(data, dict) else '?'}"
-                           f", this autopass reads schema {SCHEMA_VERSION}")
+                           f", this autopass reads schema {FLAGS_DB_SCHEMA}")
     try:
         entries = {}
         for source, raw in data.get("entries", {}).items():

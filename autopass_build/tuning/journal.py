@@ -16,8 +16,8 @@ import os
 import time
 
 from autopass_build.core.files import write_atomic
+from autopass_build.core.names import RUNS_DIR
 
-RUNS_DIR = "runs"
 HEADER = "run.json"
 JOURNAL = "journal.jsonl"
 LATEST = "latest"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.config import Config
 from autopass_build.core import toolchain
 from autopass_build.core.files import hash_json
+from autopass_build.core.names import FLAGS_DB_NAME, PROFILE_NAME
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import pgo
 from autopass_build.instruments.evaluate import EvaluateError, Evaluation, Evaluator
@@ -53,7 +54,7 @@ class TuneRequest:
     max_units: int = 4
     coverage: float = 90.0
     native: bool = False
-    flags_db: str = flagsdb.DEFAULT_NAME
+    flags_db: str = FLAGS_DB_NAME
     resume: bool = False
     pgo: bool = False        # tune on top of the PGO build (`autopass pgo` trains it)
     screen: bool = False     # rank candidates by their compiled code before measuring
@@ -417,10 +418,10 @@ class Tuner:
     # -- the result ----------------------------------------------------------------------------
     def _ship_profile(self, db_path: str) -> dict:
         """The PGO profile beside the database (to be committed with it), by hash."""
-        target = os.path.join(os.path.dirname(os.path.abspath(db_path)), pgo.SHIPPED_NAME)
+        target = os.path.join(os.path.dirname(os.path.abspath(db_path)), PROFILE_NAME)
         shutil.copyfile(self.profile.path, target + ".tmp")
         os.replace(target + ".tmp", target)
-        return {"path": pgo.SHIPPED_NAME, "hash": self.profile.hash}
+        return {"path": PROFILE_NAME, "hash": self.profile.hash}
     def _write_db(self, winners: list[Winner]) -> str:
         path = self.request.flags_db
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from autopass_build.config import AgentConfig
+from autopass_build.core.names import ENV_MODEL
 from autopass_build.tuning.agents.context import Context, HotUnit, Trial
 from autopass_build.tuning.agents.llm import (
     AgentUnavailable,
@@ -42,7 +43,7 @@ def make_backend(config: AgentConfig, run_folder: str, progress=None, resume: bo
     if config.backend == "replay":
         transport = ReplayTransport(config.transcript)
     else:
-        model = config.model or os.environ.get("AUTOPASS_MODEL", "")
+        model = config.model or os.environ.get(ENV_MODEL, "")
         if not model:
             raise AgentUnavailable("no model: set [agent].model or AUTOPASS_MODEL")
         transport = OpenAITransport(model, config.base_url or os.environ.get("OPENAI_BASE_URL", ""),

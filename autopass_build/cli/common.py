@@ -1,0 +1,97 @@
+"""What every command shares: its error type, finding the store and the config, the
+options that name them, the progress line, and printing one evaluation."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from autopass_build import config as configuration
+from autopass_build.capture.spool import find_store_dir
+from autopass_build.core.names import CONFIG_NAME, STORE_DIRNAME
+from autopass_build.store.index import Store, StoreError
+
+
+class CliError(Exception):
+    """A message for the user (one line, naming the thing and the fix): exit status 2."""
+
+
+def add_store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="DIR",
+                   help=f"the store folder (default: the nearest {STORE_DIRNAME}/ "
+                        "from the current folder upwards)")
+
+
+def add_config_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE",
+                   help=f"{CONFIG_NAME} to use (default: the nearest one upwards)")
+
+
+def store_dir(args: argparse.Namespace) -> str:
+    if args.store:
+        return os.path.abspath(args.store)
+    return find_store_dir(os.getcwd()) or os.path.abspath(STORE_DIRNAME)
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    try:
+        return Store.open_existing(store_dir(args))
+    except StoreError as error:
+        raise CliError(str(error))
+
+
+def root_of(store: Store) -> str:
+    return os.path.dirname(store.dir)
+
+
+def load_config(args: argparse.Namespace) -> configuration.Config:
+    try:
+        config = configuration.load(args.config)
+        return configuration.with_overrides(
+            config, measure={"metric": getattr(args, "metric", None),
+                             "max_pairs": getattr(args, "max_pairs", None),
+                             "min_pairs": getattr(args, "min_pairs", None)})
+    except configuration.ConfigError as error:
+        raise CliError(str(error))
+
+
+class Progress:
+    """A one-line progress display on a terminal, plain lines otherwise.
+
+    `progress(message)` shows a step; `progress(message, transient=True)` marks per-file
+    steps, thinned out in logs; `progress(None)` clears the line before other output."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.tty = sys.stderr.isatty()
+        self.shown = False
+        self.last = 0.0
+
+    def __call__(self, message: str | None, transient: bool = False) -> None:
+        if message is None:
+            if self.tty and self.shown:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+            return
+        if self.tty:
+            sys.stderr.write(f"\r\033[K{self.label}: {message}"[:200])
+            self.shown = True
+        elif not transient or time.monotonic() - self.last >= 2.0:
+            sys.stderr.write(f"{self.label}: {message}\n")
+            self.last = time.monotonic()
+        sys.stderr.flush()
+
+
+def print_evaluation(evaluation, config: configuration.Config) -> int:
+    comparison = evaluation.comparison
+    print(f"outcome: {evaluation.outcome}" + (f" ({evaluation.detail})" if evaluation.detail
+                                              else ""))
+    if comparison and comparison.estimate:
+        est = comparison.estimate
+        print(f"{config.measure.metric}: candidate/baseline = {est.ratio:.4f}x, "
+              f"{est.level:.1%} interval [{est.low:.4f}, {est.high:.4f}], {est.pairs} pairs, "
+              f"{comparison.runs} runs")
+        print(f"verdict: {comparison.verdict.upper() if comparison.verdict else 'UNCLEAR'}")
+    return 0

@@ -1,0 +1,220 @@
+"""`autopass record`, `units`, `targets`, `init`, `doctor`: capturing a build and looking at what was captured."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+from autopass_build import config as configuration
+from autopass_build.capture.build_env import record_environment
+from autopass_build.cli.common import (
+    CliError,
+    add_store_option,
+    open_store,
+    root_of,
+    store_dir,
+)
+from autopass_build.core import toolchain
+from autopass_build.core.names import STORE_DIRNAME
+from autopass_build.store.index import Store
+from autopass_build.store.targets import resolve
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("record", help="run a build, capturing each unit's IR and every link",
+                       description="Run BUILD with autopass's wrapper as the C and C++ "
+                       "compiler (CC/CXX, and cc/gcc/clang/c++/g++ first on PATH). Every "
+                       "compile runs exactly as asked; the wrapper also stores the unit's "
+                       "pre-optimization LLVM IR, its command line and each link step. "
+                       "For CMake, configure a fresh build folder under record, or use "
+                       "cmake/AutoPass.cmake.",
+                       epilog="example: autopass record -- make -j2\n"
+                              "         autopass record -- sh -c 'cmake -B build -G Ninja "
+                              "&& ninja -C build'",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", metavar="DIR", help=f"store folder (default: ROOT/{STORE_DIRNAME})")
+    p.add_argument("--root", metavar="DIR",
+                   help="project root; sources are recorded relative to it (default: .)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("units", help="list captured units and skipped commands with reasons")
+    add_store_option(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_units)
+
+    p = sub.add_parser("targets", help="list linked binaries and the units each is made of")
+    add_store_option(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_targets)
+
+    p = sub.add_parser("init", help="write a commented autopass.toml to start from")
+    add_store_option(p)
+    p.add_argument("--build", default="make -j2", help="the build command to write in")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")
+    p.add_argument("--llvm-version", type=int, default=toolchain.DEFAULT_LLVM_VERSION,
+                   metavar="N", help="LLVM major version to look for (default: %(default)s)")
+    p.set_defaults(func=cmd_doctor)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    command = args.command
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise CliError("nothing to build: give the build command after `--`, e.g. "
+                       "`autopass record -- make -j2`")
+    root = os.path.abspath(args.root or os.getcwd())
+    store_dir = os.path.abspath(args.store or os.path.join(root, STORE_DIRNAME))
+    store = Store.create(store_dir)
+    if not toolchain.find_tool("clang", exclude=frozenset({os.path.join(store_dir, "bin")})):
+        raise CliError("clang not found: " + toolchain.INSTALL_HINT.format(
+            v=toolchain.DEFAULT_LLVM_VERSION))
+    env = record_environment(store_dir, root)
+    started = time.time()
+    log_before = len(store.log_lines())
+    print(f"autopass: recording into {store_dir}", file=sys.stderr)
+    try:
+        status = subprocess.call(command, env=env)
+    except FileNotFoundError:
+        raise CliError(f"build command not found: {command[0]!r}")
+    except KeyboardInterrupt:
+        print("autopass: interrupted; what was recorded so far is kept", file=sys.stderr)
+        return 130
+    _print_record_summary(store, started, log_before)
+    if status != 0:
+        print(f"autopass: the build command exited with {status}", file=sys.stderr)
+    return status
+
+
+def _print_record_summary(store: Store, started: float, log_before: int) -> None:
+    all_units, all_links = store.units(), store.links()
+    units = [u for u in all_units if u.recorded_at >= started]
+    skipped = [s for s in store.skipped() if s.recorded_at >= started]
+    links = [link for link in all_links if link.recorded_at >= started]
+    reasons = collections.Counter(s.reason for s in skipped)
+    line = f"autopass: recorded {len(units)} units and {len(links)} links"
+    if reasons:
+        line += "; skipped " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+    if len(all_units) != len(units) or len(all_links) != len(links):
+        line += f" (the store now holds {len(all_units)} units, {len(all_links)} links)"
+    print(line, file=sys.stderr)
+    failures = store.log_lines()[log_before:]
+    if failures:
+        print(f"autopass: {len(failures)} problems logged in "
+              f"{os.path.join(store.dir, 'autopass.log')}; the build was not affected. "
+              f"First: {failures[0]}", file=sys.stderr)
+
+
+def cmd_units(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    root = root_of(store)
+    units, skipped = store.units(), store.skipped()
+    if args.json:
+        json.dump({"root": root,
+                   "units": [_unit_json(u, root) for u in units],
+                   "skipped": [vars(s) for s in skipped]}, sys.stdout, indent=2)
+        print()
+        return 0
+    if not units:
+        print("no units recorded yet: run `autopass record -- <build command>`")
+    else:
+        width = max(len(u.source_rel) for u in units)
+        print(f"{'SOURCE':<{width}}  LANG  OPT  OBJECT")
+        for u in units:
+            obj = os.path.relpath(u.output, root) if u.output else "(linked directly)"
+            print(f"{u.source_rel:<{width}}  {_short_lang(u.language):<4}  "
+                  f"{u.opt_level:<3}  {obj}")
+        print(f"{len(units)} units")
+    if skipped:
+        print(f"\nskipped ({len(skipped)}):")
+        for s in skipped:
+            what = " ".join(os.path.relpath(p, root) for p in s.sources) or " ".join(s.argv)[:80]
+            print(f"  {s.reason:<16} {what}" + (f"  ({s.detail})" if s.detail else ""))
+    return 0
+
+
+def _short_lang(language: str) -> str:
+    return {"c++": "c++", "c": "c", "objective-c": "objc", "objective-c++": "objc++"
+            }.get(language, language[:4])
+
+
+def _unit_json(u, root: str) -> dict:
+    data = vars(u).copy()
+    data["output_rel"] = os.path.relpath(u.output, root) if u.output else None
+    return data
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    targets = resolve(store, root_of(store))
+    if args.json:
+        json.dump([t.to_json() for t in targets], sys.stdout, indent=2)
+        print()
+        return 0
+    if not targets:
+        print("no links recorded yet: run `autopass record -- <build command>`")
+    for t in targets:
+        print(f"{t.output_rel} ({t.kind}): {len(t.units)} units")
+        for source in t.unit_sources:
+            print(f"  {source}")
+        for lib in t.shared_libraries:
+            print(f"  shared library {lib}")
+        for item in t.unmatched:
+            print(f"  not captured: {item}")
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path = os.path.abspath(configuration.CONFIG_NAME)
+    if os.path.exists(path) and not args.force:
+        raise CliError(f"{path} exists; edit it, or pass --force to overwrite it")
+    target = ""
+    folder = store_dir(args)
+    if os.path.isdir(folder):
+        executables = [t for t in resolve(Store.open_existing(folder), os.getcwd())
+                       if t.kind == "executable"]
+        target = executables[0].output_rel if len(executables) == 1 else ""
+    with open(path, "w") as handle:
+        handle.write(configuration.starter_text(args.build, target))
+    print(f"wrote {path}: set [run].command to your benchmark, then `autopass try`")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    version = args.llvm_version
+    reports = toolchain.survey(version)
+    problems = []
+    majors = set()
+    for report in reports:
+        if report.path is None:
+            print(f"  {report.tool:<14} MISSING")
+            problems.append(report.tool)
+            continue
+        ident = report.identity
+        if ident is None:
+            print(f"  {report.tool:<14} {report.path}  (did not report a version)")
+            problems.append(report.tool)
+            continue
+        majors.add(ident.major)
+        target = f"  target {ident.target}" if ident.target else ""
+        print(f"  {report.tool:<14} {report.path}  version {ident.version}{target}")
+    required_missing = [p for p in problems if p in ("clang", "clang++", "opt")]
+    if len(majors) > 1:
+        print(f"error: the tools come from different LLVM versions {sorted(majors)}; "
+              "set AUTOPASS_CC, AUTOPASS_CXX, AUTOPASS_OPT, AUTOPASS_PROFDATA to one version")
+        return 1
+    if problems:
+        print(f"{'error' if required_missing else 'warning'}: missing {', '.join(problems)}; "
+              + toolchain.INSTALL_HINT.format(v=version))
+        return 1 if required_missing else 0
+    print(f"ok: LLVM {majors.pop()} toolchain found")
+    return 0

@@ -1,0 +1,104 @@
+"""The package's layers: each imports only from the layers before it, and nothing cycles.
+
+The order is the pipeline's (README, Layout).  `capture/` runs inside every compile of a
+user's build, so it may import only `core/` and itself (its start-up cost is pinned by
+test_wrapper's import test as well).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "autopass_build"
+LAYERS = ("core", "capture", "store", "config", "instruments", "tuning", "outputs", "cli")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """Every autopass_build module `path` imports, at any depth of its code."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("autopass_build"))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if not base.startswith("autopass_build"):
+                continue
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
+    modules = _modules()
+    return {m for m in found if m in modules}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def test_every_module_lives_in_a_layer():
+    loose = [m for m in _modules() if m != "autopass_build" and _layer(m) is None]
+    assert loose == []
+
+
+@pytest.mark.parametrize("module", sorted(_modules()))
+def test_imports_run_down_the_layers_only(module):
+    own = _layer(module)
+    if own is None:
+        return  # the package's own __init__: a version string, no imports
+    rank = LAYERS.index(own)
+    allowed = set(LAYERS[:rank + 1])
+    if own == "capture":
+        allowed = {"core", "capture"}
+    upward = sorted(m for m in _imports(_modules()[module], module)
+                    if _layer(m) is not None and _layer(m) not in allowed)
+    assert upward == [], f"{module} ({own}) imports from a later layer: {upward}"
+
+
+def test_no_import_cycles_between_modules():
+    modules = _modules()
+    graph = {m: {i for i in _imports(p, m) if i != m and not m.startswith(i + ".")}
+             for m, p in modules.items()}
+    for m in graph:  # a package's __init__ is reached through its modules: not an edge back
+        graph[m] = {i for i in graph[m] if not (modules[i].name == "__init__.py"
+                                                 and m.startswith(i + "."))}
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(node: str) -> None:
+        if node in done:
+            return
+        assert node not in visiting, "import cycle: " + " -> ".join(
+            visiting[visiting.index(node):] + [node])
+        visiting.append(node)
+        for nxt in sorted(graph[node]):
+            visit(nxt)
+        visiting.pop()
+        done.add(node)
+
+    for module in sorted(graph):
+        visit(module)
+
+
+def test_the_checker_sees_an_upward_import(tmp_path):
+    """The scanner itself: a function-level import from a later layer is found."""
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from autopass_build.cli import main\n")
+    assert "autopass_build.cli" in _imports(source, "autopass_build.core.m")
