@@ -63,6 +63,8 @@ sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
 from autopass_build.tuning import screen  # noqa: E402
+from autopass_build.tuning.journal import Entry, Phase  # noqa: E402
+from autopass_build.tuning.knowledge import Knowledge  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 
 RUNS = ("plain", "scratch", "transfer")
@@ -98,11 +100,10 @@ def one_run(store, config, name: str, label: str, seed: int, args, work: Path,
     started = time.monotonic()
     result = Tuner(store, config, request,
                    lambda m: None if m.startswith("  ") else tc.log(f"{name}/{label}/{seed}: {m}")).run()
-    entries = result.journal.entries
     row = {"program": name, "run": label, "seed": seed, "evaluations": result.measured,
-           "screened": sum(1 for e in entries if e["phase"] == "screened"),
+           "screened": len(result.journal.of_phase(Phase.SCREENED)),
            "trace": tc.best_trace(result.journal), "seconds": round(time.monotonic() - started),
-           "tuning_best": result.best["ratio"] if result.best else None,
+           "tuning_best": result.best.ratio if result.best else None,
            "winners": {w.source: " ".join(w.flags) for w in result.winners}}
     row.update(tc.verify(store, config, result, name, label))
     return row
@@ -119,11 +120,10 @@ def record_pool(store, config, name: str, seed: int, size: int, work: Path) -> l
     result = Tuner(store, config, request,
                    lambda m: None if m.startswith("  ") else tc.log(f"{name}/pool/{seed}: {m}")).run()
     knowledge.unlink(missing_ok=True)
-    return [{k: e.get(k) for k in ("key", "flags", "outcome", "verdict", "ratio", "features")}
-            for e in result.journal.entries if e["phase"] == "search"]
+    return [e.to_json() for e in result.journal.of_phase(Phase.SEARCH)]
 
 
-def replay_run(pool: list[dict], name: str, seed, label: str, budget: int,
+def replay_run(pool: list[Entry], name: str, seed, label: str, budget: int,
                ranker: screen.Ranker | None) -> dict:
     """What a tuning run would have measured, screening through `ranker` (None: plain),
     with the recorded candidates in their order: the same decisions as `autopass tune`
@@ -133,15 +133,15 @@ def replay_run(pool: list[dict], name: str, seed, label: str, budget: int,
         if measured >= budget:
             break
         predicted = None
-        if ranker and e["features"]:
-            judgement = ranker.decide(e["features"])
+        if ranker and e.features:
+            judgement = ranker.decide(e.features)
             if not judgement.measure:
                 screened += 1
                 continue
             predicted = judgement.predicted
         measured += 1
-        if e["verdict"] == "faster":
-            best = max(best, 1 - e["ratio"])
+        if e.verdict == "faster" and e.ratio is not None:
+            best = max(best, 1 - e.ratio)
         trace.append(1 - best if best > 0 else None)
         if ranker and (sample := screen.sample_of(e, name)):
             ranker.learn(sample, predicted)
@@ -175,7 +175,7 @@ def replay(files: str, args) -> list[dict]:
                 pools.setdefault(int(seed), {})[name] = pool
     truth = None
     if args.oracle:
-        truth = {json.dumps(e["features"], sort_keys=True): math.log(e["ratio"] or 2.0)
+        truth = {json.dumps(e.features, sort_keys=True): math.log(e.ratio or 2.0)
                  for by_name in pools.values() for pool in by_name.values() for e in pool}
     everything = None        # --transfer all: every recorded candidate of each program
     if args.transfer == "all":
@@ -192,12 +192,24 @@ def replay(files: str, args) -> list[dict]:
         return [row for rows in pool.map(replay_seed, *zip(*tasks)) for row in rows]
 
 
-def _recorded(path: Path) -> dict[str, dict[str, list]]:
+def _recorded(path: Path) -> dict[str, dict[str, list[Entry]]]:
     try:
-        return json.loads(path.read_text())["programs"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        programs = json.loads(path.read_text())["programs"]
+        return {name: {seed: [_entry(r) for r in pool] for seed, pool in by_seed.items()}
+                for name, by_seed in programs.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         sys.exit(f"screen.py: {path} is not a --record file ({error!r}); make one with "
                  "python bench/screen.py --record FILE.json")
+
+
+def _entry(record: dict) -> Entry:
+    """A recorded candidate: a journal entry, or the shorter record of files made before
+    entries were typed (key "search:<config>", no n, no phase)."""
+    if "config" not in record:
+        record = {"n": 0, "phase": "search", "config": str(record["key"]).split(":", 1)[1],
+                  **{k: record.get(k) for k in ("flags", "outcome", "verdict", "ratio",
+                                                  "features")}}
+    return Entry.from_json(record)
 
 
 class Oracle(screen.Ranker):
@@ -213,7 +225,7 @@ class Oracle(screen.Ranker):
         return [self.truth[json.dumps(f, sort_keys=True)] for f in features]
 
 
-def _reordered(pool: list[dict], seed: int, k: int) -> list[dict]:
+def _reordered(pool: list[Entry], seed: int, k: int) -> list[Entry]:
     if k == 0:
         return pool
     order = list(pool)
@@ -311,10 +323,10 @@ def main() -> int:
                 save(one_run(store, config, name, "scratch", seed, args, work,
                              work / f"knowledge-{seed}.json"))
             for name, (store, config, work) in prepared.items():
-                shared = screen.Knowledge(str(work / f"transfer-{seed}.json"))
+                shared = Knowledge(str(work / f"transfer-{seed}.json"))
                 for other in names:
                     if other != name:
-                        shared.add(screen.Knowledge.load(
+                        shared.add(Knowledge.load(
                             str(prepared[other][2] / f"knowledge-{seed}.json")).samples)
                 shared.save()
                 tc.log(f"{name}/transfer/{seed}: {len(shared.samples)} evaluations from "

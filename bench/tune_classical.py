@@ -142,7 +142,7 @@ def tune_one(store: Store, config: cfg.Config, strategy: str, budget: int, seed:
     row = {"program": name, "strategy": strategy, "evaluations": result.measured, "trace": trace,
            "seconds": round(seconds), "to_95": to_95(trace),
            "winners": {w.source: " ".join(w.flags) for w in result.winners},
-           "tuning_best": result.best["ratio"] if result.best else None}
+           "tuning_best": result.best.ratio if result.best else None}
     row.update(verify(store, config, result, name, strategy))
     return row
 

@@ -68,7 +68,7 @@ def tune(project: Path, *args: str, env: dict | None = None) -> subprocess.Compl
 
 def search_flags(project: Path) -> list[dict]:
     journal = Journal.latest(str(project / ".autopass"))
-    return [e["flags"] for e in journal.entries if e["phase"] == "search"]
+    return [e.flags for e in journal.entries if e.phase == "search"]
 
 
 def context_for(project: Path) -> Context:
@@ -154,12 +154,12 @@ def test_openai_agent_tools_retries_and_validation(project, openai_run) -> None:
     later = json.loads(planner[-1]["messages"][1]["content"])["rejected_proposals"]
     assert any("-O9" in f for f in later) and any("fplugin" in f for f in later)
     assert any("touch canary" in f for f in later)
-    search = [e["flags"] for e in journal.entries if e["phase"] == "search"]
+    search = [e.flags for e in journal.entries if e.phase == "search"]
     assert search[0] == {"hot.c": "-O3"}                     # the only valid proposal of round 1
     assert search[1] == {"hot.c": "-O3", "warm.c": "-O3"}    # on top of the incumbent
     assert "-funroll-loops" in search[2]["hot.c"]
     for entry in journal.entries:
-        for text in entry["flags"].values():
+        for text in entry.flags.values():
             flagset.validate(text.split())
     assert not (project / "canary").exists()
     assert all(a == f"Bearer {KEY}" for a in server.auth)   # the key goes to the endpoint...
@@ -172,7 +172,7 @@ def test_openai_agent_tools_retries_and_validation(project, openai_run) -> None:
 
 def test_replay_backend_reproduces_the_run(project, openai_run) -> None:
     _, _, journal = openai_run
-    expected = [e["flags"] for e in journal.entries if e["phase"] == "search"]
+    expected = [e.flags for e in journal.entries if e.phase == "search"]
     config = project / "replay.toml"
     config.write_text(CONFIG + f'backend = "replay"\ntranscript = "{journal.folder}/transcript.jsonl"\n')
     done = tune(project, "--config", str(config), "--seed", "1")

@@ -187,3 +187,51 @@ def test_non_utf8_and_spaces_round_trip():
     assert inv.sources[0].path == weird
     assert inv.output == "x y.o"
     assert inv.flag_tokens(ca.R_PREPROCESSOR) == ['-DNAME="a b"']
+
+
+# -- the option table checks itself (as ccache's compopt does) ----------------------------
+def test_option_table_is_sorted_and_has_no_duplicates():
+    names = [name for name, _, _ in ca.OPTIONS]
+    assert names == sorted(names)
+    assert len(set(names)) == len(names)
+
+
+def test_option_table_bits_are_consistent():
+    for name, bits, role in ca.OPTIONS:
+        assert name.startswith("-"), name
+        assert not (bits & ca.PREFIX and bits & (ca.SEPARATE | ca.JOINED)), name
+        assert role in {ca.R_OUTPUT, ca.R_MODE, ca.R_DEPENDENCY, ca.R_SIDE_OUTPUT,
+                        ca.R_PREPROCESSOR, ca.R_LANGUAGE, ca.R_OPTIMIZATION, ca.R_LINK,
+                        ca.R_OTHER}, name
+
+
+def test_every_option_is_found_as_itself():
+    """No entry is shadowed by a shorter joined or prefix entry it starts with."""
+    for name, bits, role in ca.OPTIONS:
+        assert ca.lookup(name) == (name, bits, role)
+
+
+@pytest.mark.parametrize("token, name, role", [
+    ("-Bsymbolic", "-Bsymbolic", ca.R_LINK),      # not -B with the value "symbolic"
+    ("-B/opt/bin", "-B", ca.R_OTHER),
+    ("-MFdeps.d", "-MF", ca.R_DEPENDENCY),        # not -M
+    ("-isystem/usr/x", "-isystem", ca.R_PREPROCESSOR),
+    ("-includeconfig.h", "-include", ca.R_PREPROCESSOR),
+    ("-print-prog-name=ld", "-print-", ca.R_OTHER),
+    ("-Wl,--as-needed", "-Wl,", ca.R_LINK),
+    ("-ftime-trace=x.json", "-ftime-trace", ca.R_SIDE_OUTPUT),
+])
+def test_longest_name_wins(token, name, role):
+    found = ca.lookup(token)
+    assert found is not None and found[0] == name and found[2] == role
+
+
+def test_unknown_options_are_not_in_the_table():
+    assert ca.lookup("-O2") is None and ca.lookup("-fno-unroll-loops") is None
+    assert ca.lookup("-emit-llvm") is None        # -e takes a separate value only
+
+
+def test_bsymbolic_is_a_link_flag_in_a_command():
+    inv = classify(["-shared", "-Bsymbolic", "-o", "libx.so", "x.o"])
+    assert isinstance(inv, ca.Invocation)
+    assert [a.role for a in inv.args if a.tokens == ("-Bsymbolic",)] == [ca.R_LINK]

@@ -64,8 +64,8 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
     header = Journal.latest(str(recorded / ".autopass")).header
     assert header["pgo"] and "with its PGO profile" in done.stderr
     # gains are against PGO alone; PGO alone is also measured against the recorded build
-    versus = {e["phase"]: e for e in Journal.latest(str(recorded / ".autopass")).entries}
-    assert versus["pgo-alone"]["ratio"] is not None
+    versus = {e.phase: e for e in Journal.latest(str(recorded / ".autopass")).entries}
+    assert versus["pgo-alone"].ratio is not None
     assert "PGO alone against the recorded build: " in done.stdout
     db = json.loads((recorded / "autopass.flags.json").read_text())
     assert db["profile"]["path"] == "autopass.profdata"

@@ -16,10 +16,12 @@ from conftest import AUTOPASS, recorded_tune_mini
 from scipy.stats import kendalltau
 
 from autopass_build import config as cfg
+from autopass_build.instruments.codeshape import code_shape
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.store.index import Store
 from autopass_build.tuning import screen
 from autopass_build.tuning.journal import Journal
+from autopass_build.tuning.knowledge import Knowledge, knowledge_path
 from autopass_build.tuning.space import JointSpace, default_space
 
 CONFIG = """
@@ -57,7 +59,7 @@ def evaluations(project) -> list[dict]:
     functions = {"hot.c": {"hot_checksum"}, "warm.c": {"warm_sort_blocks"}}
     shares = {"hot.c": 75.0, "warm.c": 12.5}
     screener = screen.Screener(evaluator, joint.blocks, shares, functions,
-                               screen.Knowledge("unused"), "mini", screen.Options(), [])
+                               Knowledge("unused"), "mini", screen.Options(), [])
     rng, samples = random.Random(11), []
     while len(samples) < SAMPLES:
         point = joint.sample(rng)
@@ -136,7 +138,7 @@ def test_loops_and_their_cycles_come_from_the_object(clang, tmp_path) -> None:
         obj = tmp_path / f"{name}.o"
         subprocess.run([clang, "-O2", *flags, "-c", "loop.c", "-o", str(obj)], cwd=tmp_path,
                        check=True)
-        shapes[name] = screen.code_shape(str(obj), {"sum3"})
+        shapes[name] = code_shape(str(obj), {"sum3"})
     rolled, unrolled = shapes["rolled"], shapes["unrolled"]
     assert rolled["loops"] >= 1 and rolled["loop_cycles"] > 0
     # eight copies of the body per iteration: more instructions and cycles per iteration
@@ -147,24 +149,24 @@ def test_loops_and_their_cycles_come_from_the_object(clang, tmp_path) -> None:
 def test_knowledge_survives_corruption_and_version_changes(tmp_path) -> None:
     path = tmp_path / "knowledge.json"
     good = {"features": {"code:size": 0.1}, "target": -0.02, "program": "p", "key": "k"}
-    kept = screen.Knowledge(str(path))
+    kept = Knowledge(str(path))
     kept.add([good, dict(good)])                         # the same evaluation twice: once
     kept.save()
-    assert screen.Knowledge.load(str(path)).samples == [good]
+    assert Knowledge.load(str(path)).samples == [good]
     path.write_text("{not json")
-    broken = screen.Knowledge.load(str(path))
+    broken = Knowledge.load(str(path))
     assert broken.samples == [] and "set aside" in broken.note
     assert (tmp_path / "knowledge.json.bad").read_text() == "{not json"
     path.write_text(json.dumps({"version": screen.KNOWLEDGE_VERSION + 1, "samples": [good]}))
-    newer = screen.Knowledge.load(str(path))
+    newer = Knowledge.load(str(path))
     assert newer.samples == [] and "version" in newer.note
     path.write_text(json.dumps({"version": screen.KNOWLEDGE_VERSION,
                                 "samples": [good, {"features": "x"}, {**good, "target": "nan"},
                                             {**good, "key": "k2", "target": float("inf")}]}))
-    assert screen.Knowledge.load(str(path)).samples == [good]   # bad samples dropped
+    assert Knowledge.load(str(path)).samples == [good]   # bad samples dropped
     newer.add([good])
     newer.save()                                          # rebuilt, readable again
-    assert screen.Knowledge.load(str(path)).samples == [good]
+    assert Knowledge.load(str(path)).samples == [good]
 
 
 def test_the_model_trains_and_predicts_fast(evaluations) -> None:
@@ -182,13 +184,13 @@ def test_screening_tune_skips_without_spending_budget(project, evaluations, tmp_
     compiler_id = store.units()[0].compiler_id
     os.environ["XDG_CACHE_HOME"], saved = env["XDG_CACHE_HOME"], os.environ.get("XDG_CACHE_HOME")
     try:
-        path = screen.knowledge_path(compiler_id)
+        path = knowledge_path(compiler_id)
     finally:
         if saved is None:
             del os.environ["XDG_CACHE_HOME"]
         else:
             os.environ["XDG_CACHE_HOME"] = saved
-    earlier = screen.Knowledge(path)
+    earlier = Knowledge(path)
     earlier.add([dict(s, program="earlier") for s in evaluations])   # transfer
     earlier.save()
     done = subprocess.run([AUTOPASS, "tune", "--screen", "--strategy", "random", "--budget", "6",
@@ -196,13 +198,13 @@ def test_screening_tune_skips_without_spending_budget(project, evaluations, tmp_
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     journal = Journal.latest(str(project / ".autopass"))
-    search = [e for e in journal.entries if e["phase"] == "search"]
-    screened = [e for e in journal.entries if e["phase"] == "screened"]
+    search = [e for e in journal.entries if e.phase == "search"]
+    screened = [e for e in journal.entries if e.phase == "screened"]
     assert len(search) == 6 and screened, done.stderr
-    assert all(e["predicted"] and e["features"] for e in screened)
+    assert all(e.predicted and e.features for e in screened)
     assert "screened out before measuring" in done.stdout
     _replays_the_same_decisions(journal, earlier.samples)
-    learned = screen.Knowledge.load(path)
+    learned = Knowledge.load(path)
     assert len(learned.programs()) == 2            # this run's evaluations joined
     shown = subprocess.run([AUTOPASS, "screen", "show"], env=env, capture_output=True, text=True)
     assert shown.returncode == 0 and f"{len(learned.samples)} measured evaluations" in shown.stdout
@@ -214,12 +216,12 @@ def _replays_the_same_decisions(journal: Journal, known: list[dict]) -> None:
     """screen.Ranker, fed the journal's recorded features in order, decides as the run
     did: what bench/screen.py --replay relies on to replay recorded candidates."""
     ranker = screen.Ranker(known, "this run", screen.Options(), journal.header["seed"])
-    decided = [e for e in journal.entries if e["phase"] in ("search", "screened")]
+    decided = [e for e in journal.entries if e.phase in ("search", "screened")]
     for entry in decided:
-        if not entry["features"]:       # not compiled: measured unjudged, not learned from
+        if not entry.features:       # not compiled: measured unjudged, not learned from
             continue
-        judgement = ranker.decide(entry["features"])
-        assert judgement.measure == (entry["phase"] == "search"), entry["n"]
-        assert judgement.predicted == entry["predicted"], entry["n"]
+        judgement = ranker.decide(entry.features)
+        assert judgement.measure == (entry.phase == "search"), entry.n
+        assert judgement.predicted == entry.predicted, entry.n
         if judgement.measure and (sample := screen.sample_of(entry, "this run")):
             ranker.learn(sample, judgement.predicted)

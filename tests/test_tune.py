@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -19,8 +20,9 @@ import pytest
 from conftest import AUTOPASS, TUNE_MINI, recorded_tune_mini
 
 from autopass_build.core import flags as flagset
+from autopass_build.core.outcome import Outcome
 from autopass_build.store import flagsdb
-from autopass_build.tuning.journal import Journal, JournalError
+from autopass_build.tuning.journal import Entry, Journal, JournalError, Phase, Timing
 
 CONFIG = """
 [run]
@@ -51,7 +53,7 @@ def tune(project: Path, *args: str, **kw) -> subprocess.CompletedProcess:
 
 def stable(journal: Journal) -> list[dict]:
     """The journal without what legitimately differs between two runs (timing)."""
-    return [{k: v for k, v in e.items() if k != "timing"} for e in journal.entries]
+    return [replace(e, timing=Timing()) for e in journal.entries]
 
 
 @pytest.fixture(scope="module")
@@ -64,15 +66,15 @@ def straight_run(project: Path) -> tuple[list[dict], str]:
 
 def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight_run) -> None:
     entries, db_text = straight_run
-    search = [e for e in entries if e["phase"] == "search"]
+    search = [e for e in entries if e.phase == "search"]
     assert len(search) == 8
-    assert len({e["key"] for e in search}) == 8              # nothing measured twice
-    assert [e["n"] for e in entries] == list(range(1, len(entries) + 1))
-    assert all(e["outcome"] == "OK" and e["pairs"] == 2 for e in search)
+    assert len({e.config for e in search}) == 8              # nothing measured twice
+    assert [e.n for e in entries] == list(range(1, len(entries) + 1))
+    assert all(e.outcome == "OK" and e.pairs == 2 for e in search)
     db = flagsdb.load(str(project / "autopass.flags.json"))
     assert db.entries, "an 8-evaluation GA on this program finds a faster candidate"
-    final = [e for e in entries if e["phase"] == "final"][-1]
-    assert final["verdict"] == "faster" and final["ratio"] < 1
+    final = [e for e in entries if e.phase == "final"][-1]
+    assert final.verdict == "faster" and final.ratio < 1
     header = Journal.latest(str(project / ".autopass")).header
     for source, entry in db.entries.items():
         assert source in header["sources"] and not os.path.isabs(source)
@@ -180,21 +182,25 @@ def test_resume_with_nothing_to_resume(tmp_path) -> None:
     assert done.returncode == 2
 
 
+def _entry(n: int, config: str) -> Entry:
+    return Entry(n, Phase.SEARCH, config, {"a.c": "-O2"}, Outcome.OK, "same", 1.0, 0.98, 1.02, 2)
+
+
 def test_journal_drops_a_torn_last_line_and_rejects_damage(tmp_path) -> None:
     journal = Journal.create(str(tmp_path), {"strategy": "random", "seed": 0})
-    journal.append({"n": 1, "key": "a"})
-    journal.append({"n": 2, "key": "b"})
+    journal.append(_entry(1, "a"))
+    journal.append(_entry(2, "b"))
     with open(journal.path, "ab") as handle:
         handle.write(b'{"n": 3, "ke')           # kill -9 mid-write
     reader = Journal.latest(str(tmp_path))
-    assert [e["n"] for e in reader.entries] == [1, 2]
+    assert [e.n for e in reader.entries] == [1, 2]
     assert Path(journal.path).read_bytes().endswith(b'"ke')   # a reader changes nothing
     again = Journal.latest(str(tmp_path))
     again.take_over()
     with pytest.raises(JournalError, match="another autopass process"):
         Journal.latest(str(tmp_path)).take_over()
-    again.append({"n": 3, "key": "c"})
-    assert [e["n"] for e in Journal.open(journal.folder).entries] == [1, 2, 3]
+    again.append(_entry(3, "c"))
+    assert [e.n for e in Journal.open(journal.folder).entries] == [1, 2, 3]
     text = Path(journal.path).read_text().splitlines()
     Path(journal.path).write_text("\n".join([text[0], "garbage", text[2]]) + "\n")
     with pytest.raises(JournalError, match="line 2 is damaged"):
@@ -257,11 +263,11 @@ def test_a_fluke_faster_is_confirmed_before_anything_builds_on_it(tmp_path) -> N
              "-O1": [("slower", 1.2)]}
     tuner = scripted_tuner(tmp_path, table, budget=3)
     result = tuner.run()
-    phases = [(e["phase"], e["flags"].get("a.c")) for e in result.journal.entries]
+    phases = [(e.phase, e.flags.get("a.c")) for e in result.journal.entries]
     assert phases[:5] == [("search", "-O3"), ("confirm", "-O3"), ("search", "-O2"),
                           ("confirm", "-O2"), ("search", "-O1")]
-    assert result.best["flags"] == {"a.c": "-O2"} and result.best["phase"] == "confirm"
-    assert result.best["ratio"] == 0.96                    # the unselected second look
+    assert result.best.flags == {"a.c": "-O2"} and result.best.phase == "confirm"
+    assert result.best.ratio == 0.96                    # the unselected second look
     assert result.winners and result.winners[0].flags == ("-O2",)
 
 

@@ -60,37 +60,154 @@ R_LINK = "link"                # -l -L -Wl, -shared ...
 R_LINK_INPUT = "link_input"    # .o .a .so and unknown files
 R_OTHER = "other"
 
-# ---- option tables --------------------------------------------------------------------
-# Options whose value is the next argument when written alone.
-SEPARATE_VALUE = frozenset("""
--o -I -D -U -x -L -l -F -B -include -imacros -isystem -iquote -idirafter -iprefix
--iwithprefix -iwithprefixbefore -isysroot -imultilib -ivfsoverlay -include-pch
--MF -MT -MQ -MJ -Xclang -mllvm -Xlinker -Xpreprocessor -Xassembler -Xanalyzer
--Xopenmp-target -Xcuda-ptxas -Xcuda-fatbinary -u -T -z -e -target -arch -b
---sysroot --param -aux-info -dependency-file -dependency-dot -serialize-diagnostics
---serialize-diagnostics -resource-dir -ccc-install-dir -framework -install_name -rpath
--working-directory -exported_symbols_list -current_version -compatibility_version
---gcc-toolchain -gcc-toolchain --target --config -specs -G -Xflang -main-file-name
-""".split())
-# Of those, the ones also written joined to their value (-Ifoo, -lm, -ofile, -MFx.d).
-JOINED_VALUE = ("-o", "-I", "-D", "-U", "-x", "-L", "-l", "-F", "-B", "-MF", "-MT", "-MQ",
-                "-MJ", "-isystem", "-iquote", "-idirafter", "-include", "-imacros")
-PREPROCESSOR_OPTIONS = frozenset("""-I -D -U -include -imacros -isystem -iquote -idirafter
--iprefix -iwithprefix -iwithprefixbefore -isysroot -imultilib -ivfsoverlay -Xpreprocessor
-""".split())
-LINK_OPTIONS = frozenset("-L -l -Xlinker -u -T -z -e -rpath -framework -install_name "
-                         "-exported_symbols_list -current_version -compatibility_version"
-                         .split())
-LINK_SWITCHES = frozenset("""-shared -static -pie -no-pie -rdynamic -nostdlib -nostartfiles
--nodefaultlibs -static-libgcc -static-libstdc++ -pthread -s -r -symbolic -shared-libgcc
--Bsymbolic""".split())
-DEPENDENCY_SWITCHES = frozenset({"-MD", "-MMD", "-MP", "-MG", "-MV"})
-DEPENDENCY_VALUE = frozenset({"-MF", "-MT", "-MQ"})
-QUERY_OPTIONS = frozenset("""--version -dumpmachine -dumpversion -dumpfullversion -dumpspecs
--qversion -V --help -help --help-hidden --target-help -print-search-dirs -print-libgcc-file-name
--print-multi-directory -print-multi-lib -print-multi-os-directory -print-sysroot
--print-targets -print-resource-dir -print-effective-triple -print-target-triple
--print-supported-cpus""".split())
+# ---- the option table -----------------------------------------------------------------
+# One sorted table, as ccache's compopt.cpp keeps it: each option the classifier must
+# know, with property bits and the role its tokens get.  An argument is looked up by
+# its exact name first, then by the longest JOINED or PREFIX name it starts with, so
+# `-Bsymbolic` is itself and `-Bfoo` is `-B` with the value "foo".  A test checks the
+# table itself (sorted, no duplicates, no entry shadowed by a shorter one).
+SEPARATE = 1 << 0         # the next argument is its value when it is written alone
+JOINED = 1 << 1           # may be written joined to its value (-Ifoo, -lm, -MFx.d)
+PREFIX = 1 << 2           # a family: every argument that starts with the name
+STAGE = 1 << 3            # -c -S -E: how far the driver goes (gcc: -E over -S over -c)
+QUERY_BIT = 1 << 4        # asks the driver something; compiles nothing
+VERBOSE_BIT = 1 << 5      # -v -###: tools parse what it prints
+DEPENDENCY_ONLY_BIT = 1 << 6   # -M -MM: dependencies instead of an object
+DEPENDENCY_FILE = 1 << 7  # -MD -MMD ...: a dependency file beside the object
+SYNTAX_ONLY_BIT = 1 << 8  # -fsyntax-only
+
+_P, _L, _D, _S = R_PREPROCESSOR, R_LINK, R_DEPENDENCY, R_SIDE_OUTPUT
+OPTIONS: tuple[tuple[str, int, str], ...] = (
+    ("-###", VERBOSE_BIT, R_OTHER),
+    ("--config", SEPARATE, R_OTHER),
+    ("--gcc-toolchain", SEPARATE, R_OTHER),
+    ("--help", QUERY_BIT, R_OTHER),
+    ("--help-hidden", QUERY_BIT, R_OTHER),
+    ("--param", SEPARATE, R_OTHER),
+    ("--print-", PREFIX | QUERY_BIT, R_OTHER),
+    ("--serialize-diagnostics", SEPARATE, _S),
+    ("--sysroot", SEPARATE, R_OTHER),
+    ("--target", SEPARATE, R_OTHER),
+    ("--target-help", QUERY_BIT, R_OTHER),
+    ("--verbose", VERBOSE_BIT, R_OTHER),
+    ("--version", QUERY_BIT, R_OTHER),
+    ("-B", SEPARATE | JOINED, R_OTHER),
+    ("-Bsymbolic", 0, _L),
+    ("-D", SEPARATE | JOINED, _P),
+    ("-E", STAGE, R_MODE),
+    ("-F", SEPARATE | JOINED, _P),
+    ("-G", SEPARATE, R_OTHER),
+    ("-I", SEPARATE | JOINED, _P),
+    ("-L", SEPARATE | JOINED, _L),
+    ("-M", DEPENDENCY_ONLY_BIT, _D),
+    ("-MD", DEPENDENCY_FILE, _D),
+    ("-MF", SEPARATE | JOINED, _D),
+    ("-MG", DEPENDENCY_FILE, _D),
+    ("-MJ", SEPARATE | JOINED, _S),
+    ("-MM", DEPENDENCY_ONLY_BIT, _D),
+    ("-MMD", DEPENDENCY_FILE, _D),
+    ("-MP", DEPENDENCY_FILE, _D),
+    ("-MQ", SEPARATE | JOINED, _D),
+    ("-MT", SEPARATE | JOINED, _D),
+    ("-MV", DEPENDENCY_FILE, _D),
+    ("-S", STAGE, R_MODE),
+    ("-T", SEPARATE, _L),
+    ("-U", SEPARATE | JOINED, _P),
+    ("-V", QUERY_BIT, R_OTHER),
+    ("-Wl,", PREFIX, _L),
+    ("-Wp,", PREFIX, _P),             # -Wp,-MD,x.d: a dependency file (see _classify)
+    ("-Xanalyzer", SEPARATE, R_OTHER),
+    ("-Xassembler", SEPARATE, R_OTHER),
+    ("-Xclang", SEPARATE, R_OTHER),   # its value is checked for -emit-llvm and the like
+    ("-Xcuda-fatbinary", SEPARATE, R_OTHER),
+    ("-Xcuda-ptxas", SEPARATE, R_OTHER),
+    ("-Xflang", SEPARATE, R_OTHER),
+    ("-Xlinker", SEPARATE, _L),
+    ("-Xopenmp-target", SEPARATE, R_OTHER),
+    ("-Xpreprocessor", SEPARATE, _P),
+    ("-arch", SEPARATE, R_OPTIMIZATION),   # counted: several -arch cannot be captured
+    ("-aux-info", SEPARATE, R_OTHER),
+    ("-b", SEPARATE, R_OTHER),
+    ("-c", STAGE, R_MODE),
+    ("-ccc-install-dir", SEPARATE, R_OTHER),
+    ("-compatibility_version", SEPARATE, _L),
+    ("-current_version", SEPARATE, _L),
+    ("-dependency-dot", SEPARATE, _S),
+    ("-dependency-file", SEPARATE, _S),
+    ("-dump", PREFIX | QUERY_BIT, R_OTHER),
+    ("-e", SEPARATE, _L),
+    ("-exported_symbols_list", SEPARATE, _L),
+    ("-fdiagnostics-format=sarif", PREFIX, _S),
+    ("-foptimization-record-file", PREFIX, _S),
+    ("-fproc-stat-report", PREFIX, _S),
+    ("-framework", SEPARATE, _L),
+    ("-fsave-optimization-record", PREFIX, _S),
+    ("-fsyntax-only", SYNTAX_ONLY_BIT, R_MODE),
+    ("-ftime-trace", PREFIX, _S),
+    ("-gcc-toolchain", SEPARATE, R_OTHER),
+    ("-help", QUERY_BIT, R_OTHER),
+    ("-idirafter", SEPARATE | JOINED, _P),
+    ("-imacros", SEPARATE | JOINED, _P),
+    ("-imultilib", SEPARATE, _P),
+    ("-include", SEPARATE | JOINED, _P),
+    ("-include-pch", SEPARATE, _P),   # precompiled headers cannot be captured
+    ("-install_name", SEPARATE, _L),
+    ("-iprefix", SEPARATE, _P),
+    ("-iquote", SEPARATE | JOINED, _P),
+    ("-isysroot", SEPARATE, _P),
+    ("-isystem", SEPARATE | JOINED, _P),
+    ("-ivfsoverlay", SEPARATE, _P),
+    ("-iwithprefix", SEPARATE, _P),
+    ("-iwithprefixbefore", SEPARATE, _P),
+    ("-l", SEPARATE | JOINED, _L),
+    ("-main-file-name", SEPARATE, R_OTHER),
+    ("-mllvm", SEPARATE, R_OPTIMIZATION),
+    ("-no-pie", 0, _L),
+    ("-nodefaultlibs", 0, _L),
+    ("-nostartfiles", 0, _L),
+    ("-nostdlib", 0, _L),
+    ("-o", SEPARATE | JOINED, R_OUTPUT),
+    ("-pie", 0, _L),
+    ("-print-", PREFIX | QUERY_BIT, R_OTHER),
+    ("-pthread", 0, _L),
+    ("-qversion", QUERY_BIT, R_OTHER),
+    ("-r", 0, _L),
+    ("-rdynamic", 0, _L),
+    ("-resource-dir", SEPARATE, R_OTHER),
+    ("-rpath", SEPARATE, _L),
+    ("-s", 0, _L),
+    ("-save-stats", PREFIX, _S),
+    ("-serialize-diagnostics", SEPARATE, _S),
+    ("-shared", 0, _L),
+    ("-shared-libgcc", 0, _L),
+    ("-specs", SEPARATE, R_OTHER),
+    ("-static", 0, _L),
+    ("-static-libgcc", 0, _L),
+    ("-static-libstdc++", 0, _L),
+    ("-symbolic", 0, _L),
+    ("-target", SEPARATE, R_OTHER),
+    ("-u", SEPARATE, _L),
+    ("-v", VERBOSE_BIT, R_OTHER),
+    ("-working-directory", SEPARATE, R_OTHER),
+    ("-x", SEPARATE | JOINED, R_LANGUAGE),
+    ("-z", SEPARATE, _L),
+)
+_EXACT = {name: (name, bits, role) for name, bits, role in OPTIONS}
+_BY_PREFIX = sorted(((name, bits, role) for name, bits, role in OPTIONS
+                     if bits & (JOINED | PREFIX)), key=lambda o: -len(o[0]))
+
+
+def lookup(token: str) -> tuple[str, int, str] | None:
+    """The table entry for an argument: (name, bits, role), or None.  The name equals the
+    token unless the token is a joined form or a member of a PREFIX family."""
+    found = _EXACT.get(token)
+    if found is not None:
+        return found
+    for entry in _BY_PREFIX:
+        if token.startswith(entry[0]):
+            return entry
+    return None
+
 
 SOURCE_LANGUAGES = {
     ".c": "c", ".i": "cpp-output",
@@ -115,6 +232,7 @@ LANGUAGE_SKIP_REASON = {
 CXX_PROMOTED = {"c": "c++", "cpp-output": "c++-cpp-output"}  # clang++ compiles .c as C++
 
 MAX_RESPONSE_FILES = 64
+STAGE_ORDER = {"": 0, "-c": 1, "-S": 2, "-E": 3}   # gcc: -E wins over -S wins over -c
 
 
 # ---- results --------------------------------------------------------------------------
@@ -299,28 +417,6 @@ def _optimization_role(token: str) -> str:
     return R_OTHER
 
 
-def _tag_joined(token: str) -> tuple[str, str]:
-    """Role of an option written joined to its value (-Ifoo, -lm, -MFx.d)."""
-    for prefix in JOINED_VALUE:
-        if token.startswith(prefix) and token != prefix:
-            if prefix == "-o":
-                return R_OUTPUT, token[2:]
-            if prefix in DEPENDENCY_VALUE:
-                return R_DEPENDENCY, token[3:]
-            if prefix == "-MJ":
-                return R_SIDE_OUTPUT, token[3:]
-            if prefix in ("-l", "-L"):
-                return R_LINK, token[2:]
-            if prefix == "-x":
-                return R_LANGUAGE, token[2:]
-            if prefix == "-F":
-                return R_PREPROCESSOR, token[2:]
-            if prefix == "-B":
-                return R_OTHER, token[2:]
-            return R_PREPROCESSOR, token[len(prefix):]
-    return "", ""
-
-
 def _unsupported_flag(token: str) -> str:
     if token.startswith("-flto") and token != "-flto=none" or token == "-flto":
         return LTO
@@ -383,103 +479,47 @@ def _classify(tokens: list[str], cwd: str, cxx_driver: bool) -> Invocation | Ski
             tokens[i - 1:i] = _read_response_file(token[1:], cwd)
             i -= 1
             continue
-        if token in SEPARATE_VALUE:
-            if i >= len(tokens):
-                return Skip(MISSING_ARGUMENT, f"{token} needs a value")
-            value = tokens[i]
-            i += 1
-            if token == "-o":
-                output = value
-                add(R_OUTPUT, token, value)
-            elif token == "-x":
-                forced_language = None if value == "none" else value
-                add(R_LANGUAGE, token, value)
-            elif token in DEPENDENCY_VALUE:
-                add(R_DEPENDENCY, token, value)
-            elif token in ("-MJ", "-serialize-diagnostics", "--serialize-diagnostics",
-                           "-dependency-file", "-dependency-dot"):
-                add(R_SIDE_OUTPUT, token, value)
-            elif token in PREPROCESSOR_OPTIONS:
-                add(R_PREPROCESSOR, token, value)
-            elif token in LINK_OPTIONS:
-                add(R_LINK, token, value)
-            elif token == "-include-pch":
-                unsupported = unsupported or PCH
-                add(R_PREPROCESSOR, token, value)
-            elif token == "-arch":
-                arch_count += 1
-                add(R_OPTIMIZATION, token, value)
-            elif token == "-mllvm":
-                add(R_OPTIMIZATION, token, value)
-            elif token == "-Xclang":
-                reason = _unsupported_flag(value)
-                if value in ("-emit-llvm", "-emit-llvm-bc"):
-                    reason = EMIT_LLVM
-                unsupported = unsupported or reason
-                add(R_OTHER, token, value)
-            else:
-                add(R_OTHER, token, value)
-            continue
-        if token in ("-c", "-S", "-E"):
-            # gcc: -E wins over -S wins over -c
-            order = {"": 0, "-c": 1, "-S": 2, "-E": 3}
-            if order[token] > order[stage]:
-                stage = token
-            add(R_MODE, token)
-            continue
-        if token in ("-M", "-MM"):
-            dependency_only = True
-            add(R_DEPENDENCY, token)
-            continue
-        if token in DEPENDENCY_SWITCHES:
-            dependency_file = True
-            add(R_DEPENDENCY, token)
-            continue
-        if token.startswith("-Wp,"):
-            parts = token[4:].split(",")
-            if any(p.startswith("-M") for p in parts):
-                dependency_file = True
-                add(R_DEPENDENCY, token)
-            else:
-                add(R_PREPROCESSOR, token)
-            continue
-        if token.startswith(("-Wl,", "-Xlinker")):
-            add(R_LINK, token)
-            continue
-        if token.startswith(("-ftime-trace", "-fsave-optimization-record",
-                             "-foptimization-record-file", "-fproc-stat-report", "-save-stats",
-                             "-fdiagnostics-format=sarif")):
-            add(R_SIDE_OUTPUT, token)
-            continue
-        if token in QUERY_OPTIONS or token.startswith(("-print-", "--print-", "-dump")):
-            saw_query = True
-            add(R_OTHER, token)
-            continue
-        if token in ("-v", "-###", "--verbose"):
-            saw_verbose = True
-            add(R_OTHER, token)
-            continue
-        if token == "-fsyntax-only":
-            syntax_only = True
-            add(R_MODE, token)
-            continue
         if token == "-":
             unsupported = unsupported or STDIN_INPUT
             inputs.append(token)
             add(R_SOURCE, token)
             continue
+        entry = lookup(token) if token.startswith("-") else None
+        if entry is not None:
+            name, bits, role = entry
+            value = None
+            if token == name and bits & SEPARATE:
+                if i >= len(tokens):
+                    return Skip(MISSING_ARGUMENT, f"{token} needs a value")
+                value = tokens[i]
+                i += 1
+            elif token != name and bits & JOINED:
+                value = token[len(name):]
+            if name == "-o":
+                output = value
+            elif name == "-x":
+                forced_language = None if value == "none" else value
+            elif name == "-Wp," and any(p.startswith("-M") for p in token[4:].split(",")):
+                dependency_file, role = True, R_DEPENDENCY
+            elif name == "-include-pch":
+                unsupported = unsupported or PCH
+            elif name == "-arch":
+                arch_count += 1
+            elif name == "-Xclang" and value is not None:
+                reason = _unsupported_flag(value)
+                if value in ("-emit-llvm", "-emit-llvm-bc"):
+                    reason = EMIT_LLVM
+                unsupported = unsupported or reason
+            if bits & STAGE and STAGE_ORDER[token] > STAGE_ORDER[stage]:
+                stage = token
+            dependency_only = dependency_only or bool(bits & DEPENDENCY_ONLY_BIT)
+            dependency_file = dependency_file or bool(bits & DEPENDENCY_FILE)
+            saw_query = saw_query or bool(bits & QUERY_BIT)
+            saw_verbose = saw_verbose or bool(bits & VERBOSE_BIT)
+            syntax_only = syntax_only or bool(bits & SYNTAX_ONLY_BIT)
+            add(role, token, *(() if value is None or token != name else (value,)))
+            continue
         if token.startswith("-"):
-            role, _ = _tag_joined(token)
-            if role:
-                if role == R_OUTPUT:
-                    output = token[2:]
-                elif role == R_LANGUAGE:
-                    forced_language = None if token[2:] == "none" else token[2:]
-                add(role, token)
-                continue
-            if token in LINK_SWITCHES:
-                add(R_LINK, token)
-                continue
             if token.startswith("-O"):
                 opt_level = token
             reason = _unsupported_flag(token)

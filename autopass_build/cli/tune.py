@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 
 from autopass_build.cli.common import (
     CliError,
@@ -153,39 +154,38 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _print_result(result, metric: str) -> None:
-    from autopass_build.outputs.report import VERSUS_RECORDED, versus_lines
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.outputs.report import versus_lines
+    from autopass_build.tuning.journal import VERSUS_RECORDED, Phase
 
-    entries = result.journal.entries
-    versus = [e for e in entries if e["phase"] in VERSUS_RECORDED]
-    failed = [e for e in entries if e["ratio"] is None and e["phase"] != "screened"]
-    print(f"run {result.journal.run_id}: {result.measured} evaluations of "
+    journal = result.journal
+    print(f"run {journal.run_id}: {result.measured} evaluations of "
           f"{', '.join(result.sources)} ({metric})")
-    screened = sum(1 for e in entries if e["phase"] == "screened")
+    screened = len(journal.of_phase(Phase.SCREENED))
     if screened:
         print(f"  screened out before measuring: {screened} (predicted no gain)")
+    failed = Counter(str(e.outcome) for e in journal.entries
+                     if e.ratio is None and e.outcome != Outcome.SCREENED)
     if failed:
-        counts: dict[str, int] = {}
-        for e in failed:
-            counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1
-        print("  rejected: " + ", ".join(f"{n} {o}" for o, n in sorted(counts.items())))
-    for line in versus_lines({e["phase"]: e for e in versus}):
+        print("  rejected: " + ", ".join(f"{n} {o}" for o, n in sorted(failed.items())))
+    for line in versus_lines({e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}):
         print("  " + line)
-    baseline = "PGO alone" if result.journal.header.get("pgo") else "the recorded build"
+    baseline = "PGO alone" if journal.header.get("pgo") else "the recorded build"
     if result.best is None:
         print(f"no candidate was clearly faster than {baseline}; nothing written")
         return
-    b = result.best
-    print(f"  best candidate #{b['n']}: {b['ratio']:.4f}x [{b['low']:.4f}, {b['high']:.4f}] "
-          f"against {baseline}")
-    f = result.final
-    print(f"  final re-measurement: {f['ratio']:.4f}x [{f['low']:.4f}, {f['high']:.4f}], "
-          f"{f['pairs']} pairs -> {f['verdict'] or f['outcome']}")
+    print(f"  best candidate #{result.best.n}: {result.best.interval_text()} against {baseline}")
+    final = result.final
+    if final is not None:
+        pairs = f", {final.pairs} pairs" if final.measured else ""
+        print(f"  final re-measurement: {final.interval_text()}{pairs} -> "
+              f"{final.verdict or final.outcome}")
     if not result.winners:
         print("the gain did not hold up in the final measurement; nothing written")
         return
     print(f"wrote {len(result.winners)} entries to {result.flags_db}:")
     for w in result.winners:
-        print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry['ratio']:.4f}x)")
+        print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry.ratio:.4f}x)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -219,20 +219,20 @@ def cmd_screen(args: argparse.Namespace) -> int:
 
     from autopass_build.capture.applier import compiler_id
     from autopass_build.core import toolchain
-    from autopass_build.tuning import screen
+    from autopass_build.tuning.knowledge import Knowledge, knowledge_path
 
     found = toolchain.find_tool(args.compiler)
     if found is None:
         raise CliError(f"{args.compiler} not found: " + toolchain.INSTALL_HINT.format(
             v=toolchain.DEFAULT_LLVM_VERSION))
-    path = screen.knowledge_path(compiler_id(found))
+    path = knowledge_path(compiler_id(found))
     if args.action == "reset":
         removed = [p for p in (path, path + ".bad") if os.path.exists(p)]
         for p in removed:
             os.remove(p)
         print(f"forgot {path}" if removed else f"nothing to forget ({path} does not exist)")
         return 0
-    knowledge = screen.Knowledge.load(path)
+    knowledge = Knowledge.load(path)
     if knowledge.note:
         print(knowledge.note)
     print(f"{path}: {len(knowledge.samples)} measured evaluations")

@@ -9,12 +9,13 @@ class Outcome(str, Enum):
     OK = "OK"
     WRONG_OUTPUT = "WRONG_OUTPUT"        # exit code / stdout / the user's check differ
     RUN_CRASH = "RUN_CRASH"              # killed by a signal (segfault, abort, ...)
-    RUN_TIMEOUT = "RUN_TIMEOUT"          # killed at k x the incumbent's time
+    RUN_TIMEOUT = "RUN_TIMEOUT"          # killed at k x the baseline's time
     COMPILE_FAIL = "COMPILE_FAIL"        # the compiler rejected the flags
     COMPILE_CRASH = "COMPILE_CRASH"      # the compiler died of a signal
     COMPILE_TIMEOUT = "COMPILE_TIMEOUT"  # the compiler hung and was killed
     LINK_FAIL = "LINK_FAIL"
     BASELINE_FAIL = "BASELINE_FAIL"      # the baseline itself does not run: fix the config
+    SCREENED = "SCREENED"                # not measured: the screening model predicted no gain
 
     def __str__(self) -> str:
         return self.value

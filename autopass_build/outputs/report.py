@@ -16,7 +16,16 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from autopass_build.tuning.journal import Journal
+from autopass_build.core.outcome import Outcome
+from autopass_build.instruments.stats import FASTER
+from autopass_build.tuning.journal import VERSUS_RECORDED, Entry, Journal, Phase
+
+
+@dataclass
+class Winner:
+    """A source's flags in the final result, with the measurement that showed its gain."""
+    flags: str
+    measured: Entry        # the unit alone (attribute/search), or the final combination
 
 
 @dataclass
@@ -24,65 +33,56 @@ class RunSummary:
     run_id: str
     header: dict
     curve: list[float]                 # best clear gain (1 - ratio) after each evaluation
-    final: dict | None
-    winners: dict[str, dict]           # source -> {flags, ratio, low, high, why}
-    outcomes: Counter
+    final: Entry | None
+    winners: dict[str, Winner]
+    outcomes: Counter                  # search evaluations by outcome
     evaluations: int
-    # On PGO runs, against the recorded build: {"pgo-alone": entry, "tuned-on-pgo": entry}
-    versus_recorded: dict[str, dict]
-    entries: list[dict]
+    versus_recorded: dict[Phase, Entry]   # on PGO runs, against the recorded build
+    entries: list[Entry]
 
 
 def summarize(journal: Journal) -> RunSummary:
     entries = journal.entries
-    confirming = any(e["phase"] == "confirm" for e in entries)
-    clear_phase = "confirm" if confirming else "search"
-    curve, best = [], 0.0
+    clear_phase = Phase.CONFIRM if journal.of_phase(Phase.CONFIRM) else Phase.SEARCH
+    curve: list[float] = []
+    best = 0.0
     for e in entries:
-        if e["phase"] == clear_phase and e["verdict"] == "faster":
-            best = max(best, 1 - e["ratio"])
-            if e["phase"] == "confirm" and curve:
+        if e.phase == clear_phase and e.verdict == FASTER and e.ratio is not None:
+            best = max(best, 1 - e.ratio)
+            if e.phase == Phase.CONFIRM and curve:
                 curve[-1] = best
-        if e["phase"] == "search":
+        if e.phase == Phase.SEARCH:
             curve.append(best)
-    finals = [e for e in entries if e["phase"] == "final"]
+    finals = journal.of_phase(Phase.FINAL)
     final = finals[-1] if finals else None
-    outcomes = Counter(e["outcome"] for e in entries if e["phase"] == "search")
-    versus = {e["phase"]: e for e in entries if e["phase"] in VERSUS_RECORDED}
+    outcomes = Counter(str(e.outcome) for e in journal.of_phase(Phase.SEARCH))
+    versus = {e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}
     return RunSummary(journal.run_id, journal.header, curve, final,
                       _winners(entries, final), outcomes, len(curve), versus, entries)
 
 
-VERSUS_RECORDED = {"pgo-alone": "PGO alone", "tuned-on-pgo": "tuned on PGO"}
-
-
-def versus_lines(entries: dict[str, dict]) -> list[str]:
-    """'against the recorded build: PGO alone 0.9512x [...] faster' and the like."""
+def versus_lines(entries: dict[Phase, Entry]) -> list[str]:
+    """'PGO alone against the recorded build: 0.9512x [...] -> faster' and the like."""
     lines = []
     for phase, label in VERSUS_RECORDED.items():
         e = entries.get(phase)
-        if e is None:
-            continue
-        if e["ratio"] is None:
-            lines.append(f"{label} against the recorded build: {e['outcome']}")
-        else:
-            lines.append(f"{label} against the recorded build: {e['ratio']:.4f}x "
-                         f"[{e['low']:.4f}, {e['high']:.4f}] -> {e['verdict']}")
+        if e is not None:
+            verdict = f" -> {e.verdict}" if e.measured else ""
+            lines.append(f"{label} against the recorded build: {e.interval_text()}{verdict}")
     return lines
 
 
-def _winners(entries: list[dict], final: dict | None) -> dict[str, dict]:
-    if not final or final["verdict"] != "faster":
+def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
+    if not final or final.verdict != FASTER or not final.measured:
         return {}
-    alone = {next(iter(e["flags"])): e for e in entries
-             if e["phase"] in ("attribute", "search") and len(e["flags"]) == 1}
+    alone = {next(iter(e.flags)): e for e in entries
+             if e.phase in (Phase.ATTRIBUTE, Phase.SEARCH) and len(e.flags) == 1}
     result = {}
-    for source, flags in final["flags"].items():
-        measured = alone.get(source) if len(final["flags"]) > 1 else final
-        if measured is None or measured["flags"].get(source) != flags:
+    for source, flags in final.flags.items():
+        measured = alone.get(source) if len(final.flags) > 1 else final
+        if measured is None or measured.flags.get(source) != flags or not measured.measured:
             measured = final
-        result[source] = {"flags": flags, "ratio": measured["ratio"], "low": measured["low"],
-                          "high": measured["high"], "measured": measured["phase"]}
+        result[source] = Winner(flags, measured)
     return result
 
 
@@ -96,21 +96,20 @@ def text(summary: RunSummary) -> str:
     lines.append("best clear gain: " + (", ".join(f"#{i}: {g:.1%}" for i, g in marks)
                                         or "none"))
     f = summary.final
-    if f and f["ratio"] is not None:
+    if f and f.measured:
         against = " (against PGO alone)" if h.get("pgo") else ""
-        lines.append(f"final re-measurement{against}: {f['ratio']:.4f}x [{f['low']:.4f}, "
-                     f"{f['high']:.4f}] -> {f['verdict']}")
+        lines.append(f"final re-measurement{against}: {f.interval_text()} -> {f.verdict}")
     lines += versus_lines(summary.versus_recorded)
     for source, w in sorted(summary.winners.items()):
-        lines.append(f"  {source}: {w['flags']}  {w['ratio']:.4f}x [{w['low']:.4f}, "
-                     f"{w['high']:.4f}] ({w['measured']})")
+        lines.append(f"  {source}: {w.flags}  {w.measured.interval_text()} "
+                     f"({w.measured.phase})")
     if not summary.winners:
         lines.append("no flags written: no candidate held up as clearly faster")
     screened = summary.header.get("screen") and sum(
-        1 for e in summary.entries if e["phase"] == "screened")
+        1 for e in summary.entries if e.phase == Phase.SCREENED)
     if screened:
         lines.append(f"screened out before measuring: {screened} (predicted no gain)")
-    rejected = {o: n for o, n in summary.outcomes.items() if o != "OK"}
+    rejected = {o: n for o, n in summary.outcomes.items() if o != Outcome.OK.value}
     lines.append("rejected: " + (", ".join(f"{n} {o}" for o, n in sorted(rejected.items()))
                                  or "none"))
     return "\n".join(lines)
@@ -148,9 +147,9 @@ def html_report(runs: list[RunSummary]) -> str:
     for run in runs:
         parts.append(f"<h2>run {html.escape(run.run_id)}</h2><pre>{html.escape(text(run))}</pre>")
         if run.winners:
-            rows = "".join(f"<tr><td>{html.escape(s)}</td><td><code>{html.escape(w['flags'])}"
-                           f"</code></td><td>{w['ratio']:.4f}x [{w['low']:.4f}, "
-                           f"{w['high']:.4f}]</td></tr>" for s, w in sorted(run.winners.items()))
+            rows = "".join(f"<tr><td>{html.escape(s)}</td><td><code>{html.escape(w.flags)}"
+                           f"</code></td><td>{html.escape(w.measured.interval_text())}</td></tr>"
+                           for s, w in sorted(run.winners.items()))
             parts.append("<table><tr><th>file</th><th>flags</th><th>measured</th></tr>"
                          f"{rows}</table>")
         parts.append("<details><summary>run settings</summary><pre>"

@@ -1,8 +1,8 @@
 """A tuning run's journal: every finished evaluation, on disk before anything uses it.
 
 `.autopass/runs/<run id>/` holds `run.json` (what was asked: strategy, seed, budget,
-metric, units, knob space) and `journal.jsonl`, one JSON object per evaluation, each
-line flushed and fsynced as it is written.  A `kill -9` can tear at most the line being
+metric, units, knob space) and `journal.jsonl`, one `Entry` per evaluation as a JSON
+object, each line flushed and fsynced as it is written.  A `kill -9` can tear at most the line being
 written: reading drops a torn last line (and cuts it from the file).  Anything else that
 does not parse is an error naming the line, never a silent loss.  `--resume` replays the
 journal into a fresh strategy with the same seed, so finished evaluations are never
@@ -14,22 +14,108 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import asdict, dataclass, field
+from enum import Enum
 
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import RUNS_DIR
+from autopass_build.core.outcome import Outcome
 
 HEADER = "run.json"
 JOURNAL = "journal.jsonl"
 LATEST = "latest"
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2       # 2: an entry's phase and configuration are separate fields
+READABLE_VERSIONS = (1, 2)
 
 
 class JournalError(Exception):
     pass
 
 
+class Phase(str, Enum):
+    """Why an evaluation was made; each phase has its own cache of configurations."""
+    SEARCH = "search"              # a strategy's candidate, measured
+    SCREENED = "screened"          # a strategy's candidate, not measured (predicted no gain)
+    CONFIRM = "confirm"            # a would-be incumbent measured again with fresh pairs
+    ATTRIBUTE = "attribute"        # one unit of the best candidate, measured alone
+    FINAL = "final"                # the winners together, tight interval
+    PGO_ALONE = "pgo-alone"        # on PGO runs: PGO alone against the recorded build
+    TUNED_ON_PGO = "tuned-on-pgo"  # on PGO runs: the result against the recorded build
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERSUS_RECORDED = {Phase.PGO_ALONE: "PGO alone", Phase.TUNED_ON_PGO: "tuned on PGO"}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long an evaluation took.  Differs between a resumed run and a straight one,
+    so nothing decides by it."""
+    seconds: float = 0.0
+    at: float = 0.0                # when it finished (time.time())
+    runs: int = 0                  # benchmark runs, both sides
+    compiled: int = 0
+    cached: int = 0
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One evaluation: written in one place (the tuner), read by attribute everywhere."""
+    n: int                         # 1, 2, ... in journal order
+    phase: Phase
+    config: str                    # hash of the per-unit flags: the cache key within a phase
+    flags: dict[str, str]          # source -> its flags, space-separated
+    outcome: Outcome
+    verdict: str | None = None     # faster | slower | same | unclear (stats); None: failed
+    ratio: float | None = None     # candidate / baseline of the metric
+    low: float | None = None
+    high: float | None = None
+    pairs: int = 0
+    detail: str = ""
+    timing: Timing = field(default_factory=Timing)
+    predicted: float | None = None               # screening's predicted ratio, if judged
+    features: dict[str, float] | None = None     # screening's code features, if judged
+
+    @property
+    def measured(self) -> bool:
+        """A ratio with an interval exists (the outcome was OK and the A/B ran)."""
+        return self.ratio is not None and self.low is not None and self.high is not None
+
+    def interval_text(self) -> str:
+        """'0.9512x [0.9401, 0.9625]', or the outcome when nothing was measured."""
+        if not self.measured:
+            return f"{self.outcome}" + (f" ({self.detail[:120]})" if self.detail else "")
+        return f"{self.ratio:.4f}x [{self.low:.4f}, {self.high:.4f}]"
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["phase"], data["outcome"] = self.phase.value, self.outcome.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict, version: int = JOURNAL_VERSION) -> "Entry":
+        """Raises ValueError (with the reason) for anything that is not an entry."""
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        data = dict(data)
+        if version == 1:   # the phase was glued to the configuration: "search:abc..."
+            phase, _, data["config"] = str(data.pop("key", "")).partition(":")
+            data.setdefault("phase", phase)
+        try:
+            timing = Timing(**data.pop("timing", {}) or {})
+            entry = cls(**{**data, "phase": Phase(data.get("phase")),
+                           "outcome": Outcome(data.get("outcome")), "timing": timing})
+        except TypeError as error:
+            raise ValueError(str(error)) from None
+        if not isinstance(entry.flags, dict) or not isinstance(entry.n, int):
+            raise ValueError("flags must be an object and n a number")
+        return entry
+
+
 class Journal:
-    def __init__(self, folder: str, header: dict, entries: list[dict]):
+    def __init__(self, folder: str, header: dict, entries: list[Entry]):
         self.folder = folder
         self.header = header
         self.entries = entries
@@ -71,11 +157,12 @@ class Journal:
                 header = json.load(handle)
         except (OSError, ValueError) as error:
             raise JournalError(f"{folder} is not a readable tuning run ({error})")
-        if header.get("journal_version") != JOURNAL_VERSION:
+        if header.get("journal_version") not in READABLE_VERSIONS:
             raise JournalError(f"{folder} was written by another autopass version "
                                f"(journal version {header.get('journal_version')}); "
                                "start a new run")
-        return cls(folder, header, _read_entries(os.path.join(folder, JOURNAL), repair))
+        return cls(folder, header, _read_entries(os.path.join(folder, JOURNAL), repair,
+                                                 header["journal_version"]))
 
     @classmethod
     def latest(cls, store_dir: str, repair: bool = False) -> "Journal":
@@ -93,7 +180,23 @@ class Journal:
         """Become the run's only writer: lock it (a second `tune --resume` is refused,
         not interleaved), then re-read it, cutting a torn last line."""
         self.lock()
-        self.entries = _read_entries(self.path, repair=True)
+        self.entries = _read_entries(self.path, True, self.version)
+        if self.version != JOURNAL_VERSION:   # appends are written in today's version
+            self.header["journal_version"] = JOURNAL_VERSION
+            write_atomic(self.path, b"".join(_line(e) for e in self.entries), durable=True)
+            write_atomic(os.path.join(self.folder, HEADER),
+                         json.dumps(self.header, indent=1, sort_keys=True).encode(), durable=True)
+
+    @property
+    def version(self) -> int:
+        return int(self.header.get("journal_version", JOURNAL_VERSION))
+
+    def find(self, phase: Phase, config: str) -> Entry | None:
+        """The evaluation of `config` in `phase`, if the run has made it."""
+        return next((e for e in self.entries if e.phase == phase and e.config == config), None)
+
+    def of_phase(self, *phases: Phase) -> list[Entry]:
+        return [e for e in self.entries if e.phase in phases]
 
     def lock(self) -> None:
         import fcntl
@@ -106,9 +209,9 @@ class Journal:
             raise JournalError(f"run {self.run_id} is being tuned by another autopass "
                                "process; wait for it or stop it first") from None
 
-    def append(self, entry: dict) -> None:
+    def append(self, entry: Entry) -> None:
         """On disk (fsynced) before it returns; OSError (disk full, read-only) propagates."""
-        line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        line = _line(entry)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             written = os.write(fd, line)
@@ -120,7 +223,11 @@ class Journal:
         self.entries.append(entry)
 
 
-def _read_entries(path: str, repair: bool) -> list[dict]:
+def _line(entry: Entry) -> bytes:
+    return (json.dumps(entry.to_json(), sort_keys=True, separators=(",", ":")) + "\n").encode()
+
+
+def _read_entries(path: str, repair: bool, version: int = JOURNAL_VERSION) -> list[Entry]:
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -133,9 +240,7 @@ def _read_entries(path: str, repair: bool) -> list[dict]:
     entries, good_bytes = [], 0
     for number, line in enumerate(complete, 1):
         try:
-            entry = json.loads(line)
-            if not isinstance(entry, dict):
-                raise ValueError("not an object")
+            entry = Entry.from_json(json.loads(line), version)
         except ValueError:
             if number == len(complete) and not torn:
                 torn = line   # a torn final line that happened to end in a newline

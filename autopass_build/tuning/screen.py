@@ -28,33 +28,15 @@ model is ever loaded.
 
 from __future__ import annotations
 
-import bisect
-import json
 import math
 import os
-import platform
-import re
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from autopass_build.core import proc, toolchain
-from autopass_build.core.files import hash_json, user_cache_dir, write_atomic
-
-KNOWLEDGE_VERSION = 2     # 2: loop features, no knob values
-CODE_FEATURES = ("size", "instructions", "branches", "calls", "vector", "memory",
-                 "loops", "loop_instructions", "loop_cycles")
-MAX_SAMPLES = 5000         # the knowledge file keeps the newest this many
-_INSTRUCTION = re.compile(r"^\s+([0-9a-f]+):\s+([a-z][a-z0-9.]*)\s*(.*)$")
-_FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$")
-_TARGET = re.compile(r"^0x([0-9a-f]+)\b")
-_THROUGHPUT = re.compile(r"Block RThroughput:\s+([0-9.]+)")
-_MCA_ERROR = re.compile(r"loops\.s:(\d+):\d+: error")
-_MCA_RETRIES = 5
-_DISASSEMBLY_CAP = 256 << 20  # room for an amalgamation (sqlite3.c), not the default 1 MB
-
-
-class ScreenError(Exception):
-    pass
+from autopass_build.core.files import hash_json
+from autopass_build.instruments.codeshape import CODE_FEATURES, code_shape, relative
+from autopass_build.tuning.journal import Entry, Phase
+from autopass_build.tuning.knowledge import Knowledge, knowledge_path
+from autopass_build.tuning.run import RunContext
 
 
 @dataclass
@@ -65,211 +47,6 @@ class Options:
     check_after: int = 4       # measured predictions before the model's ranking is judged
     min_tau: float = 0.0       # below this Kendall tau on them, nothing is screened out
     transfer_prior: float = 3.0  # see sample_weights
-
-
-# -- code shape ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Instruction:
-    address: int
-    mnemonic: str
-    operands: str          # AT&T, without objdump's trailing comment
-
-
-def code_shape(object_path: str, functions: set[str]) -> dict[str, float]:
-    """What `functions` of an object compiled to (all of .text when none is found): the
-    instruction mix (bytes, instructions, branches, calls, vector instructions, memory
-    operands) and their innermost loops (how many, their instructions, and llvm-mca's
-    cycles per iteration summed over them)."""
-    per_function = disassemble(object_path)
-    chosen = [body for name, body in per_function.items() if name in functions] or list(
-        per_function.values())
-    shape = dict.fromkeys(CODE_FEATURES, 0.0)
-    for body in chosen:
-        for instruction in body:
-            _count(shape, instruction.mnemonic, instruction.operands)
-    loops = [loop for body in chosen for loop in innermost_loops(body)]
-    shape["loops"] = float(len(loops))
-    shape["loop_instructions"] = float(sum(len(loop) for loop in loops))
-    shape["loop_cycles"] = sum(loop_cycles(loops))
-    return shape
-
-
-def disassemble(object_path: str) -> dict[str, list[Instruction]]:
-    objdump = _tool("llvm-objdump")
-    done = proc.run_captured([objdump, "-d", "--no-show-raw-insn", object_path],
-                             os.path.dirname(object_path), proc.clean_env(dict(os.environ)), 120,
-                             output_cap=_DISASSEMBLY_CAP)
-    if done.status != 0:
-        raise ScreenError(f"llvm-objdump failed on {object_path}")
-    per_function: dict[str, list[Instruction]] = {}
-    current = None
-    for line in done.stdout.decode("utf-8", "replace").splitlines():
-        header = _FUNCTION.match(line)
-        if header:
-            current = per_function.setdefault(header.group(1), [])
-            continue
-        found = _INSTRUCTION.match(line)
-        if found and current is not None:
-            current.append(Instruction(int(found.group(1), 16), found.group(2),
-                                       found.group(3).split("#", 1)[0].strip()))
-    return per_function
-
-
-def innermost_loops(body: list[Instruction]) -> list[list[Instruction]]:
-    """Loops as their backward jumps show them (target to jump), keeping those that
-    contain no other: where a hot function spends its iterations."""
-    spans = []
-    for instruction in body:
-        target = _TARGET.match(instruction.operands)
-        if instruction.mnemonic.startswith("j") and target:
-            start = int(target.group(1), 16)
-            if start <= instruction.address:
-                spans.append((start, instruction.address))
-    inner = [(s, e) for s, e in spans
-             if not any((s2, e2) != (s, e) and s <= s2 and e2 <= e for s2, e2 in spans)]
-    addresses = [i.address for i in body]            # ascending, as disassembled
-    return [body[bisect.bisect_left(addresses, s):bisect.bisect_right(addresses, e)]
-            for s, e in inner]
-
-
-def loop_cycles(loops: list[list[Instruction]]) -> list[float]:
-    """llvm-mca's block reciprocal throughput (cycles per iteration on this CPU) of each
-    loop body, jumps and calls left out, in one llvm-mca run.  A line it cannot parse
-    (objdump's text is not always valid assembly) is dropped and the run repeated."""
-    lines: list[str] = []
-    for loop in loops:
-        body = [f"{i.mnemonic} {i.operands}" for i in loop
-                if not i.mnemonic.startswith(("j", "call", "ret"))]
-        if body:
-            lines += ["# LLVM-MCA-BEGIN", *body, "# LLVM-MCA-END"]
-    if not lines:
-        return []
-    mca = _tool("llvm-mca")
-    with tempfile.TemporaryDirectory(prefix="autopass-mca-") as folder:
-        source = os.path.join(folder, "loops.s")
-        for _ in range(_MCA_RETRIES):
-            with open(source, "w") as handle:
-                handle.write("\n".join(lines) + "\n")
-            done = proc.run_captured([mca, "-mcpu=native", "-iterations=100",
-                                      "-all-views=false", "-summary-view", source], folder,
-                                     proc.clean_env(dict(os.environ)), 120)
-            if done.status == 0:
-                return [float(v) for v in _THROUGHPUT.findall(done.stdout.decode())]
-            said = done.stderr.decode("utf-8", "replace")
-            bad = {int(n) - 1 for n in _MCA_ERROR.findall(said)}
-            if not bad:
-                break
-            lines = [line for n, line in enumerate(lines) if n not in bad]
-    raise ScreenError(f"llvm-mca could not analyze the loops: {said[-300:]}")
-
-
-def _tool(name: str) -> str:
-    path = toolchain.find_tool(name)
-    if path is None:
-        raise ScreenError(f"{name} not found: " + toolchain.INSTALL_HINT.format(
-            v=toolchain.DEFAULT_LLVM_VERSION))
-    return path
-
-
-def _count(shape: dict[str, float], mnemonic: str, operands: str) -> None:
-    shape["instructions"] += 1
-    shape["size"] += 1 + len(operands) / 8      # a length proxy without raw bytes
-    if mnemonic.startswith("j"):
-        shape["branches"] += 1
-    elif mnemonic.startswith("call"):
-        shape["calls"] += 1
-    if "mm" in operands and (mnemonic.startswith("v") or mnemonic.startswith("p")
-                             or mnemonic.endswith("ps") or mnemonic.endswith("pd")):
-        shape["vector"] += 1
-    if "(" in operands or "[" in operands:
-        shape["memory"] += 1
-
-
-def relative(candidate: dict[str, float], baseline: dict[str, float]) -> dict[str, float]:
-    """log(candidate / baseline) per feature, +1 smoothed (a count may be zero)."""
-    return {k: math.log((candidate[k] + 1) / (baseline[k] + 1)) for k in CODE_FEATURES}
-
-
-# -- the shared knowledge -----------------------------------------------------------------
-
-def knowledge_path(compiler_id: str) -> str:
-    """One file per compiler and CPU: what -O3 does differs between them."""
-    cpu = _cpu_model()
-    key = hash_json([KNOWLEDGE_VERSION, compiler_id, cpu])[:16]
-    return user_cache_dir("screen", f"knowledge-{key}.json")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
-@dataclass
-class Knowledge:
-    """Measured evaluations as (features, log ratio, program); `note` says why an
-    unusable file was set aside."""
-    path: str
-    samples: list[dict] = field(default_factory=list)
-    note: str = ""
-
-    @classmethod
-    def load(cls, path: str) -> "Knowledge":
-        try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
-        except FileNotFoundError:
-            return cls(path)
-        except (OSError, ValueError) as error:
-            return cls._set_aside(path, f"unreadable ({error})")
-        if not isinstance(data, dict) or data.get("version") != KNOWLEDGE_VERSION:
-            found = data.get("version") if isinstance(data, dict) else None
-            return cls._set_aside(path, f"version {found!r}, this autopass uses "
-                                        f"{KNOWLEDGE_VERSION}")
-        samples = [s for s in data.get("samples", []) if _valid_sample(s)]
-        return cls(path, samples)
-
-    @classmethod
-    def _set_aside(cls, path: str, why: str) -> "Knowledge":
-        try:
-            os.replace(path, path + ".bad")
-        except OSError:
-            pass
-        return cls(path, note=f"screening knowledge {path} {why}: set aside as .bad, "
-                              "starting afresh")
-
-    def add(self, samples: list[dict]) -> None:
-        known = {(s["program"], s["key"]) for s in self.samples}
-        for sample in samples:
-            if (sample["program"], sample["key"]) not in known:
-                known.add((sample["program"], sample["key"]))
-                self.samples.append(sample)
-        self.samples = self.samples[-MAX_SAMPLES:]
-
-    def save(self) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        data = {"version": KNOWLEDGE_VERSION, "samples": self.samples}
-        write_atomic(self.path, json.dumps(data).encode(), durable=False)
-
-    def programs(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for s in self.samples:
-            counts[s["program"]] = counts.get(s["program"], 0) + 1
-        return counts
-
-
-def _valid_sample(sample: object) -> bool:
-    return (isinstance(sample, dict) and isinstance(sample.get("features"), dict)
-            and isinstance(sample.get("target"), (int, float))
-            and math.isfinite(sample["target"])
-            and all(isinstance(v, (int, float)) for v in sample["features"].values())
-            and isinstance(sample.get("program"), str) and isinstance(sample.get("key"), str))
 
 
 # -- the model ----------------------------------------------------------------------------
@@ -308,14 +85,14 @@ def sample_weights(training: list[dict], program: str, prior: float) -> list[flo
     return [1.0 if s["program"] == program else other for s in training]
 
 
-def sample_of(evaluation: dict, program: str) -> dict | None:
+def sample_of(evaluation: Entry, program: str) -> dict | None:
     """What the model learns from a measured evaluation (a journal entry, or one a
     benchmark recorded): its features and log ratio; None for one that was not compiled
     or whose measurement failed."""
-    if not evaluation.get("features") or not evaluation.get("ratio"):
+    if not evaluation.features or not evaluation.ratio:
         return None
-    return {"features": evaluation["features"], "target": math.log(evaluation["ratio"]),
-            "program": program, "key": evaluation["key"]}
+    return {"features": evaluation.features, "target": math.log(evaluation.ratio),
+            "program": program, "key": f"{evaluation.phase}:{evaluation.config}"}
 
 
 def misranking(checked: list[tuple[float, float]], options: Options) -> str:
@@ -403,7 +180,7 @@ class Screener:
 
     def __init__(self, evaluator, blocks: list, shares: dict[str, float],
                  functions: dict[str, set[str]], knowledge: Knowledge, program: str,
-                 options: Options, entries: list[dict], seed: int = 0):
+                 options: Options, entries: list[Entry], seed: int = 0):
         self.evaluator = evaluator
         self.blocks = blocks
         self.shares = shares
@@ -416,8 +193,23 @@ class Screener:
         self.ranker = Ranker(knowledge.samples, program, options, seed)
         for entry in entries:
             self.learn(entry)
-        self.ranker.predictions = [e["predicted"] for e in entries
-                                   if e.get("predicted") is not None]
+        self.ranker.predictions = [e.predicted for e in entries if e.predicted is not None]
+
+    @classmethod
+    def for_run(cls, run: RunContext, options: Options, knowledge_file: str = "") -> "Screener":
+        """The screener of a tuning run, with the shared knowledge of this compiler and
+        CPU (or `knowledge_file`), relearning from the run's journal on a resume."""
+        knowledge = Knowledge.load(knowledge_file
+                                   or knowledge_path(run.evaluator.units[0].compiler_id))
+        if knowledge.note:
+            run.show(knowledge.note)
+        run.show(f"screening candidates: {len(knowledge.samples)} evaluations known from "
+                 f"{len(knowledge.programs())} earlier program(s)")
+        program = hash_json([os.path.abspath(run.store.dir),
+                             run.evaluator.target.output_rel])[:16]
+        functions = {source: set(names) for source, names in run.hot_functions().items()}
+        return cls(run.evaluator, run.space.blocks, run.shares(), functions, knowledge,
+                   program, options, run.journal.entries, run.seed)
 
     def _shape(self, source: str, flags: tuple[str, ...]) -> dict[str, float]:
         unit = self.units[source]
@@ -449,13 +241,10 @@ class Screener:
             return Judgement({}, None, True, f"not screened ({error})")
         return self.ranker.decide(features)
 
-    def learn(self, entry: dict) -> None:
-        sample = self._sample(entry)
+    def learn(self, entry: Entry) -> None:
+        sample = sample_of(entry, self.program) if entry.phase == Phase.SEARCH else None
         if sample:
-            self.ranker.learn(sample, entry.get("predicted"))
-
-    def _sample(self, entry: dict) -> dict | None:
-        return sample_of(entry, self.program) if entry.get("phase") == "search" else None
+            self.ranker.learn(sample, entry.predicted)
 
     def persist(self) -> None:
         """This run's measured evaluations join the shared knowledge."""

@@ -21,6 +21,7 @@ from autopass_build.tuning.search.base import (
     OptionError,
     Point,
     Searchable,
+    StartError,
     Strategy,
 )
 from autopass_build.tuning.search.de import DifferentialEvolution
@@ -28,6 +29,9 @@ from autopass_build.tuning.search.ga import Genetic
 from autopass_build.tuning.search.greedy import Greedy
 from autopass_build.tuning.search.pso import ParticleSwarm
 from autopass_build.tuning.search.random_search import RandomSearch
+
+__all__ = ["CLASSICAL", "STRATEGIES", "Option", "OptionError", "Point", "Searchable",
+           "StartError", "Strategy", "describe_all", "make"]
 
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (AgentStrategy, RandomSearch, Greedy, Genetic,
@@ -51,7 +55,4 @@ def describe_all() -> str:
     return "\n".join(lines)
 
 
-CLASSICAL = ("random", "greedy", "ga", "de", "pso")
-
-__all__ = ["CLASSICAL", "STRATEGIES", "Option", "OptionError", "Point", "Searchable", "Strategy",
-           "describe_all", "make"]
+CLASSICAL = tuple(name for name in STRATEGIES if name != AgentStrategy.name)

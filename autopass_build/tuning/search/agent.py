@@ -4,15 +4,19 @@ Each proposal is a set of per-unit knob changes on top of the incumbent (the bes
 clearly-faster configuration so far).  A proposal naming a unit, knob or value outside
 the space, or one that a constraint undoes, is not measured: it goes back to the planner
 as feedback.  A candidate that regresses or fails goes to the diagnoser, whose lesson the
-planner reads from then on.  The tuner attaches the agents' context (evidence, run
-folder) as `strategy.context` before the first `ask`.
+planner reads from then on.  `start` builds the agents' context (evidence, profile,
+run folder) and backend from the run before the first `ask`.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from autopass_build.tuning.search.base import Option, Point, Strategy
+from autopass_build.tuning.search.base import Option, Point, StartError, Strategy
+
+if TYPE_CHECKING:
+    from autopass_build.tuning.journal import Entry
+    from autopass_build.tuning.run import RunContext
 
 MAX_EMPTY_ROUNDS = 3
 
@@ -24,9 +28,6 @@ class AgentStrategy(Strategy):
         "batch": Option(4, "candidates the planner proposes per round", 1, 20),
     }
 
-    context = None       # agents.Context, attached by the tuner
-    backend = None       # agents backend (rules, openai, replay)
-
     def __init__(self, space, seed: int = 0, options: dict | None = None):
         super().__init__(space, seed, options)
         self.history = []          # agents.Trial, in order
@@ -34,11 +35,30 @@ class AgentStrategy(Strategy):
         self.feedback: list[str] = []
         self.incumbent: Point = space.default()
         self.diagnosis = None
-        self._info: dict[Point, dict] = {}
+        self.context = None        # agents.Context, from `start`
+        self.backend = None        # the agents' backend (rules, openai, replay), from `start`
+        self._info: dict[Point, Entry] = {}
 
-    def tell(self, point: Point, value: float | None, info: dict | None = None) -> None:
+    def start(self, run: RunContext) -> None:
+        from autopass_build.tuning import agents
+
+        functions = run.hot_functions()
+        shares = run.shares()
+        units = {s: run.unit_of(s) for s in run.sources}
+        hot = [agents.HotUnit(s, shares.get(s, 0.0), functions.get(s, {}), units[s].opt_level)
+               for s in run.sources]
+        self.context = agents.Context(run.store, units, run.space.blocks[0][1], hot,
+                                      run.journal.folder)
+        try:
+            self.backend = agents.make_backend(run.config.agent, run.journal.folder,
+                                               run.show, resume=run.resume)
+        except agents.AgentUnavailable as error:
+            raise StartError(str(error)) from None
+
+    def tell(self, point: Point, value: float | None, info: Entry | None = None) -> None:
         super().tell(point, value, info)
-        self._info[tuple(point)] = info or {}
+        if info is not None:
+            self._info[tuple(point)] = info
         if self.value(point) < self.value(self.incumbent):
             self.incumbent = tuple(point)
 
@@ -46,7 +66,7 @@ class AgentStrategy(Strategy):
         from autopass_build.tuning.agents.context import Trial
 
         if self.context is None or self.backend is None:
-            raise RuntimeError("the agent strategy needs the tuner's context")
+            raise RuntimeError("the agent strategy asks only after start(run)")
         self.diagnosis = self.backend.analyse(self.context)
         empty_rounds = 0
         while empty_rounds < MAX_EMPTY_ROUNDS:
@@ -63,10 +83,10 @@ class AgentStrategy(Strategy):
                     continue
                 yield point
                 measured += 1
-                info = self._info.get(point, {})
+                info = self._info.get(point)
                 trial = Trial(len(self.history) + 1, proposal.changes,
-                              info.get("outcome", "?"), info.get("ratio"),
-                              info.get("verdict"), info.get("detail", ""))
+                              str(info.outcome) if info else "?", info.ratio if info else None,
+                              info.verdict if info else None, info.detail if info else "")
                 self.history.append(trial)
                 if trial.regressed():
                     self.lessons.append(self.backend.diagnose(self.context, trial))

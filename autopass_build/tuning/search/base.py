@@ -20,7 +20,11 @@ import difflib
 import math
 import random
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import TYPE_CHECKING, Iterator, Protocol
+
+if TYPE_CHECKING:   # types only: strategies stay importable without a run
+    from autopass_build.tuning.journal import Entry
+    from autopass_build.tuning.run import RunContext
 
 Point = tuple[int, ...]
 MAX_SKIPS = 5000     # consecutive already-seen proposals before a strategy counts as done
@@ -37,6 +41,10 @@ class Searchable(Protocol):
 
 class OptionError(ValueError):
     pass
+
+
+class StartError(Exception):
+    """The strategy cannot run here (say, its LLM endpoint is not configured)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,12 @@ class Strategy:
                 return point
         return None
 
-    def tell(self, point: Point, value: float | None, info: dict | None = None) -> None:
+    def start(self, run: "RunContext") -> None:
+        """Called once by the tuner before the first `ask`, with what the run knows
+        (evidence, profile, journal folder); raises StartError when the strategy cannot
+        run.  The classical strategies need nothing from it."""
+
+    def tell(self, point: Point, value: float | None, info: "Entry | None" = None) -> None:
         """`value` is the candidate/baseline ratio (lower is better); None: it failed.
         `info` (the journal entry: outcome, verdict, detail) is for strategies that read it."""
         self.seen[tuple(point)] = math.inf if value is None else float(value)

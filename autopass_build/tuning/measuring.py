@@ -1,0 +1,146 @@
+"""Measuring for a tuning run: every journal entry is made here, and each is on disk
+before anything uses it.  A configuration is measured once per phase: the journal is
+the cache."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Callable
+
+from autopass_build.config import Config
+from autopass_build.core.files import hash_json
+from autopass_build.core.outcome import Outcome
+from autopass_build.instruments.evaluate import Evaluation, Evaluator
+from autopass_build.instruments.measure import DETERMINISTIC_METRICS, MeasureError
+from autopass_build.instruments.stats import FASTER, SLOWER
+from autopass_build.tuning.journal import Entry, Journal, Phase, Timing
+
+UnitFlags = dict[str, tuple[str, ...]]      # source -> the flags a candidate gives it
+
+
+class TuneError(Exception):
+    """A message for the user: the run stopped; the journal holds what was finished."""
+
+
+def config_key(flags: UnitFlags) -> str:
+    """A configuration's identity: the same per-unit flags, the same key."""
+    return hash_json(sorted((s, list(f)) for s, f in flags.items()))[:24]
+
+
+def flags_text(flags: UnitFlags) -> str:
+    return "; ".join(f"{s}: {' '.join(f)}" for s, f in sorted(flags.items())) or "(as recorded)"
+
+
+def flags_of(entry: Entry) -> UnitFlags:
+    return {s: tuple(f.split()) for s, f in entry.flags.items()}
+
+
+def value_for_strategy(entry: Entry) -> float | None:
+    """What a strategy is told: the ratio when the A/B was decisive; 1.0 (the baseline's
+    value) when the interval could not tell the candidate from the baseline, so that no
+    strategy chases noise; None when the candidate failed."""
+    if entry.phase == Phase.SCREENED:
+        return max(1.0, entry.predicted or 1.0)   # never credited with a gain
+    if entry.ratio is None:
+        return None
+    return entry.ratio if entry.verdict in (FASTER, SLOWER) else 1.0
+
+
+class Measurements:
+    """The run's journal and its baseline, measuring what is not measured yet."""
+
+    def __init__(self, journal: Journal, evaluator: Evaluator, config: Config,
+                 units_of: dict[str, list[str]], show: Callable[[str], None]):
+        self.journal = journal
+        self.evaluator = evaluator
+        self.config = config
+        self.units_of = units_of          # source -> the unit ids it stands for
+        self.show = show
+
+    @property
+    def deterministic(self) -> bool:
+        return self.config.measure.metric in DETERMINISTIC_METRICS
+
+    def once(self, phase: Phase, flags: UnitFlags, what: str, tight: bool = False,
+             evaluator: Evaluator | None = None, under: UnitFlags | None = None) -> Entry:
+        """The journal's measurement of `flags` in `phase`, measuring it if there is none."""
+        entry = self.journal.find(phase, config_key(flags))
+        if entry is None:
+            self.show(f"{what}: {flags_text(flags)}" if flags else what)
+            entry = self.measure(phase, flags, tight, evaluator, under)
+        return entry
+
+    def measure(self, phase: Phase, flags: UnitFlags, tight: bool = False,
+                evaluator: Evaluator | None = None, under: UnitFlags | None = None,
+                judgement=None) -> Entry:
+        """`evaluator`: another baseline (default: the run's); `under`: per-unit flags
+        that come before the candidate's (a PGO profile measured against no profile);
+        `judgement`: screening's, kept with the entry."""
+        by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}
+        if under:
+            by_unit = {uid: under.get(uid, ()) + by_unit.get(uid, ())
+                       for uid in set(under) | set(by_unit)}
+        measure = self.config.measure
+        if tight:
+            measure = replace(measure, max_pairs=2 * measure.max_pairs,
+                              precision=measure.precision / 2)
+        started = time.monotonic()
+        try:
+            evaluation = (evaluator or self.evaluator).evaluate(
+                by_unit, lambda m: self.show(f"  {m}"), measure)
+        except MeasureError as error:
+            raise TuneError(f"{error}; the journal holds every finished evaluation: fix "
+                            "the cause, then `autopass tune --resume`") from None
+        except OSError as error:
+            raise TuneError(f"cannot write to the store ({error.strerror or error}): free "
+                            "space or fix permissions, then `autopass tune --resume`") from None
+        entry = self._entry_of(phase, flags, evaluation, time.monotonic() - started)
+        if judgement is not None:
+            entry = replace(entry, predicted=judgement.predicted, features=judgement.features)
+        return self._append(entry)
+
+    def screened(self, flags: UnitFlags, judgement) -> Entry:
+        """A candidate not measured: journaled with its prediction."""
+        return self._append(Entry(
+            len(self.journal.entries) + 1, Phase.SCREENED, config_key(flags),
+            _flags_json(flags), Outcome.SCREENED, detail=judgement.why,
+            timing=Timing(at=time.time()), predicted=judgement.predicted,
+            features=judgement.features))
+
+    def incumbent(self) -> Entry | None:
+        """The best clearly-faster candidate: confirmed by a second measurement, unless
+        the metric is deterministic."""
+        phase = Phase.SEARCH if self.deterministic else Phase.CONFIRM
+        clear = [e for e in self.journal.of_phase(phase) if e.verdict == FASTER and e.measured]
+        return min(clear, key=lambda e: (e.ratio, e.n)) if clear else None
+
+    def _entry_of(self, phase: Phase, flags: UnitFlags, evaluation: Evaluation,
+                  seconds: float) -> Entry:
+        comparison = evaluation.comparison
+        estimate = comparison.estimate if comparison else None
+        ok = evaluation.outcome == Outcome.OK and estimate is not None
+        replay = evaluation.replay
+        timing = Timing(round(seconds, 3), time.time(), comparison.runs if comparison else 0,
+                        replay.compiled + replay.from_source, replay.cached)
+        return Entry(len(self.journal.entries) + 1, phase, config_key(flags),
+                     _flags_json(flags), Outcome(evaluation.outcome),
+                     verdict=comparison.verdict if ok and comparison else None,
+                     ratio=estimate.ratio if ok and estimate else None,
+                     low=estimate.low if ok and estimate else None,
+                     high=estimate.high if ok and estimate else None,
+                     pairs=estimate.pairs if ok and estimate else 0,
+                     detail=evaluation.detail[:300], timing=timing)
+
+    def _append(self, entry: Entry) -> Entry:
+        try:
+            self.journal.append(entry)
+        except OSError as error:
+            raise TuneError(f"cannot write the journal {self.journal.path} "
+                            f"({error.strerror or error}); nothing finished is lost: free "
+                            "space or fix permissions, then `autopass tune --resume`") from None
+        return entry
+
+
+def _flags_json(flags: UnitFlags) -> dict[str, str]:
+    return {s: " ".join(f) for s, f in sorted(flags.items())}

@@ -1,0 +1,62 @@
+"""Writing a run's winners to the flags database, with the PGO profile shipped beside it."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+
+from autopass_build.core import toolchain
+from autopass_build.core.names import PROFILE_NAME
+from autopass_build.instruments.pgo import TrainedProfile
+from autopass_build.store import flagsdb
+from autopass_build.store.index import UnitRecord
+from autopass_build.tuning.conclude import Winner
+from autopass_build.tuning.journal import Entry, Journal, Phase
+from autopass_build.tuning.measuring import TuneError
+
+HOW = {Phase.SEARCH: "{strategy} search, evaluation #{n}",
+       Phase.CONFIRM: "{strategy} search, confirmed (#{n})",
+       Phase.ATTRIBUTE: "measured alone", Phase.FINAL: "final re-measurement"}
+
+
+def why(strategy: str, entry: Entry) -> str:
+    """The one line a reviewer reads next to the flags."""
+    how = HOW.get(entry.phase, str(entry.phase)).format(strategy=strategy, n=entry.n)
+    return (f"{how}: {entry.ratio:.4f}x of the recorded build "
+            f"[{entry.low:.4f}, {entry.high:.4f}], {entry.pairs} pairs")
+
+
+def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRecord],
+          metric: str, strategy: str, native: bool, profile: TrainedProfile | None) -> str:
+    """Replace the run's sources' entries in the database at `path` by the winners."""
+    try:
+        db = flagsdb.load(path)
+    except flagsdb.FlagsDbError as error:
+        raise TuneError(f"{error}; the tuning result is in the journal {journal.path}") from None
+    identity = toolchain.identify(units[0].compiler)
+    db.toolchain = {"compiler": identity.short() if identity else "unknown",
+                    "target": identity.target if identity else ""}
+    if native:
+        db.cpu = platform.processor() or platform.machine()
+    db.profile = _ship_profile(path, profile) if profile else None
+    for source in journal.header["sources"]:
+        db.entries.pop(source, None)     # re-tuned: only what helps now stays
+    by_source = {u.source_rel: u for u in units}
+    for w in winners:
+        e = w.entry
+        assert e.ratio is not None and e.low is not None and e.high is not None
+        db.entries[w.source] = flagsdb.Entry(
+            list(w.flags), by_source[w.source].source_hash,
+            flagsdb.Gain(metric, e.ratio, e.low, e.high, e.pairs),
+            why(strategy, e), journal.run_id)
+    flagsdb.save(path, db)
+    return path
+
+
+def _ship_profile(db_path: str, profile: TrainedProfile) -> dict:
+    """The PGO profile beside the database (to be committed with it), by hash."""
+    target = os.path.join(os.path.dirname(os.path.abspath(db_path)), PROFILE_NAME)
+    shutil.copyfile(profile.path, target + ".tmp")
+    os.replace(target + ".tmp", target)
+    return {"path": PROFILE_NAME, "hash": profile.hash}
