@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 
 from autopass_build.capture import compiler_args as ca
-from autopass_build.capture.compiler_args import classify, split_response_text
+from autopass_build.capture import option_table as ot
+from autopass_build.capture.compiler_args import classify
+from autopass_build.capture.response_files import split_response_text
 
 SKIP_ROWS = [
     # id, args, reason
@@ -119,7 +121,7 @@ def test_link_only_lists_inputs_in_order():
     assert inv.mode == ca.LINK
     assert inv.link_inputs == ("main.o", "libdp.a", "x.so.1")
     assert inv.link_output() == "prog"
-    assert inv.flag_tokens(ca.R_LINK) == ["-L.", "-lz"]
+    assert inv.flag_tokens(ot.R_LINK) == ["-L.", "-lz"]
 
 
 def test_default_link_output_is_a_out():
@@ -154,7 +156,7 @@ def test_response_file_expanded_for_classification(tmp_path):
     assert inv.mode == ca.COMPILE and inv.used_response_file
     assert [s.path for s in inv.sources] == ["src/a.c"]
     assert inv.output == "out.o"
-    assert inv.flag_tokens(ca.R_PREPROCESSOR) == ['-DNAME="a b"', "-DQ=x y"]
+    assert inv.flag_tokens(ot.R_PREPROCESSOR) == ['-DNAME="a b"', "-DQ=x y"]
 
 
 def test_missing_response_file_is_a_named_skip(tmp_path):
@@ -186,52 +188,52 @@ def test_non_utf8_and_spaces_round_trip():
     inv = classify(["-DNAME=\"a b\"", "-c", weird, "-o", "x y.o"], "/p")
     assert inv.sources[0].path == weird
     assert inv.output == "x y.o"
-    assert inv.flag_tokens(ca.R_PREPROCESSOR) == ['-DNAME="a b"']
+    assert inv.flag_tokens(ot.R_PREPROCESSOR) == ['-DNAME="a b"']
 
 
 # -- the option table checks itself (as ccache's compopt does) ----------------------------
 def test_option_table_is_sorted_and_has_no_duplicates():
-    names = [name for name, _, _ in ca.OPTIONS]
+    names = [name for name, _, _ in ot.OPTIONS]
     assert names == sorted(names)
     assert len(set(names)) == len(names)
 
 
 def test_option_table_bits_are_consistent():
-    for name, bits, role in ca.OPTIONS:
+    for name, bits, role in ot.OPTIONS:
         assert name.startswith("-"), name
-        assert not (bits & ca.PREFIX and bits & (ca.SEPARATE | ca.JOINED)), name
-        assert role in {ca.R_OUTPUT, ca.R_MODE, ca.R_DEPENDENCY, ca.R_SIDE_OUTPUT,
-                        ca.R_PREPROCESSOR, ca.R_LANGUAGE, ca.R_OPTIMIZATION, ca.R_LINK,
-                        ca.R_OTHER}, name
+        assert not (bits & ot.PREFIX and bits & (ot.SEPARATE | ot.JOINED)), name
+        assert role in {ot.R_OUTPUT, ot.R_MODE, ot.R_DEPENDENCY, ot.R_SIDE_OUTPUT,
+                        ot.R_PREPROCESSOR, ot.R_LANGUAGE, ot.R_OPTIMIZATION, ot.R_LINK,
+                        ot.R_OTHER}, name
 
 
 def test_every_option_is_found_as_itself():
     """No entry is shadowed by a shorter joined or prefix entry it starts with."""
-    for name, bits, role in ca.OPTIONS:
-        assert ca.lookup(name) == (name, bits, role)
+    for name, bits, role in ot.OPTIONS:
+        assert ot.lookup(name) == (name, bits, role)
 
 
 @pytest.mark.parametrize("token, name, role", [
-    ("-Bsymbolic", "-Bsymbolic", ca.R_LINK),      # not -B with the value "symbolic"
-    ("-B/opt/bin", "-B", ca.R_OTHER),
-    ("-MFdeps.d", "-MF", ca.R_DEPENDENCY),        # not -M
-    ("-isystem/usr/x", "-isystem", ca.R_PREPROCESSOR),
-    ("-includeconfig.h", "-include", ca.R_PREPROCESSOR),
-    ("-print-prog-name=ld", "-print-", ca.R_OTHER),
-    ("-Wl,--as-needed", "-Wl,", ca.R_LINK),
-    ("-ftime-trace=x.json", "-ftime-trace", ca.R_SIDE_OUTPUT),
+    ("-Bsymbolic", "-Bsymbolic", ot.R_LINK),      # not -B with the value "symbolic"
+    ("-B/opt/bin", "-B", ot.R_OTHER),
+    ("-MFdeps.d", "-MF", ot.R_DEPENDENCY),        # not -M
+    ("-isystem/usr/x", "-isystem", ot.R_PREPROCESSOR),
+    ("-includeconfig.h", "-include", ot.R_PREPROCESSOR),
+    ("-print-prog-name=ld", "-print-", ot.R_OTHER),
+    ("-Wl,--as-needed", "-Wl,", ot.R_LINK),
+    ("-ftime-trace=x.json", "-ftime-trace", ot.R_SIDE_OUTPUT),
 ])
 def test_longest_name_wins(token, name, role):
-    found = ca.lookup(token)
+    found = ot.lookup(token)
     assert found is not None and found[0] == name and found[2] == role
 
 
 def test_unknown_options_are_not_in_the_table():
-    assert ca.lookup("-O2") is None and ca.lookup("-fno-unroll-loops") is None
-    assert ca.lookup("-emit-llvm") is None        # -e takes a separate value only
+    assert ot.lookup("-O2") is None and ot.lookup("-fno-unroll-loops") is None
+    assert ot.lookup("-emit-llvm") is None        # -e takes a separate value only
 
 
 def test_bsymbolic_is_a_link_flag_in_a_command():
     inv = classify(["-shared", "-Bsymbolic", "-o", "libx.so", "x.o"])
     assert isinstance(inv, ca.Invocation)
-    assert [a.role for a in inv.args if a.tokens == ("-Bsymbolic",)] == [ca.R_LINK]
+    assert [a.role for a in inv.args if a.tokens == ("-Bsymbolic",)] == [ot.R_LINK]

@@ -271,6 +271,8 @@ def test_wrapper_and_record_path_import_only_light_foundations():
                     "autopass_build.core.proc", "autopass_build.core.toolchain",
                     "autopass_build.core.files", "autopass_build.core.names",
                     "autopass_build.capture.wrapper", "autopass_build.capture.compiler_args",
+                    "autopass_build.capture.option_table",
+                    "autopass_build.capture.response_files",
                     "autopass_build.capture.spool", "autopass_build.capture.recorder",
                     "autopass_build.capture.archive"}
     for heavy in ("openai", "subprocess", "sqlite3", "json", "dataclasses", "re", "enum",

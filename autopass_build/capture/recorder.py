@@ -17,7 +17,8 @@ import os
 import time
 
 from autopass_build.capture import archive
-from autopass_build.capture.compiler_args import COMPILE, R_LINK, Invocation, Skip
+from autopass_build.capture.compiler_args import COMPILE, Invocation, Skip
+from autopass_build.capture.option_table import R_LINK
 from autopass_build.capture.spool import Spool
 from autopass_build.core import proc, toolchain
 from autopass_build.core.files import hash_bytes, hash_file, hash_json, relative_to

@@ -19,7 +19,8 @@ import shutil
 from dataclasses import dataclass, field
 
 from autopass_build.capture import archive
-from autopass_build.capture.compiler_args import (
+from autopass_build.capture.compiler_args import Invocation, classify
+from autopass_build.capture.option_table import (
     R_DEBUG,
     R_DEPENDENCY,
     R_LINK,
@@ -30,8 +31,6 @@ from autopass_build.capture.compiler_args import (
     R_OUTPUT,
     R_SIDE_OUTPUT,
     R_SOURCE,
-    Invocation,
-    classify,
 )
 from autopass_build.capture.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
