@@ -21,7 +21,7 @@ from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.store.index import Store
 from autopass_build.tuning import screen
 from autopass_build.tuning.journal import Journal
-from autopass_build.tuning.knowledge import Knowledge, knowledge_path
+from autopass_build.tuning.knowledge import KNOWLEDGE_VERSION, Knowledge, knowledge_path
 from autopass_build.tuning.space import JointSpace, default_space
 
 CONFIG = """
@@ -157,10 +157,10 @@ def test_knowledge_survives_corruption_and_version_changes(tmp_path) -> None:
     broken = Knowledge.load(str(path))
     assert broken.samples == [] and "set aside" in broken.note
     assert (tmp_path / "knowledge.json.bad").read_text() == "{not json"
-    path.write_text(json.dumps({"version": screen.KNOWLEDGE_VERSION + 1, "samples": [good]}))
+    path.write_text(json.dumps({"version": KNOWLEDGE_VERSION + 1, "samples": [good]}))
     newer = Knowledge.load(str(path))
     assert newer.samples == [] and "version" in newer.note
-    path.write_text(json.dumps({"version": screen.KNOWLEDGE_VERSION,
+    path.write_text(json.dumps({"version": KNOWLEDGE_VERSION,
                                 "samples": [good, {"features": "x"}, {**good, "target": "nan"},
                                             {**good, "key": "k2", "target": float("inf")}]}))
     assert Knowledge.load(str(path)).samples == [good]   # bad samples dropped
