@@ -11,6 +11,7 @@ import difflib
 import os
 import shlex
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from autopass_build.core.names import (
     AGENT_BACKENDS,
@@ -170,7 +171,7 @@ def _coerce(section: str, name: str, kind: str, value: object) -> object:
 def _section(name: str, cls: type, table: object) -> object:
     if not isinstance(table, dict):
         raise ConfigError(f"[{name}] must be a table")
-    known = {f.name: f.type for f in fields(cls)}
+    known = {f.name: str(f.type) for f in fields(cls)}   # annotations are text here
     values = {}
     for key, value in table.items():
         if key not in known:
@@ -214,7 +215,7 @@ def parse(text: str, path: str | None = None, project_dir: str = ".") -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path or CONFIG_NAME}: not valid TOML: {error}")
-    sections = {}
+    sections: dict[str, Any] = {}
     for name, table in data.items():
         if name not in SECTIONS:
             raise ConfigError(f"unknown section [{name}]{_suggest(name, list(SECTIONS))}")

@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
-# Pyflakes-class errors only (unused or undefined names): cheap, and never style.
+# Pyflakes-class errors and import order (pyproject.toml [tool.ruff]): cheap, never style.
 .venv/bin/ruff check --quiet autopass_build bench tests
+# The type hints, checked ([tool.mypy]).
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

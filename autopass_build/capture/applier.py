@@ -92,7 +92,7 @@ def _cached(path: str, st: os.stat_result):
         return None
 
 
-def _remember(path: str, st: os.stat_result, data: object) -> None:
+def _remember(path: str, st: os.stat_result, data: dict) -> None:
     target = _cache_file(path, st)
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)

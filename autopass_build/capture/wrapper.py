@@ -117,9 +117,10 @@ class Plan:
     def child_env(self) -> dict[str, str]:
         return {**self.env, ENV_GUARD: "1"}
 
-    def exec_compiler(self) -> None:
-        """Replace this process by the real compiler with the original arguments."""
-        os.execve(self.compiler_path, [self.compiler_argv0] + self.args, self.child_env())
+    def exec_compiler(self) -> int:
+        """Replace this process by the real compiler with the original arguments (never
+        returns; callers write `return plan.exec_compiler()` so the flow reads so)."""
+        return os.execve(self.compiler_path, [self.compiler_argv0] + self.args, self.child_env())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,16 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     if plan.mode == "apply":
         return _apply(plan)
     if plan.mode == "off" or plan.store_dir is None:
-        plan.exec_compiler()
+        return plan.exec_compiler()
     try:
         parsed = classify(plan.args, plan.cwd, plan.cxx)
     except Exception as error:  # never break the build over our own bug
         _log(plan, f"classify failed: {error!r}")
-        plan.exec_compiler()
+        return plan.exec_compiler()
     if isinstance(parsed, Skip):
         if not parsed.quiet:
             _try_record_skip(plan, parsed)
-        plan.exec_compiler()
+        return plan.exec_compiler()
     return _compile_and_record(plan, parsed)
 
 
@@ -170,7 +171,7 @@ def _compile_and_record(plan: Plan, inv: Invocation) -> int:
         return proc.exit_like(done.status)
     try:
         from autopass_build.capture.recorder import record_call
-        spool = Spool(plan.store_dir)
+        spool = _spool(plan)
         spool.prepare()
         record_call(spool, _call(plan), inv)
     except Exception as error:  # the build has succeeded; ours is only a log line
@@ -186,14 +187,14 @@ def _apply(plan: Plan) -> int:
         decision = None
         sys.stderr.write(f"autopass: warning: apply failed ({error!r}); default flags\n")
     if decision is None:
-        plan.exec_compiler()
+        return plan.exec_compiler()
     if decision.warning:
         sys.stderr.write(f"autopass: {'error' if decision.error else 'warning'}: "
                          f"{decision.warning}\n")
         if decision.error:
             return 1
     if not decision.flags:
-        plan.exec_compiler()
+        return plan.exec_compiler()
     # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
     # compile's own output.
     argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
@@ -213,7 +214,7 @@ def _apply(plan: Plan) -> int:
     sys.stderr.write(f"autopass: warning: the compiler rejected the tuned flags "
                      f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
                      "default flags\n")
-    plan.exec_compiler()
+    return plan.exec_compiler()
     return 0  # not reached
 
 
@@ -236,15 +237,20 @@ def _call(plan: Plan):
 def _try_record_skip(plan: Plan, skip: Skip) -> None:
     try:
         from autopass_build.capture.recorder import record_skip
-        spool = Spool(plan.store_dir)
+        spool = _spool(plan)
         spool.prepare()
         record_skip(spool, _call(plan), skip)
     except Exception as error:
         _log(plan, f"recording a skipped command failed: {error!r}")
 
 
+def _spool(plan: Plan) -> Spool:
+    assert plan.store_dir is not None   # main() passes through when there is no store
+    return Spool(plan.store_dir)
+
+
 def _log(plan: Plan, line: str) -> None:
-    Spool(plan.store_dir).log(line)
+    _spool(plan).log(line)
 
 
 if __name__ == "__main__":

@@ -52,13 +52,13 @@ def which(name: str, path_env: str | None = None, exclude: frozenset[str] = froz
 def find_tool(tool: str, version: int = DEFAULT_LLVM_VERSION,
               env: dict[str, str] | None = None, explicit: str | None = None,
               exclude: frozenset[str] = frozenset()) -> str | None:
-    env = os.environ if env is None else env
+    environ = os.environ if env is None else env
     env_var, base = TOOLS[tool]
-    chosen = explicit or env.get(env_var)
+    chosen = explicit or environ.get(env_var)
     if chosen:
-        found = which(chosen, env.get("PATH", ""))
+        found = which(chosen, environ.get("PATH", ""))
         return os.path.abspath(found) if found and os.sep in found else found
-    path_env = env.get("PATH", "")
+    path_env = environ.get("PATH", "")
     for candidate in (which(f"{base}-{version}", path_env, exclude),
                       _in_llvm_dir(base, version, exclude),
                       which(base, path_env, exclude)):

@@ -36,7 +36,8 @@ MAX_IR_CHARS = 6000
 TRUNCATED = "\n... [truncated by autopass] ..."
 
 
-class _RemarkLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):
+class _RemarkLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader")  # type: ignore[misc]
+                    else yaml.SafeLoader):   # libyaml's loader where it is built in
     pass
 
 

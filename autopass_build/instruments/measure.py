@@ -14,6 +14,7 @@ against the baseline's, and pairs accumulate until the interval of the ratio (se
 from __future__ import annotations
 
 import os
+import resource
 import select
 import shutil
 import tempfile
@@ -154,7 +155,7 @@ def _callgrind_total(prefix: str) -> float:
     return total
 
 
-def _wait(pid: int, timeout: float) -> tuple[int, object, bool]:
+def _wait(pid: int, timeout: float) -> tuple[int, resource.struct_rusage, bool]:
     """Wait for `pid` with a timeout; (wait status, rusage, timed out)."""
     fd = os.pidfd_open(pid)
     try:
@@ -334,7 +335,7 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
     result = Comparison(Outcome.OK)
     while len(result.baseline) < cfg.max_pairs:
         order = ("base", "cand") if len(result.baseline) % 2 == 0 else ("cand", "base")
-        pair = {}
+        pair: dict[str, float] = {}
         for which in order:
             n = len(result.baseline)
             if which == "base" and memo is not None and n < len(memo):
@@ -352,7 +353,8 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
                                       baseline=result.baseline, candidate=result.candidate)
             elif run.outcome != Outcome.OK:
                 raise MeasureError(f"the baseline failed during measurement: {run.outcome}")
-            elif memo is not None:
+            assert run.value is not None       # a run that finished OK has its metric
+            if which == "base" and memo is not None:
                 memo.append(run.value)
             pair[which] = run.value
         result.baseline.append(pair["base"])

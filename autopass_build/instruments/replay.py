@@ -63,16 +63,20 @@ class Candidate:
     env: dict[str, str] = field(default_factory=dict)  # LD_LIBRARY_PATH for rebuilt .so
 
 
-def _codegen_args(unit: UnitRecord) -> list[str]:
+def _parsed(unit: UnitRecord) -> Invocation:
     parsed = classify(unit.argv, unit.cwd)
     if not isinstance(parsed, Invocation):  # pragma: no cover - recorded units parse
         raise EvaluationError(Outcome.COMPILE_FAIL, f"cannot re-read {unit.source_rel}'s command")
-    return [t for arg in parsed.args if arg.role in CODEGEN_ROLES for t in arg.tokens]
+    return parsed
+
+
+def _codegen_args(unit: UnitRecord) -> list[str]:
+    return [t for arg in _parsed(unit).args if arg.role in CODEGEN_ROLES for t in arg.tokens]
 
 
 def source_args(unit: UnitRecord) -> list[str]:
     """The unit's own compile arguments for only this source, without -c/-o/dep files."""
-    parsed = classify(unit.argv, unit.cwd)
+    parsed = _parsed(unit)
     out: list[str] = []
     for arg in parsed.args:
         if arg.role in (R_OUTPUT, R_MODE, R_DEPENDENCY, R_SIDE_OUTPUT, R_LINK, R_LINK_INPUT):
@@ -332,7 +336,7 @@ def _soname(path: str) -> str | None:
             if isinstance(section, DynamicSection):
                 for tag in section.iter_tags():
                     if tag.entry.d_tag == "DT_SONAME":
-                        return tag.soname
+                        return str(getattr(tag, "soname"))   # set by pyelftools per tag
     return None
 
 

@@ -56,6 +56,11 @@ def _s(blob: bytes | None) -> str | None:
     return None if blob is None else os.fsdecode(blob)
 
 
+def _text(blob: bytes) -> str:
+    """A NOT NULL path column."""
+    return os.fsdecode(blob)
+
+
 @dataclass
 class UnitRecord:
     """One translation unit: a source compiled with one command into one object."""
@@ -238,13 +243,13 @@ class Store:
         rows = self.connection().execute(
             "SELECT cwd, argv, sources, reason, detail, recorded_at FROM skipped "
             "ORDER BY reason, recorded_at").fetchall()
-        return [SkipRecord(_s(r[0]), json.loads(r[1]), json.loads(r[2]), r[3], r[4], r[5])
+        return [SkipRecord(_text(r[0]), json.loads(r[1]), json.loads(r[2]), r[3], r[4], r[5])
                 for r in rows]
 
     def links(self) -> list[LinkRecord]:
         self._ensure_ingested()
         rows = self.connection().execute("SELECT * FROM links ORDER BY output").fetchall()
-        return [LinkRecord(_s(r[0]), _s(r[1]), _s(r[2]), json.loads(r[3]), r[4],
+        return [LinkRecord(_text(r[0]), _text(r[1]), _text(r[2]), json.loads(r[3]), r[4],
                            [LinkInput(*i) for i in json.loads(r[5])], r[6], r[7])
                 for r in rows]
 
@@ -254,12 +259,12 @@ class Store:
             "SELECT hash, path, members FROM archives WHERE hash = ?", (digest,)).fetchone()
         if row is None:
             return None
-        return ArchiveRecord(row[0], _s(row[1]), [tuple(m) for m in json.loads(row[2])])
+        return ArchiveRecord(row[0], _text(row[1]), [tuple(m) for m in json.loads(row[2])])
 
     def archives(self) -> list[ArchiveRecord]:
         self._ensure_ingested()
         rows = self.connection().execute("SELECT hash, path, members FROM archives").fetchall()
-        return [ArchiveRecord(r[0], _s(r[1]), [tuple(m) for m in json.loads(r[2])])
+        return [ArchiveRecord(r[0], _text(r[1]), [tuple(m) for m in json.loads(r[2])])
                 for r in rows]
 
     # -- replay fidelity ----------------------------------------------------------------
@@ -286,8 +291,8 @@ def _statements_for(record: dict) -> list[tuple[str, tuple]]:
     """SQL for one spooled record (see recorder.py for the record shapes)."""
     kind = record.get("type")
     r = record
+    statements: list[tuple[str, tuple]] = []
     if kind == "unit":
-        statements = []
         if r["output"] is not None:
             # The object file was overwritten: whatever made it before is gone.
             statements.append(("DELETE FROM units WHERE output = ? AND id != ?",
@@ -305,9 +310,9 @@ def _statements_for(record: dict) -> list[tuple[str, tuple]]:
                  (key, _b(r["cwd"]), json.dumps(r["argv"]), json.dumps(r["sources"]),
                   r["reason"], r["detail"], r["recorded_at"]))]
     if kind == "link":
-        statements = [("INSERT OR REPLACE INTO archives VALUES (?,?,?)",
-                       (a["hash"], _b(a["path"]), json.dumps(a["members"])))
-                      for a in r["archives"]]
+        statements += [("INSERT OR REPLACE INTO archives VALUES (?,?,?)",
+                        (a["hash"], _b(a["path"]), json.dumps(a["members"])))
+                       for a in r["archives"]]
         statements.append(("INSERT OR REPLACE INTO links VALUES (?,?,?,?,?,?,?,?)",
                            (_b(r["output"]), _b(r["cwd"]), _b(r["compiler"]),
                             json.dumps(r["argv"]), r["kind"], json.dumps(r["inputs"]),
@@ -317,7 +322,7 @@ def _statements_for(record: dict) -> list[tuple[str, tuple]]:
 
 
 def _unit_from_row(r: tuple) -> UnitRecord:
-    return UnitRecord(id=r[0], source=_s(r[1]), source_rel=_s(r[2]), cwd=_s(r[3]),
-                      compiler=_s(r[4]), argv=json.loads(r[5]), output=_s(r[6]),
+    return UnitRecord(id=r[0], source=_text(r[1]), source_rel=_text(r[2]), cwd=_text(r[3]),
+                      compiler=_text(r[4]), argv=json.loads(r[5]), output=_s(r[6]),
                       language=r[7], opt_level=r[8], source_hash=r[9], object_hash=r[10],
                       ir_hash=r[11], compiler_id=r[12], recorded_at=r[13])

@@ -234,7 +234,8 @@ class Tuner:
             except ProfileError as error:
                 raise TuneError(f"cannot profile the benchmark: {error}") from None
         mine = {u.source_rel for u in evaluator.units}
-        chosen, covered = [], 0.0
+        chosen: list[str] = []
+        covered = 0.0
         for source, share in found.unit_shares().items():
             if source not in mine:
                 continue
@@ -262,7 +263,8 @@ class Tuner:
                 "options": r.options, "native": r.native, "sources": sources,
                 "target": evaluator.target.output_rel, "metric": self.config.measure.metric,
                 "space": _fingerprint(space), "notes": space.notes,
-                "pgo": self.profile.hash if r.pgo else None, "screen": r.screen}
+                "pgo": self.profile.hash if r.pgo and self.profile else None,
+                "screen": r.screen}
 
     def _adopt(self, header: dict) -> None:
         """--resume: the run's own settings win (the budget may be raised)."""

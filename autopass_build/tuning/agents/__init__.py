@@ -24,6 +24,7 @@ from autopass_build.tuning.agents.llm import (
     ReplayTransport,
     ResumeTransport,
     Transcript,
+    Transport,
     environment_secrets,
 )
 from autopass_build.tuning.agents.roles import Diagnosis, Lesson, Proposal
@@ -40,6 +41,7 @@ def make_backend(config: AgentConfig, run_folder: str, progress=None, resume: bo
     key = os.environ.get(config.api_key_env, "")
     transcript = Transcript(os.path.join(run_folder, TRANSCRIPT),
                             environment_secrets() + [key])
+    transport: Transport
     if config.backend == "replay":
         transport = ReplayTransport(config.transcript)
     else:

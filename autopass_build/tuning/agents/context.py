@@ -54,7 +54,7 @@ class Context:
     space: Space
     hot: list[HotUnit]
     run_folder: str
-    evidence: Evidence | None = None
+    evidence: Evidence = field(default=None)  # type: ignore[assignment]  # made from store
     _remarks: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

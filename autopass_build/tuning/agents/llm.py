@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from autopass_build.tuning.agents.context import Context, Trial, trial_json
 from autopass_build.tuning.agents.roles import Diagnosis, Lesson, Proposal
@@ -56,6 +57,12 @@ class Reply:
 
 
 # -- transports ------------------------------------------------------------------------------
+class Transport(Protocol):
+    """Who answers the roles' chat requests: an endpoint, or a saved transcript."""
+
+    def complete(self, messages: list[dict], tools: list[dict] | None) -> Reply: ...
+
+
 class OpenAITransport:
     def __init__(self, model: str, base_url: str, api_key: str, timeout: float, retries: int):
         import openai
@@ -68,9 +75,10 @@ class OpenAITransport:
     def complete(self, messages: list[dict], tools: list[dict] | None) -> Reply:
         openai = self.openai
         try:
-            kwargs = {"tools": tools} if tools else {}
-            response = self.client.chat.completions.create(
-                model=self.model, messages=messages, temperature=0, **kwargs)
+            # Plain dicts, as the API takes them (the client's TypedDicts are its own).
+            kwargs: dict[str, Any] = {"model": self.model, "messages": messages,
+                                      "temperature": 0, **({"tools": tools} if tools else {})}
+            response = self.client.chat.completions.create(**kwargs)
         except openai.BadRequestError as error:
             if tools:
                 raise ToolsUnsupported(str(error)) from None
@@ -81,7 +89,7 @@ class OpenAITransport:
             raise AgentUnavailable("the endpoint answered without a choice")
         message = response.choices[0].message
         calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments or "{}"}
-                 for c in (message.tool_calls or [])]
+                 for c in (message.tool_calls or []) if hasattr(c, "function")]
         tokens = response.usage.total_tokens if response.usage else 0
         return Reply(message.content or "", calls, tokens)
 
@@ -147,7 +155,8 @@ def environment_secrets() -> list[str]:
 class LLMBackend:
     name = "openai"
 
-    def __init__(self, transport, transcript: Transcript, max_calls: int, max_tokens: int):
+    def __init__(self, transport: Transport, transcript: Transcript, max_calls: int,
+                 max_tokens: int):
         self.transport = transport
         self.transcript = transcript
         self.max_calls = max_calls
@@ -191,7 +200,7 @@ class LLMBackend:
 
     # -- one conversation ----------------------------------------------------------------
     def _ask(self, context: Context, role: str, payload: dict) -> dict:
-        messages = [{"role": "system", "content": SYSTEM.format(role=role, shape=SHAPES[role])},
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM.format(role=role, shape=SHAPES[role])},
                     {"role": "user", "content": json.dumps(payload, default=str)}]
         retried_json = False
         for _ in range(MAX_TOOL_ROUNDS + 2):

@@ -159,7 +159,7 @@ class RulesBackend:
                 for name, value in changes.items():
                     knob = knobs.get(name)
                     index = knob.index_of(value) if knob else None
-                    if name in ORDERED and index and index + 1 < len(knob.values):
+                    if knob and name in ORDERED and index and index + 1 < len(knob.values):
                         more.append(Hypothesis(unit, name, knob.short(index + 1),
                                                0.9 * shares.get(unit, 0.1),
                                                f"{name}={value} helped: try {knob.short(index + 1)}"))

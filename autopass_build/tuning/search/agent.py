@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Iterator
 from autopass_build.tuning.search.base import Option, Point, StartError, Strategy
 
 if TYPE_CHECKING:
+    from autopass_build.tuning.agents.context import Context, Trial
+    from autopass_build.tuning.agents.roles import Backend, Diagnosis, Lesson
     from autopass_build.tuning.journal import Entry
     from autopass_build.tuning.run import RunContext
+    from autopass_build.tuning.space import JointSpace
 
 MAX_EMPTY_ROUNDS = 3
 
@@ -28,15 +31,17 @@ class AgentStrategy(Strategy):
         "batch": Option(4, "candidates the planner proposes per round", 1, 20),
     }
 
-    def __init__(self, space, seed: int = 0, options: dict | None = None):
+    space: JointSpace              # the agents name units and knobs: a joint space's blocks
+
+    def __init__(self, space: JointSpace, seed: int = 0, options: dict | None = None):
         super().__init__(space, seed, options)
-        self.history = []          # agents.Trial, in order
-        self.lessons = []
+        self.history: list[Trial] = []          # in order
+        self.lessons: list[Lesson] = []
         self.feedback: list[str] = []
         self.incumbent: Point = space.default()
-        self.diagnosis = None
-        self.context = None        # agents.Context, from `start`
-        self.backend = None        # the agents' backend (rules, openai, replay), from `start`
+        self.diagnosis: Diagnosis | None = None
+        self.context: Context | None = None     # from `start`
+        self.backend: Backend | None = None     # rules, openai or replay, from `start`
         self._info: dict[Point, Entry] = {}
 
     def start(self, run: RunContext) -> None:

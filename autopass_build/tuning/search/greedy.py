@@ -27,9 +27,9 @@ class Greedy(Strategy):
                 for value in range(count):
                     if value == incumbent[coordinate]:
                         continue
-                    point = list(incumbent)
-                    point[coordinate] = value
-                    point = self.space.repair(tuple(point))
+                    changed = list(incumbent)
+                    changed[coordinate] = value
+                    point = self.space.repair(tuple(changed))
                     if point != incumbent:
                         yield point
                         tried.append(point)
