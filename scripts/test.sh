@@ -7,4 +7,5 @@ bash scripts/setup.sh --test
 .venv/bin/ruff check --quiet autopass_build bench tests
 # The type hints, checked ([tool.mypy]).
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# Everything, slow tests included (a plain `pytest` leaves them out: pyproject.toml).
+exec .venv/bin/python -m pytest -q -p no:cacheprovider -m "slow or not slow" "$@"

@@ -19,12 +19,12 @@ MAX_SAMPLES = 5000         # the knowledge file keeps the newest this many
 
 def knowledge_path(compiler_id: str) -> str:
     """One file per compiler and CPU: what -O3 does differs between them."""
-    cpu = _cpu_model()
+    cpu = cpu_model()
     key = hash_json([KNOWLEDGE_VERSION, compiler_id, cpu])[:16]
     return user_cache_dir("screen", f"knowledge-{key}.json")
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:
