@@ -2,7 +2,7 @@
 
 Each row: the arguments (after the compiler), and what must come out: a named skip
 reason, or a mode with its sources, output and link inputs.  Rows are tagged with the
-RELIABILITY.md scenario they cover (I1-I12).
+docs/RELIABILITY.md row they cover (I1-I12).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def test_command_line_overrides_are_validated():
         cfg.with_overrides(config, measure={"min_pairs": 1})
 
 
-def test_a_config_anybody_could_edit_is_refused(tmp_path):   # RELIABILITY S3
+def test_a_config_anybody_could_edit_is_refused(tmp_path):   # docs/RELIABILITY.md S3
     import os
     path = tmp_path / "autopass.toml"
     path.write_text('[run]\ncommand = "{exe}"\n')

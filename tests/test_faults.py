@@ -1,4 +1,4 @@
-"""Faults: RELIABILITY.md F1, F2, F10, F14, with the real clang-19 and small fake compilers."""
+"""Faults: docs/RELIABILITY.md F1, F2, F10, F14, with the real clang-19 and small fake compilers."""
 
 from __future__ import annotations
 

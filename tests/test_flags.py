@@ -1,4 +1,4 @@
-"""The flag allowlist (RELIABILITY.md S1), including a fuzzer."""
+"""The flag allowlist (docs/RELIABILITY.md S1), including a fuzzer."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Replay from IR and the measurement loop, on the recorded make-c example (real clang).
 
-RELIABILITY.md F4 (compiler crash/hang), F5 (benchmark hangs or forks), F6 (wrong output,
+docs/RELIABILITY.md F4 (compiler crash/hang), F5 (benchmark hangs or forks), F6 (wrong output,
 crash), F9 (SIGTERM) are here; F7 (noise) is in test_stats.py.
 """
 

@@ -1,4 +1,4 @@
-"""The wrapper against the real clang-19: RELIABILITY.md rows I1-I12.
+"""The wrapper against the real clang-19: docs/RELIABILITY.md rows I1-I12.
 
 Each test runs the same command plainly and through `autopass-cc` in the same folder
 (so debug info paths match) and asserts byte-identical results plus what was recorded.
@@ -281,7 +281,7 @@ def test_wrapper_and_record_path_import_only_light_foundations():
 
 
 def test_s2_shell_metacharacters_are_only_ever_arguments(rec, clang):
-    """RELIABILITY.md S2: argv lists end to end, never a shell."""
+    """docs/RELIABILITY.md S2: argv lists end to end, never a shell."""
     write(rec.root / "a.c", "const char *s = NAME;\n")
     canary = rec.root / "canary"
     args = [f'-DNAME="$(touch {canary}); `touch {canary}`"', "-c", "a.c", "-o", "a.o"]
