@@ -106,7 +106,6 @@ class Replayer:
         self.stats = ReplayStats()
         self.work = os.path.join(store.dir, "work")
         self._codegen: dict[str, list[str]] = {}  # unit id -> its codegen arguments
-        self.link_flags: Flags = ()
 
     # -- objects ------------------------------------------------------------------------
     def codegen_args(self, unit: UnitRecord) -> list[str]:
@@ -221,13 +220,12 @@ class Replayer:
         link = self.links.get(target)
         if link is None:
             raise EvaluationError(Outcome.LINK_FAIL, f"no recorded link produces {target}")
-        self.link_flags = tuple(link_flags)
         key = hash_json([target, sorted((k, list(v)) for k, v in flags_by_unit.items()),
                          link.output_hash, self.compiler_override or "",
-                         list(self.link_flags)])[:20]
+                         list(link_flags)])[:20]
         folder = os.path.join(self.work, key)
         os.makedirs(folder, exist_ok=True)
-        binary = self._link(link, flags_by_unit, folder)
+        binary = self._link(link, flags_by_unit, folder, tuple(link_flags))
         return Candidate(binary, folder, {"LD_LIBRARY_PATH": folder} if self._shared_inputs(link)
                          else {})
 
@@ -240,14 +238,15 @@ class Replayer:
         found = [self._link_of_shared(i.path) for i in link.inputs if i.kind == "shared"]
         return [f for f in found if f is not None]
 
-    def _link(self, link: LinkRecord, flags_by_unit: dict[str, Flags], folder: str) -> str:
+    def _link(self, link: LinkRecord, flags_by_unit: dict[str, Flags], folder: str,
+              link_flags: Flags) -> str:
         out = os.path.join(folder, os.path.basename(link.output))
         for shared in self._shared_inputs(link):
-            self._rebuilt_shared(shared, flags_by_unit, folder)
+            self._rebuilt_shared(shared, flags_by_unit, folder, link_flags)
         if os.path.exists(out):
             return out  # same target, same flags: already built (renamed into place last)
         argv = ([self._link_compiler(link)] + self._link_args(link, flags_by_unit, folder, out)
-                + list(self.link_flags))
+                + list(link_flags))
         tmp_out = out + ".tmp"
         argv[argv.index(out)] = tmp_out
         done = proc.run_captured(argv + QUIET, link.cwd, proc.clean_env(dict(os.environ)),
@@ -263,8 +262,8 @@ class Replayer:
         return self.compiler_override or link.compiler
 
     def _rebuilt_shared(self, shared: LinkRecord, flags_by_unit: dict[str, Flags],
-                        folder: str) -> None:
-        path = self._link(shared, flags_by_unit, folder)
+                        folder: str, link_flags: Flags) -> None:
+        path = self._link(shared, flags_by_unit, folder, link_flags)
         soname = _soname(path)
         if soname and soname != os.path.basename(path):
             alias = os.path.join(folder, soname)
