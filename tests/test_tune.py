@@ -228,6 +228,8 @@ class RecordedMeasurements:
         text = " ".join(by_unit.get("u1", ()))
         self.asked.append(text)
         verdict, ratio = self.table[text].pop(0) if len(self.table[text]) > 1 else self.table[text][0]
+        if verdict == "crash":
+            return Evaluation(Outcome.RUN_CRASH, None, detail="killed by signal 11")
         estimate = Estimate(ratio, ratio - 0.02, ratio + 0.02 if verdict != "faster" else 0.999,
                             20, 0.95)
         return Evaluation(Outcome.OK, Comparison(Outcome.OK, verdict, estimate, runs=40))
@@ -269,6 +271,25 @@ def test_a_fluke_faster_is_confirmed_before_anything_builds_on_it(tmp_path) -> N
     assert result.best.flags == {"a.c": "-O2"} and result.best.phase == "confirm"
     assert result.best.ratio == 0.96                    # the unselected second look
     assert result.winners and result.winners[0].flags == ("-O2",)
+
+
+def test_a_final_measurement_that_fails_is_reported_not_a_traceback(tmp_path, capsys) -> None:
+    """The final re-measurement crashes: nothing is written, and the summary and the
+    report say what happened (a None ratio once raised TypeError in the summary)."""
+    from autopass_build.cli.tune import _print_result
+    from autopass_build.outputs.report import summarize, text
+
+    table = {"-O3": [("same", 1.0)],
+             "-O2": [("faster", 0.95), ("faster", 0.96), ("crash", 0.0)],
+             "-O1": [("slower", 1.2)]}
+    result = scripted_tuner(tmp_path, table, budget=3).run()
+    assert result.final is not None and result.final.outcome == Outcome.RUN_CRASH
+    assert result.winners == [] and result.flags_db is None
+    _print_result(result, "wall")
+    said = capsys.readouterr().out
+    assert "final re-measurement: RUN_CRASH (killed by signal 11)" in said
+    assert "nothing written" in said
+    assert "no flags written" in text(summarize(result.journal))
 
 
 def test_report_text_and_html(project, straight_run, tmp_path) -> None:
