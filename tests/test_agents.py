@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import AUTOPASS, recorded_tune_mini
 from openai_server import ScriptedServer
+from support import AUTOPASS, recorded_tune_mini
 
 from autopass_build.core import flags as flagset
 from autopass_build.store.index import Store

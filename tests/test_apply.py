@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import AUTOPASS, EXAMPLES
+from support import AUTOPASS, EXAMPLES
 
 from autopass_build.capture.applier import compiler_id
 from autopass_build.core import toolchain

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import AUTOPASS, BIN, REPO, verify_ir
+from support import AUTOPASS, BIN, REPO, verify_ir
 
 sys.path.insert(0, str(REPO / "bench"))
 import debian_sources  # noqa: E402

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import AUTOPASS, AUTOPASS_CC, REPO, run
+from support import AUTOPASS, AUTOPASS_CC, REPO, run
 
 from autopass_build.instruments.evidence import Evidence, parse_remarks
 

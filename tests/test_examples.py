@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import AUTOPASS, BIN, EXAMPLES, REPO, verify_ir
+from support import AUTOPASS, BIN, EXAMPLES, REPO, verify_ir
 
 from autopass_build.store.index import Store
 from autopass_build.store.targets import resolve

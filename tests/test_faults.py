@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
+from support import AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
 
 from autopass_build.core.files import hash_file
 

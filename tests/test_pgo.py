@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import AUTOPASS
+from support import AUTOPASS
 
 from autopass_build import config as cfg
 from autopass_build.instruments.evaluate import Evaluator

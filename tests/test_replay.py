@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import AUTOPASS, EXAMPLES, fake_compiler
+from support import AUTOPASS, EXAMPLES, fake_compiler
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import EvaluationError, Outcome

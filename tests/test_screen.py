@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import AUTOPASS, recorded_tune_mini
 from scipy.stats import kendalltau
+from support import AUTOPASS, recorded_tune_mini
 
 from autopass_build import config as cfg
 from autopass_build.core import toolchain

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import AUTOPASS, EXAMPLES
+from support import AUTOPASS, EXAMPLES
 
 from autopass_build.core import toolchain
 from autopass_build.core.flags import replayable_from_ir

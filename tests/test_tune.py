@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import AUTOPASS, TUNE_MINI, recorded_tune_mini
+from support import AUTOPASS, TUNE_MINI, recorded_tune_mini
 
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import Outcome

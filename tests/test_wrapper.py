@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import AUTOPASS_CC, AUTOPASS_CXX, Recording, run, verify_ir, write
+from support import AUTOPASS_CC, AUTOPASS_CXX, Recording, run, verify_ir, write
 
 from autopass_build.capture import compiler_args as ca
 

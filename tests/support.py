@@ -1,0 +1,102 @@
+"""Helpers the tests share: where the installed commands are, running them, a recording
+store in a temporary project, small files and fake compilers.  Fixtures are in conftest.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopass_build.store.index import Store
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+BIN = Path(sys.executable).parent
+AUTOPASS = str(BIN / "autopass")
+AUTOPASS_CC = str(BIN / "autopass-cc")
+AUTOPASS_CXX = str(BIN / "autopass-c++")
+
+
+TUNE_MINI = Path(__file__).parent / "data" / "tune-mini"
+
+
+def recorded_tune_mini(root: Path, config: str, profile: bool = True) -> Path:
+    """A copy of tests/data/tune-mini at `root`, recorded with `autopass record -- make`,
+    with `config` as its autopass.toml and, when `profile`, `autopass profile` run."""
+    shutil.copytree(TUNE_MINI, root)
+    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text(config)
+    if profile:
+        subprocess.run([AUTOPASS, "profile"], cwd=root, check=True, capture_output=True)
+    return root
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def run(argv: list, cwd: Path | str, env: dict | None = None, timeout: float = 300) -> Ran:
+    result = subprocess.run([os.fsencode(a) if isinstance(a, bytes) else str(a) for a in argv],
+                            cwd=cwd, env=env, capture_output=True, timeout=timeout,
+                            stdin=subprocess.DEVNULL)
+    return Ran(result.returncode, result.stdout, result.stderr)
+
+
+@dataclass
+class Recording:
+    """A store in a temporary project, and the environment that records into it."""
+    root: Path
+    store_dir: Path
+    env: dict
+
+    def store(self) -> Store:
+        return Store.open_existing(str(self.store_dir))
+
+    def exists(self) -> bool:
+        return (self.store_dir / "spool").is_dir()
+
+    def units(self):
+        return self.store().units() if self.exists() else []
+
+    def skipped(self):
+        return self.store().skipped() if self.exists() else []
+
+    def links(self):
+        return self.store().links() if self.exists() else []
+
+    def log(self) -> list[str]:
+        return Store(str(self.store_dir)).log_lines()
+
+
+def recording_env(root: Path, store_dir: Path, clang: str, clangxx: str) -> dict:
+    env = dict(os.environ)
+    env.update({"AUTOPASS_STORE": str(store_dir), "AUTOPASS_ROOT": str(root),
+                "AUTOPASS_MODE": "record", "AUTOPASS_CC": clang, "AUTOPASS_CXX": clangxx})
+    return env
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def fake_compiler(directory: Path, name: str, body: str) -> str:
+    """A shell script standing in for the compiler, for faults clang cannot produce."""
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def verify_ir(opt: str, store_dir: Path, ir_hash: str) -> None:
+    blob = Store(str(store_dir)).blob_path("ir", ir_hash, ".bc")
+    result = subprocess.run([opt, "-passes=verify", "-disable-output", blob],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, f"{blob} fails opt -passes=verify: {result.stderr}"
