@@ -12,6 +12,7 @@ from autopass_build.cli.common import (
     CliError,
     Progress,
     add_config_option,
+    add_target_option,
     load_config,
     open_store,
 )
@@ -42,7 +43,7 @@ def add_parsers(sub) -> None:
                        "measured against the plain one. Exit 1 if they differ.")
     p.add_argument("--store", metavar="DIR", help="the store (for the target's path)")
     add_config_option(p)
-    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
+    add_target_option(p)
     p.add_argument("--no-measure", action="store_true", help="only check reproducibility")
     p.set_defaults(func=cmd_verify)
 

@@ -29,6 +29,11 @@ def add_config_option(p: argparse.ArgumentParser) -> None:
                    help=f"{CONFIG_NAME} to use (default: the nearest one upwards)")
 
 
+def add_target_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", help="the binary, as `autopass targets` lists it (default: "
+                                    "[run].target, or the only one)")
+
+
 def store_dir(args: argparse.Namespace) -> str:
     if args.store:
         return os.path.abspath(args.store)

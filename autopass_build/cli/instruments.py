@@ -6,16 +6,17 @@ import argparse
 import json
 import sys
 
-from autopass_build import config as configuration
 from autopass_build.cli.common import (
     CliError,
     Progress,
     add_config_option,
     add_store_option,
+    add_target_option,
     load_config,
     open_store,
     print_evaluation,
 )
+from autopass_build.core.names import METRICS
 from autopass_build.store.index import Store
 
 
@@ -41,8 +42,8 @@ def add_parsers(sub) -> None:
     add_config_option(p)
     p.add_argument("--flags", action="append", default=[], metavar="SOURCE=FLAGS",
                    help="flags for one unit (repeatable); SOURCE as `autopass units` shows it")
-    p.add_argument("--target", help="the binary to rebuild (default: [run].target or the only one)")
-    p.add_argument("--metric", choices=configuration.METRICS, help="override [measure].metric")
+    add_target_option(p)
+    p.add_argument("--metric", choices=METRICS, help="override [measure].metric")
     p.add_argument("--min-pairs", type=int, help="override [measure].min_pairs")
     p.add_argument("--max-pairs", type=int, help="override [measure].max_pairs")
     p.set_defaults(func=cmd_try)
@@ -53,7 +54,7 @@ def add_parsers(sub) -> None:
                        "store the result in the store for the tuner.")
     add_store_option(p)
     add_config_option(p)
-    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
+    add_target_option(p)
     p.add_argument("--limit", type=int, default=15, help="rows shown")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_profile)
@@ -85,7 +86,7 @@ def add_parsers(sub) -> None:
                        "recorded one.")
     add_store_option(p)
     add_config_option(p)
-    p.add_argument("--target", help="the binary (default: [run].target or the only one)")
+    add_target_option(p)
     p.add_argument("--no-measure", action="store_true", help="only train the profile")
     p.set_defaults(func=cmd_pgo)
 
