@@ -132,9 +132,19 @@ def _command(value: object, where: str) -> tuple[str, ...]:
                       '["{exe}", "input.txt"]')
 
 
+def _shell_command(value: object, where: str) -> tuple[str, ...]:
+    """The user's own build: a string is run as their shell runs it (`sh -c`, as make
+    runs a recipe: `&&`, `>/dev/null`, variables), a list as an argument vector."""
+    if isinstance(value, str):
+        return ("sh", "-c", value) if value.strip() else ()
+    return _command(value, where)
+
+
 def _coerce(section: str, name: str, kind: str, value: object) -> object:
     """`kind` is the field's annotation as text (this module uses postponed annotations)."""
     where = f"[{section}].{name}"
+    if section == "build" and name in ("command", "clean"):
+        return _shell_command(value, where)
     if name in ("command", "clean", "train"):
         return _command(value, where)
     if name == "env":
@@ -285,7 +295,9 @@ STARTER = '''\
 
 [build]
 # The build to record (`autopass record` with no command runs this), and how to get back
-# to a clean tree (`autopass verify` builds from scratch three times).
+# to a clean tree (`autopass verify` builds from scratch three times). A string runs as
+# your shell runs it (sh -c: `&&`, `>/dev/null` and variables work); a list of strings
+# is one argument vector, run without a shell.
 command = "{build}"
 clean = "make clean"
 

@@ -9,7 +9,7 @@ from autopass_build import config as cfg
 
 def test_starter_file_parses_and_has_defaults():
     config = cfg.parse(cfg.starter_text("make -j4", "bin/app"))
-    assert config.build.command == ("make", "-j4")
+    assert config.build.command == ("sh", "-c", "make -j4")     # a string: as a shell runs it
     assert config.run.command == ("{exe}",)
     assert config.run.target == "bin/app"
     assert config.measure.metric == "wall" and config.check.mode == "output"

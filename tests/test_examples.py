@@ -2,58 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-from support import AUTOPASS, BIN, EXAMPLES, REPO, verify_ir
-
-from autopass_build.store.index import Store
-from autopass_build.store.targets import resolve
-
-
-def copy_example(name: str, tmp_path: Path) -> Path:
-    dest = tmp_path / name
-    shutil.copytree(EXAMPLES / name, dest,
-                    ignore=shutil.ignore_patterns("build", ".autopass", "*.o", "*.a", "*.d"))
-    return dest
-
-
-def sh(argv: list[str], cwd: Path, env: dict | None = None) -> str:
-    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, f"{argv} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout + result.stderr
-
-
-def snapshot(root: Path, patterns: tuple[str, ...]) -> dict[str, bytes]:
-    files = {}
-    for pattern in patterns:
-        for path in root.rglob(pattern):
-            if ".autopass" not in path.parts:
-                files[str(path.relative_to(root))] = path.read_bytes()
-    return files
-
-
-def env_with_autopass() -> dict:
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
-    for key in ("CC", "CXX", "AUTOPASS_STORE", "AUTOPASS_MODE"):
-        env.pop(key, None)
-    return env
-
-
-def check_recorded(root: Path, opt: str, binary: str, n_units: int) -> None:
-    store = Store.open_existing(str(root / ".autopass"))
-    units = store.units()
-    assert len(units) == n_units
-    for unit in units:
-        verify_ir(opt, root / ".autopass", unit.ir_hash)
-    [target] = [t for t in resolve(store, str(root)) if t.output_rel == binary]
-    assert sorted(target.unit_sources) == sorted(u.source_rel for u in units)
-    assert target.unmatched == []
-    assert store.log_lines() == []
+from support import (
+    AUTOPASS,
+    REPO,
+    check_recorded,
+    copy_example,
+    env_with_autopass,
+    sh,
+    snapshot,
+)
 
 
 @pytest.mark.parametrize("jobs", ["-j2", "-j8"])

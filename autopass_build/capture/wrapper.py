@@ -49,15 +49,24 @@ def is_cxx_name(name: str) -> bool:
 
 
 def _self_paths(argv0: str, env: dict[str, str]) -> frozenset[str]:
-    """Real paths that are autopass itself, never to be taken for the real compiler."""
+    """Real paths that are autopass itself (files, and the masquerade folder of
+    `autopass record`), never to be taken for the real compiler."""
     paths = {os.path.realpath(argv0)}
     located = toolchain.which(argv0, env.get("PATH", "")) if os.sep not in argv0 else None
     if located:
         paths.add(os.path.realpath(located))
     masquerade = env.get(ENV_MASQUERADE_DIR)
     if masquerade:
-        paths.add(os.path.abspath(masquerade))
+        paths.update((os.path.abspath(masquerade), os.path.realpath(masquerade)))
     return frozenset(paths)
+
+
+def _is_autopass(path: str, self_paths: frozenset[str]) -> bool:
+    """`path` is one of our own wrappers: what CMake finds for `clang-19` when it
+    configures under `autopass record` (the masquerade link first on PATH)."""
+    real = os.path.realpath(path)
+    return real in self_paths or os.path.dirname(real) in self_paths \
+        or os.path.dirname(os.path.abspath(path)) in self_paths
 
 
 def looks_like_compiler(name: str) -> bool:
@@ -87,16 +96,22 @@ class Plan:
         while rest and rest[0].startswith(LAUNCHER_OPTIONS):
             key, value = rest.pop(0)[2:].split("=", 1)
             options[key] = value
-        launched = _launcher_compiler(rest[0], env) if rest else None
-        if launched:
-            self.compiler_argv0 = rest[0]
-            self.compiler_path = launched
-            self.cxx = is_cxx_name(rest[0])
-            self.args = rest[1:]
+        self_paths = _self_paths(argv[0], env)
+        named = rest[0] if rest else ""
+        launched = _launcher_compiler(named, env) if rest else None
+        if launched and _is_autopass(launched, self_paths):
+            # AutoPass.cmake's launcher in front of a compiler that is record mode's
+            # masquerade link (both ways in at once): we are the outer layer, and the
+            # compiler is the real one that the masquerade stands for.
+            rest, launched = rest[1:], None
+            self.cxx = is_cxx_name(named)
         else:
-            self.cxx = is_cxx_name(argv[0])
+            self.cxx = is_cxx_name(named if launched else argv[0])
+        if launched:
+            self.compiler_argv0, self.compiler_path, self.args = named, launched, rest[1:]
+        else:
             tool = "clang++" if self.cxx else "clang"
-            found = toolchain.find_tool(tool, env=env, exclude=_self_paths(argv[0], env))
+            found = toolchain.find_tool(tool, env=env, exclude=self_paths)
             if not found:
                 raise WrapperError(f"cannot find the real {tool}: "
                                    + toolchain.INSTALL_HINT.format(v=toolchain.DEFAULT_LLVM_VERSION))

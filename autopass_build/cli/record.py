@@ -14,6 +14,7 @@ from autopass_build import config as configuration
 from autopass_build.capture.build_env import record_environment
 from autopass_build.cli.common import (
     CliError,
+    add_config_option,
     add_store_option,
     open_store,
     root_of,
@@ -40,7 +41,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--store", metavar="DIR", help=f"store folder (default: ROOT/{STORE_DIRNAME})")
     p.add_argument("--root", metavar="DIR",
                    help="project root; sources are recorded relative to it (default: .)")
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
+    add_config_option(p)
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...",
+                   help="the build command (default: [build].command of autopass.toml)")
     p.set_defaults(func=cmd_record)
 
     p = sub.add_parser("units", help="list captured units and skipped commands with reasons")
@@ -69,9 +72,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     command = args.command
     if command and command[0] == "--":
         command = command[1:]
+    folder = None
     if not command:
-        raise CliError("nothing to build: give the build command after `--`, e.g. "
-                       "`autopass record -- make -j2`")
+        command, folder = _configured_build(args)
     root = os.path.abspath(args.root or os.getcwd())
     store_dir = os.path.abspath(args.store or os.path.join(root, STORE_DIRNAME))
     store = Store.create(store_dir)
@@ -83,7 +86,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     log_before = len(store.log_lines())
     print(f"autopass: recording into {store_dir}", file=sys.stderr)
     try:
-        status = subprocess.call(command, env=env)
+        status = subprocess.call(command, env=env, cwd=folder)
     except FileNotFoundError:
         raise CliError(f"build command not found: {command[0]!r}")
     except KeyboardInterrupt:
@@ -93,6 +96,21 @@ def cmd_record(args: argparse.Namespace) -> int:
     if status != 0:
         print(f"autopass: the build command exited with {status}", file=sys.stderr)
     return status
+
+
+def _configured_build(args: argparse.Namespace) -> tuple[list[str], str]:
+    """`autopass record` with no command: [build].command of autopass.toml, and the
+    folder it runs in ([build].root)."""
+    try:
+        config = configuration.load(args.config)
+    except configuration.ConfigError as error:
+        raise CliError(f"nothing to build, and {error}")
+    if not config.build.command:
+        raise CliError("nothing to build: give the build command after `--`, e.g. "
+                       "`autopass record -- make -j2`, or set [build].command in "
+                       f"{configuration.CONFIG_NAME}")
+    print(f"autopass: building with [build].command of {config.path}", file=sys.stderr)
+    return list(config.build.command), config.resolve(config.build.root)
 
 
 def _print_record_summary(store: Store, started: float, log_before: int) -> None:

@@ -1,0 +1,83 @@
+"""Real builds as users drive them: the ways in combined, build commands as a shell reads
+them, and a verified stage shipped whether or not a per-file flag wins."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from support import (
+    AUTOPASS,
+    REPO,
+    check_recorded,
+    copy_example,
+    env_with_autopass,
+    sh,
+    snapshot,
+)
+
+CMAKE_INCLUDE = f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={REPO}/cmake/AutoPass.cmake"
+
+
+@pytest.mark.parametrize("compiler", ["bare name", "full path", "not given"])
+def test_record_around_the_cmake_include_records_every_unit(tmp_path, clangxx, opt, compiler):
+    """`autopass record` and AutoPass.cmake at once: CMake resolves the compiler to record
+    mode's masquerade link, the include's launcher wraps that; the wrapper must see its
+    own link and run the real compiler, never stop at its recursion guard."""
+    root = copy_example("cmake-cpp", tmp_path)
+    env = env_with_autopass()
+    given = {"bare name": "-DCMAKE_CXX_COMPILER=clang++-19",
+             "full path": f"-DCMAKE_CXX_COMPILER={clangxx}", "not given": ""}[compiler]
+    build = f"cmake -S . -B b -G Ninja {given} {CMAKE_INCLUDE} && ninja -C b"
+    done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "recursion" not in done.stdout + done.stderr
+    check_recorded(root, opt, "b/routeplan", 5)
+    result = subprocess.run(["b/routeplan"], cwd=root, capture_output=True, check=True)
+    assert result.stdout == (root / "expected.txt").read_bytes()
+
+
+def test_record_with_cc_set_to_clang_on_makes_command_line(tmp_path, clang, opt):
+    """`make CC=clang-19` under record: the Makefile's $(CC) is the masquerade link."""
+    root = copy_example("make-c", tmp_path)
+    env = env_with_autopass()
+    sh(["make", "-j2", "-s", "CC=clang-19"], root, env)
+    plain = snapshot(root, ("*.o", "*.a", "dataproc"))
+    sh(["make", "-s", "clean"], root, env)
+    sh([AUTOPASS, "record", "--", "make", "-j2", "-s", "CC=clang-19"], root, env)
+    assert snapshot(root, ("*.o", "*.a", "dataproc")) == plain
+    check_recorded(root, opt, "dataproc", 11)
+
+
+def test_a_build_command_string_runs_as_a_shell_runs_it(tmp_path, clang, opt):
+    """[build].command written as one string (a redirection, &&, a variable: the natural
+    way to write an autotools build) runs through sh -c, as make runs a recipe, for
+    `autopass record` with no command and for `autopass verify`; a list is one argv."""
+    root = copy_example("make-c", tmp_path)
+    env = env_with_autopass()
+    config = (root / "autopass.toml").read_text()
+    config = config.replace('command = "make -j2"\nclean = "make clean"',
+                            'command = "make -s clean >/dev/null && CFLAGS=-O1 make -j2 -s"\n'
+                            'clean = "make -s clean >/dev/null 2>&1"')
+    (root / "autopass.toml").write_text(config)
+    said = sh([AUTOPASS, "record"], root, env)
+    assert "building with [build].command" in said
+    check_recorded(root, opt, "dataproc", 11)
+    assert all(u.opt_level == "-O1" for u in _units(root))     # CFLAGS=-O1 reached make
+    done = subprocess.run([AUTOPASS, "verify", "--no-measure"], cwd=root, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "identical" in done.stdout
+
+
+def test_record_with_neither_a_command_nor_a_config_says_what_to_give(tmp_path):
+    done = subprocess.run([AUTOPASS, "record"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "autopass record -- make" in done.stderr and "[build].command" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _units(root):
+    from autopass_build.store.index import Store
+    return Store.open_existing(str(root / ".autopass")).units()
