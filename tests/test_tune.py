@@ -235,15 +235,26 @@ class RecordedMeasurements:
         return Evaluation(Outcome.OK, Comparison(Outcome.OK, verdict, estimate, runs=40))
 
 
-def scripted_tuner(tmp_path, table, budget):
+def scripted_tuner(tmp_path, table, budget, pgo_alone=None):
+    """A tuner over recorded measurements; with `pgo_alone` (the verdicts of PGO alone
+    against the recorded build), a PGO run with a stand-in profile."""
     from autopass_build import config as cfg
+    from autopass_build.instruments.pgo import TrainedProfile
     from autopass_build.store.index import Store
     from autopass_build.tuning.space import Knob, Space
     from autopass_build.tuning.tuner import Tuner, TuneRequest
 
     class ScriptedTuner(Tuner):
         def _evaluator(self):
+            if self.request.pgo:
+                profile = tmp_path / "profile.profdata"
+                profile.write_bytes(b"a stand-in profile")
+                self.profile = TrainedProfile(str(profile), "hash", "prog", 1)
             return self.recorded
+
+        def _plain_evaluator(self):
+            return RecordedMeasurements({f"-fprofile-instr-use={tmp_path}/profile.profdata":
+                                         pgo_alone or []})
 
         def _hot_sources(self, evaluator):
             return ["a.c"]
@@ -254,7 +265,8 @@ def scripted_tuner(tmp_path, table, budget):
     store = Store.create(str(tmp_path / ".autopass"))
     config = cfg.parse('[measure]\nmetric = "wall"\n', project_dir=str(tmp_path))
     tuner = ScriptedTuner(store, config, TuneRequest(strategy="greedy", budget=budget,
-                                                     flags_db=str(tmp_path / "db.json")))
+                                                     flags_db=str(tmp_path / "db.json"),
+                                                     pgo=pgo_alone is not None))
     tuner.recorded = RecordedMeasurements(table)
     return tuner
 
@@ -290,6 +302,29 @@ def test_a_final_measurement_that_fails_is_reported_not_a_traceback(tmp_path, ca
     assert "final re-measurement: RUN_CRASH (killed by signal 11)" in said
     assert "nothing written" in said
     assert "no flags written" in text(summarize(result.journal))
+
+
+@pytest.mark.parametrize("pgo_alone, shipped", [("faster", True), ("same", False)])
+def test_a_verified_pgo_stage_ships_when_no_flag_wins(tmp_path, capsys, pgo_alone, shipped):
+    """No per-file flag holds up on top of PGO; PGO alone against the recorded build
+    decides whether the database (the profile, no entries) is written."""
+    from autopass_build.cli.tune import _print_result
+
+    table = {"-O3": [("same", 1.0)], "-O2": [("same", 1.0)], "-O1": [("slower", 1.2)]}
+    result = scripted_tuner(tmp_path, table, budget=3,
+                            pgo_alone=[(pgo_alone, 0.94 if shipped else 1.0)]).run()
+    assert result.winners == [] and result.best is None
+    db_file = tmp_path / "db.json"
+    assert (result.flags_db is not None) == shipped == db_file.exists()
+    _print_result(result, "wall")
+    said = capsys.readouterr().out
+    if shipped:
+        db = flagsdb.load(str(db_file))
+        assert db.entries == {} and db.profile and db.profile["path"] == "autopass.profdata"
+        assert (tmp_path / "autopass.profdata").read_bytes() == b"a stand-in profile"
+        assert "wrote the PGO profile" in said
+    else:
+        assert "nothing written" in said
 
 
 def test_report_text_and_html(project, straight_run, tmp_path) -> None:

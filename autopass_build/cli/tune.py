@@ -172,7 +172,8 @@ def _print_result(result, metric: str) -> None:
         print("  " + line)
     baseline = "PGO alone" if journal.header.get("pgo") else "the recorded build"
     if result.best is None:
-        print(f"no candidate was clearly faster than {baseline}; nothing written")
+        print(f"no candidate was clearly faster than {baseline}; "
+              + _shipped_stage(result))
         return
     print(f"  best candidate #{result.best.n}: {result.best.interval_text()} against {baseline}")
     final = result.final
@@ -181,11 +182,19 @@ def _print_result(result, metric: str) -> None:
         print(f"  final re-measurement: {final.interval_text()}{pairs} -> "
               f"{final.verdict or final.outcome}")
     if not result.winners:
-        print("the gain did not hold up in the final measurement; nothing written")
+        print("the gain did not hold up in the final measurement; " + _shipped_stage(result))
         return
     print(f"wrote {len(result.winners)} entries to {result.flags_db}:")
     for w in result.winners:
         print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry.ratio:.4f}x)")
+
+
+def _shipped_stage(result) -> str:
+    """What was written when no per-file flag won: the verified PGO stage, or nothing."""
+    if result.flags_db:
+        return (f"wrote the PGO profile to {result.flags_db} (verified faster than the "
+                "recorded build; `autopass apply` builds with it)")
+    return "nothing written"
 
 
 def cmd_report(args: argparse.Namespace) -> int:

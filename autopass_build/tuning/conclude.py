@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopass_build.instruments import pgo
-from autopass_build.instruments.evaluate import EvaluateError, Evaluator
+from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
-    TuneError,
     config_key,
     flags_of,
 )
@@ -52,20 +51,17 @@ def conclude(best: Entry, measurements: Measurements) -> tuple[Entry, list[Winne
     return final, [Winner(s, f, gains.get(s, final)) for s, f in sorted(kept.items())]
 
 
-def versus_recorded(measurements: Measurements, profile: pgo.TrainedProfile,
-                    winners: list[Winner]) -> None:
+def versus_recorded(measurements: Measurements, plain: Evaluator,
+                    profile: pgo.TrainedProfile, winners: list[Winner]) -> Entry:
     """On PGO, gains are against PGO alone; users compare with their plain build too.
     So PGO alone, and PGO with the winners, are each measured against the recorded
-    build (journal phases PGO_ALONE and TUNED_ON_PGO)."""
-    run = measurements.evaluator
-    try:
-        plain = Evaluator(run.store, measurements.config, run.target.output_rel)
-    except EvaluateError as error:
-        raise TuneError(str(error)) from None
+    build `plain` (journal phases PGO_ALONE and TUNED_ON_PGO).  Returns PGO alone's."""
     with_profile = pgo.flags_for(plain, profile)
-    measurements.once(Phase.PGO_ALONE, {}, "PGO alone against the recorded build",
-                      evaluator=plain, under=with_profile)
+    alone = measurements.once(Phase.PGO_ALONE, {}, "PGO alone against the recorded build",
+                              evaluator=plain, under=with_profile)
+    return alone
     if winners:
         measurements.once(Phase.TUNED_ON_PGO, {w.source: w.flags for w in winners},
                           "tuned on PGO against the recorded build",
                           evaluator=plain, under=with_profile)
+    return alone

@@ -128,14 +128,18 @@ class Tuner:
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run)
         final, winners = conclude(best, self.measurements) if best else (None, [])
-        if self.request.pgo and self.profile:
-            versus_recorded(self.measurements, self.profile, winners)
+        profile = self.profile if self.request.pgo else None
+        if profile:
+            pgo_alone = versus_recorded(self.measurements, self._plain_evaluator(), profile,
+                                        winners)
+            if not winners and pgo_alone.verdict != FASTER:
+                profile = None   # alone, and not verified faster than the plain build
         written = None
-        if winners and final:
+        if (winners and final) or profile:
+            # A verified stage ships whether or not a per-file flag won on top of it.
             written = publish.write(self.request.flags_db, winners, journal, evaluator.units,
                                     self.config.measure.metric, self.request.strategy,
-                                    self.request.native,
-                                    self.profile if self.request.pgo else None)
+                                    self.request.native, profile)
         measured = len(journal.of_phase(Phase.SEARCH))
         return TuneResult(journal, sources, measured, best, final, winners, written)
 
@@ -216,6 +220,13 @@ class Tuner:
             evaluator.baseline()
             return evaluator
         except (EvaluateError, MeasureError, pgo.PgoError) as error:
+            raise TuneError(str(error)) from None
+
+    def _plain_evaluator(self) -> Evaluator:
+        """The recorded build as the baseline (the run's own has the PGO profile)."""
+        try:
+            return Evaluator(self.store, self.config, self.evaluator.target.output_rel)
+        except EvaluateError as error:
             raise TuneError(str(error)) from None
 
     def _profile(self, evaluator: Evaluator) -> "pgo.TrainedProfile":
