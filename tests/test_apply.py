@@ -161,7 +161,7 @@ def test_db_show_and_check(reference) -> None:
 
 def test_cmake_apply_mode_through_autopass_cmake(tmp_path) -> None:
     """CMake + Ninja, the project untouched: AutoPass.cmake records, then applies."""
-    from conftest import REPO
+    from support import REPO
     root = tmp_path / "cmake-cpp"
     shutil.copytree(EXAMPLES / "cmake-cpp", root, ignore=shutil.ignore_patterns("build", ".autopass"))
     include = f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={REPO}/cmake/AutoPass.cmake"

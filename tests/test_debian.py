@@ -27,7 +27,7 @@ from autopass_build.instruments.replay import Replayer  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 from autopass_build.store.targets import resolve  # noqa: E402
 
-pytestmark = pytest.mark.debian
+pytestmark = [pytest.mark.debian, pytest.mark.slow]   # builds of real programs: 10-40 s each
 
 
 def _sh(argv, cwd, env):

@@ -47,6 +47,7 @@ def _same(replayer: Replayer, unit, flags) -> str:
     return "" if same else f"{unit.source_rel} with {' '.join(flags)}: {why}"
 
 
+@pytest.mark.slow
 def test_every_knob_replays_as_it_applies(stores) -> None:
     space = default_space(native=True)
     clang = toolchain.find_tool("clang")

@@ -20,8 +20,8 @@ import pytest
 from support import AUTOPASS, TUNE_MINI, recorded_tune_mini
 
 from autopass_build.core import flags as flagset
+from autopass_build.core import flags_db
 from autopass_build.core.outcome import Outcome
-from autopass_build.store import flagsdb
 from autopass_build.tuning.journal import Entry, Journal, JournalError, Phase, Timing
 
 CONFIG = """
@@ -71,7 +71,7 @@ def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight
     assert len({e.config for e in search}) == 8              # nothing measured twice
     assert [e.n for e in entries] == list(range(1, len(entries) + 1))
     assert all(e.outcome == "OK" and e.pairs == 2 for e in search)
-    db = flagsdb.load(str(project / "autopass.flags.json"))
+    db = flags_db.load(str(project / "autopass.flags.json"))
     assert db.entries, "an 8-evaluation GA on this program finds a faster candidate"
     final = [e for e in entries if e.phase == "final"][-1]
     assert final.verdict == "faster" and final.ratio < 1
@@ -80,7 +80,7 @@ def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight
         assert source in header["sources"] and not os.path.isabs(source)
         assert flagset.validate(entry.flags) and entry.gain.ratio < 1
         assert entry.gain.metric == "instructions" and entry.why and entry.run
-    assert db_text == db.to_json()                      # stable, sorted formatting
+    assert db_text == flags_db.to_json(db)              # stable, sorted formatting
 
 
 def test_resume_after_kill_9_gives_the_same_journal(project, straight_run) -> None:
@@ -319,8 +319,8 @@ def test_a_verified_pgo_stage_ships_when_no_flag_wins(tmp_path, capsys, pgo_alon
     _print_result(result, "wall")
     said = capsys.readouterr().out
     if shipped:
-        db = flagsdb.load(str(db_file))
-        assert db.entries == {} and db.profile and db.profile["path"] == "autopass.profdata"
+        db = flags_db.load(str(db_file))
+        assert db.entries == {} and db.profile and db.profile.path == "autopass.profdata"
         assert (tmp_path / "autopass.profdata").read_bytes() == b"a stand-in profile"
         assert "wrote the PGO profile" in said
     else:

@@ -1,8 +1,9 @@
 """Apply mode: the flags database's entry for this compile's source, checked, or why not.
 
-Runs inside the wrapper (once per compile), so it reads the database with `json` only
-and checks it the way `flagsdb.py` documents the format, without that module's imports.
-The database is input, not trusted code: its flags pass the allowlist again here; a
+Runs inside the wrapper (once per compile).  The database is read by its one loader
+(`core/flags_db.py`, which says what it refuses), and the parsed JSON is cached per file
+version so that a build does not pay for `json` in every compile.  The database is
+input, not trusted code: its flags pass the allowlist again; a
 database that cannot be read, has another schema, is writable by others or owned by
 someone else gives a warning and the default flags; an entry whose source changed since
 it was measured (stale), or whose compiler differs, is skipped with a warning -- unless
@@ -21,7 +22,7 @@ import os
 import stat
 
 from autopass_build.capture.spool import COMPILERS, TMP, Spool
-from autopass_build.core import flags as flagset
+from autopass_build.core import flags_db
 from autopass_build.core.files import (
     hash_bytes,
     hash_file,
@@ -29,7 +30,8 @@ from autopass_build.core.files import (
     user_cache_dir,
     write_atomic,
 )
-from autopass_build.core.names import FLAGS_DB_NAME, FLAGS_DB_SCHEMA
+from autopass_build.core.flags_db import FlagsDb
+from autopass_build.core.names import FLAGS_DB_NAME
 
 
 class Decision:
@@ -47,7 +49,7 @@ def db_path(root: str, explicit: str | None) -> str:
     return os.path.abspath(explicit) if explicit else os.path.join(root, FLAGS_DB_NAME)
 
 
-def load(path: str) -> tuple[dict | None, str]:
+def load(path: str) -> tuple[FlagsDb | None, str]:
     """(database, "") or (None, why it is refused); (None, "") when there is none."""
     try:
         st = os.stat(path)
@@ -59,22 +61,17 @@ def load(path: str) -> tuple[dict | None, str]:
         return None, f"{path} is writable by every user: refused (chmod o-w {path})"
     if st.st_uid not in (os.getuid(), 0):
         return None, f"{path} belongs to another user (uid {st.st_uid}): refused"
-    data = _cached(path, st)
-    if data is None:
-        try:
-            import json  # imports `re`: 10 ms a compile, hence the cache below
-
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (OSError, ValueError) as error:
-            return None, f"{path} is not a readable flags database ({error})"
-        _remember(path, st, data)
-    if not isinstance(data, dict) or data.get("schema") != FLAGS_DB_SCHEMA:
-        return None, (f"{path} has schema {data.get('schema') if isinstance(data, dict) else '?'}"
-                      f"; this autopass reads schema {FLAGS_DB_SCHEMA} (re-run autopass tune)")
-    if not isinstance(data.get("entries"), dict):
-        return None, f"{path} has no entries table"
-    return data, ""
+    try:
+        data = _cached(path, st)
+        if data is None:
+            text = flags_db.read_text(path)
+            if text is None:
+                return None, ""
+            data = flags_db.loads(text, path)
+            _remember(path, st, data)
+        return flags_db.from_json(data, path), ""
+    except flags_db.FlagsDbError as error:
+        return None, str(error)
 
 
 def _cache_file(path: str, st: os.stat_result) -> str:
@@ -92,11 +89,11 @@ def _cached(path: str, st: os.stat_result):
         return None
 
 
-def _remember(path: str, st: os.stat_result, data: dict) -> None:
+def _remember(path: str, st: os.stat_result, data: object) -> None:
     target = _cache_file(path, st)
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        write_atomic(target, marshal.dumps(data))
+        write_atomic(target, marshal.dumps(data))  # type: ignore[arg-type]  # JSON values
     except (OSError, ValueError):
         pass  # only a cache
 
@@ -119,34 +116,34 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         return Decision((), why, policy == "error") if why else None
     sources = [os.path.normpath(os.path.join(cwd, s.path)) for s in parsed.sources]
     if len(sources) != 1 or parsed.skipped_sources:
-        tuned = [s for s in sources if relative_to(s, root) in db["entries"]]
+        tuned = [s for s in sources if relative_to(s, root) in db.entries]
         return Decision((), f"{', '.join(tuned)}: tuned flags not applied: the command "
                         "compiles several sources at once") if tuned else None
     profile = profile_decision(db, path, policy)
     if profile.error:
         return profile
     decision = (decide(db, sources[0], root, compiler_id(compiler_path), policy)
-                if relative_to(sources[0], root) in db["entries"] else Decision())
+                if relative_to(sources[0], root) in db.entries else Decision())
     merged = Decision(profile.flags + decision.flags,
                       "; ".join(w for w in (profile.warning, decision.warning) if w),
                       decision.error, relative_to(sources[0], root) if profile.flags else "")
     return merged if merged.flags or merged.warning else None
 
 
-def profile_decision(db: dict, path: str, policy: str) -> Decision:
+def profile_decision(db: FlagsDb, path: str, policy: str) -> Decision:
     """The database's PGO profile for every compile, if it is the one tuned with."""
-    profile = db.get("profile")
-    if not profile:
+    profile = db.profile
+    if profile is None:
         return Decision()
+    if os.path.isabs(profile.path) or ".." in profile.path.split("/"):
+        return _refuse(f"{path}: the profile must lie beside the database", policy)
+    file = os.path.join(os.path.dirname(path), profile.path)
     try:
-        file = os.path.join(os.path.dirname(path), str(profile["path"]))
-        if os.path.isabs(str(profile["path"])) or ".." in str(profile["path"]).split("/"):
-            return _refuse(f"{path}: the profile must lie beside the database", policy)
-        if hash_file(file) != str(profile["hash"]):
+        if hash_file(file) != profile.hash:
             return _refuse(f"{file} is not the PGO profile the flags were tuned with "
                            "(re-run autopass tune --pgo)", policy)
-    except (OSError, KeyError, TypeError) as error:
-        return _refuse(f"the PGO profile of {path} cannot be used ({error})", policy)
+    except OSError as error:
+        return _refuse(f"the PGO profile of {path} cannot be used ({error.strerror})", policy)
     # A source changed since training makes clang warn per compile; under the build's
     # -Werror that would fail it, so the warning stays a warning and we summarize it.
     return Decision((f"-fprofile-instr-use={file}", "-Wno-error=profile-instr-out-of-date"))
@@ -173,30 +170,27 @@ def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decis
     return "".join(kept).encode(), _refuse(why, policy)
 
 
-def decide(db: dict, source: str, root: str, compiler_id: str, policy: str) -> Decision:
+def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str) -> Decision:
     """The flags for `source` (absolute), or none with the reason."""
     rel = relative_to(source, root)
-    entry = db["entries"].get(rel)
+    entry = db.entries.get(rel)
     if entry is None:
         return Decision()
-    try:
-        tokens = flagset.validate(entry["flags"])
-        recorded_hash = str(entry["source_hash"])
-    except (KeyError, TypeError, flagset.FlagError) as error:
-        return _refuse(f"{rel}: database entry rejected ({error})", policy)
+    if entry.problem:
+        return _refuse(f"{rel}: database entry rejected ({entry.problem})", policy)
     stale = []
     try:
-        if hash_file(source) != recorded_hash:
+        if hash_file(source) != entry.source_hash:
             stale.append("the source changed since its flags were measured")
     except OSError:
         pass  # the compiler will say what is wrong with the source
-    wanted = str(db.get("toolchain", {}).get("compiler", ""))
+    wanted = db.toolchain.get("compiler", "")
     if wanted and compiler_id and wanted != compiler_id:
         stale.append(f"it was tuned with {wanted}, this is {compiler_id}")
     if stale and policy != "apply-anyway":
         return _refuse(f"{rel}: entry not applied: {'; '.join(stale)} (re-run autopass tune)",
                        policy)
-    return Decision(tokens)
+    return Decision(entry.flags)
 
 
 def _refuse(why: str, policy: str) -> Decision:

@@ -40,6 +40,7 @@ from autopass_build.capture.response_files import (
     ResponseFileError,
     read_response_file,
 )
+from autopass_build.core.records import Record
 
 # ---- named outcomes -------------------------------------------------------------------
 # Modes of an invocation we can act on.
@@ -100,49 +101,21 @@ STAGE_ORDER = {"": 0, "-c": 1, "-S": 2, "-E": 3}   # gcc: -E wins over -S wins o
 
 
 # ---- results --------------------------------------------------------------------------
-# Plain classes, not dataclasses: this module runs in every compile, and importing
-# `dataclasses` (which imports `inspect`) costs ~45 ms per compile on a 2-core VM.
-class _Record:
-    __slots__: tuple[str, ...] = ()
-
-    def __init__(self, *values: object, **named: object) -> None:
-        defaults = getattr(type(self), "_defaults", {})
-        for index, name in enumerate(self.__slots__):
-            if index < len(values):
-                value = values[index]
-            elif name in named:
-                value = named[name]
-            else:
-                value = defaults[name]
-            object.__setattr__(self, name, value)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and all(
-            getattr(self, n) == getattr(other, n) for n in self.__slots__)
-
-    def __hash__(self) -> int:
-        return hash(tuple(getattr(self, n) for n in self.__slots__))
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
-        return f"{type(self).__name__}({fields})"
-
-
-class Arg(_Record):
+class Arg(Record):
     """One option with its value tokens, exactly as written (`("-o", "x.o")`)."""
     __slots__ = ("tokens", "role")
     tokens: tuple[str, ...]
     role: str
 
 
-class Source(_Record):
+class Source(Record):
     __slots__ = ("path", "language", "arg_index")
     path: str           # as written on the command line
     language: str
     arg_index: int      # index into Invocation.args
 
 
-class Skip(_Record):
+class Skip(Record):
     """The command is passed through untouched; `reason` is one of the names above."""
     __slots__ = ("reason", "detail", "sources")
     _defaults = {"detail": "", "sources": ()}
@@ -155,7 +128,7 @@ class Skip(_Record):
         return self.reason in QUIET_REASONS
 
 
-class Invocation(_Record):
+class Invocation(Record):
     __slots__ = ("mode", "args", "sources", "skipped_sources", "output", "link_inputs",
                  "opt_level", "used_response_file")
     _defaults = {"skipped_sources": (), "output": None, "link_inputs": (), "opt_level": "-O0",

@@ -139,6 +139,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_db(args: argparse.Namespace) -> int:
     from autopass_build.capture import applier
+    from autopass_build.core import flags_db
 
     if args.action == "diff":
         return _diff(args.files)
@@ -148,7 +149,7 @@ def cmd_db(args: argparse.Namespace) -> int:
         raise CliError(why or f"{path} does not exist; `autopass tune` writes it")
     problems = {}
     compiler = _compiler_id()
-    for source in sorted(db["entries"]):
+    for source in sorted(db.entries):
         decision = applier.decide(db, os.path.join(root, source), root, compiler, "warn")
         if decision.warning:
             problems[source] = decision.warning
@@ -157,19 +158,17 @@ def cmd_db(args: argparse.Namespace) -> int:
     elif args.action == "check":
         for source, warning in problems.items():
             print(warning)
-        print(f"{len(db['entries']) - len(problems)}/{len(db['entries'])} entries apply")
+        print(f"{len(db.entries) - len(problems)}/{len(db.entries)} entries apply")
         return 1 if problems else 0
     else:
-        from autopass_build.store import flagsdb
-        data = flagsdb.load(path)
         for source in problems:
-            data.entries.pop(source, None)
-        flagsdb.save(path, data)
-        print(f"pruned {len(problems)} entries; {len(data.entries)} left")
+            db.entries.pop(source, None)
+        try:
+            flags_db.save(path, db)
+        except OSError as error:
+            raise CliError(f"cannot write {path}: {error.strerror}; nothing was pruned")
+        print(f"pruned {len(problems)} entries; {len(db.entries)} left")
     return 0
-
-
-SIGNIFICANT = ("flags", "source_hash", "gain")   # what a review cares about
 
 
 def _diff(files: list[str]) -> int:
@@ -183,19 +182,21 @@ def _diff(files: list[str]) -> int:
         db, why = applier.load(path)
         if db is None:
             raise CliError(why or f"{path} does not exist")
-        loaded.append(db["entries"])
+        loaded.append(db.entries)
     old, new = loaded
     changes = 0
     for source in sorted(set(old) | set(new)):
         a, b = old.get(source), new.get(source)
-        if a is not None and b is not None and all(a.get(k) == b.get(k) for k in SIGNIFICANT):
+        if a is not None and b is not None and (a.flags, a.source_hash, a.gain) == (
+                b.flags, b.source_hash, b.gain):   # what a review cares about
             continue
         changes += 1
         if a is None or b is None:
             entry, mark = (b, "+") if a is None else (a, "-")
-            print(f"{mark} {source}: {' '.join(entry.get('flags', []))}")
-        elif a.get("flags") != b.get("flags"):
-            print(f"~ {source}: {' '.join(a.get('flags', []))} -> {' '.join(b.get('flags', []))}")
+            assert entry is not None
+            print(f"{mark} {source}: {_flags_text(entry.flags)}")
+        elif a.flags != b.flags:
+            print(f"~ {source}: {_flags_text(a.flags)} -> {_flags_text(b.flags)}")
         else:
             print(f"~ {source}: same flags, new measurement or source")
     print(f"{changes} entries differ")
@@ -210,13 +211,18 @@ def _compiler_id() -> str:
     return compiler_id(clang) if clang else ""
 
 
-def _show(db: dict, problems: dict[str, str]) -> None:
-    tool = db.get("toolchain", {})
-    print(f"{tool.get('compiler', '?')}; {len(db['entries'])} entries")
-    for source, entry in sorted(db["entries"].items()):
-        gain = entry.get("gain", {})
+def _flags_text(flags: tuple[str, ...], limit: int = 200) -> str:
+    text = " ".join(flags)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(flags)} flags)"
+
+
+def _show(db, problems: dict[str, str]) -> None:
+    print(f"{db.toolchain.get('compiler', '?')}; {len(db.entries)} entries"
+          + (f"; PGO profile {db.profile.path}" if db.profile else ""))
+    for source, entry in sorted(db.entries.items()):
         mark = "  (not applied: see `autopass db check`)" if source in problems else ""
-        print(f"  {source}: {' '.join(entry.get('flags', []))}{mark}")
+        print(f"  {source}: {_flags_text(entry.flags)}{mark}")
+        gain = entry.gain
         if gain:
-            print(f"      {gain.get('metric')}: {gain.get('ratio', 0):.4f}x "
-                  f"[{gain.get('low', 0):.4f}, {gain.get('high', 0):.4f}]; {entry.get('why', '')}")
+            print(f"      {gain.metric}: {gain.ratio:.4f}x [{gain.low:.4f}, {gain.high:.4f}]; "
+                  f"{entry.why[:300]}")

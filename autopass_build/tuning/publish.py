@@ -6,10 +6,9 @@ import os
 import platform
 import shutil
 
-from autopass_build.core import toolchain
+from autopass_build.core import flags_db, toolchain
 from autopass_build.core.names import PROFILE_NAME
 from autopass_build.instruments.pgo import TrainedProfile
-from autopass_build.store import flagsdb
 from autopass_build.store.index import UnitRecord
 from autopass_build.tuning.conclude import Winner
 from autopass_build.tuning.journal import Entry, Journal, Phase
@@ -31,8 +30,8 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
           metric: str, strategy: str, native: bool, profile: TrainedProfile | None) -> str:
     """Replace the run's sources' entries in the database at `path` by the winners."""
     try:
-        db = flagsdb.load(path)
-    except flagsdb.FlagsDbError as error:
+        db = flags_db.load(path)
+    except flags_db.FlagsDbError as error:
         raise TuneError(f"{error}; the tuning result is in the journal {journal.path}") from None
     identity = toolchain.identify(units[0].compiler)
     db.toolchain = {"compiler": identity.short() if identity else "unknown",
@@ -46,17 +45,17 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
     for w in winners:
         e = w.entry
         assert e.ratio is not None and e.low is not None and e.high is not None
-        db.entries[w.source] = flagsdb.Entry(
-            list(w.flags), by_source[w.source].source_hash,
-            flagsdb.Gain(metric, e.ratio, e.low, e.high, e.pairs),
+        db.entries[w.source] = flags_db.Entry(
+            tuple(w.flags), by_source[w.source].source_hash,
+            flags_db.Gain(metric, e.ratio, e.low, e.high, e.pairs),
             why(strategy, e), journal.run_id)
-    flagsdb.save(path, db)
+    flags_db.save(path, db)
     return path
 
 
-def _ship_profile(db_path: str, profile: TrainedProfile) -> dict:
+def _ship_profile(db_path: str, profile: TrainedProfile) -> flags_db.ProfileRef:
     """The PGO profile beside the database (to be committed with it), by hash."""
     target = os.path.join(os.path.dirname(os.path.abspath(db_path)), PROFILE_NAME)
     shutil.copyfile(profile.path, target + ".tmp")
     os.replace(target + ".tmp", target)
-    return {"path": PROFILE_NAME, "hash": profile.hash}
+    return flags_db.ProfileRef(PROFILE_NAME, profile.hash)

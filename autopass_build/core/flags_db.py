@@ -1,0 +1,250 @@
+"""`autopass.flags.json`: the tuned flags of each source file, and its one loader.
+
+    {
+      "schema": 1,
+      "toolchain": {"compiler": "clang 19.1.7 (x86_64-pc-linux-gnu)", "target": "x86_64-..."},
+      "cpu": null,                       # the CPU model when an entry is CPU-specific
+      "profile": {"path": "autopass.profdata", "hash": "..."},   # PGO, or null
+      "entries": {
+        "src/lvm.c": {
+          "flags": ["-mllvm", "-inline-threshold=900"],
+          "source_hash": "<blake2b of the source the flags were measured on>",
+          "gain": {"metric": "cpu", "ratio": 0.962, "low": 0.951, "high": 0.973, "pairs": 20},
+          "why": "random search, evaluation 17 of 40: ...",
+          "run": "20261130-120000-random-seed0"
+        }
+      }
+    }
+
+Paths are relative to the project root; keys are sorted and the indentation fixed, so a
+re-tune changes only the lines of the entries that changed.
+
+The file is input, not trusted code, and it is read in every compile of an apply build.
+So this is the only reader: `from_json` turns any JSON value into a `FlagsDb` or raises
+`FlagsDbError` naming the file, the problem and the fix.  A problem with the whole file
+(not JSON, duplicate keys, nesting too deep, another schema, a field of the wrong type)
+refuses the file; a problem with one entry (flags of the wrong shape, too many or too
+long, or outside the allowlist) refuses that entry only, with its reason in `problem`, so
+`autopass db check` lists it and `db prune` drops it.  Runs inside the wrapper: no
+`dataclasses`, and `json` only when a file is actually read.
+"""
+
+from __future__ import annotations
+
+import math
+
+from autopass_build.core import flags as flagset
+from autopass_build.core.names import FLAGS_DB_SCHEMA
+from autopass_build.core.records import Record
+
+MAX_FLAGS = 64              # tokens in one entry: a command line stays far below ARG_MAX
+MAX_TOKEN = 200             # characters in one token
+MAX_FILE_BYTES = 16 << 20   # a database is kilobytes; a larger file is not one
+SHOWN = 80                  # characters of a rejected value quoted in a message
+
+FIX = "fix it, or move it away and re-run `autopass tune`"
+
+
+class FlagsDbError(Exception):
+    """The whole database is refused; the message names the file, the problem and the fix."""
+
+
+class Gain(Record):
+    __slots__ = ("metric", "ratio", "low", "high", "pairs")
+    metric: str
+    ratio: float          # tuned / baseline of the metric: below 1 is faster
+    low: float
+    high: float
+    pairs: int
+
+
+class Entry(Record):
+    """One source's flags; `problem` is why it must not be applied ("" when it may)."""
+    __slots__ = ("flags", "source_hash", "gain", "why", "run", "problem")
+    _defaults = {"gain": None, "why": "", "run": "", "problem": ""}
+    flags: tuple[str, ...]
+    source_hash: str
+    gain: Gain | None
+    why: str
+    run: str
+    problem: str
+
+
+class ProfileRef(Record):
+    """The PGO profile shipped beside the database, by content hash."""
+    __slots__ = ("path", "hash")
+    path: str
+    hash: str
+
+
+class FlagsDb(Record):
+    __slots__ = ("toolchain", "cpu", "profile", "entries")
+    _defaults = {"cpu": None, "profile": None}
+    toolchain: dict[str, str]
+    cpu: str | None
+    profile: ProfileRef | None
+    entries: dict[str, Entry]
+
+
+def empty() -> FlagsDb:
+    return FlagsDb({}, None, None, {})
+
+
+def shown(value: object) -> str:
+    """`value` as a message may quote it: repr, clipped to SHOWN characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text)} characters)"
+
+
+# -- reading ----------------------------------------------------------------------------
+def loads(text: str, path: str) -> object:
+    """JSON with duplicate keys refused (the last one would silently win) and nesting too
+    deep for the parser turned into the same error as any other problem."""
+    import json  # imports `re`: the applier caches what this returns
+
+    def no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+        seen: dict[str, object] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise FlagsDbError(f"{path}: the key {shown(key)} appears twice; {FIX}")
+            seen[key] = value
+        return seen
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates)
+    except RecursionError:
+        raise FlagsDbError(f"{path}: nested too deep to be a flags database; {FIX}") from None
+    except ValueError as error:
+        raise FlagsDbError(f"{path}: not a readable flags database ({error}); {FIX}") from None
+
+
+def read_text(path: str) -> str | None:
+    """The file's text; None when it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise FlagsDbError(f"{path} is a folder, not a flags database; give the file") from None
+    except OSError as error:
+        raise FlagsDbError(f"cannot read {path}: {error.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise FlagsDbError(f"{path} is larger than {MAX_FILE_BYTES >> 20} MiB: not a flags "
+                           f"database; {FIX}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FlagsDbError(f"{path} is not UTF-8 text; {FIX}") from None
+
+
+def load(path: str) -> FlagsDb:
+    """The database at `path` (an empty one when the file does not exist)."""
+    text = read_text(path)
+    return empty() if text is None else from_json(loads(text, path), path)
+
+
+def from_json(data: object, path: str) -> FlagsDb:
+    if not isinstance(data, dict):
+        raise FlagsDbError(f"{path}: not a flags database (a JSON object); {FIX}")
+    if data.get("schema") != FLAGS_DB_SCHEMA:
+        raise FlagsDbError(f"{path} has schema {shown(data.get('schema'))}; this autopass "
+                           f"reads schema {FLAGS_DB_SCHEMA} (re-run autopass tune)")
+    toolchain = data.get("toolchain") or {}
+    if not isinstance(toolchain, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in toolchain.items()):
+        raise FlagsDbError(f"{path}: \"toolchain\" must be an object of strings; {FIX}")
+    cpu = data.get("cpu")
+    if cpu is not None and not isinstance(cpu, str):
+        raise FlagsDbError(f"{path}: \"cpu\" must be a string or null; {FIX}")
+    entries = data.get("entries")
+    if not isinstance(entries, dict):
+        raise FlagsDbError(f"{path}: \"entries\" must be an object (source -> entry); {FIX}")
+    return FlagsDb(dict(toolchain), cpu, _profile(data.get("profile"), path),
+                   {source: entry_from_json(raw) for source, raw in entries.items()})
+
+
+def _profile(raw: object, path: str) -> ProfileRef | None:
+    if raw is None:
+        return None
+    if not (isinstance(raw, dict) and isinstance(raw.get("path"), str)
+            and isinstance(raw.get("hash"), str)):
+        raise FlagsDbError(f"{path}: \"profile\" must be null or {{\"path\": ..., \"hash\": "
+                           f"...}}; {FIX}")
+    return ProfileRef(raw["path"], raw["hash"])
+
+
+def entry_from_json(raw: object) -> Entry:
+    """An entry, with `problem` set when it must not be applied."""
+    if not isinstance(raw, dict):
+        return Entry((), "", problem=f"the entry is {type(raw).__name__}, not an object")
+    flags, source_hash = raw.get("flags"), raw.get("source_hash")
+    why, run = raw.get("why", ""), raw.get("run", "")
+    text = (why if isinstance(why, str) else "", run if isinstance(run, str) else "")
+    if not isinstance(flags, list) or not all(isinstance(t, str) for t in flags):
+        return Entry((), "", None, *text, problem="\"flags\" must be a list of strings")
+    tokens = tuple(flags)
+    if not isinstance(source_hash, str):
+        return Entry(tokens, "", None, *text, problem="\"source_hash\" must be a string")
+    problem = _flags_problem(tokens)
+    return Entry(tokens, source_hash, _gain(raw.get("gain")), *text, problem=problem)
+
+
+def _flags_problem(tokens: tuple[str, ...]) -> str:
+    if len(tokens) > MAX_FLAGS:
+        return f"{len(tokens)} flags, more than the {MAX_FLAGS} an entry may hold"
+    long = next((t for t in tokens if len(t) > MAX_TOKEN), None)
+    if long is not None:
+        return f"the flag {shown(long)} is longer than {MAX_TOKEN} characters"
+    try:
+        flagset.validate(tokens)
+    except flagset.FlagError as error:
+        return str(error)
+    return ""
+
+
+def _gain(raw: object) -> Gain | None:
+    """The measured gain, or None when it is missing or malformed (it is for review
+    only: applying never depends on it)."""
+    if not isinstance(raw, dict):
+        return None
+    numbers = [raw.get(k) for k in ("ratio", "low", "high")]
+    values = [float(v) for v in numbers if isinstance(v, (int, float)) and _finite(v)]
+    if len(values) != 3 or not isinstance(raw.get("pairs"), int):
+        return None
+    return Gain(str(raw.get("metric", "")), *values, raw["pairs"])
+
+
+def _finite(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:        # an integer too large for a float
+        return False
+
+
+# -- writing ----------------------------------------------------------------------------
+def to_json(db: FlagsDb) -> str:
+    import json
+
+    data = {"schema": FLAGS_DB_SCHEMA, "toolchain": db.toolchain, "cpu": db.cpu,
+            "profile": {"path": db.profile.path, "hash": db.profile.hash} if db.profile
+            else None,
+            "entries": {source: _entry_json(e) for source, e in db.entries.items()}}
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _entry_json(entry: Entry) -> dict:
+    gain = entry.gain
+    return {"flags": list(entry.flags), "source_hash": entry.source_hash,
+            "gain": {"metric": gain.metric, "ratio": gain.ratio, "low": gain.low,
+                     "high": gain.high, "pairs": gain.pairs} if gain else None,
+            "why": entry.why, "run": entry.run}
+
+
+def save(path: str, db: FlagsDb) -> None:
+    """Atomically: a crash leaves the old file or the new one, never half of one."""
+    from autopass_build.core.files import write_atomic
+
+    write_atomic(path, to_json(db).encode("utf-8"), durable=True)
