@@ -261,7 +261,8 @@ def load(path: str | None = None, start: str = ".") -> Config:
     try:
         return parse(text, path, os.path.dirname(os.path.abspath(path)))
     except ConfigError as error:
-        raise ConfigError(f"{path}: {error}") from None
+        said = str(error)    # parse() names the file where it knows it; never twice
+        raise ConfigError(said if said.startswith(f"{path}:") else f"{path}: {said}") from None
 
 
 def _check_trusted(path: str) -> None:

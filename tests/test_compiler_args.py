@@ -25,6 +25,7 @@ SKIP_ROWS = [
     ("I3 -print-prog-name", ["-print-prog-name=ld"], ca.QUERY),
     ("I3 conftest", ["-o", "conftest", "-g", "-O2", "conftest.c"], ca.PROBE),
     ("I3 no inputs", ["-O2"], ca.QUERY),
+    ("I3 -o - (object to stdout)", ["-c", "a.c", "-o", "-"], ca.STDOUT_OUTPUT),
     ("I7 -flto", ["-flto", "-c", "a.c"], ca.LTO),
     ("I7 -flto=thin", ["-flto=thin", "-O2", "-c", "a.c"], ca.LTO),
     ("I7 -emit-llvm", ["-emit-llvm", "-c", "a.c"], ca.EMIT_LLVM),

@@ -68,6 +68,7 @@ PCH = "pch"
 MODULES = "modules"
 MULTIPLE_ARCH = "multiple_arch"
 STDIN_INPUT = "stdin_input"
+STDOUT_OUTPUT = "stdout_output"        # -o -: the object goes to standard output
 UNSUPPORTED_LANGUAGE = "unsupported_language"
 EMBED_BITCODE = "embed_bitcode"
 
@@ -351,6 +352,8 @@ def _classify(tokens: list[str], cwd: str, cxx_driver: bool) -> Invocation | Ski
         return Skip(PROBE)
     if unsupported:
         return Skip(unsupported, "", all_sources)
+    if output == "-":
+        return Skip(STDOUT_OUTPUT, "", all_sources)
     if arch_count > 1:
         return Skip(MULTIPLE_ARCH, "", all_sources)
     if not sources and skipped:

@@ -213,7 +213,12 @@ def _apply(plan: Plan) -> int:
     # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
     # compile's own output.
     argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
-    done, out, err = proc.run_buffered(plan.compiler_path, argv, plan.child_env())
+    try:
+        done, out, err = proc.run_buffered(plan.compiler_path, argv, plan.child_env())
+    except OSError as error:   # E2BIG and the like: the plain compile is still ours to run
+        sys.stderr.write(f"autopass: warning: cannot run the compiler with the tuned flags "
+                         f"({error.strerror}); compiling with the default flags\n")
+        return plan.exec_compiler()
     if done.status == 0:
         stale = None
         if decision.profiled:

@@ -89,9 +89,23 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if not command:
         raise CliError("give the build to run: autopass apply -- make -j2")
     db, root = _paths(args)
+    if args.root and not os.path.isdir(root):
+        raise CliError(f"--root {args.root}: not a folder; give the project root the "
+                       "database's paths are relative to")
     if not os.path.isfile(db):
-        print(f"autopass: warning: {db} does not exist: building with the default flags",
+        what = "is a folder, not a flags database" if os.path.isdir(db) else "does not exist"
+        print(f"autopass: warning: {db} {what}: building with the default flags",
               file=sys.stderr)
+    else:
+        from autopass_build.capture import applier
+
+        usable, why = applier.load(db)      # said before the build starts, and a build
+        # that compiles nothing hears it too
+        if usable is None and why:
+            if args.policy == "error":
+                raise CliError(why)
+            print(f"autopass: warning: {why}: building with the default flags",
+                  file=sys.stderr)
     work = tempfile.mkdtemp(prefix="autopass-apply-")
     try:
         env = apply_environment(root, db, args.policy, work)

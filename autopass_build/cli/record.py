@@ -22,7 +22,7 @@ from autopass_build.cli.common import (
 )
 from autopass_build.core import toolchain
 from autopass_build.core.names import STORE_DIRNAME
-from autopass_build.store.index import Store
+from autopass_build.store.index import Store, StoreError
 from autopass_build.store.targets import resolve
 
 
@@ -76,8 +76,16 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not command:
         command, folder = _configured_build(args)
     root = os.path.abspath(args.root or os.getcwd())
+    if not os.path.isdir(root):
+        raise CliError(f"--root {args.root}: not a folder; give the project root that "
+                       "sources are recorded relative to")
     store_dir = os.path.abspath(args.store or os.path.join(root, STORE_DIRNAME))
-    store = Store.create(store_dir)
+    try:
+        store = Store.create(store_dir)
+    except (OSError, StoreError) as error:
+        why = getattr(error, "strerror", None) or str(error)
+        raise CliError(f"cannot create the store at {store_dir} ({why}); the build was not "
+                       "run: pass --store DIR with a folder you can write") from None
     if not toolchain.find_tool("clang", exclude=frozenset({os.path.join(store_dir, "bin")})):
         raise CliError("clang not found: " + toolchain.INSTALL_HINT.format(
             v=toolchain.DEFAULT_LLVM_VERSION))

@@ -207,8 +207,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         if args.all:
             names = sorted(n for n in os.listdir(runs_dir)
-                           if os.path.isdir(os.path.join(runs_dir, n)))
+                           if os.path.isdir(os.path.join(runs_dir, n))) \
+                if os.path.isdir(runs_dir) else []
             journals = [Journal.open(os.path.join(runs_dir, n)) for n in names]
+            if not journals:
+                raise JournalError("no tuning run in this store yet; run `autopass tune` first")
         elif args.runs:
             journals = [Journal.open(os.path.join(runs_dir, n)) for n in args.runs]
         else:
@@ -218,8 +221,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     summaries = [summarize(j) for j in journals]
     print("\n\n".join(text(s) for s in summaries))
     if args.html:
-        with open(args.html, "w", encoding="utf-8") as handle:
-            handle.write(html_report(summaries))
+        try:
+            with open(args.html, "w", encoding="utf-8") as handle:
+                handle.write(html_report(summaries))
+        except OSError as error:
+            raise CliError(f"cannot write {args.html}: {error.strerror}; give --html a file "
+                           "path in a folder that exists") from None
         print(f"wrote {args.html}")
     return 0
 

@@ -156,7 +156,8 @@ class Journal:
             with open(os.path.join(folder, HEADER)) as handle:
                 header = json.load(handle)
         except (OSError, ValueError) as error:
-            raise JournalError(f"{folder} is not a readable tuning run ({error})")
+            why = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise JournalError(f"{folder} is not a readable tuning run ({why})") from None
         if header.get("journal_version") not in READABLE_VERSIONS:
             raise JournalError(f"{folder} was written by another autopass version "
                                f"(journal version {header.get('journal_version')}); "
@@ -171,7 +172,7 @@ class Journal:
             with open(os.path.join(runs, LATEST)) as handle:
                 name = handle.read().strip()
         except OSError:
-            raise JournalError("no tuning run to resume in this store; run `autopass tune` "
+            raise JournalError("no tuning run in this store yet; run `autopass tune` "
                                "first") from None
         return cls.open(os.path.join(runs, name), repair)
 

@@ -49,8 +49,27 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
             tuple(w.flags), by_source[w.source].source_hash,
             flags_db.Gain(metric, e.ratio, e.low, e.high, e.pairs),
             why(strategy, e), journal.run_id)
-    flags_db.save(path, db)
+    try:
+        flags_db.save(path, db)
+    except OSError as error:
+        raise TuneError(f"cannot write {path} ({error.strerror}); the tuning result is in "
+                        f"the journal {journal.path}: fix it, then `autopass tune --resume`"
+                        ) from None
     return path
+
+
+def check_writable(path: str) -> None:
+    """Before a run: the database can be read (if it exists) and written where it is
+    asked for, so that an hour of tuning does not end in a path error."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise TuneError(f"--flags-db {path}: {folder} is not an existing folder")
+    if os.path.isdir(path):
+        raise TuneError(f"--flags-db {path} is a folder; give the database file's path")
+    try:
+        flags_db.load(path)
+    except flags_db.FlagsDbError as error:
+        raise TuneError(str(error)) from None
 
 
 def _ship_profile(db_path: str, profile: TrainedProfile) -> flags_db.ProfileRef:

@@ -100,6 +100,7 @@ class Tuner:
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
+        publish.check_writable(self.request.flags_db)
         journal = Journal.latest(self.store.dir, repair=False) if self.request.resume else None
         if journal:
             journal.take_over()

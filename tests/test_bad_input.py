@@ -1,0 +1,371 @@
+"""Bad input, round two: what an adversarial user tried, each case reproduced.  Never a
+traceback, never a changed build, never a silent partial apply (docs/RELIABILITY.md F11,
+S1).  The flags database has one loader (core/flags_db.py); hypothesis feeds it, and the
+commands that read it, arbitrary JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import AUTOPASS, TUNE_MINI, recorded_tune_mini
+
+from autopass_build.capture import applier
+from autopass_build.core import flags_db, toolchain
+from autopass_build.core.files import hash_file
+
+CONFIG = '[run]\ncommand = ["{exe}", "20"]\n[measure]\nmetric = "instructions"\n' \
+         'min_pairs = 2\nmax_pairs = 2\n'
+OBJECTS = ("hot.o", "warm.o", "main.o")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """tune-mini recorded, with the objects of its plain build kept for comparison."""
+    root = recorded_tune_mini(tmp_path_factory.mktemp("bad") / "mini", CONFIG, profile=False)
+    return root
+
+
+def plain_objects(root: Path) -> dict[str, bytes]:
+    """The objects of a plain clang-19 build (apply mode's masquerade compiles with it)."""
+    _make(root, ["make", "-s", f"CC={toolchain.find_tool('clang')}"])
+    return {o: (root / o).read_bytes() for o in OBJECTS}
+
+
+def _make(root: Path, argv: list[str]) -> subprocess.CompletedProcess:
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True, capture_output=True)
+    return subprocess.run(argv, cwd=root, capture_output=True, text=True)
+
+
+def write_db(root: Path, data: object, raw: str | None = None) -> Path:
+    path = root / "autopass.flags.json"
+    path.write_text(raw if raw is not None else json.dumps(data))
+    path.chmod(0o644)
+    return path
+
+
+def valid(root: Path, flags: list[str]) -> dict:
+    return {"schema": 1, "toolchain": {}, "entries": {"hot.c": {
+        "flags": flags, "source_hash": hash_file(str(root / "hot.c")), "why": "test",
+        "gain": {"metric": "cpu", "ratio": 0.9, "low": 0.8, "high": 0.95, "pairs": 5}}}}
+
+
+def apply_build(root: Path) -> subprocess.CompletedProcess:
+    return _make(root, [AUTOPASS, "apply", "--", "make", "-s"])
+
+
+def no_traceback(done: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+
+
+# -- 1: a huge allowlisted entry, a huge rejected token -----------------------------------
+def test_a_huge_entry_is_refused_by_its_limit_and_the_build_is_plain(project) -> None:
+    plain = plain_objects(project)
+    write_db(project, valid(project, ["-O3"] * 180_000))
+    done = apply_build(project)
+    no_traceback(done)
+    assert done.returncode == 0
+    assert f"more than the {flags_db.MAX_FLAGS} an entry may hold" in done.stderr
+    assert {o: (project / o).read_bytes() for o in OBJECTS} == plain
+    check = subprocess.run([AUTOPASS, "db", "check"], cwd=project, capture_output=True,
+                           text=True)
+    no_traceback(check)
+    assert check.returncode == 1 and "0/1 entries apply" in check.stdout
+
+
+def test_a_huge_rejected_token_is_not_echoed_whole(project) -> None:
+    write_db(project, valid(project, ["-f" + "x" * 1_000_000]))
+    done = apply_build(project)
+    no_traceback(done)
+    assert done.returncode == 0
+    assert all(len(line) < 1000 for line in done.stderr.splitlines()), "a warning echoed it"
+    assert f"longer than {flags_db.MAX_TOKEN} characters" in done.stderr
+
+
+# -- 2: duplicate keys ------------------------------------------------------------------
+@pytest.mark.parametrize("raw", [
+    '{"schema": 1, "schema": 1, "entries": {}}',
+    '{"schema": 1, "entries": {"hot.c": {"flags": ["-O2"], "source_hash": "x"}, '
+    '"hot.c": {"flags": ["-O3"], "source_hash": "y"}}}',
+])
+def test_duplicate_keys_refuse_the_database(project, raw) -> None:
+    plain = plain_objects(project)
+    write_db(project, None, raw)
+    done = apply_build(project)
+    no_traceback(done)
+    assert done.returncode == 0 and "appears twice" in done.stderr
+    assert {o: (project / o).read_bytes() for o in OBJECTS} == plain
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=project, capture_output=True,
+                           text=True)
+    assert shown.returncode == 2 and "appears twice" in shown.stderr
+
+
+# -- 3: databases that parse but are malformed -------------------------------------------
+MALFORMED = {
+    "deep nesting": "[" * 100_000 + "]" * 100_000,
+    "toolchain a string": '{"schema": 1, "toolchain": "clang", "entries": {}}',
+    "entries a list": '{"schema": 1, "entries": []}',
+    "profile a number": '{"schema": 1, "profile": 3, "entries": {}}',
+}
+MALFORMED_ENTRY = {
+    "flags a number": {"flags": 3, "source_hash": "x"},
+    "flags null": {"flags": None, "source_hash": "x"},
+    "an entry that is a number": 7,
+    "gain null": {"flags": ["-O2"], "source_hash": "x", "gain": None},
+    "gain a string": {"flags": ["-O2"], "source_hash": "x", "gain": "fast"},
+    "a rejected flag": {"flags": ["-fplugin=evil.so"], "source_hash": "x"},
+    "a huge number": {"flags": ["-O2"], "source_hash": "x",
+                      "gain": {"ratio": 10 ** 400, "low": 1, "high": 1, "pairs": 1}},
+}
+
+
+@pytest.mark.parametrize("action", ["show", "check", "prune"])
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_db_commands_refuse_a_malformed_database_in_one_line(project, case, action) -> None:
+    path = write_db(project, None, MALFORMED[case])
+    before = path.read_bytes()
+    done = subprocess.run([AUTOPASS, "db", action], cwd=project, capture_output=True,
+                          text=True)
+    no_traceback(done)
+    assert done.returncode == 2 and done.stderr.startswith("autopass: error: ")
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert path.read_bytes() == before            # nothing the user had is lost
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_ENTRY))
+def test_a_malformed_entry_is_listed_by_check_and_dropped_by_prune(project, case) -> None:
+    data = valid(project, ["-O2"])
+    data["entries"]["warm.c"] = MALFORMED_ENTRY[case]
+    write_db(project, data)
+    for action in ("show", "check"):
+        done = subprocess.run([AUTOPASS, "db", action], cwd=project, capture_output=True,
+                              text=True)
+        no_traceback(done)
+    assert "warm.c" in done.stdout and done.returncode == 1
+    pruned = subprocess.run([AUTOPASS, "db", "prune"], cwd=project, capture_output=True,
+                            text=True)
+    no_traceback(pruned)
+    assert pruned.returncode == 0 and "pruned 1 entries; 1 left" in pruned.stdout
+    assert set(flags_db.load(str(project / "autopass.flags.json")).entries) == {"hot.c"}
+
+
+def test_db_diff_of_malformed_databases_is_one_line(project, tmp_path) -> None:
+    good = write_db(project, valid(project, ["-O2"]))
+    bad = tmp_path / "bad.json"
+    bad.write_text(MALFORMED["deep nesting"])
+    done = subprocess.run([AUTOPASS, "db", "diff", str(good), str(bad)], cwd=project,
+                          capture_output=True, text=True)
+    no_traceback(done)
+    assert done.returncode == 2 and "nested too deep" in done.stderr
+
+
+# -- 4, 5: paths that cannot be used ------------------------------------------------------
+def test_record_into_a_store_that_cannot_be_made_is_one_line(tmp_path) -> None:
+    (tmp_path / "afile").write_text("x")
+    for args in (["--store", "afile"], ["--store", "/proc/autopass-store"],
+                 ["--root", "afile"]):
+        done = subprocess.run([AUTOPASS, "record", *args, "--", "touch", "built"],
+                              cwd=tmp_path, capture_output=True, text=True)
+        no_traceback(done)
+        assert done.returncode == 2 and done.stderr.startswith("autopass: error: ")
+        assert not (tmp_path / "built").exists()   # said before anything ran
+
+
+def test_report_html_into_a_missing_folder_is_one_line(tmp_path) -> None:
+    root = recorded_tune_mini(tmp_path / "mini", CONFIG)
+    tuned = subprocess.run([AUTOPASS, "tune", "--strategy", "random", "--budget", "1"],
+                           cwd=root, capture_output=True, text=True)
+    assert tuned.returncode == 0, tuned.stderr
+    done = subprocess.run([AUTOPASS, "report", "--html", "nodir/x.html"], cwd=root,
+                          capture_output=True, text=True)
+    no_traceback(done)
+    assert done.returncode == 2 and "cannot write nodir/x.html" in done.stderr
+
+
+# -- the one loader, fed anything ---------------------------------------------------------
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats()
+                    | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=20)
+DB_SHAPED = st.fixed_dictionaries(
+    {"schema": st.sampled_from([1, 1, 1, 2, "1", None]),
+     "entries": st.dictionaries(st.sampled_from(["hot.c", "warm.c", "x/../y.c"]), JSON
+                                | st.fixed_dictionaries({"flags": JSON, "source_hash": JSON,
+                                                         "gain": JSON}), max_size=3)},
+    optional={"toolchain": JSON, "cpu": JSON, "profile": JSON})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(JSON, DB_SHAPED))
+def test_the_loader_returns_a_database_or_its_one_error(data) -> None:
+    try:
+        db = flags_db.from_json(data, "x.json")
+    except flags_db.FlagsDbError as error:
+        assert str(error).startswith("x.json")
+        return
+    for entry in db.entries.values():
+        if not entry.problem:
+            assert len(entry.flags) <= flags_db.MAX_FLAGS
+            assert all(isinstance(t, str) for t in entry.flags)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(JSON, DB_SHAPED))
+def test_apply_decisions_from_any_database_never_raise(tmp_path, data) -> None:
+    path = tmp_path / "autopass.flags.json"
+    path.write_text(json.dumps(data))
+    path.chmod(0o644)
+    db, why = applier.load(str(path))
+    if db is None:
+        assert why
+        return
+    source = str(TUNE_MINI / "hot.c")
+    for policy in ("warn", "error", "apply-anyway"):
+        decision = applier.decide(db, source, str(TUNE_MINI), "clang 19", policy)
+        assert decision.flags == () or decision.warning == ""
+        assert len(decision.warning) < 2000
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(DB_SHAPED)
+def test_db_show_of_any_database_is_never_a_traceback(tmp_path, data) -> None:
+    path = tmp_path / "db.json"
+    path.write_text(json.dumps(data))
+    path.chmod(0o644)
+    done = subprocess.run([AUTOPASS, "db", "show", "--db", str(path)], capture_output=True,
+                          text=True, cwd=tmp_path, env={**os.environ, "AUTOPASS_CC": "/bin/false"})
+    no_traceback(done)
+    assert done.returncode in (0, 2)
+
+
+# -- apply mode while the database changes under it ---------------------------------------
+def test_concurrent_apply_builds_see_one_database_or_none(project, tmp_path) -> None:
+    """Two apply builds of copies of one tree at once, sharing one database that another
+    process rewrites (atomically, and in place a few bytes at a time) and whose folder it
+    deletes: every build passes, and every object is the plain one or one database's."""
+    import shutil
+    import threading
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    db_file = shared / "autopass.flags.json"
+    versions = [json.dumps(valid(project, flags)) for flags in (["-O3"], ["-O2"])]
+    trees = []
+    for name in ("a", "b"):
+        tree = tmp_path / name
+        shutil.copytree(project, tree, ignore=shutil.ignore_patterns(".autopass", "*.o"))
+        trees.append(tree)
+    expected = {"plain": plain_objects(trees[0])["hot.o"]}
+    for label, text in zip(("-O3", "-O2"), versions):
+        db_file.write_text(text)
+        done = _make(trees[0], [AUTOPASS, "apply", "--db", str(db_file), "--root",
+                                str(trees[0]), "--", "make", "-s"])
+        assert done.returncode == 0, done.stderr
+        expected[label] = (trees[0] / "hot.o").read_bytes()
+    assert len(set(expected.values())) == 3
+
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        n = 0
+        while not stop.is_set():
+            text = versions[n % 2]
+            n += 1
+            try:
+                if n % 5 == 0:                       # the folder disappears for a while
+                    shutil.rmtree(shared, ignore_errors=True)
+                    stop.wait(0.05)
+                    shared.mkdir(exist_ok=True)
+                elif n % 2:                          # atomically
+                    tmp = shared / "db.tmp"
+                    tmp.write_text(text)
+                    os.replace(tmp, db_file)
+                else:                                # in place, a few bytes at a time
+                    with open(db_file, "w") as handle:
+                        for i in range(0, len(text), 64):
+                            handle.write(text[i:i + 64])
+                            handle.flush()
+                            stop.wait(0.001)
+            except OSError:
+                pass
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        for _ in range(4):
+            builds = [subprocess.Popen(
+                ["sh", "-c", f"make -s clean && {AUTOPASS} apply --db {db_file} --root "
+                             f"{tree} -- make -s"], cwd=tree, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True) for tree in trees]
+            for build, tree in zip(builds, trees):
+                out, err = build.communicate(timeout=300)
+                assert build.returncode == 0, err
+                assert "Traceback" not in err
+                assert (tree / "hot.o").read_bytes() in expected.values()
+    finally:
+        stop.set()
+        writer.join()
+
+
+# -- every path option of every command, given a path it cannot use -----------------------
+BAD_PATHS = {"a file where a folder belongs": "afile", "missing": "nodir/x",
+             "inside a file": "afile/x", "a folder where a file belongs": "adir",
+             "not writable": "/proc/autopass-x"}
+STORE_COMMANDS = [["units"], ["targets"], ["replay", "--check"], ["try", "--flags", "hot.c=-O2"],
+                  ["profile"], ["evidence", "hot.c"], ["diff", "hot.c"], ["pgo"],
+                  ["tune", "--budget", "1"], ["report"], ["verify"]]
+CONFIG_COMMANDS = [["try", "--flags", "hot.c=-O2"], ["profile"], ["pgo"],
+                   ["tune", "--budget", "1"], ["verify"], ["record"]]
+
+
+def _path_cases() -> list[tuple[list[str], str]]:
+    cases = []
+    for command in STORE_COMMANDS:
+        cases += [(command + ["--store", p], k) for k, p in BAD_PATHS.items()
+                  if k != "a folder where a file belongs"]
+    for command in CONFIG_COMMANDS:
+        cases += [(command + ["--config", p], k) for k, p in BAD_PATHS.items()
+                  if k != "not writable"]
+    cases += [(["tune", "--budget", "1", "--flags-db", p], k) for k, p in BAD_PATHS.items()]
+    cases += [(["report", "--html", p], k) for k, p in BAD_PATHS.items()
+              if k != "a file where a folder belongs"]        # a file is what --html writes
+    cases += [(["db", action, "--db", p], k) for action in ("show", "check", "prune")
+              for k, p in BAD_PATHS.items()]
+    cases += [(["db", "diff", "adir", p], k) for k, p in BAD_PATHS.items()]
+    cases += [(["record", "--store", p, "--", "true"], k) for k, p in BAD_PATHS.items()
+              if k not in ("a folder where a file belongs", "missing")]   # record makes it
+    cases += [([command, "--root", p, "--", "true"], k) for command in ("record", "apply")
+              for k, p in BAD_PATHS.items() if k != "a folder where a file belongs"]
+    cases += [(["apply", "--db", p, "--", "true"], k) for k, p in BAD_PATHS.items()]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> Path:
+    """tune-mini recorded, profiled and tuned once (so report and db have something)."""
+    root = recorded_tune_mini(tmp_path_factory.mktemp("paths") / "mini", CONFIG)
+    done = subprocess.run([AUTOPASS, "tune", "--strategy", "random", "--budget", "1"],
+                          cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (root / "afile").write_text("x = 1\n")
+    (root / "adir").mkdir()
+    return root
+
+
+@pytest.mark.parametrize("args, kind", _path_cases(),
+                         ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_a_path_option_that_cannot_be_used_is_one_line(tuned, args, kind) -> None:
+    done = subprocess.run([AUTOPASS, *args], cwd=tuned, capture_output=True, text=True,
+                          timeout=120)
+    no_traceback(done)
+    said = [line for line in done.stderr.splitlines() if line.startswith("autopass: ")]
+    if done.returncode == 0:       # apply mode: one warning, then the plain build
+        assert args[0] == "apply" and len(said) == 1 and "warning" in said[0], done.stderr
+    else:
+        errors = [line for line in said if line.startswith("autopass: error: ")]
+        assert len(errors) == 1 or done.stderr.startswith("usage:"), done.stderr
