@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from autopass_build.capture.spool import SPOOL, Spool
-from autopass_build.core.files import hash_json
+from autopass_build.store import spool_records
 
 SCHEMA_VERSION = 1
 DB_NAME = "store.db"
@@ -200,13 +200,18 @@ class Store:
             try:
                 with open(os.path.join(folder, name), encoding="ascii") as handle:
                     record = json.load(handle)
+                statements += spool_records.statements(record)
             except FileNotFoundError:
                 continue  # another reader ingested it
-            except (OSError, ValueError) as error:
-                self.spool.log(f"unreadable spool record {name} set aside: {error}")
-                os.replace(os.path.join(folder, name), os.path.join(folder, name + ".bad"))
+            except (OSError, ValueError, spool_records.RecordError) as error:
+                # Written only by the wrapper, atomically: a record that does not parse or
+                # has the wrong shape was damaged or planted; it never stops a reader.
+                self.spool.log(f"unreadable spool record {name} set aside: {error!r}")
+                try:
+                    os.replace(os.path.join(folder, name), os.path.join(folder, name + ".bad"))
+                except OSError:
+                    pass
                 continue
-            statements += _statements_for(record)
             done.append(name)
         self._write(statements)
         for name in done:
@@ -285,40 +290,6 @@ class Store:
 
     def log_lines(self) -> list[str]:
         return self.spool.log_lines()
-
-
-def _statements_for(record: dict) -> list[tuple[str, tuple]]:
-    """SQL for one spooled record (see recorder.py for the record shapes)."""
-    kind = record.get("type")
-    r = record
-    statements: list[tuple[str, tuple]] = []
-    if kind == "unit":
-        if r["output"] is not None:
-            # The object file was overwritten: whatever made it before is gone.
-            statements.append(("DELETE FROM units WHERE output = ? AND id != ?",
-                               (_b(r["output"]), r["id"])))
-        statements.append((
-            "INSERT OR REPLACE INTO units VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (r["id"], _b(r["source"]), _b(r["source_rel"]), _b(r["cwd"]), _b(r["compiler"]),
-             json.dumps(r["argv"]), _b(r["output"]), r["language"], r["opt_level"],
-             r["source_hash"], r["object_hash"], r["ir_hash"], r["compiler_id"],
-             r["recorded_at"])))
-        return statements
-    if kind == "skip":
-        key = hash_json([r["cwd"], r["argv"], r["sources"]])
-        return [("INSERT OR REPLACE INTO skipped VALUES (?,?,?,?,?,?,?)",
-                 (key, _b(r["cwd"]), json.dumps(r["argv"]), json.dumps(r["sources"]),
-                  r["reason"], r["detail"], r["recorded_at"]))]
-    if kind == "link":
-        statements += [("INSERT OR REPLACE INTO archives VALUES (?,?,?)",
-                        (a["hash"], _b(a["path"]), json.dumps(a["members"])))
-                       for a in r["archives"]]
-        statements.append(("INSERT OR REPLACE INTO links VALUES (?,?,?,?,?,?,?,?)",
-                           (_b(r["output"]), _b(r["cwd"]), _b(r["compiler"]),
-                            json.dumps(r["argv"]), r["kind"], json.dumps(r["inputs"]),
-                            r["output_hash"], r["recorded_at"])))
-        return statements
-    raise ValueError(f"unknown spool record type {kind!r}")
 
 
 def _unit_from_row(r: tuple) -> UnitRecord:

@@ -158,6 +158,9 @@ class Journal:
         except (OSError, ValueError) as error:
             why = error.strerror if isinstance(error, OSError) and error.strerror else error
             raise JournalError(f"{folder} is not a readable tuning run ({why})") from None
+        if not isinstance(header, dict) or not _header_ok(header):
+            raise JournalError(f"{folder}/{HEADER} is damaged (not the settings of a run); "
+                               "start a new run")
         if header.get("journal_version") not in READABLE_VERSIONS:
             raise JournalError(f"{folder} was written by another autopass version "
                                f"(journal version {header.get('journal_version')}); "
@@ -222,6 +225,17 @@ class Journal:
         finally:
             os.close(fd)
         self.entries.append(entry)
+
+
+HEADER_FIELDS = {"strategy": str, "seed": int, "budget": int, "options": dict, "sources": list,
+                 "target": str, "metric": str, "space": str}
+
+
+def _header_ok(header: dict) -> bool:
+    """The settings `--resume` and `report` read; a run written by tests or an earlier
+    step may lack them all (then it is a plain header of its strategy and seed)."""
+    present = [k for k in HEADER_FIELDS if k in header]
+    return all(isinstance(header[k], HEADER_FIELDS[k]) for k in present)
 
 
 def _line(entry: Entry) -> bytes:

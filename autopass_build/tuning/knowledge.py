@@ -56,7 +56,8 @@ class Knowledge:
             found = data.get("version") if isinstance(data, dict) else None
             return cls._set_aside(path, f"version {found!r}, this autopass uses "
                                         f"{KNOWLEDGE_VERSION}")
-        samples = [s for s in data.get("samples", []) if _valid_sample(s)]
+        raw = data.get("samples", [])
+        samples = [s for s in raw if _valid_sample(s)] if isinstance(raw, list) else []
         return cls(path, samples)
 
     @classmethod

@@ -32,7 +32,7 @@ from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import Store
 from autopass_build.tuning import publish, search
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
-from autopass_build.tuning.journal import Entry, Journal, Phase
+from autopass_build.tuning.journal import HEADER_FIELDS, Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
     TuneError,
@@ -103,6 +103,10 @@ class Tuner:
         publish.check_writable(self.request.flags_db)
         journal = Journal.latest(self.store.dir, repair=False) if self.request.resume else None
         if journal:
+            missing = [k for k in HEADER_FIELDS if k not in journal.header]
+            if missing:
+                raise TuneError(f"run {journal.run_id} cannot be resumed: its settings lack "
+                                f"{', '.join(missing)}; start a new run without --resume")
             journal.take_over()
             self._adopt(journal.header)
         evaluator = self._evaluator()
@@ -281,7 +285,7 @@ class Tuner:
     def _adopt(self, header: dict) -> None:
         """--resume: the run's own settings win (the budget may be raised)."""
         self.request = replace(self.request, strategy=header["strategy"], seed=header["seed"],
-                               options=header["options"], native=header["native"],
+                               options=header["options"], native=bool(header.get("native")),
                                pgo=bool(header.get("pgo")), screen=bool(header.get("screen")),
                                budget=max(self.request.budget, header["budget"]))
         self.config = replace(self.config, measure=replace(self.config.measure,

@@ -101,15 +101,27 @@ class ReplayTransport:
         try:
             with open(path, encoding="utf-8") as handle:
                 records = [json.loads(line) for line in handle if line.strip()]
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, RecursionError) as error:
             raise AgentUnavailable(f"cannot read the transcript {path}: {error}") from None
-        self.replies = [r["reply"] for r in records if "reply" in r]
+        self.path = path
+        self.replies = [r["reply"] for r in records if isinstance(r, dict) and "reply" in r]
 
     def complete(self, messages: list[dict], tools: list[dict] | None) -> Reply:
         if not self.replies:
             raise AgentUnavailable("the transcript has no more replies")
-        r = self.replies.pop(0)
-        return Reply(r.get("content", ""), r.get("tool_calls", []), r.get("tokens", 0))
+        return _reply_of(self.replies.pop(0), self.path)
+
+
+def _reply_of(raw: object, path: str) -> Reply:
+    """A saved reply, or AgentUnavailable (the run goes on with the rules agent)."""
+    calls = raw.get("tool_calls", []) if isinstance(raw, dict) else None
+    if not (isinstance(raw, dict) and isinstance(raw.get("content", ""), str)
+            and isinstance(raw.get("tokens", 0), int) and isinstance(calls, list)
+            and all(isinstance(c, dict) and all(isinstance(c.get(k), str)
+                                                for k in ("id", "name", "arguments"))
+                    for c in calls)):
+        raise AgentUnavailable(f"the transcript {path} holds a reply of the wrong shape")
+    return Reply(raw.get("content", ""), calls, raw.get("tokens", 0))
 
 
 class ResumeTransport:
