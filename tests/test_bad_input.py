@@ -1,6 +1,6 @@
 """Bad input, round two: what an adversarial user tried, each case reproduced.  Never a
-traceback, never a changed build, never a silent partial apply (docs/RELIABILITY.md F11,
-S1).  The flags database has one loader (core/flags_db.py); hypothesis feeds it, and the
+traceback, never a changed build, never a silent partial apply (docs/RELIABILITY.md
+C1-C6, F11, S1).  The flags database has one loader (core/flags_db.py); hypothesis feeds it, and the
 commands that read it, arbitrary JSON."""
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = REPO / "docs" / "RELIABILITY.md"
-ROW = re.compile(r"^\| ([IFS]\d+) \|(.*)\|$", re.M)
+ROW = re.compile(r"^\| ([IFSC]\d+) \|(.*)\|$", re.M)
 TEST_REF = re.compile(r"`(tests/test_\w+\.py)::(test_\w+)`")
-CITED = re.compile(r"\b([IFS]\d{1,2})\b")
+CITED = re.compile(r"\b([IFSC]\d{1,2})\b")
 
 
 def _rows() -> dict[str, str]:
@@ -26,7 +26,7 @@ def _tests_in(path: Path) -> set[str]:
 
 def test_every_row_names_tests_that_exist():
     rows = _rows()
-    assert len(rows) == 12 + 14 + 5, sorted(rows)
+    assert len(rows) == 12 + 14 + 5 + 8, sorted(rows)
     for row_id, text in rows.items():
         refs = TEST_REF.findall(text)
         assert refs, f"{row_id} names no test"
@@ -41,8 +41,8 @@ def test_rows_cited_by_tests_are_in_the_matrix():
         if path.name in ("test_reliability.py", "test_stats.py"):
             continue    # test_stats names statistics (F7 aside), not matrix rows
         for line in path.read_text().splitlines():
-            if "RELIABILITY" in line or re.search(r"#\s*-+\s*[IFS]\d", line) or \
-                    re.match(r'\s*(""")?\(?[IFS]\d', line):
+            if "RELIABILITY" in line or re.search(r"#\s*-+\s*[IFSC]\d", line) or \
+                    re.match(r'\s*(""")?\(?[IFSC]\d', line):
                 cited.update(CITED.findall(line))
     assert cited, "no test cites the matrix"
     assert cited <= set(rows), sorted(cited - set(rows))
