@@ -19,6 +19,7 @@ from autopass_build.core.names import (
     DEFAULT_STRATEGY,
     FLAGS_DB_NAME,
     METRICS,
+    STAGES,
 )
 
 try:
@@ -80,6 +81,7 @@ class TuneConfig:
     screen: bool = False            # rank candidates by their compiled code, measure the best
     flags_db: str = FLAGS_DB_NAME
     options: tuple[tuple[str, float], ...] = ()   # the strategy's options, e.g. population
+    stages: tuple[str, ...] = STAGES     # whole-program stages to try first ([]: none)
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,11 @@ def _coerce(section: str, name: str, kind: str, value: object) -> object:
             raise ConfigError(f"{where} must be a table of numbers, e.g. "
                               "options = { population = 12 }")
         return tuple(sorted(value.items()))
+    if name == "stages":
+        if not isinstance(value, list) or not all(v in STAGES for v in value):
+            raise ConfigError(f"{where} must be a list of stages from {', '.join(STAGES)}, "
+                              'e.g. stages = ["pgo", "lto"] (or [] for none)')
+        return tuple(dict.fromkeys(value))
     if name == "inputs":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f'{where} must be a list of paths, e.g. ["data/input.bin"]')
@@ -342,6 +349,10 @@ pin_cpu = true
 strategy = "agent"
 budget = 40
 seed = 0
+# Whole-program stages tried first, each measured against the recorded build: PGO,
+# full LTO and ThinLTO (with lld), and their compositions. The best verified one becomes
+# the baseline that per-file flags are tuned on; [] tunes per-file flags only.
+stages = ["pgo", "lto", "thinlto"]
 # Tune the hottest units: at most max_units, stopping once they hold coverage % of the profile.
 max_units = 4
 coverage = 90.0

@@ -65,8 +65,9 @@ if(AUTOPASS_MODE STREQUAL "apply")
       "--autopass-root=${AUTOPASS_ROOT}"
       "--autopass-db=${AUTOPASS_FLAGS_DB}"
       "--autopass-policy=${AUTOPASS_APPLY_POLICY}")
-  foreach(_lang C CXX OBJC OBJCXX)  # links need no flags: compiles only
+  foreach(_lang C CXX OBJC OBJCXX)  # links too: an LTO stage adds its link flags
     set(CMAKE_${_lang}_COMPILER_LAUNCHER "${_autopass_launcher}")
+    set(CMAKE_${_lang}_LINKER_LAUNCHER "${_autopass_launcher}")
   endforeach()
 else()
   set(_autopass_launcher

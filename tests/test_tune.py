@@ -301,7 +301,7 @@ def test_a_final_measurement_that_fails_is_reported_not_a_traceback(tmp_path, ca
     said = capsys.readouterr().out
     assert "final re-measurement: RUN_CRASH (killed by signal 11)" in said
     assert "nothing written" in said
-    assert "no flags written" in text(summarize(result.journal))
+    assert "no per-file flags written" in text(summarize(result.journal))
 
 
 @pytest.mark.parametrize("pgo_alone, shipped", [("faster", True), ("same", False)])

@@ -32,6 +32,8 @@ from autopass_build.core.files import (
 )
 from autopass_build.core.flags_db import FlagsDb
 from autopass_build.core.names import FLAGS_DB_NAME
+from autopass_build.core.stage_flags import PGO, StageFlags, lto_mode
+from autopass_build.core.stage_flags import flags as stage_flags
 
 
 class Decision:
@@ -101,33 +103,63 @@ def _remember(path: str, st: os.stat_result, data: object) -> None:
 def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                 compiler_path: str) -> Decision | None:
     """The Decision for one classified compiler call, or None: nothing to add (not a
-    compile, no database, no entry)."""
+    compile or a link, no database, no entry, no stage)."""
     from autopass_build.capture.compiler_args import (
         COMPILE,
         COMPILE_AND_LINK,
+        LINK,
         Invocation,
     )
 
-    if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK):
+    if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK,
+                                                                 LINK):
         return None
     path = db_path(root, db_file)
     db, why = load(path)
-    if db is None:
-        return Decision((), why, policy == "error") if why else None
+    if db is None:   # said by each compile; a link adds nothing to a refused database
+        return Decision((), why, policy == "error") if why and parsed.mode != LINK else None
+    stage, stage_warning = stage_decision(db)
+    link = Decision()
+    if parsed.mode != COMPILE and db.target is not None:
+        output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
+        if relative_to(output, root) == db.target.output:
+            link = Decision(stage.link_flags if stage else (), stage_warning)
+    if parsed.mode == LINK:
+        return link if link.flags or link.warning else None
     sources = [os.path.normpath(os.path.join(cwd, s.path)) for s in parsed.sources]
     if len(sources) != 1 or parsed.skipped_sources:
         tuned = [s for s in sources if relative_to(s, root) in db.entries]
         return Decision((), f"{', '.join(tuned)}: tuned flags not applied: the command "
                         "compiles several sources at once") if tuned else None
+    source = relative_to(sources[0], root)
     profile = profile_decision(db, path, policy)
     if profile.error:
         return profile
     decision = (decide(db, sources[0], root, compiler_id(compiler_path), policy)
-                if relative_to(sources[0], root) in db.entries else Decision())
-    merged = Decision(profile.flags + decision.flags,
-                      "; ".join(w for w in (profile.warning, decision.warning) if w),
-                      decision.error, relative_to(sources[0], root) if profile.flags else "")
+                if source in db.entries else Decision())
+    ours = db.target is not None and source in db.target.units
+    staged = stage.unit_flags if stage and ours else ()
+    merged = Decision(profile.flags + staged + decision.flags + link.flags,
+                      "; ".join(w for w in (profile.warning, stage_warning if ours else "",
+                                            decision.warning) if w),
+                      decision.error, source if profile.flags else "")
     return merged if merged.flags or merged.warning else None
+
+
+def stage_decision(db: FlagsDb) -> tuple[StageFlags | None, str]:
+    """The chosen stages' flags without PGO's profile (profile_decision adds it), or
+    None with a warning when lld is not here (the build goes on without LTO)."""
+    target = db.target
+    if target is None or not lto_mode(target.stages):
+        return None, ""
+    from autopass_build.core import toolchain
+
+    lld = toolchain.find_tool("ld.lld")
+    if lld is None:
+        return None, (f"the database's LTO stage needs lld (sudo apt-get install "
+                      f"lld-{toolchain.DEFAULT_LLVM_VERSION}): building without it")
+    return stage_flags(tuple(s for s in target.stages if s != PGO), target.opt_level,
+                       lld=lld), ""
 
 
 def profile_decision(db: FlagsDb, path: str, policy: str) -> Decision:

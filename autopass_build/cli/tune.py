@@ -155,7 +155,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _print_result(result, metric: str) -> None:
     from autopass_build.core.outcome import Outcome
-    from autopass_build.outputs.report import versus_lines
+    from autopass_build.outputs.report import stage_lines, versus_lines
     from autopass_build.tuning.journal import VERSUS_RECORDED, Phase
 
     journal = result.journal
@@ -168,9 +168,11 @@ def _print_result(result, metric: str) -> None:
                      if e.ratio is None and e.outcome != Outcome.SCREENED)
     if failed:
         print("  rejected: " + ", ".join(f"{n} {o}" for o, n in sorted(failed.items())))
-    for line in versus_lines({e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}):
+    for line in stage_lines(journal.entries) + versus_lines(
+            {e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}):
         print("  " + line)
-    baseline = "PGO alone" if journal.header.get("pgo") else "the recorded build"
+    baseline = ("PGO alone" if journal.header.get("pgo") else
+                f"the {result.stages} build" if result.stages else "the recorded build")
     if result.best is None:
         print(f"no candidate was clearly faster than {baseline}; "
               + _shipped_stage(result))
@@ -190,7 +192,10 @@ def _print_result(result, metric: str) -> None:
 
 
 def _shipped_stage(result) -> str:
-    """What was written when no per-file flag won: the verified PGO stage, or nothing."""
+    """What was written when no per-file flag won: the verified stages, or nothing."""
+    if result.flags_db and result.stages:
+        return (f"wrote the stages {result.stages} to {result.flags_db} (verified faster "
+                "than the recorded build; `autopass apply` builds with them)")
     if result.flags_db:
         return (f"wrote the PGO profile to {result.flags_db} (verified faster than the "
                 "recorded build; `autopass apply` builds with it)")

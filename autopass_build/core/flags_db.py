@@ -5,6 +5,8 @@
       "toolchain": {"compiler": "clang 19.1.7 (x86_64-pc-linux-gnu)", "target": "x86_64-..."},
       "cpu": null,                       # the CPU model when an entry is CPU-specific
       "profile": {"path": "autopass.profdata", "hash": "..."},   # PGO, or null
+      "target": {"output": "bin/app", "stages": ["pgo", "lto"], "opt_level": "-O3",
+                 "units": ["src/a.c", ...]},   # whole-program stages, or null
       "entries": {
         "src/lvm.c": {
           "flags": ["-mllvm", "-inline-threshold=900"],
@@ -34,8 +36,9 @@ from __future__ import annotations
 import math
 
 from autopass_build.core import flags as flagset
-from autopass_build.core.names import FLAGS_DB_SCHEMA
+from autopass_build.core.names import FLAGS_DB_SCHEMA, STAGES
 from autopass_build.core.records import Record
+from autopass_build.core.stage_flags import LTO_LEVELS
 
 MAX_FLAGS = 64              # tokens in one entry: a command line stays far below ARG_MAX
 MAX_TOKEN = 200             # characters in one token
@@ -77,17 +80,28 @@ class ProfileRef(Record):
     hash: str
 
 
+class TargetStages(Record):
+    """The whole-program stages chosen for one binary: apply mode builds `units` with
+    the stages' flags and links `output` with theirs (core/stage_flags.py)."""
+    __slots__ = ("output", "stages", "opt_level", "units")
+    output: str                 # relative to the project root
+    stages: tuple[str, ...]     # from STAGES
+    opt_level: str              # the units' -O level: the LTO link's codegen level
+    units: tuple[str, ...]      # sources, relative to the project root
+
+
 class FlagsDb(Record):
-    __slots__ = ("toolchain", "cpu", "profile", "entries")
-    _defaults = {"cpu": None, "profile": None}
+    __slots__ = ("toolchain", "cpu", "profile", "entries", "target")
+    _defaults = {"cpu": None, "profile": None, "target": None}
     toolchain: dict[str, str]
     cpu: str | None
     profile: ProfileRef | None
     entries: dict[str, Entry]
+    target: TargetStages | None
 
 
 def empty() -> FlagsDb:
-    return FlagsDb({}, None, None, {})
+    return FlagsDb({}, None, None, {}, None)
 
 
 def shown(value: object) -> str:
@@ -161,7 +175,23 @@ def from_json(data: object, path: str) -> FlagsDb:
     if not isinstance(entries, dict):
         raise FlagsDbError(f"{path}: \"entries\" must be an object (source -> entry); {FIX}")
     return FlagsDb(dict(toolchain), cpu, _profile(data.get("profile"), path),
-                   {source: entry_from_json(raw) for source, raw in entries.items()})
+                   {source: entry_from_json(raw) for source, raw in entries.items()},
+                   _target(data.get("target"), path))
+
+
+def _target(raw: object, path: str) -> TargetStages | None:
+    if raw is None:
+        return None
+    strings = isinstance(raw, dict) and all(
+        isinstance(raw.get(k), list) and all(isinstance(v, str) for v in raw[k])
+        for k in ("stages", "units"))
+    if not (strings and isinstance(raw, dict) and isinstance(raw.get("output"), str)
+            and set(raw["stages"]) <= set(STAGES) and raw.get("opt_level") in LTO_LEVELS):
+        raise FlagsDbError(f"{path}: \"target\" must be null or {{\"output\", \"stages\" "
+                           f"(of {', '.join(STAGES)}), \"opt_level\" (-O2 or -O3), "
+                           f"\"units\"}}; {FIX}")
+    return TargetStages(raw["output"], tuple(raw["stages"]), raw["opt_level"],
+                        tuple(raw["units"]))
 
 
 def _profile(raw: object, path: str) -> ProfileRef | None:
@@ -231,7 +261,10 @@ def to_json(db: FlagsDb) -> str:
     data = {"schema": FLAGS_DB_SCHEMA, "toolchain": db.toolchain, "cpu": db.cpu,
             "profile": {"path": db.profile.path, "hash": db.profile.hash} if db.profile
             else None,
-            "entries": {source: _entry_json(e) for source, e in db.entries.items()}}
+            "entries": {source: _entry_json(e) for source, e in db.entries.items()},
+            "target": {"output": db.target.output, "stages": list(db.target.stages),
+                       "opt_level": db.target.opt_level, "units": list(db.target.units)}
+            if db.target else None}
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 

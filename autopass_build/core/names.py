@@ -35,3 +35,4 @@ DEFAULT_APPLY_POLICY = "warn"
 METRICS = ("wall", "cpu", "instructions", "cycles")
 AGENT_BACKENDS = ("rules", "openai", "replay")
 DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tune`'s default
+STAGES = ("pgo", "lto", "thinlto")           # whole-program stages (instruments/stages.py)

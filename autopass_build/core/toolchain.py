@@ -28,6 +28,7 @@ TOOLS = {
     "llvm-ar": ("AUTOPASS_AR", "llvm-ar"),
     "llvm-objdump": ("AUTOPASS_OBJDUMP", "llvm-objdump"),
     "llvm-mca": ("AUTOPASS_MCA", "llvm-mca"),
+    "ld.lld": ("AUTOPASS_LLD", "ld.lld"),
 }
 
 

@@ -91,14 +91,23 @@ class Evaluator:
         all_units = {u.id: u for u in store.units()}
         self.units = [all_units[uid] for uid in self.target.runtime_units() if uid in all_units]
         self._baseline: Candidate | None = None
-        # Flags every unit gets in the baseline and in every candidate (the PGO profile).
+        # What the baseline and every candidate are built with: the chosen whole-program
+        # stages (the PGO profile, LTO) as per-unit flags and link flags.
         self.base_flags: dict[str, tuple[str, ...]] = {}
+        self.base_link_flags: tuple[str, ...] = ()
         self._baseline_memo: list[float] = []   # its instruction counts (deterministic)
+
+    def rebase(self, unit_flags: dict[str, tuple[str, ...]], link_flags: tuple[str, ...]
+               ) -> None:
+        """Build the baseline, and every candidate after, with these stages' flags."""
+        self.base_flags, self.base_link_flags = dict(unit_flags), tuple(link_flags)
+        self._baseline, self._baseline_memo = None, []
 
     def baseline(self) -> Candidate:
         if self._baseline is None:
             try:
-                self._baseline = self.replayer.build(self.target.output, self.base_flags)
+                self._baseline = self.replayer.build(self.target.output, self.base_flags,
+                                                     self.base_link_flags)
             except EvaluationError as error:
                 raise EvaluateError(f"cannot replay the baseline of {self.target.output_rel}: "
                                     f"{error}") from None
@@ -106,16 +115,18 @@ class Evaluator:
 
     def evaluate(self, flags_by_unit: dict[str, tuple[str, ...]],
                  progress: Progress | None = None,
-                 measure: MeasureConfig | None = None) -> Evaluation:
+                 measure: MeasureConfig | None = None,
+                 link_flags: tuple[str, ...] = ()) -> Evaluation:
         """`measure` replaces the configured repeats and precision (the tuner's final,
-        tighter re-measurement)."""
+        tighter re-measurement); `link_flags` go to the candidate's relink (a stage)."""
         base = self.baseline()
         before = ReplayStats(**vars(self.replayer.stats))
         if self.base_flags:
             flags_by_unit = {uid: self.base_flags.get(uid, ()) + tuple(flags_by_unit.get(uid, ()))
                              for uid in set(self.base_flags) | set(flags_by_unit)}
         try:
-            candidate = self.replayer.build(self.target.output, flags_by_unit)
+            candidate = self.replayer.build(self.target.output, flags_by_unit,
+                                            self.base_link_flags + tuple(link_flags))
         except EvaluationError as error:
             return Evaluation(error.outcome, replay=self._delta(before), detail=str(error))
         replay = self._delta(before)

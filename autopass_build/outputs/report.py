@@ -72,6 +72,35 @@ def versus_lines(entries: dict[Phase, Entry]) -> list[str]:
     return lines
 
 
+def stage_lines(entries: list[Entry]) -> list[str]:
+    """Each whole-program composition measured: its gain against the recorded build and
+    against each composition it extends ('pgo+lto: ...; 0.93x of pgo')."""
+    measured: dict[str, Entry] = {}
+    for e in entries:
+        if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM):
+            measured[e.stages] = e          # a confirmation replaces the first look
+    lines = []
+    for name, e in measured.items():
+        line = f"stage {name}: {e.interval_text()} of the recorded build"
+        if e.measured and e.ratio is not None:
+            line += f" -> {e.verdict}"
+            parts = name.split("+")
+            for sub in ("+".join(p for p in parts if p != left) for left in parts):
+                base = measured.get(sub) if len(parts) > 1 else None
+                if base is not None and base.ratio:
+                    line += f"; {e.ratio / base.ratio:.4f}x of {sub}"
+        lines.append(line)
+    # The composer confirms every FASTER look on a timing metric, so the best FASTER
+    # final look of each composition is the one it chose.
+    faster = [e for e in measured.values() if e.verdict == FASTER and e.ratio is not None]
+    if faster:
+        best = min(faster, key=lambda e: e.ratio or 1.0)
+        lines.append(f"baseline of the per-file search: {best.stages}")
+    elif measured:
+        lines.append("no composition verified faster: per-file flags on the recorded build")
+    return lines
+
+
 def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
     if not final or final.verdict != FASTER or not final.measured:
         return {}
@@ -99,12 +128,13 @@ def text(summary: RunSummary) -> str:
     if f and f.measured:
         against = " (against PGO alone)" if h.get("pgo") else ""
         lines.append(f"final re-measurement{against}: {f.interval_text()} -> {f.verdict}")
+    lines += stage_lines(summary.entries)
     lines += versus_lines(summary.versus_recorded)
     for source, w in sorted(summary.winners.items()):
         lines.append(f"  {source}: {w.flags}  {w.measured.interval_text()} "
                      f"({w.measured.phase})")
     if not summary.winners:
-        lines.append("no flags written: no candidate held up as clearly faster")
+        lines.append("no per-file flags written: no candidate held up as clearly faster")
     screened = summary.header.get("screen") and sum(
         1 for e in summary.entries if e.phase == Phase.SCREENED)
     if screened:

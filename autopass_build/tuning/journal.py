@@ -41,12 +41,16 @@ class Phase(str, Enum):
     FINAL = "final"                # the winners together, tight interval
     PGO_ALONE = "pgo-alone"        # on PGO runs: PGO alone against the recorded build
     TUNED_ON_PGO = "tuned-on-pgo"  # on PGO runs: the result against the recorded build
+    STAGE = "stage"                # a composition of whole-program stages vs the recording
+    STAGE_CONFIRM = "stage-confirm"  # ... measured again before it becomes the baseline
+    TUNED = "tuned"                # the chosen stages with the winners vs the recording
 
     def __str__(self) -> str:
         return self.value
 
 
-VERSUS_RECORDED = {Phase.PGO_ALONE: "PGO alone", Phase.TUNED_ON_PGO: "tuned on PGO"}
+VERSUS_RECORDED = {Phase.PGO_ALONE: "PGO alone", Phase.TUNED_ON_PGO: "tuned on PGO",
+                   Phase.TUNED: "the chosen stages with the per-file flags"}
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class Entry:
     timing: Timing = field(default_factory=Timing)
     predicted: float | None = None               # screening's predicted ratio, if judged
     features: dict[str, float] | None = None     # screening's code features, if judged
+    stages: str = ""                             # whole-program stages under it: "pgo+lto"
 
     @property
     def measured(self) -> bool:

@@ -23,9 +23,11 @@ class TuneError(Exception):
     """A message for the user: the run stopped; the journal holds what was finished."""
 
 
-def config_key(flags: UnitFlags) -> str:
-    """A configuration's identity: the same per-unit flags, the same key."""
-    return hash_json(sorted((s, list(f)) for s, f in flags.items()))[:24]
+def config_key(flags: UnitFlags, stages: str = "") -> str:
+    """A configuration's identity: the same per-unit flags (on the same stages), the
+    same key."""
+    key = sorted((s, list(f)) for s, f in flags.items())
+    return hash_json([key, stages] if stages else key)[:24]
 
 
 def flags_text(flags: UnitFlags) -> str:
@@ -63,20 +65,23 @@ class Measurements:
         return self.config.measure.metric in DETERMINISTIC_METRICS
 
     def once(self, phase: Phase, flags: UnitFlags, what: str, tight: bool = False,
-             evaluator: Evaluator | None = None, under: UnitFlags | None = None) -> Entry:
+             evaluator: Evaluator | None = None, under: UnitFlags | None = None,
+             stages: str = "", link_flags: tuple[str, ...] = ()) -> Entry:
         """The journal's measurement of `flags` in `phase`, measuring it if there is none."""
-        entry = self.journal.find(phase, config_key(flags))
+        entry = self.journal.find(phase, config_key(flags, stages))
         if entry is None:
             self.show(f"{what}: {flags_text(flags)}" if flags else what)
-            entry = self.measure(phase, flags, tight, evaluator, under)
+            entry = self.measure(phase, flags, tight, evaluator, under, stages=stages,
+                                 link_flags=link_flags)
         return entry
 
     def measure(self, phase: Phase, flags: UnitFlags, tight: bool = False,
                 evaluator: Evaluator | None = None, under: UnitFlags | None = None,
-                judgement=None) -> Entry:
+                judgement=None, stages: str = "", link_flags: tuple[str, ...] = ()) -> Entry:
         """`evaluator`: another baseline (default: the run's); `under`: per-unit flags
         that come before the candidate's (a PGO profile measured against no profile);
-        `judgement`: screening's, kept with the entry."""
+        `judgement`: screening's, kept with the entry; `stages` and `link_flags`: the
+        whole-program stages the candidate is built with (on top of the baseline's)."""
         by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}
         if under:
             by_unit = {uid: under.get(uid, ()) + by_unit.get(uid, ())
@@ -88,7 +93,7 @@ class Measurements:
         started = time.monotonic()
         try:
             evaluation = (evaluator or self.evaluator).evaluate(
-                by_unit, lambda m: self.show(f"  {m}"), measure)
+                by_unit, lambda m: self.show(f"  {m}"), measure, link_flags)
         except MeasureError as error:
             raise TuneError(f"{error}; the journal holds every finished evaluation: fix "
                             "the cause, then `autopass tune --resume`") from None
@@ -96,6 +101,8 @@ class Measurements:
             raise TuneError(f"cannot write to the store ({error.strerror or error}): free "
                             "space or fix permissions, then `autopass tune --resume`") from None
         entry = self._entry_of(phase, flags, evaluation, time.monotonic() - started)
+        if stages:
+            entry = replace(entry, config=config_key(flags, stages), stages=stages)
         if judgement is not None:
             entry = replace(entry, predicted=judgement.predicted, features=judgement.features)
         return self._append(entry)

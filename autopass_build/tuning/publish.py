@@ -27,8 +27,10 @@ def why(strategy: str, entry: Entry) -> str:
 
 
 def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRecord],
-          metric: str, strategy: str, native: bool, profile: TrainedProfile | None) -> str:
-    """Replace the run's sources' entries in the database at `path` by the winners."""
+          metric: str, strategy: str, native: bool, profile: TrainedProfile | None,
+          target: flags_db.TargetStages | None = None) -> str:
+    """Replace the run's sources' entries in the database at `path` by the winners, and
+    its whole-program section by `target` (the stages chosen, if any)."""
     try:
         db = flags_db.load(path)
     except flags_db.FlagsDbError as error:
@@ -39,6 +41,7 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
     if native:
         db.cpu = platform.processor() or platform.machine()
     db.profile = _ship_profile(path, profile) if profile else None
+    db.target = target
     for source in journal.header["sources"]:
         db.entries.pop(source, None)     # re-tuned: only what helps now stays
     by_source = {u.source_rel: u for u in units}

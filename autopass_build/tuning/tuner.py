@@ -19,10 +19,10 @@ import os
 from dataclasses import dataclass, field, replace
 
 from autopass_build.config import Config
-from autopass_build.core import toolchain
+from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import hash_json
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME
-from autopass_build.instruments import pgo
+from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.hotspots import ProfileError
 from autopass_build.instruments.hotspots import load as load_profile
@@ -31,6 +31,7 @@ from autopass_build.instruments.measure import MeasureError
 from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import Store
 from autopass_build.tuning import publish, search
+from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
 from autopass_build.tuning.journal import HEADER_FIELDS, Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
@@ -62,6 +63,7 @@ class TuneRequest:
     screen: bool = False     # rank candidates by their compiled code before measuring
     knowledge: str = ""      # the screening knowledge file (default: the user's cache)
     screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
+    stages: tuple[str, ...] = ()   # whole-program stages to try first (instruments/stages)
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
@@ -70,8 +72,9 @@ class TuneRequest:
         tune = config.tune
         request = cls(tune.strategy, tune.budget, tune.seed, dict(tune.options),
                       tune.max_units, tune.coverage, tune.native,
-                      config.resolve(tune.flags_db), pgo=bool(config.run.train),
-                      screen=tune.screen)
+                      config.resolve(tune.flags_db),
+                      pgo=bool(config.run.train) and not tune.stages, screen=tune.screen,
+                      stages=tune.stages)
         if given.get("strategy") not in (None, tune.strategy):
             request = replace(request, options={})
         return replace(request, **{k: v for k, v in given.items() if v is not None})
@@ -86,6 +89,7 @@ class TuneResult:
     final: Entry | None                # the final re-measurement
     winners: list[Winner]
     flags_db: str | None               # where the winners were written
+    stages: str = ""                   # the whole-program stages chosen as the baseline
 
 
 class Tuner:
@@ -128,25 +132,30 @@ class Tuner:
         self.evaluator = evaluator
         units_of = {s: [u.id for u in evaluator.units if u.source_rel == s] for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
+        self.chosen = self._compose(evaluator)
         run = RunContext(self.store, self.config, evaluator, journal,
                          JointSpace([(s, space) for s in sources]), load_profile(self.store.dir),
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run)
         final, winners = conclude(best, self.measurements) if best else (None, [])
-        profile = self.profile if self.request.pgo else None
-        if profile:
+        if self.chosen and winners:
+            self._tuned_versus_recorded(self.chosen, winners)
+        profile = self.profile if self.request.pgo else (self.chosen.profile if self.chosen
+                                                         else None)
+        if self.request.pgo and profile:
             pgo_alone = versus_recorded(self.measurements, self._plain_evaluator(), profile,
                                         winners)
             if not winners and pgo_alone.verdict != FASTER:
                 profile = None   # alone, and not verified faster than the plain build
         written = None
-        if (winners and final) or profile:
+        if (winners and final) or profile or self.chosen:
             # A verified stage ships whether or not a per-file flag won on top of it.
             written = publish.write(self.request.flags_db, winners, journal, evaluator.units,
                                     self.config.measure.metric, self.request.strategy,
-                                    self.request.native, profile)
+                                    self.request.native, profile, self._target_stages())
         measured = len(journal.of_phase(Phase.SEARCH))
-        return TuneResult(journal, sources, measured, best, final, winners, written)
+        return TuneResult(journal, sources, measured, best, final, winners, written,
+                          self.chosen.name if self.chosen else "")
 
     def _search(self, run: RunContext) -> Entry | None:
         request, journal = self.request, run.journal
@@ -156,8 +165,9 @@ class Tuner:
         except search.StartError as error:
             raise TuneError(str(error)) from None
         measured = len(journal.of_phase(Phase.SEARCH))
+        budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
         screener = self._screener(run) if request.screen else None
-        while measured < request.budget:
+        while measured < budget:
             point = strategy.ask()
             if point is None:
                 self.show(f"{request.strategy} has no new candidate after {measured} "
@@ -173,7 +183,7 @@ class Tuner:
                     entry = self.measurements.screened(flags, judgement)
                 else:
                     measured += 1
-                    self.show(f"[{measured}/{request.budget}] {self._incumbent_text()}"
+                    self.show(f"[{measured}/{budget}] {self._incumbent_text()}"
                               f"measuring {flags_text(flags)}"
                               + (f" ({judgement.why})" if judgement else ""))
                     entry = self.measurements.measure(Phase.SEARCH, flags, judgement=judgement)
@@ -184,6 +194,44 @@ class Tuner:
         if screener:
             screener.persist()
         return self.measurements.incumbent()
+
+    # -- whole-program stages -------------------------------------------------------------
+    def _compose(self, evaluator: Evaluator) -> Chosen | None:
+        """The best verified stage composition, made the baseline of the search (None:
+        no stages asked for, none verified faster, or --pgo chose the baseline)."""
+        if self.request.pgo or not self.request.stages:
+            return None
+        allowed = stages.parse(self.request.stages)
+        composer = Composer(evaluator, self.measurements, allowed,
+                            lambda: self._profile(evaluator), self.show)
+        chosen, _ = composer.choose(max(1, self.request.budget // 2))
+        if chosen is None:
+            self.show("no stage composition was verified faster than the recorded build; "
+                      "tuning per-file flags on the recorded build")
+            return None
+        evaluator.rebase({u.id: chosen.flags.unit_flags for u in evaluator.units},
+                         chosen.flags.link_flags)
+        self.show(f"baseline: {chosen.name}, {chosen.entry.interval_text()} of the recorded "
+                  "build; per-file flags are tuned on top of it")
+        return chosen
+
+    def _tuned_versus_recorded(self, chosen: Chosen, winners: list[Winner]) -> None:
+        """The stages with the winners, against the recorded build (phase TUNED)."""
+        plain = self._plain_evaluator()
+        self.measurements.once(Phase.TUNED, {w.source: w.flags for w in winners},
+                               f"{chosen.name} with the per-file flags against the recorded "
+                               "build", evaluator=plain,
+                               under={u.id: chosen.flags.unit_flags for u in plain.units},
+                               stages=chosen.name, link_flags=chosen.flags.link_flags)
+
+    def _target_stages(self) -> flags_db.TargetStages | None:
+        chosen = self.chosen
+        if chosen is None:
+            return None
+        return flags_db.TargetStages(self.evaluator.target.output_rel,
+                                     tuple(s.value for s in chosen.stages),
+                                     opt_level(self.evaluator),
+                                     tuple(sorted({u.source_rel for u in self.evaluator.units})))
 
     def _screener(self, run: RunContext):
         from autopass_build.tuning import screen
@@ -280,13 +328,14 @@ class Tuner:
                 "target": evaluator.target.output_rel, "metric": self.config.measure.metric,
                 "space": _fingerprint(space), "notes": space.notes,
                 "pgo": self.profile.hash if r.pgo and self.profile else None,
-                "screen": r.screen}
+                "screen": r.screen, "stages": list(r.stages)}
 
     def _adopt(self, header: dict) -> None:
         """--resume: the run's own settings win (the budget may be raised)."""
         self.request = replace(self.request, strategy=header["strategy"], seed=header["seed"],
                                options=header["options"], native=bool(header.get("native")),
                                pgo=bool(header.get("pgo")), screen=bool(header.get("screen")),
+                               stages=tuple(header.get("stages") or ()),
                                budget=max(self.request.budget, header["budget"]))
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))

@@ -1,0 +1,45 @@
+"""What each whole-program stage adds to a build, computed in one place: the tuner
+measures these flags and apply mode rebuilds them from the stage names a flags database
+lists (never from flags stored in it).  Runs in apply mode's compiles: no imports beyond
+core.
+
+    pgo      every unit with -fprofile-instr-use=<profile>
+    lto      every unit as LLVM bitcode (-flto), linked by lld at the units' -O level
+    thinlto  the same with -flto=thin
+"""
+
+from __future__ import annotations
+
+from autopass_build.core.records import Record
+
+PGO, LTO, THINLTO = "pgo", "lto", "thinlto"
+LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' own
+
+
+class StageFlags(Record):
+    """What a composition adds: flags for every unit of the target, and for its link."""
+    __slots__ = ("unit_flags", "link_flags")
+    unit_flags: tuple[str, ...]
+    link_flags: tuple[str, ...]
+
+
+def lto_mode(stages: tuple[str, ...]) -> str:
+    """The -flto flag of a composition ("" when it has no LTO stage)."""
+    return "-flto" if LTO in stages else "-flto=thin" if THINLTO in stages else ""
+
+
+def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
+          lld: str | None = None) -> StageFlags:
+    """The flags of `stages` for units compiled at `opt_level` (clamped to -O2/-O3 for
+    the LTO link's codegen); `profile_flag` is PGO's -fprofile-instr-use=, `lld` the
+    linker's path (else clang's -fuse-ld=lld finds it)."""
+    unit: list[str] = []
+    link: list[str] = []
+    if PGO in stages and profile_flag:
+        unit.append(profile_flag)
+    lto = lto_mode(stages)
+    if lto:
+        level = opt_level if opt_level in LTO_LEVELS else "-O2"
+        unit.append(lto)
+        link += [lto, f"--ld-path={lld}" if lld else "-fuse-ld=lld", level]
+    return StageFlags(tuple(unit), tuple(link))

@@ -1,0 +1,105 @@
+"""Whole-program stages: what each adds to the build, and whether it can run here.
+
+A composition of stages (PGO, full LTO, ThinLTO) is a build like any candidate: per-unit
+flags plus link flags, replayed from the store and measured against the recorded build.
+The flags come from here and only from here (never from a database or an LLM), so apply
+mode can rebuild them from the stage names a database lists.
+
+    pgo      every unit with -fprofile-instr-use (instruments/pgo.py trains the profile)
+    lto      every unit as LLVM bitcode (-flto), linked by lld at the units' -O level
+    thinlto  the same with -flto=thin
+
+LTO units compile from source (not from the stored IR): the front end's -flto output is
+what apply mode builds, so what is measured is what ships.  A target whose objects are
+also linked into another recorded binary gets no LTO: that other link would receive
+bitcode it was never asked to handle.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+
+from autopass_build.core import stage_flags, toolchain
+from autopass_build.core.stage_flags import StageFlags
+from autopass_build.store.index import Store
+from autopass_build.store.targets import Target
+
+
+class Stage(str, Enum):
+    PGO = stage_flags.PGO
+    LTO = stage_flags.LTO
+    THINLTO = stage_flags.THINLTO
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Compositions in order of expected value (measured here on an interpreter: PGO + full
+# LTO 1.17x over -O3, PGO 1.09x, LTO 1.09x; ThinLTO trades some of full LTO's gain for
+# link time).  A run measures them in this order while its stage budget lasts.
+COMPOSITIONS: tuple[tuple[Stage, ...], ...] = (
+    (Stage.PGO, Stage.LTO), (Stage.LTO,), (Stage.PGO,), (Stage.PGO, Stage.THINLTO),
+    (Stage.THINLTO,),
+)
+
+
+def parse(names: str | list[str] | tuple[str, ...]) -> tuple[Stage, ...]:
+    """`"pgo,lto"` or `["pgo", "lto"]` as stages; ValueError naming a stage that is not one."""
+    items = names.split(",") if isinstance(names, str) else list(names)
+    stages = []
+    for item in (i.strip() for i in items if i.strip()):
+        try:
+            stages.append(Stage(item))
+        except ValueError:
+            raise ValueError(f"no stage {item!r}; stages: "
+                             f"{', '.join(s.value for s in Stage)}") from None
+    return tuple(dict.fromkeys(stages))
+
+
+def name(composition: tuple[Stage, ...]) -> str:
+    return "+".join(s.value for s in composition) or "none"
+
+
+def lld() -> str | None:
+    """ld.lld of the LLVM the compiler comes from."""
+    return toolchain.find_tool("ld.lld")
+
+
+def unavailable(stage: Stage, store: Store, target: Target) -> str:
+    """Why `stage` cannot run for `target` here ("" when it can)."""
+    if stage in (Stage.LTO, Stage.THINLTO):
+        if lld() is None:
+            return (f"lld not found (sudo apt-get install lld-{toolchain.DEFAULT_LLVM_VERSION})")
+        if target.kind != "executable":
+            return f"{target.output_rel} is a {target.kind}; LTO is tuned on executables"
+        shared = _objects_linked_elsewhere(store, target)
+        if shared:
+            return (f"{shared} is also linked into another binary, which would receive "
+                    "LLVM bitcode")
+    if stage == Stage.PGO and toolchain.find_tool("llvm-profdata") is None:
+        return (f"llvm-profdata not found (sudo apt-get install "
+                f"llvm-{toolchain.DEFAULT_LLVM_VERSION})")
+    return ""
+
+
+def _objects_linked_elsewhere(store: Store, target: Target) -> str:
+    """A unit of `target` that another recorded link also consumes ("" if none)."""
+    mine = set(target.units)
+    by_object = {u.object_hash: u for u in store.units() if u.id in mine and u.object_hash}
+    in_archive = {record.hash: by_object[member_hash] for record in store.archives()
+                  for _, member_hash in record.members if member_hash in by_object}
+    for link in store.links():
+        if os.path.realpath(link.output) == os.path.realpath(target.output):
+            continue
+        for item in link.inputs:
+            unit = by_object.get(item.hash or "") or in_archive.get(item.hash or "")
+            if unit is not None:
+                return unit.source_rel
+    return ""
+
+
+def flags(composition: tuple[Stage, ...], opt_level: str, profile_flag: str = "") -> StageFlags:
+    """The flags of `composition` (core/stage_flags.py computes them for apply mode too)."""
+    return stage_flags.flags(tuple(s.value for s in composition), opt_level, profile_flag,
+                             lld())
