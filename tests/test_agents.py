@@ -39,6 +39,7 @@ metric = "instructions"
 min_pairs = 2
 max_pairs = 2
 [tune]
+stages = []
 budget = 3
 max_units = 2
 [agent]

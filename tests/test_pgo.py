@@ -28,7 +28,8 @@ def recorded(tmp_path_factory) -> Path:
                    capture_output=True)
     (root / "autopass.toml").write_text('[run]\ncommand = ["{exe}", "20"]\n'
                                         '[measure]\nmetric = "instructions"\n'
-                                        'min_pairs = 2\nmax_pairs = 2\n')
+                                        'min_pairs = 2\nmax_pairs = 2\n'
+                                        '[tune]\nstages = []\n')   # the --pgo path here
     return root
 
 

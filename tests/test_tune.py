@@ -33,6 +33,7 @@ metric = "instructions"
 min_pairs = 2
 max_pairs = 2
 [tune]
+stages = []          # per-file tuning alone (test_stages.py tunes the stages)
 strategy = "ga"
 budget = 8
 seed = 4
@@ -220,7 +221,7 @@ class RecordedMeasurements:
                                       compiler="/nonexistent/clang")]
         self.target = SimpleNamespace(output_rel="prog")
 
-    def evaluate(self, by_unit, progress=None, measure=None):
+    def evaluate(self, by_unit, progress=None, measure=None, link_flags=()):
         from autopass_build.core.outcome import Outcome
         from autopass_build.instruments.evaluate import Evaluation
         from autopass_build.instruments.measure import Comparison

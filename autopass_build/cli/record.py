@@ -215,6 +215,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+# Tools a stage needs, not autopass itself: their absence is a note, not a problem.
+OPTIONAL_TOOLS = {"ld.lld": ("lld-{v}", "the LTO stages (lto, thinlto)")}
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     version = args.llvm_version
     reports = toolchain.survey(version)
@@ -234,6 +238,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         target = f"  target {ident.target}" if ident.target else ""
         print(f"  {report.tool:<14} {report.path}  version {ident.version}{target}")
     required_missing = [p for p in problems if p in ("clang", "clang++", "opt")]
+    for tool, (package, needed_by) in OPTIONAL_TOOLS.items():
+        if tool in problems:
+            problems.remove(tool)
+            print(f"note: {tool} missing: {needed_by} are skipped without it "
+                  f"(sudo apt-get install {package.format(v=version)})")
     if len(majors) > 1:
         print(f"error: the tools come from different LLVM versions {sorted(majors)}; "
               "set AUTOPASS_CC, AUTOPASS_CXX, AUTOPASS_OPT, AUTOPASS_PROFDATA to one version")

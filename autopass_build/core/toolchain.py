@@ -117,7 +117,8 @@ def _leading_digits(text: str) -> str:
 
 
 def parse_version_output(path: str, text: str) -> Identity | None:
-    version = _version_after(text, "clang version ") or _version_after(text, "LLVM version ")
+    version = (_version_after(text, "clang version ") or _version_after(text, "LLVM version ")
+               or _version_after(text, "LLD "))
     if version is None:
         return None
     target = ""

@@ -1,0 +1,135 @@
+"""Whole-program stages: compositions of PGO and LTO measured against the recorded
+build, the best made the baseline of the per-file search, written to the database's
+target section, rebuilt by apply mode (bitcode units, an lld link) bit for bit; a
+stage that cannot run here is skipped with its reason, in tuning and in apply mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import AUTOPASS
+
+from autopass_build.core import flags_db, names, stage_flags, toolchain
+from autopass_build.instruments import stages
+from autopass_build.store.index import Store
+from autopass_build.store.targets import resolve
+from autopass_build.tuning.journal import Journal, Phase
+
+LTO_MINI = Path(__file__).parent / "data" / "lto-mini"
+CONFIG = """
+[build]
+command = "make -s"
+clean = "make -s clean"
+[run]
+command = ["{exe}", "50"]
+[measure]
+metric = "instructions"
+min_pairs = 2
+max_pairs = 2
+[tune]
+strategy = "random"
+budget = 4
+stages = ["pgo", "lto"]
+"""
+BITCODE = b"BC\xc0\xde"
+
+
+def recorded(root: Path, target: str = "") -> Path:
+    shutil.copytree(LTO_MINI, root)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s", *([target] if target else [])],
+                   cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text(CONFIG)
+    return root
+
+
+def test_stage_flags_are_computed_in_one_place() -> None:
+    assert names.STAGES == tuple(s.value for s in stages.Stage)
+    full = stage_flags.flags(("pgo", "lto"), "-O3", "-fprofile-instr-use=p", lld="/x/ld.lld")
+    assert full.unit_flags == ("-fprofile-instr-use=p", "-flto")
+    assert full.link_flags == ("-flto", "--ld-path=/x/ld.lld", "-O3")
+    thin = stage_flags.flags(("thinlto",), "-Os")
+    assert thin.unit_flags == ("-flto=thin",) and thin.link_flags[-1] == "-O2"
+    assert stage_flags.flags(("pgo",), "-O2") == stage_flags.StageFlags((), ())
+    assert stages.parse("pgo, lto") == (stages.Stage.PGO, stages.Stage.LTO)
+    with pytest.raises(ValueError, match="no stage 'bolt'"):
+        stages.parse("bolt")
+
+
+def test_tune_chooses_a_stage_and_apply_rebuilds_it_bit_for_bit(tmp_path) -> None:
+    root = recorded(tmp_path / "mini")
+    done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    journal = Journal.latest(str(root / ".autopass"))
+    measured = {e.stages: e for e in journal.of_phase(Phase.STAGE)}
+    assert set(measured) == {"pgo+lto", "lto"}            # half the budget of 4
+    assert measured["lto"].verdict == "faster" and measured["lto"].ratio < 0.9
+    assert len(journal.of_phase(Phase.SEARCH)) == 2       # the rest of the budget
+    db = flags_db.load(str(root / "autopass.flags.json"))
+    assert db.target is not None and db.target.output == "ltomini"
+    assert set(db.target.stages) in ({"lto"}, {"pgo", "lto"})
+    assert db.target.units == ("main.c", "ops.c")
+    assert "baseline of the per-file search" in done.stdout
+    chosen = min(measured.values(), key=lambda e: e.ratio)
+    verify = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stderr
+    assert "two clean tuned builds are bit-identical" in verify.stdout
+    assert (root / "ops.o").read_bytes()[:4] == BITCODE     # apply mode built bitcode
+    # what ships is what was measured: the same instruction ratio as the stage's A/B
+    speedup = float(verify.stdout.split("speedup ")[1].split("x")[0])
+    assert speedup == pytest.approx(1 / chosen.ratio, rel=1e-3)
+    report = subprocess.run([AUTOPASS, "report"], cwd=root, capture_output=True, text=True)
+    assert "stage lto:" in report.stdout and "baseline of the per-file search" in report.stdout
+
+
+def test_lto_without_lld_is_skipped_in_tuning_and_in_apply_mode(tmp_path) -> None:
+    root = recorded(tmp_path / "mini")
+    no_lld = {**os.environ, "AUTOPASS_LLD": str(tmp_path / "no-ld.lld")}
+    done = subprocess.run([AUTOPASS, "tune", "--budget", "2"], cwd=root, env=no_lld,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "stage lto skipped: lld not found" in done.stderr
+    journal = Journal.latest(str(root / ".autopass"))
+    assert all("lto" not in e.stages for e in journal.of_phase(Phase.STAGE))
+    # a database that asks for LTO, applied where there is no lld: one warning a
+    # compile, and the plain objects
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root, env=no_lld,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert "needs lld" in applied.stderr and "Traceback" not in applied.stderr
+    assert (root / "ops.o").read_bytes()[:4] == b"\x7fELF"
+    ran = subprocess.run(["./ltomini", "3"], cwd=root, capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip()
+
+
+def test_lto_is_skipped_for_objects_another_binary_links(tmp_path) -> None:
+    root = recorded(tmp_path / "both", "both")
+    store = Store.open_existing(str(root / ".autopass"))
+    [target] = [t for t in resolve(store, str(root)) if t.output_rel == "ltomini"]
+    why = stages.unavailable(stages.Stage.LTO, store, target)
+    assert "ops.c is also linked into another binary" in why
+    assert stages.unavailable(stages.Stage.PGO, store, target) == ""
+
+
+def test_a_database_target_section_of_the_wrong_shape_is_refused(tmp_path) -> None:
+    path = tmp_path / "db.json"
+    for target in ({"output": "x", "stages": ["bolt"], "opt_level": "-O2", "units": []},
+                   {"output": "x", "stages": ["lto"], "opt_level": "-O0", "units": []},
+                   {"output": 3, "stages": [], "opt_level": "-O2", "units": []}, "lto"):
+        path.write_text(json.dumps({"schema": 1, "entries": {}, "target": target}))
+        with pytest.raises(flags_db.FlagsDbError, match='"target" must be null'):
+            flags_db.load(str(path))
+
+
+def test_lld_is_found_for_the_llvm_in_use() -> None:
+    found = stages.lld()
+    assert found is not None and os.path.basename(found).startswith("ld.lld")
+    assert toolchain.find_tool("ld.lld") == found
