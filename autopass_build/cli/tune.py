@@ -15,7 +15,7 @@ from autopass_build.cli.common import (
     load_config,
     open_store,
 )
-from autopass_build.core.names import AGENT_BACKENDS, METRICS, RUNS_DIR
+from autopass_build.core.names import AGENT_BACKENDS, METRICS, RUNS_DIR, STAGES
 
 
 def add_parsers(sub) -> None:
@@ -45,6 +45,12 @@ def add_parsers(sub) -> None:
                         "gains are then against PGO alone); the default when [run].train "
                         "is set")
     p.add_argument("--no-pgo", dest="pgo", action="store_false", help="tune without PGO")
+    p.add_argument("--stages", metavar="LIST",
+                   help="whole-program stages to try first, measured against the recorded "
+                        f"build, the best kept as the baseline: any of {','.join(STAGES)} "
+                        "(default: [tune].stages, all of them)")
+    p.add_argument("--no-stages", dest="stages", action="store_const", const="",
+                   help="tune per-file flags on the recorded build only")
     p.set_defaults(pgo=None)
     p.add_argument("--screen", action="store_true", default=None,
                    help="compile each candidate first; measure only those the screening model "
@@ -83,15 +89,30 @@ examples:
   autopass tune                                   # [tune] settings of autopass.toml
   autopass tune --strategy ga --budget 60 --seed 3 --option population=12
   autopass tune --resume                          # after Ctrl-C, kill -9 or a full disk
+  autopass tune --stages lto,thinlto              # which whole-program stages to try
   autopass tune --list-strategies
 
-Each evaluation rebuilds the target with the candidate's per-unit flags (only changed
-units recompile; objects are cached), checks the benchmark's output against the
-baseline's, and measures both interleaved until the ratio's interval is clear.  Every
+First, compositions of whole-program stages (PGO, full LTO and ThinLTO with lld) are
+each measured against the recorded build, within half the budget; the best verified one
+becomes the baseline.  Then per-file flags are searched on top of it: each evaluation
+rebuilds the target with the candidate's per-unit flags (only changed units recompile;
+objects are cached), checks the benchmark's output against the baseline's, and measures
+both interleaved until the ratio's interval is clear.  Every
 evaluation is journaled in .autopass/runs/ before it is used.  At the end the best
 clearly-faster candidate is split into its units (each measured alone), re-measured with
 a tighter interval, and the units that help are written to the flags database.
 """
+
+
+def _stages(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in STAGES]
+    if unknown:
+        raise CliError(f"--stages: no stage {unknown[0]!r}; choose from {', '.join(STAGES)} "
+                       "(or --no-stages)")
+    return names
 
 
 def _options(pairs: list[str]) -> dict | None:
@@ -119,6 +140,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.list_strategies:
         print(search.describe_all())
         return 0
+    stages = _stages(args.stages)
     store = open_store(args)
     config = load_config(args)
     if args.agent_backend:
@@ -127,7 +149,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     request = TuneRequest.from_config(
         config, strategy=args.strategy, budget=args.budget, seed=args.seed,
         options=_options(args.option), max_units=args.max_units, native=args.native,
-        flags_db=args.flags_db, resume=args.resume, pgo=args.pgo, screen=args.screen)
+        flags_db=args.flags_db, resume=args.resume, pgo=args.pgo, screen=args.screen,
+        stages=stages)
     if request.strategy not in search.STRATEGIES:
         raise CliError(f"no strategy {request.strategy!r}; choose one of "
                        f"{', '.join(search.STRATEGIES)}")
