@@ -105,7 +105,7 @@ def tuned_and_verified(tree: Path, budget: int) -> None:
     store = Store.open_existing(str(store_dir))
     profile(Evaluator(store, config))
     db = tree / "autopass.flags.json"
-    result = Tuner(store, config, TuneRequest(strategy="agent", budget=budget,
+    result = Tuner(store, config, TuneRequest(strategy="agent", budget=budget, stages=(),
                                               flags_db=str(db)),
                    lambda m: None if m.startswith("  ") else print(f"  tune: {m}",
                                                                   file=sys.stderr)).run()

@@ -93,7 +93,7 @@ LIGHT = {
 
 def one_run(store, config, name: str, label: str, seed: int, args, work: Path,
             knowledge: Path | None) -> dict:
-    request = TuneRequest(strategy=args.strategy, budget=args.budget, seed=seed,
+    request = TuneRequest(strategy=args.strategy, budget=args.budget, seed=seed, stages=(),
                           max_units=4, screen=knowledge is not None,
                           knowledge=str(knowledge) if knowledge else "",
                           flags_db=str(work / f"{name}-{label}-{seed}.flags.json"))
@@ -113,7 +113,7 @@ def record_pool(store, config, name: str, seed: int, size: int, work: Path) -> l
     """The first `size` candidates of the strategy for `seed`, every one measured, each
     with its code features: a recorded cache that screening policies replay."""
     knowledge = work / f"pool-knowledge-{seed}.json"     # needed by the screener, unused
-    request = TuneRequest(strategy="random", budget=size, seed=seed, max_units=4,
+    request = TuneRequest(strategy="random", budget=size, seed=seed, max_units=4, stages=(),
                           screen=True, knowledge=str(knowledge),
                           screen_options={"min_samples": 10 ** 9},   # never screen out
                           flags_db=str(work / f"{name}-pool-{seed}.flags.json"))

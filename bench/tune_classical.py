@@ -132,7 +132,7 @@ def reached(trace: list[float | None], target: float | None) -> int | None:
 
 def tune_one(store: Store, config: cfg.Config, strategy: str, budget: int, seed: int,
              work: Path, name: str) -> dict:
-    request = TuneRequest(strategy=strategy, budget=budget, seed=seed, max_units=4,
+    request = TuneRequest(strategy=strategy, budget=budget, seed=seed, max_units=4, stages=(),
                           flags_db=str(work / f"{name}-{strategy}.flags.json"))
     started = time.monotonic()
     result = Tuner(store, config, request,

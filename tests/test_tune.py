@@ -265,7 +265,7 @@ def scripted_tuner(tmp_path, table, budget, pgo_alone=None):
 
     store = Store.create(str(tmp_path / ".autopass"))
     config = cfg.parse('[measure]\nmetric = "wall"\n', project_dir=str(tmp_path))
-    tuner = ScriptedTuner(store, config, TuneRequest(strategy="greedy", budget=budget,
+    tuner = ScriptedTuner(store, config, TuneRequest(strategy="greedy", budget=budget, stages=(),
                                                      flags_db=str(tmp_path / "db.json"),
                                                      pgo=pgo_alone is not None))
     tuner.recorded = RecordedMeasurements(table)

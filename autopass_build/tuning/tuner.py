@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.config import Config
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import hash_json
-from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME
+from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.hotspots import ProfileError
@@ -63,7 +63,7 @@ class TuneRequest:
     screen: bool = False     # rank candidates by their compiled code before measuring
     knowledge: str = ""      # the screening knowledge file (default: the user's cache)
     screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
-    stages: tuple[str, ...] = ()   # whole-program stages to try first (instruments/stages)
+    stages: tuple[str, ...] = STAGES   # whole-program stages to try first ([]: none)
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
