@@ -133,3 +133,16 @@ def test_lld_is_found_for_the_llvm_in_use() -> None:
     found = stages.lld()
     assert found is not None and os.path.basename(found).startswith("ld.lld")
     assert toolchain.find_tool("ld.lld") == found
+
+
+def test_a_training_run_that_fails_skips_the_pgo_compositions(tmp_path) -> None:
+    root = recorded(tmp_path / "mini")
+    config = (root / "autopass.toml").read_text().replace(
+        '[run]\n', '[run]\ntrain = ["sh", "-c", "exit 3", "{exe}"]\n')
+    (root / "autopass.toml").write_text(config)
+    done = subprocess.run([AUTOPASS, "tune", "--budget", "4"], cwd=root, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert "stage pgo skipped: training failed" in done.stderr
+    measured = [e.stages for e in Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)]
+    assert measured == ["lto"]

@@ -233,6 +233,9 @@ def _flags_text(flags: tuple[str, ...], limit: int = 200) -> str:
 def _show(db, problems: dict[str, str]) -> None:
     print(f"{db.toolchain.get('compiler', '?')}; {len(db.entries)} entries"
           + (f"; PGO profile {db.profile.path}" if db.profile else ""))
+    if db.target:
+        print(f"  {db.target.output}: stages {'+'.join(db.target.stages) or 'none'} "
+              f"(units at {db.target.opt_level}: {', '.join(db.target.units)})"[:400])
     for source, entry in sorted(db.entries.items()):
         mark = "  (not applied: see `autopass db check`)" if source in problems else ""
         print(f"  {source}: {_flags_text(entry.flags)}{mark}")

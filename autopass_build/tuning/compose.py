@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from autopass_build.instruments import pgo
 from autopass_build.instruments import stages as stage_flags
-from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.instruments.evaluate import EvaluateError, Evaluator
+from autopass_build.instruments.measure import MeasureError
 from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.journal import Entry, Phase
@@ -70,7 +71,17 @@ class Composer:
         """(the best verified composition or None, the evaluations it measured)."""
         best: Chosen | None = None
         spent = 0
+        untrainable = False
         for composition in self.candidates():
+            if Stage.PGO in composition:
+                if untrainable:
+                    continue
+                try:
+                    self._flags(composition)
+                except (pgo.PgoError, EvaluateError, MeasureError) as error:
+                    untrainable = True     # the training run failed: no PGO composition
+                    self.show(f"stage pgo skipped: training failed: {error}")
+                    continue
             if spent >= budget:
                 self.show(f"stage budget spent ({budget} evaluations); "
                           f"{stage_flags.name(composition)} and later not measured")
