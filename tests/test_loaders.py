@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from support import AUTOPASS
 
 from autopass_build import config as cfg
+from autopass_build.instruments import hotspots, pgo
 from autopass_build.store import spool_records
 from autopass_build.store.index import Store
 from autopass_build.tuning.agents.llm import AgentUnavailable, ReplayTransport
@@ -127,6 +128,17 @@ def test_a_saved_transcript_replays_or_hands_over(tmp_path, lines) -> None:
             assert isinstance(reply.content, str) and isinstance(reply.tool_calls, list)
     except AgentUnavailable as error:
         assert str(error)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=FIXTURES)
+@given(JSON | st.fixed_dictionaries({"target": JSON, "method": JSON, "functions": JSON}))
+def test_stored_profiles_load_or_are_not_trusted(tmp_path, data) -> None:
+    """The hot-spot profile and the PGO profile's record in the store: damaged, None."""
+    (tmp_path / "profile.json").write_text(json.dumps(data))
+    (tmp_path / "pgo.json").write_text(json.dumps(data))
+    found = hotspots.load(str(tmp_path))
+    assert found is None or isinstance(found.unit_shares(), dict)
+    assert pgo.load(str(tmp_path)) is None or isinstance(data, dict)
 
 
 @pytest.mark.parametrize("content", ["[run]\ncommand = [1, 2]\n", "[tune]\nbudget = -1\n",

@@ -128,10 +128,18 @@ def profile(evaluator: Evaluator) -> Profile:
 
 
 def load(store_dir: str) -> Profile | None:
+    """The stored profile, or None when there is none or it is not one (damaged files
+    are measured again, never trusted)."""
     try:
         with open(os.path.join(store_dir, PROFILE_FILE)) as handle:
             data = json.load(handle)
-    except (OSError, ValueError):
+        found = Profile(data["target"], data["method"],
+                        [HotFunction(**f) for f in data["functions"]])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
-    return Profile(data["target"], data["method"], [HotFunction(**f) for f in data["functions"]])
+    valid = isinstance(found.target, str) and all(
+        isinstance(f.name, str) and isinstance(f.share, (int, float))
+        and isinstance(f.units, list) and all(isinstance(u, str) for u in f.units)
+        for f in found.functions)
+    return found if valid else None
 

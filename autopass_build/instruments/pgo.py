@@ -98,7 +98,10 @@ def load(store_dir: str) -> TrainedProfile | None:
     try:
         with open(os.path.join(store_dir, PGO_FILE)) as handle:
             found = TrainedProfile(**json.load(handle))
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None
+    if not (isinstance(found.path, str) and isinstance(found.hash, str)
+            and isinstance(found.target, str)):
         return None
     if not os.path.isfile(found.path) or hash_file(found.path) != found.hash:
         return None
