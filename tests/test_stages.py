@@ -1,7 +1,8 @@
 """Whole-program stages: compositions of PGO and LTO measured against the recorded
 build, the best made the baseline of the per-file search, written to the database's
 target section, rebuilt by apply mode (bitcode units, an lld link) bit for bit; a
-stage that cannot run here is skipped with its reason, in tuning and in apply mode."""
+stage that cannot run here is skipped with its reason, in tuning and in apply mode
+(docs/RELIABILITY.md F15, F16)."""
 
 from __future__ import annotations
 
