@@ -81,3 +81,13 @@ def test_record_with_neither_a_command_nor_a_config_says_what_to_give(tmp_path):
 def _units(root):
     from autopass_build.store.index import Store
     return Store.open_existing(str(root / ".autopass")).units()
+
+
+def test_units_says_which_units_no_recorded_link_holds(tmp_path, clang) -> None:
+    """A binary linked without the wrapper: its units cannot be tuned, and units says so."""
+    (tmp_path / "s.c").write_text("int main(void) { return 0; }\n")
+    env = env_with_autopass()
+    sh([AUTOPASS, "record", "--", "sh", "-c", f"clang-19 -c s.c -o s.o && {clang} s.o -o s"],
+       tmp_path, env)
+    said = sh([AUTOPASS, "units"], tmp_path, env)
+    assert "1 units are in no recorded link (s.c)" in said

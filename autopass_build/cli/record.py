@@ -160,6 +160,13 @@ def cmd_units(args: argparse.Namespace) -> int:
             print(f"{u.source_rel:<{width}}  {_short_lang(u.language):<4}  "
                   f"{u.opt_level:<3}  {obj}")
         print(f"{len(units)} units")
+        linked = {uid for t in resolve(store, root) for uid in t.runtime_units()}
+        loose = [u.source_rel for u in units if u.id not in linked]
+        if loose:
+            print(f"{len(loose)} units are in no recorded link ({', '.join(loose[:5])}"
+                  f"{', ...' if len(loose) > 5 else ''}): their binary was linked without "
+                  "autopass's wrapper (or not yet), so they cannot be tuned or given "
+                  "whole-program stages; link through $(CC) under `autopass record`")
     if skipped:
         print(f"\nskipped ({len(skipped)}):")
         for s in skipped:
