@@ -144,12 +144,14 @@ def run_program(name: str, work: Path, strategies: list[str], budget: int, seed:
     base = {u.id: tuple(unit_flags) for u in units}
     variants["stages (tune's choice)"] = (base, {"chosen": chosen}, tuple(link_flags))
     variants[f"stages + {strategies[0]}"] = (
-        {u: base[u] + winners.get(u, ()) for u in base}, facts, tuple(link_flags))
+        {u: base[u] + winners.get(u, ()) for u in base}, {**facts, "chosen": chosen},
+        tuple(link_flags))
     rows = [{"program": name, "variant": "-O3", "vs": "-O3", "speedup": 1.0, "low": 1.0,
              "high": 1.0, "verdict": "reference"}]
     for label, (flags, facts, link) in variants.items():
         tc.log(f"{name}: A/B {label} against -O3")
         rows.append({"program": name, "variant": label, "vs": "-O3", **facts,
+                     "same_as": _same_as(label, facts, "-O3"),
                      **(ab(store, config, flags, link_flags=link) if flags and any(flags.values())
                         else _unchanged())})
     for label in [f"{strategies[0]} on PGO", *STAGE_VARIANTS, "stages (tune's choice)",
@@ -159,10 +161,20 @@ def run_program(name: str, work: Path, strategies: list[str], budget: int, seed:
         flags, facts, link = variants[label]
         tc.log(f"{name}: A/B {label} against PGO alone")
         rows.append({"program": name, "variant": label, "vs": "PGO", **facts,
+                     "same_as": _same_as(label, facts, "PGO"),
                      **ab(store, config, {u: flags.get(u, ()) for u in use}, use, link)})
     for row in rows:
         row["program_minutes"] = round((time.monotonic() - started) / 60, 1)
     return rows
+
+
+def _same_as(label: str, facts: dict, against: str) -> str:
+    """What a tuned variant that wrote no flags builds: its baseline, named, or "A/A"
+    when that is what it is measured against."""
+    baseline = "PGO" if label.endswith(" on PGO") else facts.get("chosen", "")
+    if not baseline or facts.get("winners") != {}:
+        return ""
+    return "A/A" if baseline.upper() == against else f"the {baseline} build"
 
 
 def _unchanged() -> dict:
@@ -177,11 +189,13 @@ def _cell(row: dict) -> str:
         return row["verdict"]
     if row["verdict"] in ("reference", "no flags"):
         return f"{row['speedup']:.3f}x ({row['verdict']})"
-    # tuned on PGO with nothing written: the PGO build again, a second measurement of it;
-    # against PGO alone that is an A/A check of the measurement itself
+    # tuned on a baseline with nothing written: that baseline again, a second measurement
+    # of it; against the same baseline that is an A/A check of the measurement itself
     same = ""
     if row.get("winners") == {}:
-        same = " (no flags: the PGO build)" if row["vs"] == "-O3" else " (no flags: A/A)"
+        same = f" (no flags: {row['same_as']})" if row.get("same_as") else ""
+    elif row.get("chosen") and row["variant"].startswith("stages ("):
+        same = f" (chose {row['chosen']})"
     return f"{row['speedup']:.3f}x [{row['low']:.3f}, {row['high']:.3f}] {row['verdict']}{same}"
 
 
@@ -231,11 +245,12 @@ def findings(results: dict) -> list[str]:
                      f"{results['meta']['budget']} evaluations; geomean {mean:.3f}x over -O3.")
     on_pgo = [k for k in means if k[1] == "PGO"]
     for key in on_pgo:
-        tuned = sum(1 for r in rows if (r["variant"], r["vs"]) == key and r.get("winners"))
+        mine = [r for r in rows if (r["variant"], r["vs"]) == key]
+        same = all(r.get("same_as") == "A/A" for r in mine)
         lines.append(f"{key[0]} against PGO alone: {means[key]:.3f}x on the geomean"
-                     + ("." if tuned else " (nothing was tuned: each is an A/A check)."))
+                     + (" (nothing was tuned: each is an A/A check)." if same else "."))
     false = [f"{r['program']} ({r['speedup']:.3f}x {r['verdict']})" for r in rows
-             if r["vs"] != "-O3" and r.get("winners") == {} and r["verdict"] != "unclear"]
+             if r.get("same_as") == "A/A" and r["verdict"] in ("faster", "slower")]
     if false:
         lines.append("A/A checks (identical builds) that the A/B did not call unclear, i.e. "
                      "this run's false verdicts: " + ", ".join(false) + ".")

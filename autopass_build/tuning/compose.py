@@ -86,7 +86,7 @@ class Composer:
                 self.show(f"stage budget spent ({budget} evaluations); "
                           f"{stage_flags.name(composition)} and later not measured")
                 break
-            entry, measured = self._verified(composition)
+            entry, measured = self._verified(composition, best.entry if best else None)
             spent += measured
             if entry is None:
                 continue
@@ -104,9 +104,11 @@ class Composer:
             profile_flag = self._profile.use_flag()
         return stage_flags.flags(composition, opt_level(self.evaluator), profile_flag)
 
-    def _verified(self, composition: tuple[Stage, ...]) -> tuple[Entry | None, int]:
+    def _verified(self, composition: tuple[Stage, ...], best: Entry | None
+                  ) -> tuple[Entry | None, int]:
         """The composition's confirmed FASTER measurement, or None; and how many
-        evaluations it took (journaled or new: a resumed run spends as the first did)."""
+        evaluations it took (journaled or new: a resumed run spends as the first did).
+        A first look that does not beat `best` is not confirmed: it cannot be chosen."""
         name = stage_flags.name(composition)
         flags = self._flags(composition)
         under = {u.id: flags.unit_flags for u in self.evaluator.units}
@@ -114,11 +116,16 @@ class Composer:
         entry = self.measurements.once(Phase.STAGE, {}, f"stage {name} against the recorded "
                                        "build", under=under, stages=name,
                                        link_flags=flags.link_flags)
-        if entry.verdict == FASTER and entry.measured and not self.measurements.deterministic:
+        better = best is None or (entry.ratio is not None and best.ratio is not None
+                                  and entry.ratio < best.ratio)
+        if entry.verdict == FASTER and entry.measured and better \
+                and not self.measurements.deterministic:
             entry = self.measurements.once(Phase.STAGE_CONFIRM, {}, f"  confirming stage "
                                            f"{name} with fresh pairs", under=under,
                                            stages=name, link_flags=flags.link_flags)
         measured = 1 + bool(journal.find(Phase.STAGE_CONFIRM, entry.config))
         self.show(f"stage {name}: {entry.interval_text()} of the recorded build"
                   + (f" -> {entry.verdict}" if entry.measured else ""))
-        return (entry if entry.verdict == FASTER and entry.measured else None), measured
+        verified = entry.verdict == FASTER and entry.measured and (
+            better if self.measurements.deterministic else entry.phase == Phase.STAGE_CONFIRM)
+        return (entry if verified else None), measured
