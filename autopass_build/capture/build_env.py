@@ -93,7 +93,9 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
 
 def apply_environment(root: str, db: str, policy: str, work_dir: str,
                       base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for `autopass apply -- <build>`: the same wrapper, in apply mode."""
+    """The environment for `autopass apply -- <build>`: the same wrapper, in apply mode;
+    with an LTO stage in the database, LLVM's archiver too (GNU ar cannot index the
+    symbols of LLVM bitcode members without a matching plugin)."""
     env = dict(os.environ if base is None else base)
     bin_dir = os.path.join(work_dir, "bin")
     cc, cxx = write_wrappers(bin_dir)
@@ -108,4 +110,18 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
         ENV_APPLY_POLICY: policy, ENV_MASQUERADE_DIR: bin_dir,
     })
     env.pop(ENV_STORE, None)
+    if bitcode_archives(db):
+        for variable, tool in (("AR", "llvm-ar"), ("RANLIB", "llvm-ranlib")):
+            found = toolchain.find_tool(tool, env=env)
+            if found:
+                env[variable] = found
     return env
+
+
+def bitcode_archives(db: str) -> bool:
+    """The database's stages make the target's units LLVM bitcode (an LTO stage)."""
+    from autopass_build.capture import applier
+    from autopass_build.core.stage_flags import lto_mode
+
+    loaded, _ = applier.load(db)
+    return bool(loaded and loaded.target and lto_mode(loaded.target.stages))

@@ -29,6 +29,7 @@ TOOLS = {
     "llvm-objdump": ("AUTOPASS_OBJDUMP", "llvm-objdump"),
     "llvm-mca": ("AUTOPASS_MCA", "llvm-mca"),
     "ld.lld": ("AUTOPASS_LLD", "ld.lld"),
+    "llvm-ranlib": ("AUTOPASS_RANLIB", "llvm-ranlib"),
 }
 
 
