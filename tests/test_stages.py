@@ -111,13 +111,25 @@ def test_lto_without_lld_is_skipped_in_tuning_and_in_apply_mode(tmp_path) -> Non
     assert ran.returncode == 0 and ran.stdout.strip()
 
 
-def test_lto_is_skipped_for_objects_another_binary_links(tmp_path) -> None:
+def test_another_binary_linking_the_bitcode_units_gets_the_lto_link_too(tmp_path) -> None:
+    """ops.o is linked into ltomini and into other (`make both`): the database tunes
+    ltomini with LTO, and apply mode gives other's link the LTO flags too, because its
+    inputs are bitcode; both binaries build and run."""
     root = recorded(tmp_path / "both", "both")
     store = Store.open_existing(str(root / ".autopass"))
     [target] = [t for t in resolve(store, str(root)) if t.output_rel == "ltomini"]
-    why = stages.unavailable(stages.Stage.LTO, store, target)
-    assert "ops.c is also linked into another binary" in why
-    assert stages.unavailable(stages.Stage.PGO, store, target) == ""
+    assert stages.unavailable(stages.Stage.LTO, store, target) == ""
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s", "both"], cwd=root,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert (root / "ops.o").read_bytes()[:4] == BITCODE
+    for program, args in (("./ltomini", ["3"]), ("./other", [])):
+        ran = subprocess.run([program, *args], cwd=root, capture_output=True, text=True)
+        assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
 
 
 def test_a_database_target_section_of_the_wrong_shape_is_refused(tmp_path) -> None:

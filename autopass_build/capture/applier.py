@@ -120,9 +120,11 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         return Decision((), why, policy == "error") if why and parsed.mode != LINK else None
     stage, stage_warning = stage_decision(db)
     link = Decision()
-    if parsed.mode != COMPILE and db.target is not None:
+    if parsed.mode != COMPILE and db.target is not None and (stage or stage_warning):
         output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
-        if relative_to(output, root) == db.target.output:
+        if relative_to(output, root) == db.target.output or links_bitcode(parsed, cwd):
+            # The target, or another binary of the build that links its bitcode units
+            # (a library's objects in two programs): both need the LTO link.
             link = Decision(stage.link_flags if stage else (), stage_warning)
     if parsed.mode == LINK:
         return link if link.flags or link.warning else None
@@ -144,6 +146,33 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                                             decision.warning) if w),
                       decision.error, source if profile.flags else "")
     return merged if merged.flags or merged.warning else None
+
+
+BITCODE = b"BC\xc0\xde"
+
+
+def links_bitcode(parsed, cwd: str) -> bool:
+    """Whether a link's objects or archive members (its own -L libraries included) are
+    LLVM bitcode."""
+    from autopass_build.capture import archive
+    from autopass_build.capture.recorder import libraries, library_dirs, resolve_library
+
+    dirs = library_dirs(parsed, cwd)
+    paths = [os.path.join(cwd, p) for p in parsed.link_inputs]
+    paths += [found for name in libraries(parsed)
+              if (found := resolve_library(name, dirs, static=True))]
+    for path in paths:
+        try:
+            if archive.is_archive(path):
+                if any(m.data[:4] == BITCODE for m in archive.read_members(path)):
+                    return True
+            else:
+                with open(path, "rb") as handle:
+                    if handle.read(4) == BITCODE:
+                        return True
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def stage_decision(db: FlagsDb) -> tuple[StageFlags | None, str]:

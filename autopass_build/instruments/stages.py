@@ -10,14 +10,13 @@ mode can rebuild them from the stage names a database lists.
     thinlto  the same with -flto=thin
 
 LTO units compile from source (not from the stored IR): the front end's -flto output is
-what apply mode builds, so what is measured is what ships.  A target whose objects are
-also linked into another recorded binary gets no LTO: that other link would receive
-bitcode it was never asked to handle.
+what apply mode builds, so what is measured is what ships.  Another binary of the build
+that links the same objects (a library in two programs) gets the LTO link in apply mode
+too: the wrapper sees bitcode among its inputs.
 """
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 
 from autopass_build.core import stage_flags, toolchain
@@ -73,29 +72,9 @@ def unavailable(stage: Stage, store: Store, target: Target) -> str:
             return (f"lld not found (sudo apt-get install lld-{toolchain.DEFAULT_LLVM_VERSION})")
         if target.kind != "executable":
             return f"{target.output_rel} is a {target.kind}; LTO is tuned on executables"
-        shared = _objects_linked_elsewhere(store, target)
-        if shared:
-            return (f"{shared} is also linked into another binary, which would receive "
-                    "LLVM bitcode")
     if stage == Stage.PGO and toolchain.find_tool("llvm-profdata") is None:
         return (f"llvm-profdata not found (sudo apt-get install "
                 f"llvm-{toolchain.DEFAULT_LLVM_VERSION})")
-    return ""
-
-
-def _objects_linked_elsewhere(store: Store, target: Target) -> str:
-    """A unit of `target` that another recorded link also consumes ("" if none)."""
-    mine = set(target.units)
-    by_object = {u.object_hash: u for u in store.units() if u.id in mine and u.object_hash}
-    in_archive = {record.hash: by_object[member_hash] for record in store.archives()
-                  for _, member_hash in record.members if member_hash in by_object}
-    for link in store.links():
-        if os.path.realpath(link.output) == os.path.realpath(target.output):
-            continue
-        for item in link.inputs:
-            unit = by_object.get(item.hash or "") or in_archive.get(item.hash or "")
-            if unit is not None:
-                return unit.source_rel
     return ""
 
 
