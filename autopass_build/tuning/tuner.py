@@ -138,6 +138,15 @@ class Tuner:
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run)
         final, winners = conclude(best, self.measurements) if best else (None, [])
+        written = self._ship(final, winners)
+        measured = len(journal.of_phase(Phase.SEARCH))
+        return TuneResult(journal, sources, measured, best, final, winners, written,
+                          self.chosen.name if self.chosen else "")
+
+    def _ship(self, final: Entry | None, winners: list[Winner]) -> str | None:
+        """Measure the result against the recorded build too, and write what was
+        verified: the winners, and a chosen stage whether or not a per-file flag won on
+        top of it.  Returns the database written, if any."""
         if self.chosen and winners:
             self._tuned_versus_recorded(self.chosen, winners)
         profile = self.profile if self.request.pgo else (self.chosen.profile if self.chosen
@@ -147,15 +156,12 @@ class Tuner:
                                         winners)
             if not winners and pgo_alone.verdict != FASTER:
                 profile = None   # alone, and not verified faster than the plain build
-        written = None
-        if (winners and final) or profile or self.chosen:
-            # A verified stage ships whether or not a per-file flag won on top of it.
-            written = publish.write(self.request.flags_db, winners, journal, evaluator.units,
-                                    self.config.measure.metric, self.request.strategy,
-                                    self.request.native, profile, self._target_stages())
-        measured = len(journal.of_phase(Phase.SEARCH))
-        return TuneResult(journal, sources, measured, best, final, winners, written,
-                          self.chosen.name if self.chosen else "")
+        if not ((winners and final) or profile or self.chosen):
+            return None
+        assert self.journal is not None
+        return publish.write(self.request.flags_db, winners, self.journal, self.evaluator.units,
+                             self.config.measure.metric, self.request.strategy,
+                             self.request.native, profile, self._target_stages())
 
     def _search(self, run: RunContext) -> Entry | None:
         request, journal = self.request, run.journal
