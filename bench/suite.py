@@ -154,8 +154,12 @@ def run_program(name: str, work: Path, strategies: list[str], budget: int, seed:
                      "same_as": _same_as(label, facts, "-O3"),
                      **(ab(store, config, flags, link_flags=link) if flags and any(flags.values())
                         else _unchanged())})
-    for label in [f"{strategies[0]} on PGO", *STAGE_VARIANTS, "stages (tune's choice)",
-                  f"stages + {strategies[0]}"]:
+    # Against PGO alone, both builds get the profile (the evaluator's base flags): only
+    # variants that contain PGO can be compared that way (LTO alone cannot).
+    with_pgo = [label for label, c in STAGE_VARIANTS.items() if Stage.PGO in c]
+    if "pgo" in chosen.split("+"):
+        with_pgo += ["stages (tune's choice)", f"stages + {strategies[0]}"]
+    for label in [f"{strategies[0]} on PGO", *with_pgo]:
         if label not in variants:
             continue
         flags, facts, link = variants[label]
