@@ -159,3 +159,15 @@ def test_a_training_run_that_fails_skips_the_pgo_compositions(tmp_path) -> None:
     assert "stage pgo skipped: training failed" in done.stderr
     measured = [e.stages for e in Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)]
     assert measured == ["lto"]
+
+
+@pytest.mark.parametrize("levels, expected", [({"-O1"}, "-O2"), ({"-Os", "-O2"}, "-O2"),
+                                              ({"-O2", "-O3"}, "-O3"), (set(), "-O2")])
+def test_the_lto_level_written_is_one_the_database_accepts(levels, expected) -> None:
+    """Units at -O1 or -Os: the LTO link's level is -O2, which the database's loader
+    takes (it refused the -O1 the tuner once wrote)."""
+    from types import SimpleNamespace
+
+    from autopass_build.tuning.compose import opt_level
+    evaluator = SimpleNamespace(units=[SimpleNamespace(opt_level=level) for level in levels])
+    assert opt_level(evaluator) == expected and expected in stage_flags.LTO_LEVELS

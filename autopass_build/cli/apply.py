@@ -235,7 +235,7 @@ def _show(db, problems: dict[str, str]) -> None:
           + (f"; PGO profile {db.profile.path}" if db.profile else ""))
     if db.target:
         print(f"  {db.target.output}: stages {'+'.join(db.target.stages) or 'none'} "
-              f"(units at {db.target.opt_level}: {', '.join(db.target.units)})"[:400])
+              f"(LTO link at {db.target.opt_level}; units: {', '.join(db.target.units)})"[:400])
     for source, entry in sorted(db.entries.items()):
         mark = "  (not applied: see `autopass db check`)" if source in problems else ""
         print(f"  {source}: {_flags_text(entry.flags)}{mark}")

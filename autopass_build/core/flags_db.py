@@ -86,7 +86,7 @@ class TargetStages(Record):
     __slots__ = ("output", "stages", "opt_level", "units")
     output: str                 # relative to the project root
     stages: tuple[str, ...]     # from STAGES
-    opt_level: str              # the units' -O level: the LTO link's codegen level
+    opt_level: str              # the LTO link's codegen level (-O3 if a unit is -O3, else -O2)
     units: tuple[str, ...]      # sources, relative to the project root
 
 

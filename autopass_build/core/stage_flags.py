@@ -4,7 +4,7 @@ lists (never from flags stored in it).  Runs in apply mode's compiles: no import
 core.
 
     pgo      every unit with -fprofile-instr-use=<profile>
-    lto      every unit as LLVM bitcode (-flto), linked by lld at the units' -O level
+    lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2
     thinlto  the same with -flto=thin
 """
 
@@ -21,6 +21,12 @@ class StageFlags(Record):
     __slots__ = ("unit_flags", "link_flags")
     unit_flags: tuple[str, ...]
     link_flags: tuple[str, ...]
+
+
+def lto_level(opt_levels: set[str] | frozenset[str]) -> str:
+    """The LTO link's codegen level for units compiled at `opt_levels`: -O3 if any unit
+    asked for it, else -O2 (-O1/-Os units are clamped up, as `flags` does)."""
+    return "-O3" if "-O3" in opt_levels else "-O2"
 
 
 def lto_mode(stages: tuple[str, ...]) -> str:

@@ -6,7 +6,7 @@ The flags come from here and only from here (never from a database or an LLM), s
 mode can rebuild them from the stage names a database lists.
 
     pgo      every unit with -fprofile-instr-use (instruments/pgo.py trains the profile)
-    lto      every unit as LLVM bitcode (-flto), linked by lld at the units' -O level
+    lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2
     thinlto  the same with -flto=thin
 
 LTO units compile from source (not from the stored IR): the front end's -flto output is

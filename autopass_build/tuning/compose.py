@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autopass_build.instruments import pgo
-from autopass_build.instruments import stages as stage_flags
+from autopass_build.core.stage_flags import lto_level
+from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.measure import MeasureError
 from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
@@ -35,14 +35,13 @@ class Chosen:
 
     @property
     def name(self) -> str:
-        return stage_flags.name(self.stages)
+        return stages.name(self.stages)
 
 
 def opt_level(evaluator: Evaluator) -> str:
-    """The units' -O level (the highest), which an LTO link must use for its codegen."""
-    levels = sorted({u.opt_level for u in evaluator.units})
-    return "-O3" if "-O3" in levels else "-O2" if "-O2" in levels else (levels[-1] if levels
-                                                                      else "-O2")
+    """The LTO link's codegen level for the target's units (one of LTO_LEVELS: what the
+    database's target section may hold)."""
+    return lto_level({u.opt_level for u in evaluator.units})
 
 
 class Composer:
@@ -60,7 +59,7 @@ class Composer:
         """The compositions to try, in order; unavailable stages are said once."""
         skipped: dict[Stage, str] = {}
         for stage in self.allowed:
-            why = stage_flags.unavailable(stage, self.evaluator.store, self.evaluator.target)
+            why = stages.unavailable(stage, self.evaluator.store, self.evaluator.target)
             if why:
                 skipped[stage] = why
                 self.show(f"stage {stage} skipped: {why}")
@@ -84,7 +83,7 @@ class Composer:
                     continue
             if spent >= budget:
                 self.show(f"stage budget spent ({budget} evaluations); "
-                          f"{stage_flags.name(composition)} and later not measured")
+                          f"{stages.name(composition)} and later not measured")
                 break
             entry, measured = self._verified(composition, best.entry if best else None)
             spent += measured
@@ -102,14 +101,14 @@ class Composer:
             if self._profile is None:
                 self._profile = self.train()
             profile_flag = self._profile.use_flag()
-        return stage_flags.flags(composition, opt_level(self.evaluator), profile_flag)
+        return stages.flags(composition, opt_level(self.evaluator), profile_flag)
 
     def _verified(self, composition: tuple[Stage, ...], best: Entry | None
                   ) -> tuple[Entry | None, int]:
         """The composition's confirmed FASTER measurement, or None; and how many
         evaluations it took (journaled or new: a resumed run spends as the first did).
         A first look that does not beat `best` is not confirmed: it cannot be chosen."""
-        name = stage_flags.name(composition)
+        name = stages.name(composition)
         flags = self._flags(composition)
         under = {u.id: flags.unit_flags for u in self.evaluator.units}
         journal = self.measurements.journal
