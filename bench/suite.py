@@ -126,7 +126,7 @@ def run_program(name: str, work: Path, strategies: list[str], budget: int, seed:
     }
     for label, composition in STAGE_VARIANTS.items():
         why = next((w for s in composition
-                    if (w := stages.unavailable(s, store, evaluator.target))), "")
+                    if (w := stages.unavailable(s, evaluator.target))), "")
         if why:
             tc.log(f"{name}: {label} skipped: {why}")
             continue

@@ -118,7 +118,7 @@ def test_another_binary_linking_the_bitcode_units_gets_the_lto_link_too(tmp_path
     root = recorded(tmp_path / "both", "both")
     store = Store.open_existing(str(root / ".autopass"))
     [target] = [t for t in resolve(store, str(root)) if t.output_rel == "ltomini"]
-    assert stages.unavailable(stages.Stage.LTO, store, target) == ""
+    assert stages.unavailable(stages.Stage.LTO, target) == ""
     db = flags_db.empty()
     db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
     flags_db.save(str(root / "autopass.flags.json"), db)

@@ -105,14 +105,14 @@ a tighter interval, and the units that help are written to the flags database.
 
 
 def _stages(text: str | None) -> tuple[str, ...] | None:
+    from autopass_build.instruments import stages
+
     if text is None:
         return None
-    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in STAGES]
-    if unknown:
-        raise CliError(f"--stages: no stage {unknown[0]!r}; choose from {', '.join(STAGES)} "
-                       "(or --no-stages)")
-    return names
+    try:
+        return tuple(s.value for s in stages.parse(text))
+    except ValueError as error:
+        raise CliError(f"--stages: {error} (or --no-stages)") from None
 
 
 def _options(pairs: list[str]) -> dict | None:

@@ -21,7 +21,6 @@ from enum import Enum
 
 from autopass_build.core import stage_flags, toolchain
 from autopass_build.core.stage_flags import StageFlags
-from autopass_build.store.index import Store
 from autopass_build.store.targets import Target
 
 
@@ -65,7 +64,7 @@ def lld() -> str | None:
     return toolchain.find_tool("ld.lld")
 
 
-def unavailable(stage: Stage, store: Store, target: Target) -> str:
+def unavailable(stage: Stage, target: Target) -> str:
     """Why `stage` cannot run for `target` here ("" when it can)."""
     if stage in (Stage.LTO, Stage.THINLTO):
         if lld() is None:

@@ -59,7 +59,7 @@ class Composer:
         """The compositions to try, in order; unavailable stages are said once."""
         skipped: dict[Stage, str] = {}
         for stage in self.allowed:
-            why = stages.unavailable(stage, self.evaluator.store, self.evaluator.target)
+            why = stages.unavailable(stage, self.evaluator.target)
             if why:
                 skipped[stage] = why
                 self.show(f"stage {stage} skipped: {why}")
