@@ -1,3 +1,3 @@
-"""autopass: record a C/C++ build, tune per-file compiler flags, apply them."""
+"""autopass: record a C/C++ build, tune whole-program stages and per-file flags, apply them."""
 
 __version__ = "0.1.0"

@@ -26,7 +26,7 @@ typical session:
   autopass try --flags 'lib/lz.c=-O3 -fno-unroll-loops'
                                         one candidate against the baseline: ratio, interval
   autopass profile                      hot functions of the benchmark and their units
-  autopass tune                         search per-file flags (offline rules agent default)
+  autopass tune                         stages (PGO, LTO) first, then per-file flags
   autopass report --html report.html    what the tuning run did, with its progress plot
   autopass apply -- make -j2            a build with each file's tuned flags
   autopass verify                       two clean tuned builds identical? speedup vs plain
@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autopass", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Make a whole C/C++ application faster without touching its source: "
-                    "record its build, tune per-file compiler flags, apply them.",
+                    "record its build, tune whole-program stages (PGO, LTO) and per-file compiler "
+                    "flags against your benchmark, apply them.",
         epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"autopass {__version__}")
     sub = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
