@@ -178,7 +178,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _print_result(result, metric: str) -> None:
     from autopass_build.core.outcome import Outcome
-    from autopass_build.outputs.report import stage_lines, versus_lines
+    from autopass_build.outputs.report import stage_lines, verdict_words, versus_lines
     from autopass_build.tuning.journal import VERSUS_RECORDED, Phase
 
     journal = result.journal
@@ -191,11 +191,12 @@ def _print_result(result, metric: str) -> None:
                      if e.ratio is None and e.outcome != Outcome.SCREENED)
     if failed:
         print("  rejected: " + ", ".join(f"{n} {o}" for o, n in sorted(failed.items())))
+    print("  " + verdict_words(journal.entries))
     for line in stage_lines(journal.entries) + versus_lines(
             {e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}):
         print("  " + line)
     baseline = ("PGO alone" if journal.header.get("pgo") else
-                f"the {result.stages} build" if result.stages else "the recorded build")
+                f"the {result.searched_on} build" if result.searched_on else "the recorded build")
     if result.best is None:
         print(f"no candidate was clearly faster than {baseline}; "
               + _shipped_stage(result))
@@ -209,7 +210,8 @@ def _print_result(result, metric: str) -> None:
     if not result.winners:
         print("the gain did not hold up in the final measurement; " + _shipped_stage(result))
         return
-    print(f"wrote {len(result.winners)} entries to {result.flags_db}:")
+    print(f"wrote {len(result.winners)} entries to {result.flags_db}"
+          + (f", on the stages {result.stages}:" if result.stages else ":"))
     for w in result.winners:
         print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry.ratio:.4f}x)")
 

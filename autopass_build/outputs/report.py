@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from autopass_build.core.outcome import Outcome
+from autopass_build.core.stage_flags import BOLT
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.journal import VERSUS_RECORDED, Entry, Journal, Phase
 
@@ -74,31 +75,52 @@ def versus_lines(entries: dict[Phase, Entry]) -> list[str]:
 
 def stage_lines(entries: list[Entry]) -> list[str]:
     """Each whole-program composition measured: its gain against the recorded build and
-    against each composition it extends ('pgo+lto: ...; 0.93x of pgo')."""
+    against each composition it extends ('pgo+lto: ...; 0.93x of pgo'); which one the
+    per-file search ran on; and BOLT, measured last on top of the result."""
     measured: dict[str, Entry] = {}
     for e in entries:
         if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM):
             measured[e.stages] = e          # a confirmation replaces the first look
-    lines = []
-    for name, e in measured.items():
-        line = f"stage {name}: {e.interval_text()} of the recorded build"
-        if e.measured and e.ratio is not None:
-            line += f" -> {e.verdict}"
-            parts = name.split("+")
-            for sub in ("+".join(p for p in parts if p != left) for left in parts):
-                base = measured.get(sub) if len(parts) > 1 else None
-                if base is not None and base.ratio:
-                    line += f"; {e.ratio / base.ratio:.4f}x of {sub}"
-        lines.append(line)
+    lines = [_stage_line(name, e, measured) for name, e in measured.items()]
+    link_time = {n: e for n, e in measured.items() if BOLT not in n.split("+")}
     # The composer confirms every FASTER look on a timing metric, so the best FASTER
     # final look of each composition is the one it chose.
-    faster = [e for e in measured.values() if e.verdict == FASTER and e.ratio is not None]
-    if faster:
-        best = min(faster, key=lambda e: e.ratio or 1.0)
-        lines.append(f"baseline of the per-file search: {best.stages}")
-    elif measured:
+    faster = [e for e in link_time.values() if e.verdict == FASTER and e.ratio is not None]
+    chosen = min(faster, key=lambda e: e.ratio or 1.0) if faster else None
+    if chosen:
+        lines.append(f"baseline of the per-file search: {chosen.stages}")
+    elif link_time:
         lines.append("no composition verified faster: per-file flags on the recorded build")
+    for name, e in measured.items():
+        if BOLT in name.split("+"):
+            lines.append(f"BOLT on top: {'kept' if _bolt_kept(e, chosen, entries) else 'not kept'}")
     return lines
+
+
+def _stage_line(name: str, e: Entry, measured: dict[str, Entry]) -> str:
+    line = f"stage {name}" + (" with the per-file flags" if e.flags else "")
+    line += f": {e.interval_text()} of the recorded build"
+    if e.measured and e.ratio is not None:
+        line += f" -> {e.verdict}"
+        parts = name.split("+")
+        for sub in ("+".join(p for p in parts if p != left) for left in parts):
+            base = measured.get(sub) if len(parts) > 1 else None
+            if base is not None and base.ratio and not e.flags:
+                line += f"; {e.ratio / base.ratio:.4f}x of {sub}"
+    return line
+
+
+def _bolt_kept(bolt: Entry, chosen: Entry | None, entries: list[Entry]) -> bool:
+    """What the tuner decided (compose.bolt_on_top): verified FASTER than the recorded
+    build and faster than the build it was put on (the stages with the winners)."""
+    if bolt.verdict != FASTER or bolt.ratio is None:
+        return False
+    tuned = [e for e in entries if e.phase == Phase.TUNED and e.flags == bolt.flags]
+    reference = tuned[-1] if tuned and bolt.flags else chosen
+    if reference is None and bolt.flags:
+        finals = [e for e in entries if e.phase == Phase.FINAL and e.flags == bolt.flags]
+        reference = finals[-1] if finals else None
+    return reference is None or reference.ratio is None or bolt.ratio < reference.ratio
 
 
 def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
@@ -142,7 +164,38 @@ def text(summary: RunSummary) -> str:
     rejected = {o: n for o, n in summary.outcomes.items() if o != Outcome.OK.value}
     lines.append("rejected: " + (", ".join(f"{n} {o}" for o, n in sorted(rejected.items()))
                                  or "none"))
+    lines.append(verdict_words(summary.entries))
+    lines.append("every evaluation, against its baseline (ratio below 1 is faster):")
+    lines += ["  " + line for line in evaluation_lines(summary.entries)]
     return "\n".join(lines)
+
+
+def verdict_words(entries: list[Entry]) -> str:
+    """What the search's measurements said, in words: how many candidates were clearly
+    faster, clearly slower, or within the noise."""
+    measured = [e for e in entries if e.phase == Phase.SEARCH and e.measured]
+    counts = Counter(e.verdict or "unclear" for e in measured)
+    if not measured:
+        return "no search candidate was measured"
+    parts = ", ".join(f"{counts[v]} {v}" for v in (FASTER, "slower", "same", "unclear")
+                      if counts[v])
+    best = min(measured, key=lambda e: e.ratio or 1.0)
+    return (f"{len(measured)} search candidates measured: {parts}; the lowest estimate "
+            f"was #{best.n}, {best.interval_text()}")
+
+
+def evaluation_lines(entries: list[Entry]) -> list[str]:
+    """One line per journal entry: number, phase, estimate with its interval (or the
+    outcome), verdict and the flags or stages it measured."""
+    lines = []
+    for e in entries:
+        what = "; ".join(f"{s}: {f}" for s, f in sorted(e.flags.items())) or "(no flags)"
+        if e.stages:
+            what = f"stages {e.stages}" + (f" + {what}" if e.flags else "")
+        verdict = f" {e.verdict}" if e.measured and e.verdict else ""
+        lines.append(f"#{e.n:<3} {e.phase.value:<13} {e.interval_text()}{verdict}  "
+                     f"{what}"[:240])
+    return lines
 
 
 def _plot_png(runs: list[RunSummary]) -> bytes:
@@ -150,21 +203,38 @@ def _plot_png(runs: list[RunSummary]) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(7, 3.6), dpi=110)
+    figure, (axes, every) = plt.subplots(2, 1, figsize=(7, 6.4), dpi=110)
     for run in runs:
         label = f"{run.header.get('strategy')} ({run.run_id[-18:]})"
         axes.step(range(1, len(run.curve) + 1), [100 * g for g in run.curve], where="post",
                   label=label)
+        _every_evaluation(every, run, label)
     axes.set_xlabel("evaluations")
     axes.set_ylabel("best clear gain (%)")
     axes.set_title("tuning progress")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
+    every.axhline(1.0, color="grey", linewidth=0.8)
+    every.set_xlabel("journal entry")
+    every.set_ylabel("candidate / baseline")
+    every.set_title("every measurement, with its interval (below 1: faster)")
+    every.grid(alpha=0.3)
     buffer = io.BytesIO()
     figure.tight_layout()
     figure.savefig(buffer, format="png")
     plt.close(figure)
     return buffer.getvalue()
+
+
+def _every_evaluation(axes, run: RunSummary, label: str) -> None:
+    measured = [e for e in run.entries if e.measured and e.ratio is not None]
+    if not measured:
+        return
+    ratios = [e.ratio or 1.0 for e in measured]
+    below = [r - (e.low if e.low is not None else r) for r, e in zip(ratios, measured)]
+    above = [(e.high if e.high is not None else r) - r for r, e in zip(ratios, measured)]
+    axes.errorbar([e.n for e in measured], ratios, yerr=[below, above], fmt="o",
+                  markersize=3, capsize=2, label=label)
 
 
 def html_report(runs: list[RunSummary]) -> str:
