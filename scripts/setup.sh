@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up autopass on a Debian/Ubuntu machine: clang/llvm/lld 19 and build tools (apt, only
+# Set up autopass on a Debian/Ubuntu machine: clang/llvm/lld/bolt 19 and build tools (apt, only
 # what is missing), a virtual environment in .venv with autopass and its dependencies.
 #   bash scripts/setup.sh          the tool
 #   bash scripts/setup.sh --test   the tool and what the test suite needs
@@ -17,6 +17,7 @@ command -v clang-$LLVM >/dev/null || missing+=(clang-$LLVM)
 command -v opt-$LLVM >/dev/null || missing+=(llvm-$LLVM)
 command -v make >/dev/null || missing+=(make)
 command -v ld.lld-$LLVM >/dev/null || missing+=(lld-$LLVM)   # the LTO stages
+command -v llvm-bolt-$LLVM >/dev/null || missing+=(bolt-$LLVM)   # the BOLT stage
 command -v cmake >/dev/null || missing+=(cmake)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 if [ $want_tests = 1 ]; then

@@ -57,8 +57,9 @@ def test_stage_flags_are_computed_in_one_place() -> None:
     assert thin.unit_flags == ("-flto=thin",) and thin.link_flags[-1] == "-O2"
     assert stage_flags.flags(("pgo",), "-O2") == stage_flags.StageFlags((), ())
     assert stages.parse("pgo, lto") == (stages.Stage.PGO, stages.Stage.LTO)
-    with pytest.raises(ValueError, match="no stage 'bolt'"):
-        stages.parse("bolt")
+    with pytest.raises(ValueError, match="no stage 'blot'"):
+        stages.parse("blot")
+    assert stage_flags.flags(("bolt",), "-O2").link_flags == ("-Wl,--emit-relocs",)
 
 
 def test_tune_chooses_a_stage_and_apply_rebuilds_it_bit_for_bit(tmp_path) -> None:
@@ -138,7 +139,7 @@ def test_a_database_target_section_of_the_wrong_shape_is_refused(tmp_path) -> No
                    {"output": "x", "stages": ["lto"], "opt_level": "-O0", "units": []},
                    {"output": 3, "stages": [], "opt_level": "-O2", "units": []}, "lto"):
         path.write_text(json.dumps({"schema": 1, "entries": {}, "target": target}))
-        with pytest.raises(flags_db.FlagsDbError, match='"target" must be null'):
+        with pytest.raises(flags_db.FlagsDbError, match='"target" (must be null|lists the)'):
             flags_db.load(str(path))
 
 

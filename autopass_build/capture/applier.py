@@ -32,19 +32,28 @@ from autopass_build.core.files import (
 )
 from autopass_build.core.flags_db import FlagsDb
 from autopass_build.core.names import FLAGS_DB_NAME
-from autopass_build.core.stage_flags import PGO, StageFlags, lto_mode
+from autopass_build.core.stage_flags import BOLT, LTO, PGO, THINLTO, StageFlags, lto_mode
 from autopass_build.core.stage_flags import flags as stage_flags
+
+
+class BoltPlan:
+    """BOLT after a link: rewrite `output` with `profile` if its code is `fingerprint`."""
+    __slots__ = ("output", "profile", "fingerprint")
+
+    def __init__(self, output: str, profile: str, fingerprint: str):
+        self.output, self.profile, self.fingerprint = output, profile, fingerprint
 
 
 class Decision:
     """What to add to one compile: `flags`, plus `warning` (or `error` under policy);
-    `profiled`: the source, when the flags include the PGO profile."""
-    __slots__ = ("flags", "warning", "error", "profiled")
+    `profiled`: the source, when the flags include the PGO profile; `bolt`: what to do
+    after the link succeeds."""
+    __slots__ = ("flags", "warning", "error", "profiled", "bolt")
 
     def __init__(self, flags: tuple[str, ...] = (), warning: str = "", error: bool = False,
-                 profiled: str = ""):
+                 profiled: str = "", bolt: BoltPlan | None = None):
         self.flags, self.warning, self.error = flags, warning, error
-        self.profiled = profiled
+        self.profiled, self.bolt = profiled, bolt
 
 
 def db_path(root: str, explicit: str | None) -> str:
@@ -122,10 +131,15 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     link = Decision()
     if parsed.mode != COMPILE and db.target is not None and (stage or stage_warning):
         output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
-        if relative_to(output, root) == db.target.output or links_bitcode(parsed, cwd):
+        is_target = relative_to(output, root) == db.target.output
+        if is_target or links_bitcode(parsed, cwd):
             # The target, or another binary of the build that links its bitcode units
             # (a library's objects in two programs): both need the LTO link.
             link = Decision(stage.link_flags if stage else (), stage_warning)
+        if is_target and BOLT in db.target.stages:
+            link = bolt_decision(db, path, output, link, policy)
+            if link.error:
+                return link
     if parsed.mode == LINK:
         return link if link.flags or link.warning else None
     sources = [os.path.normpath(os.path.join(cwd, s.path)) for s in parsed.sources]
@@ -144,7 +158,7 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     merged = Decision(profile.flags + staged + decision.flags + link.flags,
                       "; ".join(w for w in (profile.warning, stage_warning if ours else "",
                                             decision.warning) if w),
-                      decision.error, source if profile.flags else "")
+                      decision.error, source if profile.flags else "", link.bolt)
     return merged if merged.flags or merged.warning else None
 
 
@@ -176,19 +190,67 @@ def links_bitcode(parsed, cwd: str) -> bool:
 
 
 def stage_decision(db: FlagsDb) -> tuple[StageFlags | None, str]:
-    """The chosen stages' flags without PGO's profile (profile_decision adds it), or
-    None with a warning when lld is not here (the build goes on without LTO)."""
+    """The chosen stages' flags without PGO's profile (profile_decision adds it); with a
+    warning, and without LTO, when lld is not here (the build goes on without it)."""
     target = db.target
-    if target is None or not lto_mode(target.stages):
+    if target is None or not (lto_mode(target.stages) or BOLT in target.stages):
         return None, ""
     from autopass_build.core import toolchain
 
-    lld = toolchain.find_tool("ld.lld")
-    if lld is None:
-        return None, (f"the database's LTO stage needs lld (sudo apt-get install "
-                      f"lld-{toolchain.DEFAULT_LLVM_VERSION}): building without it")
-    return stage_flags(tuple(s for s in target.stages if s != PGO), target.opt_level,
-                       lld=lld), ""
+    stages = tuple(s for s in target.stages if s != PGO)
+    lld = toolchain.find_tool("ld.lld") if lto_mode(stages) else None
+    warning = ""
+    if lto_mode(stages) and lld is None:
+        stages = tuple(s for s in stages if s not in (LTO, THINLTO))
+        warning = (f"the database's LTO stage needs lld (sudo apt-get install "
+                   f"lld-{toolchain.DEFAULT_LLVM_VERSION}): building without it")
+    return stage_flags(stages, target.opt_level, lld=lld), warning
+
+
+def bolt_decision(db: FlagsDb, path: str, output: str, link: Decision, policy: str
+                  ) -> Decision:
+    """The target's link, with BOLT to run after it when the shipped profile is intact
+    (else the link's own decision with a warning, or an error under the error policy)."""
+    target = db.target
+    assert target is not None
+    ref = target.bolt
+    refused = ""
+    if ref is None or os.path.isabs(ref.path) or ".." in ref.path.split("/"):
+        refused = f"{path}: the BOLT profile must lie beside the database"
+    else:
+        file = os.path.join(os.path.dirname(path), ref.path)
+        try:
+            if hash_file(file) != ref.hash:
+                refused = (f"{file} is not the BOLT profile the build was tuned with "
+                           "(re-run autopass tune)")
+        except OSError as error:
+            refused = f"the BOLT profile {file} cannot be used ({error.strerror})"
+    if refused:
+        warning = "; ".join(w for w in (link.warning, refused + ": linking without BOLT") if w)
+        return Decision(link.flags, warning, policy == "error")
+    return Decision(link.flags, link.warning, bolt=BoltPlan(output, file, target.bolt_binary))
+
+
+def run_bolt(plan: BoltPlan, policy: str) -> Decision:
+    """After the target's link: BOLT on the output with the shipped profile, if the
+    output is the binary the profile was trained on.  Any failure leaves the linked
+    binary as it is, with one warning (an error under the error policy)."""
+    from autopass_build.core import bolt
+
+    try:
+        fingerprint = bolt.code_fingerprint(plan.output)
+        if fingerprint != plan.fingerprint:
+            return _refuse(f"{plan.output}: the BOLT profile was trained on another build of "
+                           "it (a source, flag or compiler changed since tuning): BOLT not "
+                           "applied; re-run autopass tune", policy)
+        bolt.optimize(plan.output, plan.profile, plan.output)
+    except (bolt.BoltError, OSError) as error:
+        return _refuse(f"{plan.output}: BOLT not applied, the linked binary is kept "
+                       f"({error})", policy)
+    except Exception as error:  # our bug must not break the build: the link succeeded
+        return _refuse(f"{plan.output}: BOLT not applied, the linked binary is kept "
+                       f"({error!r})", policy)
+    return Decision()
 
 
 def profile_decision(db: FlagsDb, path: str, policy: str) -> Decision:

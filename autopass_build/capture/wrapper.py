@@ -220,16 +220,23 @@ def _apply(plan: Plan) -> int:
                          f"({error.strerror}); compiling with the default flags\n")
         return plan.exec_compiler()
     if done.status == 0:
-        stale = None
+        notes = []
         if decision.profiled:
             from autopass_build.capture.applier import stale_profile
             err, stale = stale_profile(err, decision.profiled, plan.policy)
+            notes.append(stale)
+        if decision.bolt:   # the target's link: BOLT rewrites what it made
+            from autopass_build.capture.applier import run_bolt
+            notes.append(run_bolt(decision.bolt, plan.policy))
         sys.stdout.buffer.write(out)
         sys.stderr.buffer.write(err)
-        if stale:
-            sys.stderr.write(f"autopass: {'error' if stale.error else 'warning'}: "
-                             f"{stale.warning}\n")
-        return 1 if stale and stale.error else 0
+        failed = False
+        for note in notes:
+            if note and note.warning:
+                sys.stderr.write(f"autopass: {'error' if note.error else 'warning'}: "
+                                 f"{note.warning}\n")
+                failed = failed or note.error
+        return 1 if failed else 0
     first = (err.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
     sys.stderr.write(f"autopass: warning: the compiler rejected the tuned flags "
                      f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "

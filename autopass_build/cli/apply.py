@@ -236,6 +236,9 @@ def _show(db, problems: dict[str, str]) -> None:
     if db.target:
         print(f"  {db.target.output}: stages {'+'.join(db.target.stages) or 'none'} "
               f"(LTO link at {db.target.opt_level}; units: {', '.join(db.target.units)})"[:400])
+        if db.target.bolt:
+            print(f"  {db.target.output}: BOLT profile {db.target.bolt.path}, for the binary "
+                  f"whose code hashes to {db.target.bolt_binary[:16]}")
     for source, entry in sorted(db.entries.items()):
         mark = "  (not applied: see `autopass db check`)" if source in problems else ""
         print(f"  {source}: {_flags_text(entry.flags)}{mark}")

@@ -226,6 +226,16 @@ def cmd_init(args: argparse.Namespace) -> int:
 OPTIONAL_TOOLS = {"ld.lld": ("lld-{v}", "the LTO stages (lto, thinlto)")}
 
 
+def _doctor_bolt() -> None:
+    from autopass_build.core import bolt
+
+    why = bolt.missing()
+    if why:
+        print(f"note: the BOLT stage is skipped: {why}")
+    else:
+        print(f"  {'llvm-bolt':<14} {bolt.tool()}  (runtime {bolt.runtime_of(bolt.tool() or '')})")
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     version = args.llvm_version
     reports = toolchain.survey(version)
@@ -250,6 +260,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             problems.remove(tool)
             print(f"note: {tool} missing: {needed_by} are skipped without it "
                   f"(sudo apt-get install {package.format(v=version)})")
+    _doctor_bolt()
     if len(majors) > 1:
         print(f"error: the tools come from different LLVM versions {sorted(majors)}; "
               "set AUTOPASS_CC, AUTOPASS_CXX, AUTOPASS_OPT, AUTOPASS_PROFDATA to one version")

@@ -5,8 +5,11 @@
       "toolchain": {"compiler": "clang 19.1.7 (x86_64-pc-linux-gnu)", "target": "x86_64-..."},
       "cpu": null,                       # the CPU model when an entry is CPU-specific
       "profile": {"path": "autopass.profdata", "hash": "..."},   # PGO, or null
-      "target": {"output": "bin/app", "stages": ["pgo", "lto"], "opt_level": "-O3",
-                 "units": ["src/a.c", ...]},   # whole-program stages, or null
+      "target": {"output": "bin/app", "stages": ["pgo", "lto", "bolt"], "opt_level": "-O3",
+                 "units": ["src/a.c", ...],
+                 "bolt": {"path": "autopass.fdata", "hash": "...",   # BOLT's profile, or null
+                          "binary": "<code fingerprint of the binary it was trained on>"}},
+                                         # whole-program stages, or null
       "entries": {
         "src/lvm.c": {
           "flags": ["-mllvm", "-inline-threshold=900"],
@@ -82,12 +85,17 @@ class ProfileRef(Record):
 
 class TargetStages(Record):
     """The whole-program stages chosen for one binary: apply mode builds `units` with
-    the stages' flags and links `output` with theirs (core/stage_flags.py)."""
-    __slots__ = ("output", "stages", "opt_level", "units")
+    the stages' flags, links `output` with theirs (core/stage_flags.py) and, with BOLT,
+    rewrites the linked `output` with the `bolt` profile if its code fingerprint is
+    `bolt_binary` (core/bolt.py)."""
+    __slots__ = ("output", "stages", "opt_level", "units", "bolt", "bolt_binary")
+    _defaults = {"bolt": None, "bolt_binary": ""}
     output: str                 # relative to the project root
     stages: tuple[str, ...]     # from STAGES
     opt_level: str              # the LTO link's codegen level (-O3 if a unit is -O3, else -O2)
     units: tuple[str, ...]      # sources, relative to the project root
+    bolt: ProfileRef | None     # BOLT's profile beside the database
+    bolt_binary: str            # the code fingerprint of the binary it was trained on
 
 
 class FlagsDb(Record):
@@ -190,8 +198,14 @@ def _target(raw: object, path: str) -> TargetStages | None:
         raise FlagsDbError(f"{path}: \"target\" must be null or {{\"output\", \"stages\" "
                            f"(of {', '.join(STAGES)}), \"opt_level\" (-O2 or -O3), "
                            f"\"units\"}}; {FIX}")
-    return TargetStages(raw["output"], tuple(raw["stages"]), raw["opt_level"],
-                        tuple(raw["units"]))
+    stages = tuple(raw["stages"])
+    bolt = raw.get("bolt")
+    if ("bolt" in stages) != (bolt is not None) or bolt is not None and not (
+            isinstance(bolt, dict) and isinstance(bolt.get("binary"), str)):
+        raise FlagsDbError(f"{path}: \"target\" lists the bolt stage exactly when it has "
+                           f"\"bolt\": {{\"path\", \"hash\", \"binary\"}}; {FIX}")
+    return TargetStages(raw["output"], stages, raw["opt_level"], tuple(raw["units"]),
+                        _profile(bolt, path), bolt["binary"] if bolt else "")
 
 
 def _profile(raw: object, path: str) -> ProfileRef | None:
@@ -262,10 +276,16 @@ def to_json(db: FlagsDb) -> str:
             "profile": {"path": db.profile.path, "hash": db.profile.hash} if db.profile
             else None,
             "entries": {source: _entry_json(e) for source, e in db.entries.items()},
-            "target": {"output": db.target.output, "stages": list(db.target.stages),
-                       "opt_level": db.target.opt_level, "units": list(db.target.units)}
-            if db.target else None}
+            "target": _target_json(db.target) if db.target else None}
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _target_json(target: TargetStages) -> dict:
+    bolt = target.bolt
+    return {"output": target.output, "stages": list(target.stages),
+            "opt_level": target.opt_level, "units": list(target.units),
+            "bolt": {"path": bolt.path, "hash": bolt.hash, "binary": target.bolt_binary}
+            if bolt else None}
 
 
 def _entry_json(entry: Entry) -> dict:

@@ -11,6 +11,7 @@ STORE_DIRNAME = ".autopass"                  # the store, beside the project's s
 FLAGS_DB_NAME = "autopass.flags.json"        # the flags database, beside autopass.toml
 CONFIG_NAME = "autopass.toml"
 PROFILE_NAME = "autopass.profdata"           # the PGO profile shipped beside the database
+BOLT_PROFILE_NAME = "autopass.fdata"         # the BOLT profile shipped beside the database
 FLAGS_DB_SCHEMA = 1                          # the flags database's format version
 RUNS_DIR = "runs"                            # tuning runs, under the store
 
@@ -27,6 +28,7 @@ ENV_CC = "AUTOPASS_CC"
 ENV_CXX = "AUTOPASS_CXX"
 ENV_MODEL = "AUTOPASS_MODEL"
 ENV_REPLAY_CC = "AUTOPASS_REPLAY_CC"
+ENV_BOLT = "AUTOPASS_BOLT"                   # llvm-bolt to use (else found beside clang)
 
 # Choices, each listed once; the CLI's `choices=` and the config's checks read them.
 WRAPPER_MODES = ("record", "apply", "off")
@@ -35,4 +37,4 @@ DEFAULT_APPLY_POLICY = "warn"
 METRICS = ("wall", "cpu", "instructions", "cycles")
 AGENT_BACKENDS = ("rules", "openai", "replay")
 DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tune`'s default
-STAGES = ("pgo", "lto", "thinlto")           # whole-program stages (instruments/stages.py)
+STAGES = ("pgo", "lto", "thinlto", "bolt")   # whole-program stages (instruments/stages.py)

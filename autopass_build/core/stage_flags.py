@@ -6,13 +6,16 @@ core.
     pgo      every unit with -fprofile-instr-use=<profile>
     lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2
     thinlto  the same with -flto=thin
+    bolt     the link with -Wl,--emit-relocs; the linked binary is then rewritten by BOLT
+             with the profile shipped beside the database (core/bolt.py)
 """
 
 from __future__ import annotations
 
 from autopass_build.core.records import Record
 
-PGO, LTO, THINLTO = "pgo", "lto", "thinlto"
+PGO, LTO, THINLTO, BOLT = "pgo", "lto", "thinlto", "bolt"
+BOLT_LINK_FLAGS = ("-Wl,--emit-relocs",)   # BOLT moves code: it needs the relocations
 LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' own
 
 
@@ -48,4 +51,6 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
         level = opt_level if opt_level in LTO_LEVELS else "-O2"
         unit.append(lto)
         link += [lto, f"--ld-path={lld}" if lld else "-fuse-ld=lld", level]
+    if BOLT in stages:
+        link += BOLT_LINK_FLAGS
     return StageFlags(tuple(unit), tuple(link))

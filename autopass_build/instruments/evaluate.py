@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from autopass_build.config import Config, MeasureConfig
@@ -116,9 +117,12 @@ class Evaluator:
     def evaluate(self, flags_by_unit: dict[str, tuple[str, ...]],
                  progress: Progress | None = None,
                  measure: MeasureConfig | None = None,
-                 link_flags: tuple[str, ...] = ()) -> Evaluation:
+                 link_flags: tuple[str, ...] = (),
+                 post_link: Callable[[Candidate], Candidate] | None = None) -> Evaluation:
         """`measure` replaces the configured repeats and precision (the tuner's final,
-        tighter re-measurement); `link_flags` go to the candidate's relink (a stage)."""
+        tighter re-measurement); `link_flags` go to the candidate's relink (a stage);
+        `post_link` rewrites the linked candidate before it is measured (BOLT), raising
+        EvaluationError when it cannot."""
         base = self.baseline()
         before = ReplayStats(**vars(self.replayer.stats))
         if self.base_flags:
@@ -127,6 +131,8 @@ class Evaluator:
         try:
             candidate = self.replayer.build(self.target.output, flags_by_unit,
                                             self.base_link_flags + tuple(link_flags))
+            if post_link is not None:
+                candidate = post_link(candidate)
         except EvaluationError as error:
             return Evaluation(error.outcome, replay=self._delta(before), detail=str(error))
         replay = self._delta(before)

@@ -2,12 +2,15 @@
 
 A composition of stages (PGO, full LTO, ThinLTO) is a build like any candidate: per-unit
 flags plus link flags, replayed from the store and measured against the recorded build.
+BOLT comes after the link: it rewrites the binary with a profile of that exact binary
+(instruments/bolt.py), so it is measured last, on the build the run settled on.
 The flags come from here and only from here (never from a database or an LLM), so apply
 mode can rebuild them from the stage names a database lists.
 
     pgo      every unit with -fprofile-instr-use (instruments/pgo.py trains the profile)
     lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2
     thinlto  the same with -flto=thin
+    bolt     the link with -Wl,--emit-relocs, then llvm-bolt with the binary's profile
 
 LTO units compile from source (not from the stored IR): the front end's -flto output is
 what apply mode builds, so what is measured is what ships.  Another binary of the build
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from autopass_build.core import stage_flags, toolchain
+from autopass_build.core import bolt, stage_flags, toolchain
 from autopass_build.core.stage_flags import StageFlags
 from autopass_build.store.targets import Target
 
@@ -28,6 +31,7 @@ class Stage(str, Enum):
     PGO = stage_flags.PGO
     LTO = stage_flags.LTO
     THINLTO = stage_flags.THINLTO
+    BOLT = stage_flags.BOLT
 
     def __str__(self) -> str:
         return self.value
@@ -71,6 +75,10 @@ def unavailable(stage: Stage, target: Target) -> str:
             return (f"lld not found (sudo apt-get install lld-{toolchain.DEFAULT_LLVM_VERSION})")
         if target.kind != "executable":
             return f"{target.output_rel} is a {target.kind}; LTO is tuned on executables"
+    if stage == Stage.BOLT:
+        if target.kind != "executable":
+            return f"{target.output_rel} is a {target.kind}; BOLT is tuned on executables"
+        return bolt.missing()
     if stage == Stage.PGO and toolchain.find_tool("llvm-profdata") is None:
         return (f"llvm-profdata not found (sudo apt-get install "
                 f"llvm-{toolchain.DEFAULT_LLVM_VERSION})")

@@ -4,6 +4,8 @@
     ones skipped with their reason ─▶ each measured against the recorded build, a
     FASTER one confirmed with fresh pairs (timing metrics) ─▶ the best confirmed one
     becomes the run's baseline; per-file flags are tuned on top of it
+    ─▶ BOLT last, on that build with its per-file winners (a BOLT profile describes one
+    exact binary), kept when verified faster than the build without it
 
 Stage evaluations come out of the run's budget, at most half of it, so per-file tuning
 always gets the rest.  A composition's gain is in the journal (phase "stage") against
@@ -17,12 +19,13 @@ from dataclasses import dataclass
 
 from autopass_build.core.stage_flags import lto_level
 from autopass_build.instruments import pgo, stages
+from autopass_build.instruments.bolt import BoltStage, TrainedBolt
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.measure import MeasureError
 from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.journal import Entry, Phase
-from autopass_build.tuning.measuring import Measurements
+from autopass_build.tuning.measuring import Measurements, UnitFlags
 
 
 @dataclass
@@ -32,6 +35,7 @@ class Chosen:
     flags: StageFlags
     entry: Entry                       # its verified measurement against the recording
     profile: pgo.TrainedProfile | None
+    bolt: TrainedBolt | None = None      # the BOLT profile, when BOLT is a stage
 
     @property
     def name(self) -> str:
@@ -54,17 +58,47 @@ class Composer:
         self.train = train               # trains (or finds) the PGO profile, once
         self.show = show
         self._profile: pgo.TrainedProfile | None = None
+        self.usable = self._usable()
 
-    def candidates(self) -> list[tuple[Stage, ...]]:
-        """The compositions to try, in order; unavailable stages are said once."""
-        skipped: dict[Stage, str] = {}
+    def _usable(self) -> set[Stage]:
+        """The allowed stages that can run here; the others are said once, with why."""
+        usable = set()
         for stage in self.allowed:
             why = stages.unavailable(stage, self.evaluator.target)
             if why:
-                skipped[stage] = why
                 self.show(f"stage {stage} skipped: {why}")
-        usable = set(self.allowed) - set(skipped)
-        return [c for c in COMPOSITIONS if set(c) <= usable]
+            else:
+                usable.add(stage)
+        return usable
+
+    def candidates(self) -> list[tuple[Stage, ...]]:
+        """The link-time compositions to try, in order."""
+        return [c for c in COMPOSITIONS if set(c) <= self.usable]
+
+    def bolt_pending(self) -> bool:
+        """Whether the BOLT step is still to be measured (it is usable and not journaled)."""
+        return Stage.BOLT in self.usable and not any(
+            Stage.BOLT.value in e.stages.split("+")
+            for e in self.measurements.journal.of_phase(Phase.STAGE))
+
+    def bolt_on_top(self, chosen: Chosen | None, winners: UnitFlags, reference: Entry | None,
+                    plain: Evaluator) -> Chosen | None:
+        """BOLT on the build the run settled on (the `chosen` stages with the per-file
+        `winners`), measured against the recorded build `plain`.  The new Chosen when it
+        is verified faster than `reference` (that build's own measurement against the
+        recorded build; None: the recorded build itself), else None."""
+        if Stage.BOLT not in self.usable:
+            return None
+        composition = (chosen.stages if chosen else ()) + (Stage.BOLT,)
+        step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show)
+        entry, _ = self._verified(composition, reference, winners, plain, step)
+        if entry is None:
+            self.show(f"BOLT not kept: {stages.name(composition)} was not verified faster "
+                      f"than {chosen.name if chosen else 'the recorded build'}"
+                      + (" with the per-file flags" if winners else ""))
+            return None
+        return Chosen(composition, self._flags(composition), entry,
+                      chosen.profile if chosen else None, step.trained)
 
     def choose(self, budget: int) -> tuple[Chosen | None, int]:
         """(the best verified composition or None, the evaluations it measured)."""
@@ -103,25 +137,31 @@ class Composer:
             profile_flag = self._profile.use_flag()
         return stages.flags(composition, opt_level(self.evaluator), profile_flag)
 
-    def _verified(self, composition: tuple[Stage, ...], best: Entry | None
-                  ) -> tuple[Entry | None, int]:
+    def _verified(self, composition: tuple[Stage, ...], best: Entry | None,
+                  per_file: UnitFlags | None = None, plain: Evaluator | None = None,
+                  post_link: BoltStage | None = None) -> tuple[Entry | None, int]:
         """The composition's confirmed FASTER measurement, or None; and how many
         evaluations it took (journaled or new: a resumed run spends as the first did).
-        A first look that does not beat `best` is not confirmed: it cannot be chosen."""
+        A first look that does not beat `best` is not confirmed: it cannot be chosen.
+        `per_file`, `plain` and `post_link`: the BOLT step's winners, recorded build and
+        rewrite."""
         name = stages.name(composition)
         flags = self._flags(composition)
-        under = {u.id: flags.unit_flags for u in self.evaluator.units}
+        evaluator = plain or self.evaluator
+        under = {u.id: flags.unit_flags for u in evaluator.units}
         journal = self.measurements.journal
-        entry = self.measurements.once(Phase.STAGE, {}, f"stage {name} against the recorded "
-                                       "build", under=under, stages=name,
-                                       link_flags=flags.link_flags)
+
+        def once(phase: Phase, what: str) -> Entry:
+            return self.measurements.once(phase, per_file or {}, what, evaluator=evaluator,
+                                          under=under, stages=name,
+                                          link_flags=flags.link_flags, post_link=post_link)
+
+        entry = once(Phase.STAGE, f"stage {name} against the recorded build")
         better = best is None or (entry.ratio is not None and best.ratio is not None
                                   and entry.ratio < best.ratio)
         if entry.verdict == FASTER and entry.measured and better \
                 and not self.measurements.deterministic:
-            entry = self.measurements.once(Phase.STAGE_CONFIRM, {}, f"  confirming stage "
-                                           f"{name} with fresh pairs", under=under,
-                                           stages=name, link_flags=flags.link_flags)
+            entry = once(Phase.STAGE_CONFIRM, f"  confirming stage {name} with fresh pairs")
         measured = 1 + bool(journal.find(Phase.STAGE_CONFIRM, entry.config))
         self.show(f"stage {name}: {entry.interval_text()} of the recorded build"
                   + (f" -> {entry.verdict}" if entry.measured else ""))

@@ -13,6 +13,7 @@ from autopass_build.core.files import hash_json
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.evaluate import Evaluation, Evaluator
 from autopass_build.instruments.measure import DETERMINISTIC_METRICS, MeasureError
+from autopass_build.instruments.replay import Candidate
 from autopass_build.instruments.stats import FASTER, SLOWER
 from autopass_build.tuning.journal import Entry, Journal, Phase, Timing
 
@@ -66,22 +67,25 @@ class Measurements:
 
     def once(self, phase: Phase, flags: UnitFlags, what: str, tight: bool = False,
              evaluator: Evaluator | None = None, under: UnitFlags | None = None,
-             stages: str = "", link_flags: tuple[str, ...] = ()) -> Entry:
+             stages: str = "", link_flags: tuple[str, ...] = (),
+             post_link: Callable[[Candidate], Candidate] | None = None) -> Entry:
         """The journal's measurement of `flags` in `phase`, measuring it if there is none."""
         entry = self.journal.find(phase, config_key(flags, stages))
         if entry is None:
             self.show(f"{what}: {flags_text(flags)}" if flags else what)
             entry = self.measure(phase, flags, tight, evaluator, under, stages=stages,
-                                 link_flags=link_flags)
+                                 link_flags=link_flags, post_link=post_link)
         return entry
 
     def measure(self, phase: Phase, flags: UnitFlags, tight: bool = False,
                 evaluator: Evaluator | None = None, under: UnitFlags | None = None,
-                judgement=None, stages: str = "", link_flags: tuple[str, ...] = ()) -> Entry:
+                judgement=None, stages: str = "", link_flags: tuple[str, ...] = (),
+                post_link: Callable[[Candidate], Candidate] | None = None) -> Entry:
         """`evaluator`: another baseline (default: the run's); `under`: per-unit flags
         that come before the candidate's (a PGO profile measured against no profile);
-        `judgement`: screening's, kept with the entry; `stages` and `link_flags`: the
-        whole-program stages the candidate is built with (on top of the baseline's)."""
+        `judgement`: screening's, kept with the entry; `stages`, `link_flags` and
+        `post_link`: the whole-program stages the candidate is built with (on top of the
+        baseline's)."""
         by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}
         if under:
             by_unit = {uid: under.get(uid, ()) + by_unit.get(uid, ())
@@ -93,7 +97,7 @@ class Measurements:
         started = time.monotonic()
         try:
             evaluation = (evaluator or self.evaluator).evaluate(
-                by_unit, lambda m: self.show(f"  {m}"), measure, link_flags)
+                by_unit, lambda m: self.show(f"  {m}"), measure, link_flags, post_link)
         except MeasureError as error:
             raise TuneError(f"{error}; the journal holds every finished evaluation: fix "
                             "the cause, then `autopass tune --resume`") from None

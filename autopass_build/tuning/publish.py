@@ -7,7 +7,9 @@ import platform
 import shutil
 
 from autopass_build.core import flags_db, toolchain
-from autopass_build.core.names import PROFILE_NAME
+from autopass_build.core.files import hash_file
+from autopass_build.core.names import BOLT_PROFILE_NAME, PROFILE_NAME
+from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.pgo import TrainedProfile
 from autopass_build.store.index import UnitRecord
 from autopass_build.tuning.conclude import Winner
@@ -28,9 +30,11 @@ def why(strategy: str, entry: Entry) -> str:
 
 def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRecord],
           metric: str, strategy: str, native: bool, profile: TrainedProfile | None,
-          target: flags_db.TargetStages | None = None) -> str:
+          target: flags_db.TargetStages | None = None, bolt: TrainedBolt | None = None
+          ) -> str:
     """Replace the run's sources' entries in the database at `path` by the winners, and
-    its whole-program section by `target` (the stages chosen, if any)."""
+    its whole-program section by `target` (the stages chosen, if any, with the BOLT
+    profile `bolt` when BOLT is one of them)."""
     try:
         db = flags_db.load(path)
     except flags_db.FlagsDbError as error:
@@ -41,6 +45,9 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
     if native:
         db.cpu = platform.processor() or platform.machine()
     db.profile = _ship_profile(path, profile) if profile else None
+    if target is not None and bolt is not None:
+        target.bolt = _ship(path, bolt.path, BOLT_PROFILE_NAME)
+        target.bolt_binary = bolt.binary
     db.target = target
     for source in journal.header["sources"]:
         db.entries.pop(source, None)     # re-tuned: only what helps now stays
@@ -77,7 +84,12 @@ def check_writable(path: str) -> None:
 
 def _ship_profile(db_path: str, profile: TrainedProfile) -> flags_db.ProfileRef:
     """The PGO profile beside the database (to be committed with it), by hash."""
-    target = os.path.join(os.path.dirname(os.path.abspath(db_path)), PROFILE_NAME)
-    shutil.copyfile(profile.path, target + ".tmp")
+    return _ship(db_path, profile.path, PROFILE_NAME)
+
+
+def _ship(db_path: str, source: str, name: str) -> flags_db.ProfileRef:
+    """The profile `source` copied beside the database as `name`, referenced by hash."""
+    target = os.path.join(os.path.dirname(os.path.abspath(db_path)), name)
+    shutil.copyfile(source, target + ".tmp")
     os.replace(target + ".tmp", target)
-    return flags_db.ProfileRef(PROFILE_NAME, profile.hash)
+    return flags_db.ProfileRef(name, hash_file(target))

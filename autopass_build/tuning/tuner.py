@@ -45,6 +45,8 @@ from autopass_build.tuning.measuring import (
 from autopass_build.tuning.run import RunContext
 from autopass_build.tuning.space import JointSpace, Space, default_space, probe
 
+BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
+
 __all__ = ["TuneError", "TuneRequest", "TuneResult", "Tuner", "Winner"]
 
 
@@ -89,7 +91,8 @@ class TuneResult:
     final: Entry | None                # the final re-measurement
     winners: list[Winner]
     flags_db: str | None               # where the winners were written
-    stages: str = ""                   # the whole-program stages chosen as the baseline
+    stages: str = ""                   # the whole-program stages written (BOLT included)
+    searched_on: str = ""              # the stages the per-file search ran on
 
 
 class Tuner:
@@ -101,6 +104,7 @@ class Tuner:
         self.show = progress or (lambda message: None)
         self.journal: Journal | None = None
         self.profile: pgo.TrainedProfile | None = None
+        self.composer: Composer | None = None
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
@@ -138,17 +142,32 @@ class Tuner:
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run)
         final, winners = conclude(best, self.measurements) if best else (None, [])
+        searched_on = self.chosen.name if self.chosen else ""
+        self._settle(final, winners)
         written = self._ship(final, winners)
         measured = len(journal.of_phase(Phase.SEARCH))
         return TuneResult(journal, sources, measured, best, final, winners, written,
-                          self.chosen.name if self.chosen else "")
+                          self.chosen.name if self.chosen else "", searched_on)
+
+    def _settle(self, final: Entry | None, winners: list[Winner]) -> None:
+        """The result against the recorded build (stages with the winners), then BOLT on
+        top of it: it becomes part of the chosen stages when verified faster."""
+        reference = final if winners else None     # winners alone: final is against it
+        if self.chosen:
+            reference = (self._tuned_versus_recorded(self.chosen, winners) if winners
+                         else self.chosen.entry)
+        if self.composer is None:
+            return
+        with_bolt = self.composer.bolt_on_top(self.chosen, {w.source: w.flags for w in winners},
+                                              reference, self._plain_evaluator())
+        if with_bolt is not None:
+            self.show(f"BOLT kept: {with_bolt.name}, {with_bolt.entry.interval_text()} of "
+                      "the recorded build")
+            self.chosen = with_bolt
 
     def _ship(self, final: Entry | None, winners: list[Winner]) -> str | None:
-        """Measure the result against the recorded build too, and write what was
-        verified: the winners, and a chosen stage whether or not a per-file flag won on
-        top of it.  Returns the database written, if any."""
-        if self.chosen and winners:
-            self._tuned_versus_recorded(self.chosen, winners)
+        """Write what was verified: the winners, and a chosen stage whether or not a
+        per-file flag won on top of it.  Returns the database written, if any."""
         profile = self.profile if self.request.pgo else (self.chosen.profile if self.chosen
                                                          else None)
         if self.request.pgo and profile:
@@ -161,7 +180,8 @@ class Tuner:
         assert self.journal is not None
         return publish.write(self.request.flags_db, winners, self.journal, self.evaluator.units,
                              self.config.measure.metric, self.request.strategy,
-                             self.request.native, profile, self._target_stages())
+                             self.request.native, profile, self._target_stages(),
+                             self.chosen.bolt if self.chosen else None)
 
     def _search(self, run: RunContext) -> Entry | None:
         request, journal = self.request, run.journal
@@ -172,6 +192,8 @@ class Tuner:
             raise TuneError(str(error)) from None
         measured = len(journal.of_phase(Phase.SEARCH))
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
+        if self.composer is not None and self.composer.bolt_pending():
+            budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
         screener = self._screener(run) if request.screen else None
         while measured < budget:
             point = strategy.ask()
@@ -210,6 +232,7 @@ class Tuner:
         allowed = stages.parse(self.request.stages)
         composer = Composer(evaluator, self.measurements, allowed,
                             lambda: self._profile(evaluator), self.show)
+        self.composer = composer
         chosen, _ = composer.choose(max(1, self.request.budget // 2))
         if chosen is None:
             self.show("no stage composition was verified faster than the recorded build; "
@@ -221,10 +244,10 @@ class Tuner:
                   "build; per-file flags are tuned on top of it")
         return chosen
 
-    def _tuned_versus_recorded(self, chosen: Chosen, winners: list[Winner]) -> None:
+    def _tuned_versus_recorded(self, chosen: Chosen, winners: list[Winner]) -> Entry:
         """The stages with the winners, against the recorded build (phase TUNED)."""
         plain = self._plain_evaluator()
-        self.measurements.once(Phase.TUNED, {w.source: w.flags for w in winners},
+        return self.measurements.once(Phase.TUNED, {w.source: w.flags for w in winners},
                                f"{chosen.name} with the per-file flags against the recorded "
                                "build", evaluator=plain,
                                under={u.id: chosen.flags.unit_flags for u in plain.units},

@@ -1,0 +1,159 @@
+"""BOLT, the post-link optimizer: its command lines, computed in one place.
+
+    linked binary (-Wl,--emit-relocs) ──llvm-bolt -instrument──▶ instrumented binary
+    ──training run──▶ *.fdata ──merge-fdata──▶ profile
+    linked binary + profile ──llvm-bolt -data=──▶ optimized binary (layout from the profile)
+
+The tuner trains and measures (instruments/bolt.py); apply mode runs `optimize` on the
+target's link output with the profile shipped beside the flags database.  A BOLT profile
+describes one exact binary (functions by name, branches by offset), so it carries the
+code fingerprint of the binary it was trained on and is applied only to that binary.
+
+llvm-bolt writes its command line into the output (`.note.bolt_info`), so it runs in a
+private folder on fixed file names: the same input and profile give the same bytes, in
+the tuner and in every clean apply build.  It is started by its real path, because it
+looks for its instrumentation runtime in `<its folder>/../lib` (Debian's
+/usr/bin/llvm-bolt-19 link would send it to /usr/lib).  Runs in apply mode's link:
+`subprocess` and `shutil` only when BOLT actually runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+from autopass_build.core import toolchain
+
+RUNTIME = "libbolt_rt_instr.a"
+# The layout options LLVM's BOLT documentation recommends for a profiled binary.
+OPTIMIZE = ("-reorder-blocks=ext-tsp", "-reorder-functions=cdsort", "-split-functions",
+            "-split-all-cold", "-split-eh", "-dyno-stats")
+TIMEOUT_S = 900.0
+CODE_SECTIONS = (".text", ".rodata", ".init", ".fini", ".plt", ".plt.got", ".data.rel.ro")
+
+
+class BoltError(Exception):
+    """BOLT could not run or rejected the binary; the message says which and why."""
+
+
+def tool(name: str = "llvm-bolt") -> str | None:
+    """`llvm-bolt` or `merge-fdata` of the LLVM the compiler comes from, by real path;
+    $AUTOPASS_BOLT names llvm-bolt's path (merge-fdata is beside it)."""
+    from autopass_build.core import names
+
+    version = toolchain.DEFAULT_LLVM_VERSION
+    explicit = os.environ.get(names.ENV_BOLT)
+    if explicit:
+        if name != "llvm-bolt":
+            explicit = os.path.join(os.path.dirname(os.path.realpath(explicit)), name)
+        return os.path.realpath(explicit) if toolchain.is_executable_file(explicit) else None
+    for candidate in (toolchain.which(f"{name}-{version}"),
+                      f"/usr/lib/llvm-{version}/bin/{name}", toolchain.which(name)):
+        if candidate and toolchain.is_executable_file(candidate):
+            return os.path.realpath(candidate)
+    return None
+
+
+def missing() -> str:
+    """Why BOLT cannot run here ("" when it can)."""
+    bolt = tool()
+    hint = f"sudo apt-get install bolt-{toolchain.DEFAULT_LLVM_VERSION}"
+    if bolt is None or tool("merge-fdata") is None:
+        return f"llvm-bolt not found ({hint})"
+    if not os.path.isfile(runtime_of(bolt)):
+        return f"BOLT's instrumentation runtime {runtime_of(bolt)} is missing ({hint})"
+    return ""
+
+
+def runtime_of(bolt: str) -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(bolt)), "lib", RUNTIME)
+
+
+def code_fingerprint(path: str) -> str:
+    """A hash of what a BOLT profile describes: the binary's code and read-only data
+    sections (not its debug info or symbol table, which may name build folders)."""
+    from autopass_build.core.files import hash_bytes
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise BoltError(f"cannot read {path} ({error.strerror})") from None
+    parts = [name.encode() + b"\0" + body for name, body in _sections(data, path)
+             if name in CODE_SECTIONS]
+    if not parts:
+        raise BoltError(f"{path} has no code sections")
+    return hash_bytes(b"\0".join(parts))
+
+
+def _sections(data: bytes, path: str) -> list[tuple[str, bytes]]:
+    """(name, contents) of each section of a 64-bit little-endian ELF file (what BOLT
+    rewrites).  Read by hand: apply mode runs in an isolated interpreter, without
+    pyelftools."""
+    import struct
+
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01" or len(data) < 64:
+        raise BoltError(f"{path} is not a 64-bit little-endian ELF binary")
+    try:
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * entsize)
+                   for i in range(count)]
+        names = headers[names_index]
+        table = data[names[4]:names[4] + names[5]]
+        found = []
+        for name_at, kind, _flags, _addr, offset, size in headers:
+            name = table[name_at:table.index(b"\0", name_at)].decode("utf-8", "replace")
+            found.append((name, b"" if kind == 8 else data[offset:offset + size]))  # NOBITS
+        return found
+    except (struct.error, IndexError, ValueError):
+        raise BoltError(f"{path}: its ELF section table cannot be read") from None
+
+
+def _run(argv: list[str], cwd: str, what: str) -> None:
+    from autopass_build.core import proc
+
+    done = proc.run_captured(argv, cwd, proc.clean_env(dict(os.environ)), TIMEOUT_S)
+    if done.timed_out:
+        raise BoltError(f"{what} took over {TIMEOUT_S:g}s")
+    if done.status != 0:
+        lines = (done.stderr + done.stdout).decode("utf-8", "replace").strip().splitlines()
+        errors = [line for line in lines if "ERROR" in line] or lines[-1:] or ["?"]
+        raise BoltError(f"{what} failed (exit {done.status}): {errors[0][:300]}")
+
+
+def optimize(binary: str, profile: str, output: str) -> None:
+    """Write `binary` laid out by `profile` to `output` (atomically: `output` is the old
+    file or the new one, never half of one).  BoltError when BOLT cannot do it."""
+    import shutil
+    import tempfile
+
+    bolt = tool()
+    if bolt is None:
+        raise BoltError(missing())
+    folder = os.path.dirname(os.path.abspath(output))
+    with tempfile.TemporaryDirectory(prefix=".autopass-bolt-", dir=folder) as scratch:
+        shutil.copyfile(binary, os.path.join(scratch, "in"))
+        shutil.copyfile(profile, os.path.join(scratch, "profile.fdata"))
+        _run([bolt, "in", "-o", "out", "-data=profile.fdata", *OPTIMIZE], scratch,
+             "llvm-bolt")
+        os.chmod(os.path.join(scratch, "out"), os.stat(binary).st_mode & 0o7777)
+        os.replace(os.path.join(scratch, "out"), output)
+
+
+def instrument(binary: str, output: str, profile_prefix: str) -> None:
+    """`binary` instrumented: each run writes `<profile_prefix>.<pid>.fdata`."""
+    bolt = tool()
+    if bolt is None:
+        raise BoltError(missing())
+    _run([bolt, binary, "-instrument", "-o", output,
+          f"--instrumentation-file={profile_prefix}", "--instrumentation-file-append-pid"],
+         os.path.dirname(os.path.abspath(output)), "llvm-bolt -instrument")
+
+
+def merge(profiles: list[str], output: str) -> None:
+    """The training runs' profiles merged into one file."""
+    merger = tool("merge-fdata")
+    if merger is None:
+        raise BoltError(missing())
+    _run([merger, "-q", "-o", output, *profiles], os.path.dirname(os.path.abspath(output)),
+         "merge-fdata")

@@ -1,0 +1,197 @@
+"""The BOLT stage: trained on the binary that ships, measured on top of everything else
+the run chose, kept only when verified faster, shipped beside the database with the code
+fingerprint of the binary it describes, and rebuilt by apply mode bit for bit; a BOLT
+that is missing or fails, a failed training run and a profile for another binary are
+each named and never break a build (docs/RELIABILITY.md F17, F18)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from support import AUTOPASS
+
+from autopass_build.core import bolt, flags_db
+from autopass_build.instruments import stages
+from autopass_build.tuning.journal import Journal, Phase
+
+BOLT_MINI = Path(__file__).parent / "data" / "bolt-mini"
+CONFIG = """
+[build]
+command = "make -s"
+clean = "make -s clean"
+[run]
+command = ["{exe}", "30"]
+[measure]
+metric = "instructions"
+min_pairs = 2
+max_pairs = 2
+[tune]
+strategy = "random"
+budget = 4
+stages = ["bolt"]
+"""
+
+pytestmark = pytest.mark.skipif(bolt.missing() != "", reason="needs bolt-19 (scripts/setup.sh)")
+
+
+def recorded(root: Path, config: str = CONFIG) -> Path:
+    shutil.copytree(BOLT_MINI, root)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text(config)
+    return root
+
+
+def run(root: Path, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([AUTOPASS, *argv], cwd=root, capture_output=True, text=True,
+                          env=env)
+
+
+def bolted(binary: Path) -> bool:
+    """Whether llvm-bolt wrote this binary (it leaves its note in every output)."""
+    return b"BOLT revision" in binary.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> Path:
+    root = recorded(tmp_path_factory.mktemp("bolt") / "mini")
+    done = run(root, "tune")
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def test_tune_keeps_bolt_and_apply_rebuilds_it_bit_for_bit(tuned) -> None:
+    journal = Journal.latest(str(tuned / ".autopass"))
+    [stage] = journal.of_phase(Phase.STAGE)
+    assert stage.stages == "bolt" and stage.verdict == "faster" and stage.ratio < 0.97
+    assert len(journal.of_phase(Phase.SEARCH)) == 2        # budget 4, two kept for BOLT
+    db = flags_db.load(str(tuned / "autopass.flags.json"))
+    assert db.target is not None and db.target.stages == ("bolt",)
+    assert db.target.bolt is not None and db.target.bolt.path == "autopass.fdata"
+    assert (tuned / "autopass.fdata").is_file()
+    verify = run(tuned, "verify")
+    assert verify.returncode == 0, verify.stderr
+    assert "two clean tuned builds are bit-identical" in verify.stdout
+    assert bolted(tuned / "boltmini")
+    assert bolt.code_fingerprint(str(tuned / "boltmini")) != db.target.bolt_binary
+    # what ships is what was measured: the same instruction ratio as the stage's A/B
+    speedup = float(verify.stdout.split("speedup ")[1].split("x")[0])
+    assert speedup == pytest.approx(1 / stage.ratio, rel=1e-3)
+    report = run(tuned, "report")
+    assert "stage bolt:" in report.stdout and "BOLT on top: kept" in report.stdout
+    # every measurement is listed, not only what won
+    listed = [line for line in report.stdout.splitlines() if line.startswith("  #")]
+    assert len(listed) == len(journal.entries) and "search candidates measured" in report.stdout
+    shown = run(tuned, "db", "show")
+    assert "BOLT profile autopass.fdata" in shown.stdout
+
+
+def test_a_profile_for_another_binary_is_not_applied(tuned, tmp_path) -> None:
+    root = tmp_path / "changed"
+    shutil.copytree(tuned, root, ignore=shutil.ignore_patterns(".autopass"))
+    source = root / "ops.c"
+    source.write_text(source.read_text().replace("acc * 31u", "acc * 37u"))
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = run(root, "apply", "--", "make", "-s")
+    assert applied.returncode == 0, applied.stderr
+    assert "BOLT profile was trained on another build" in applied.stderr
+    assert "Traceback" not in applied.stderr and not bolted(root / "boltmini")
+    assert subprocess.run(["./boltmini", "3"], cwd=root).returncode == 0
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    strict = run(root, "apply", "--policy", "error", "--", "make", "-s")
+    assert strict.returncode != 0 and "autopass: error:" in strict.stderr
+
+
+def test_a_shipped_profile_that_was_edited_is_refused(tuned, tmp_path) -> None:
+    root = tmp_path / "edited"
+    shutil.copytree(tuned, root, ignore=shutil.ignore_patterns(".autopass"))
+    with open(root / "autopass.fdata", "a") as handle:
+        handle.write("1 main 0 1 main 4 0 5\n")
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = run(root, "apply", "--", "make", "-s")
+    assert applied.returncode == 0, applied.stderr
+    assert "is not the BOLT profile" in applied.stderr and not bolted(root / "boltmini")
+
+
+def test_bolt_missing_is_skipped_in_tuning_and_in_apply_mode(tuned, tmp_path) -> None:
+    no_bolt = {**os.environ, "AUTOPASS_BOLT": str(tmp_path / "no-llvm-bolt")}
+    root = recorded(tmp_path / "mini")
+    done = run(root, "tune", env=no_bolt)
+    assert done.returncode == 0, done.stderr
+    assert "stage bolt skipped: llvm-bolt not found" in done.stderr
+    assert not Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)
+    shutil.copy(tuned / "autopass.flags.json", root)
+    shutil.copy(tuned / "autopass.fdata", root)
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = run(root, "apply", "--", "make", "-s", env=no_bolt)
+    assert applied.returncode == 0, applied.stderr
+    assert "BOLT not applied, the linked binary is kept" in applied.stderr
+    assert "Traceback" not in applied.stderr and not bolted(root / "boltmini")
+    assert subprocess.run(["./boltmini", "3"], cwd=root).returncode == 0
+
+
+def test_a_bolt_that_rejects_the_binary_rejects_the_stage(tmp_path) -> None:
+    """llvm-bolt failing (a binary it cannot process): the stage is rejected with its
+    outcome and the run ends normally, writing nothing."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "llvm-bolt").write_text("#!/bin/sh\necho 'BOLT-ERROR: cannot process' >&2\n"
+                                    "exit 1\n")
+    (fake / "llvm-bolt").chmod(0o755)
+    os.symlink(bolt.tool("merge-fdata") or "", fake / "merge-fdata")
+    (tmp_path / "lib").mkdir()
+    shutil.copy(bolt.runtime_of(bolt.tool() or ""), tmp_path / "lib")
+    root = recorded(tmp_path / "mini")
+    done = run(root, "tune", env={**os.environ, "AUTOPASS_BOLT": str(fake / "llvm-bolt")})
+    assert done.returncode == 0, done.stderr
+    [stage] = Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)
+    assert stage.outcome == "POST_LINK_FAIL" and "BOLT-ERROR" in stage.detail
+    assert "BOLT not kept" in done.stderr and not (root / "autopass.flags.json").exists()
+
+
+def test_a_training_run_that_fails_rejects_the_stage(tmp_path) -> None:
+    config = CONFIG.replace("[run]\n", '[run]\ntrain = ["sh", "-c", "exit 3", "{exe}"]\n')
+    root = recorded(tmp_path / "mini", config)
+    done = run(root, "tune")
+    assert done.returncode == 0, done.stderr
+    [stage] = Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)
+    assert stage.outcome == "TRAINING_FAIL" and "exit 3" in stage.detail
+
+
+def test_bolt_is_tuned_on_executables_only() -> None:
+    library = SimpleNamespace(kind="shared", output_rel="libx.so")
+    assert "libx.so is a shared; BOLT is tuned on executables" in stages.unavailable(
+        stages.Stage.BOLT, library)
+
+
+def test_the_code_fingerprint_follows_the_code_not_the_file(tmp_path) -> None:
+    source = tmp_path / "a.c"
+    source.write_text("int main(void) { return 0; }\n")
+    for name, flags in (("a", ["-g"]), ("b", []), ("c", ["-O2", "-DX=1"])):
+        subprocess.run(["clang-19", *flags, "-o", str(tmp_path / name), str(source)],
+                       check=True)
+    a, b = (bolt.code_fingerprint(str(tmp_path / n)) for n in "ab")
+    assert a == b                    # debug info is not code
+    (tmp_path / "a.c").write_text("int main(void) { return 1; }\n")
+    subprocess.run(["clang-19", "-o", str(tmp_path / "d"), str(source)], check=True)
+    assert bolt.code_fingerprint(str(tmp_path / "d")) != a
+    with pytest.raises(bolt.BoltError, match="not a 64-bit little-endian ELF"):
+        bolt.code_fingerprint(str(source))
+
+
+def test_a_target_section_lists_bolt_exactly_when_it_has_its_profile(tmp_path) -> None:
+    path = tmp_path / "db.json"
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("x", ("bolt",), "-O2", ("a.c",),
+                                      flags_db.ProfileRef("autopass.fdata", "h"), "code")
+    flags_db.save(str(path), db)
+    assert flags_db.load(str(path)).target == db.target
+    text = path.read_text()
+    path.write_text(text.replace('"bolt": {', '"ignored": {'))
+    with pytest.raises(flags_db.FlagsDbError, match="bolt stage exactly when"):
+        flags_db.load(str(path))
