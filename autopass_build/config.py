@@ -79,6 +79,7 @@ class TuneConfig:
     coverage: float = 90.0          # ...stopping once they hold this % of the profile
     native: bool = False            # allow -march=native (the build then runs on this CPU only)
     screen: bool = False            # rank candidates by their compiled code, measure the best
+    attribute: bool = False         # per-unit attribution and composite candidates
     flags_db: str = FLAGS_DB_NAME
     options: tuple[tuple[str, float], ...] = ()   # the strategy's options, e.g. population
     stages: tuple[str, ...] = STAGES     # whole-program stages to try first ([]: none)
@@ -351,8 +352,9 @@ budget = 40
 seed = 0
 # Whole-program stages tried first, each measured against the recorded build: PGO,
 # full LTO and ThinLTO (with lld), and their compositions. The best verified one becomes
-# the baseline that per-file flags are tuned on; [] tunes per-file flags only.
-stages = ["pgo", "lto", "thinlto"]
+# the baseline that per-file flags are tuned on; BOLT (bolt-19) is tried last, on the
+# result; [] tunes per-file flags only.
+stages = ["pgo", "lto", "thinlto", "bolt"]
 # Tune the hottest units: at most max_units, stopping once they hold coverage % of the profile.
 max_units = 4
 coverage = 90.0
@@ -361,6 +363,10 @@ native = false
 # Compile each candidate first and measure only those a model (trained on what was
 # measured here and on earlier programs) ranks best; `autopass screen` shows what it knows.
 screen = false
+# Measure each changed unit's own cost too (perf samples per unit, 8 extra runs of each
+# side), and compose the units that attribution finds faster into one candidate that the
+# whole-program A/B then verifies.
+attribute = false
 flags_db = "autopass.flags.json"
 
 [agent]

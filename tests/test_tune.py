@@ -221,7 +221,7 @@ class RecordedMeasurements:
                                       compiler="/nonexistent/clang")]
         self.target = SimpleNamespace(output_rel="prog")
 
-    def evaluate(self, by_unit, progress=None, measure=None, link_flags=(), post_link=None):
+    def evaluate(self, by_unit, progress=None, measure=None, link_flags=(), post_link=None, attribute=None):
         from autopass_build.core.outcome import Outcome
         from autopass_build.instruments.evaluate import Evaluation
         from autopass_build.instruments.measure import Comparison

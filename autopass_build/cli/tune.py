@@ -55,6 +55,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--screen", action="store_true", default=None,
                    help="compile each candidate first; measure only those the screening model "
                         "ranks best (learns across programs: see `autopass screen`)")
+    p.add_argument("--attribute", action="store_true", default=None,
+                   help="also measure each changed unit's own cost (perf samples per unit) "
+                        "and compose the units found faster into one candidate, verified by "
+                        "the whole-program A/B (default: [tune].attribute)")
+    p.add_argument("--no-attribute", dest="attribute", action="store_false",
+                   help="whole-program measurements only")
     p.add_argument("--no-screen", dest="screen", action="store_false",
                    help="measure every candidate (the default unless [tune].screen)")
     p.add_argument("--resume", action="store_true",
@@ -150,6 +156,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         config, strategy=args.strategy, budget=args.budget, seed=args.seed,
         options=_options(args.option), max_units=args.max_units, native=args.native,
         flags_db=args.flags_db, resume=args.resume, pgo=args.pgo, screen=args.screen,
+        attribute=args.attribute,
         stages=stages)
     if request.strategy not in search.STRATEGIES:
         raise CliError(f"no strategy {request.strategy!r}; choose one of "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.instruments.attribution import AttributionError, Attributor, UnitEffect
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats
 from autopass_build.store.index import Store, UnitRecord
@@ -31,6 +32,7 @@ class Evaluation:
     comparison: Comparison | None = None
     replay: ReplayStats = field(default_factory=ReplayStats)
     detail: str = ""
+    effects: list[UnitEffect] = field(default_factory=list)   # per changed unit (attribution)
 
 
 def choose_target(store: Store, wanted: str) -> Target:
@@ -118,11 +120,13 @@ class Evaluator:
                  progress: Progress | None = None,
                  measure: MeasureConfig | None = None,
                  link_flags: tuple[str, ...] = (),
-                 post_link: Callable[[Candidate], Candidate] | None = None) -> Evaluation:
+                 post_link: Callable[[Candidate], Candidate] | None = None,
+                 attribute: Attributor | None = None) -> Evaluation:
         """`measure` replaces the configured repeats and precision (the tuner's final,
         tighter re-measurement); `link_flags` go to the candidate's relink (a stage);
         `post_link` rewrites the linked candidate before it is measured (BOLT), raising
-        EvaluationError when it cannot."""
+        EvaluationError when it cannot; `attribute` measures each changed unit's own
+        cost after a successful A/B (instruments/attribution.py)."""
         base = self.baseline()
         before = ReplayStats(**vars(self.replayer.stats))
         if self.base_flags:
@@ -143,10 +147,35 @@ class Evaluator:
             bench = replace(self.bench, measure=measure) if measure else self.bench
             comparison = compare(bench, base.binary, base.env, candidate.binary,
                                  candidate.env, progress, baseline_memo=self._baseline_memo)
+            effects = (self._attributed(attribute, base, candidate, flags_by_unit, progress)
+                       if attribute and comparison.estimate else [])
         finally:
             if candidate.folder != base.folder:  # objects stay cached; binaries are cheap
                 shutil.rmtree(candidate.folder, ignore_errors=True)
-        return Evaluation(comparison.outcome, comparison, replay, comparison.detail)
+        return Evaluation(comparison.outcome, comparison, replay, comparison.detail, effects)
+
+    def changed_sources(self, flags_by_unit: dict[str, tuple[str, ...]]) -> list[str]:
+        """The sources whose units a candidate builds differently from the baseline."""
+        return sorted({u.source_rel for u in self.units
+                       if tuple(flags_by_unit.get(u.id, ())) != self.base_flags.get(u.id, ())})
+
+    def _attributed(self, attribute: Attributor, base: Candidate, candidate: Candidate,
+                    flags_by_unit: dict[str, tuple[str, ...]],
+                    progress: Progress | None) -> list[UnitEffect]:
+        changed = self.changed_sources(flags_by_unit)
+        if not changed:
+            return []
+        try:
+            found = attribute((base.binary, base.env), (candidate.binary, candidate.env),
+                              changed)
+        except AttributionError as error:
+            if progress:
+                progress(f"no attribution: {error}")
+            return []
+        if progress:
+            for effect in found:
+                progress(f"attributed {effect.text()}")
+        return found
 
     def _delta(self, before: ReplayStats) -> ReplayStats:
         now = self.replayer.stats

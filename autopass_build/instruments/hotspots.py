@@ -55,7 +55,8 @@ def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float) -> list[
         raise ProfileError("perf not found")
     with tempfile.TemporaryDirectory(prefix="autopass-perf-") as scratch:
         data = os.path.join(scratch, "perf.data")
-        done = proc.run_captured([perf, "record", "-q", "-e", "cpu-clock", "-F", "1999", "-o",
+        done = proc.run_captured([perf, "record", "-q", "--no-bpf-event", "-e", "cpu-clock",
+                                  "-F", "1999", "-o",
                                   data, "--"] + argv, cwd, env, timeout)
         if done.status != 0 or not os.path.exists(data):
             raise ProfileError("perf record failed: " + done.stderr.decode("utf-8", "replace")[-200:])
@@ -114,17 +115,23 @@ def profile(evaluator: Evaluator) -> Profile:
             argv = bench.argv(debugless_copy(base.binary, scratch))
             samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout)
         method = "callgrind"
-    defined: dict[str, list[str]] = {}
-    for unit in evaluator.units:
-        with open(evaluator.replayer.object_for(unit), "rb") as handle:
-            for name in function_sizes(handle.read()):
-                defined.setdefault(name, []).append(unit.source_rel)
+    defined = defined_functions(evaluator)
     functions = [HotFunction(name, share, sorted(set(defined.get(name, []))))
                  for name, share in sorted(samples, key=lambda s: -s[1])]
     result = Profile(evaluator.target.output_rel, method, functions)
     with open(os.path.join(evaluator.store.dir, PROFILE_FILE), "w") as handle:
         json.dump(asdict(result), handle, indent=1)
     return result
+
+
+def defined_functions(evaluator: Evaluator) -> dict[str, list[str]]:
+    """Function name -> the units (source_rel) whose recorded objects define it."""
+    defined: dict[str, list[str]] = {}
+    for unit in evaluator.units:
+        with open(evaluator.replayer.object_for(unit), "rb") as handle:
+            for name in function_sizes(handle.read()):
+                defined.setdefault(name, []).append(unit.source_rel)
+    return defined
 
 
 def load(store_dir: str) -> Profile | None:

@@ -195,6 +195,7 @@ def evaluation_lines(entries: list[Entry]) -> list[str]:
         verdict = f" {e.verdict}" if e.measured and e.verdict else ""
         lines.append(f"#{e.n:<3} {e.phase.value:<13} {e.interval_text()}{verdict}  "
                      f"{what}"[:240])
+        lines += [f"       attributed {effect.text()}" for effect in e.effects]
     return lines
 
 

@@ -20,6 +20,7 @@ from enum import Enum
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import RUNS_DIR
 from autopass_build.core.outcome import Outcome
+from autopass_build.instruments.attribution import UnitEffect
 
 HEADER = "run.json"
 JOURNAL = "journal.jsonl"
@@ -37,6 +38,7 @@ class Phase(str, Enum):
     SEARCH = "search"              # a strategy's candidate, measured
     SCREENED = "screened"          # a strategy's candidate, not measured (predicted no gain)
     CONFIRM = "confirm"            # a would-be incumbent measured again with fresh pairs
+    COMPOSITE = "composite"        # the per-unit winners of attribution, composed
     ATTRIBUTE = "attribute"        # one unit of the best candidate, measured alone
     FINAL = "final"                # the winners together, tight interval
     PGO_ALONE = "pgo-alone"        # on PGO runs: PGO alone against the recorded build
@@ -82,6 +84,7 @@ class Entry:
     predicted: float | None = None               # screening's predicted ratio, if judged
     features: dict[str, float] | None = None     # screening's code features, if judged
     stages: str = ""                             # whole-program stages under it: "pgo+lto"
+    effects: tuple[UnitEffect, ...] = ()         # each changed unit's own cost (attribution)
 
     @property
     def measured(self) -> bool:
@@ -110,8 +113,10 @@ class Entry:
             data.setdefault("phase", phase)
         try:
             timing = Timing(**data.pop("timing", {}) or {})
+            effects = tuple(UnitEffect(**e) for e in data.pop("effects", ()) or ())
             entry = cls(**{**data, "phase": Phase(data.get("phase")),
-                           "outcome": Outcome(data.get("outcome")), "timing": timing})
+                           "outcome": Outcome(data.get("outcome")), "timing": timing,
+                           "effects": effects})
         except TypeError as error:
             raise ValueError(str(error)) from None
         if not isinstance(entry.flags, dict) or not isinstance(entry.n, int):

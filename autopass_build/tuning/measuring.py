@@ -11,6 +11,7 @@ from typing import Callable
 from autopass_build.config import Config
 from autopass_build.core.files import hash_json
 from autopass_build.core.outcome import Outcome
+from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import Evaluation, Evaluator
 from autopass_build.instruments.measure import DETERMINISTIC_METRICS, MeasureError
 from autopass_build.instruments.replay import Candidate
@@ -18,6 +19,7 @@ from autopass_build.instruments.stats import FASTER, SLOWER
 from autopass_build.tuning.journal import Entry, Journal, Phase, Timing
 
 UnitFlags = dict[str, tuple[str, ...]]      # source -> the flags a candidate gives it
+ATTRIBUTED = (Phase.SEARCH, Phase.COMPOSITE)   # phases whose entries carry unit effects
 
 
 class TuneError(Exception):
@@ -60,6 +62,7 @@ class Measurements:
         self.config = config
         self.units_of = units_of          # source -> the unit ids it stands for
         self.show = show
+        self.attributor: Attributor | None = None   # tune --attribute: per-unit effects
 
     @property
     def deterministic(self) -> bool:
@@ -97,7 +100,8 @@ class Measurements:
         started = time.monotonic()
         try:
             evaluation = (evaluator or self.evaluator).evaluate(
-                by_unit, lambda m: self.show(f"  {m}"), measure, link_flags, post_link)
+                by_unit, lambda m: self.show(f"  {m}"), measure, link_flags, post_link,
+                self.attributor if phase in ATTRIBUTED else None)
         except MeasureError as error:
             raise TuneError(f"{error}; the journal holds every finished evaluation: fix "
                             "the cause, then `autopass tune --resume`") from None
@@ -105,6 +109,8 @@ class Measurements:
             raise TuneError(f"cannot write to the store ({error.strerror or error}): free "
                             "space or fix permissions, then `autopass tune --resume`") from None
         entry = self._entry_of(phase, flags, evaluation, time.monotonic() - started)
+        if evaluation.effects:
+            entry = replace(entry, effects=tuple(evaluation.effects))
         if stages:
             entry = replace(entry, config=config_key(flags, stages), stages=stages)
         if judgement is not None:
@@ -122,8 +128,9 @@ class Measurements:
     def incumbent(self) -> Entry | None:
         """The best clearly-faster candidate: confirmed by a second measurement, unless
         the metric is deterministic."""
-        phase = Phase.SEARCH if self.deterministic else Phase.CONFIRM
-        clear = [e for e in self.journal.of_phase(phase) if e.verdict == FASTER and e.measured]
+        phases = (Phase.SEARCH, Phase.COMPOSITE) if self.deterministic else (Phase.CONFIRM,)
+        clear = [e for e in self.journal.of_phase(*phases)
+                 if e.verdict == FASTER and e.measured]
         return min(clear, key=lambda e: (e.ratio, e.n)) if clear else None
 
     def _entry_of(self, phase: Phase, flags: UnitFlags, evaluation: Evaluation,

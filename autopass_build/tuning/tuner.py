@@ -23,14 +23,15 @@ from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import hash_json
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.instruments import pgo, stages
+from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.hotspots import ProfileError
+from autopass_build.instruments.hotspots import ProfileError, defined_functions
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError
 from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import Store
-from autopass_build.tuning import publish, search
+from autopass_build.tuning import composite, publish, search
 from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
 from autopass_build.tuning.journal import HEADER_FIELDS, Entry, Journal, Phase
@@ -66,6 +67,7 @@ class TuneRequest:
     knowledge: str = ""      # the screening knowledge file (default: the user's cache)
     screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
     stages: tuple[str, ...] = STAGES   # whole-program stages to try first ([]: none)
+    attribute: bool = False  # per-unit attribution, and the composite of its winners
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
@@ -76,7 +78,7 @@ class TuneRequest:
                       tune.max_units, tune.coverage, tune.native,
                       config.resolve(tune.flags_db),
                       pgo=bool(config.run.train) and not tune.stages, screen=tune.screen,
-                      stages=tune.stages)
+                      stages=tune.stages, attribute=tune.attribute)
         if given.get("strategy") not in (None, tune.strategy):
             request = replace(request, options={})
         return replace(request, **{k: v for k, v in given.items() if v is not None})
@@ -136,6 +138,9 @@ class Tuner:
         self.evaluator = evaluator
         units_of = {s: [u.id for u in evaluator.units if u.source_rel == s] for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
+        if self.request.attribute:
+            self.measurements.attributor = Attributor(evaluator.bench,
+                                                      defined_functions(evaluator))
         self.chosen = self._compose(evaluator)
         run = RunContext(self.store, self.config, evaluator, journal,
                          JointSpace([(s, space) for s in sources]), load_profile(self.store.dir),
@@ -194,6 +199,8 @@ class Tuner:
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
         if self.composer is not None and self.composer.bolt_pending():
             budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
+        if request.attribute:
+            budget -= composite.RESERVED     # kept for the composite of per-unit winners
         screener = self._screener(run) if request.screen else None
         while measured < budget:
             point = strategy.ask()
@@ -221,7 +228,24 @@ class Tuner:
             strategy.tell(point, value_for_strategy(entry), entry)
         if screener:
             screener.persist()
+        if request.attribute:
+            self._composite()
         return self.measurements.incumbent()
+
+    def _composite(self) -> None:
+        """The per-unit winners of attribution composed into one candidate, measured by
+        the whole-program A/B and confirmed like any would-be incumbent."""
+        assert self.journal is not None
+        flags = composite.candidate(self.journal)
+        if flags is None:
+            found = composite.per_unit_winners(self.journal)
+            self.show("composite: " + ("no unit was attributed a clear gain" if not found
+                                       else "the per-unit winners are one candidate "
+                                       "measured already"))
+            return
+        self.show(f"composite of the per-unit winners: {composite.describe(self.journal)}")
+        entry = self.measurements.once(Phase.COMPOSITE, flags, "measuring the composite")
+        self._confirmed(entry, flags)
 
     # -- whole-program stages -------------------------------------------------------------
     def _compose(self, evaluator: Evaluator) -> Chosen | None:
@@ -357,7 +381,7 @@ class Tuner:
                 "target": evaluator.target.output_rel, "metric": self.config.measure.metric,
                 "space": _fingerprint(space), "notes": space.notes,
                 "pgo": self.profile.hash if r.pgo and self.profile else None,
-                "screen": r.screen, "stages": list(r.stages)}
+                "screen": r.screen, "stages": list(r.stages), "attribute": r.attribute}
 
     def _adopt(self, header: dict) -> None:
         """--resume: the run's own settings win (the budget may be raised)."""
@@ -365,6 +389,7 @@ class Tuner:
                                options=header["options"], native=bool(header.get("native")),
                                pgo=bool(header.get("pgo")), screen=bool(header.get("screen")),
                                stages=tuple(header.get("stages") or ()),
+                               attribute=bool(header.get("attribute")),
                                budget=max(self.request.budget, header["budget"]))
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))

@@ -38,13 +38,20 @@ class Trial:
     ratio: float | None
     verdict: str | None
     detail: str = ""
+    # each changed unit's own cost by attribution (tune --attribute), e.g.
+    # {"src/a.c": "0.870x [0.820, 0.930] faster (12% of the samples, controlled)"}
+    effects: dict[str, str] = field(default_factory=dict)
 
     def regressed(self) -> bool:
         """Slower, or failed (wrong output, rejected flags).  A candidate screened out
         before measuring (tune --screen) was predicted no better: not a lesson."""
         if self.outcome == "SCREENED":
             return False
-        return self.ratio is None or self.verdict == "slower"
+        return self.ratio is None or self.verdict == "slower" or bool(self.slower_units())
+
+    def slower_units(self) -> list[str]:
+        """The units attribution found slower, though the program as a whole may not be."""
+        return [unit for unit, text in self.effects.items() if " slower " in f" {text} "]
 
 
 @dataclass

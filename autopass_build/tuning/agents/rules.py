@@ -168,7 +168,9 @@ class RulesBackend:
     # -- diagnoser ---------------------------------------------------------------------------
     def diagnose(self, context: Context, trial: Trial) -> Lesson:
         knobs = {k.name: k for k in context.space.knobs}
-        [(unit, changes)] = list(trial.changes.items())[:1] or [("", {})]
+        slower = trial.slower_units()      # the unit attribution blames goes first
+        changed = sorted(trial.changes.items(), key=lambda item: item[0] not in slower)
+        [(unit, changes)] = changed[:1] or [("", {})]
         if len(changes) != 1:
             return Lesson(f"trial {trial.n} regressed ({trial.outcome}); several knobs changed",
                           unit)
@@ -179,7 +181,9 @@ class RulesBackend:
                           f"{trial.detail[:80]}; do not use {name} on this unit", unit, name, [])
         index = knob.index_of(value) or 0
         default_side = range(index, len(knob.values))   # this value and stronger ones
-        return Lesson(f"{unit}: {name}={value} was slower ({trial.ratio:.3f}x); avoid it and "
+        how = (f"its own cost {trial.effects[unit]}" if unit in trial.effects
+               else f"{trial.ratio:.3f}x")
+        return Lesson(f"{unit}: {name}={value} was slower ({how}); avoid it and "
                       "stronger values", unit, name, [knob.short(i) for i in default_side])
 
 

@@ -1,0 +1,179 @@
+"""Attribution: how much each changed unit's own cost moved, not only the program's.
+
+A change that makes one unit x faster moves the whole program by about x times the
+unit's share, which this host's noise hides (a 3 % whole-program difference needs ~80
+pairs).  So after an A/B, baseline and candidate run again, interleaved, under
+`perf record -e cpu-clock` (software sampling: no hardware counters needed), and each
+function's samples are summed by the unit that defines it (`unit_of`).
+
+    per run:  samples of unit u, and of the control (every sample outside the units
+              the candidate changed: other units, libraries, the kernel)
+    per pair: d = log(cand_u / cand_control) - log(base_u / base_control)
+
+The control is measured in the same run, so a machine that is slower during a run
+slows both and cancels ("controlled").  When the changed units hold nearly all samples
+there is no control to speak of, and the unit's own samples per run are compared
+("absolute").  Each unit's ratio and interval come from the same Hodges-Lehmann /
+Wilcoxon method as the whole-program A/B (stats.py).  Attribution is a search signal,
+not a verdict: bench/attribution.py measures its spread and its A/A false-"faster" rate,
+and the whole-program A/B still decides what is written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from autopass_build.core import proc
+from autopass_build.instruments import stats
+from autopass_build.instruments.measure import Benchmark
+
+FREQUENCY = 4999                 # samples per second of CPU time
+# perf record's BPF side-band thread polls with a 1 s timeout before perf exits: without
+# it a 0.1 s run costs 0.36 s instead of 1.1 s (measured here).
+MIN_CONTROL_SHARE = 0.10         # below this the controlled method has nothing to lean on
+CONTROLLED, ABSOLUTE = "controlled", "absolute"
+SUFFIXES = (".cold", ".part.", ".constprop.", ".isra.", ".llvm.", ".lto_priv.")
+
+
+class AttributionError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class UnitEffect:
+    """A unit's own cost in the candidate against the baseline (below 1: faster)."""
+    source: str
+    ratio: float
+    low: float
+    high: float
+    pairs: int
+    share: float          # the unit's share of the baseline's samples, in percent
+    verdict: str          # stats.FASTER / SLOWER / SAME / UNCLEAR
+    method: str           # CONTROLLED or ABSOLUTE
+
+    def text(self) -> str:
+        return (f"{self.source}: {self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] "
+                f"{self.verdict} ({self.share:.0f}% of the samples, {self.method})")
+
+
+Samples = dict[str, int]                 # symbol -> samples in one run
+
+
+def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Samples:
+    """Samples per symbol of one run under `perf record -e cpu-clock`."""
+    perf = shutil.which("perf")
+    if perf is None:
+        raise AttributionError("perf not found (sudo apt-get install linux-perf)")
+    with tempfile.TemporaryDirectory(prefix="autopass-attr-") as scratch:
+        data = os.path.join(scratch, "perf.data")
+        done = proc.run_captured([perf, "record", "-q", "--no-bpf-event", "-e", "cpu-clock", "-F",
+                                  str(FREQUENCY), "-o", data, "--", *argv], cwd, env, timeout)
+        if done.timed_out or done.status != 0 or not os.path.exists(data):
+            raise AttributionError("perf record failed: "
+                                   + done.stderr.decode("utf-8", "replace")[-200:])
+        report = proc.run_captured([perf, "report", "-i", data, "-n", "--sort", "sym",
+                                    "--stdio", "-q", "--no-children", "-t", "|"],
+                                   cwd, env, 300)
+    return parse_report(report.stdout.decode("utf-8", "replace"))
+
+
+def parse_report(text: str) -> Samples:
+    """`perf report -n -t '|'` lines (' 12.34% | 123 |[.] name') as samples by symbol."""
+    samples: Samples = {}
+    for line in text.splitlines():
+        parts = line.split("|", 2)
+        if len(parts) != 3 or not parts[1].strip().isdigit():
+            continue
+        symbol = parts[2].strip()
+        if symbol[:1] == "[" and "]" in symbol:
+            symbol = symbol.split("]", 1)[1].strip()
+        samples[symbol] = samples.get(symbol, 0) + int(parts[1])
+    return samples
+
+
+def unit_mapper(defined: dict[str, list[str]]) -> Callable[[str], list[str]]:
+    """symbol -> the units defining it; compiler clones ('f.cold', 'f.llvm.123') count
+    for the function they were cut from."""
+    def units(symbol: str) -> list[str]:
+        if symbol in defined:
+            return defined[symbol]
+        for suffix in SUFFIXES:
+            if suffix in symbol:
+                return defined.get(symbol.split(suffix, 1)[0], [])
+        return []
+    return units
+
+
+def by_unit(samples: Samples, units_of: Callable[[str], list[str]]) -> dict[str, float]:
+    """Samples per unit (a symbol several units define is split between them); the
+    samples in no unit (libraries, the kernel) under ""."""
+    result: dict[str, float] = {}
+    for symbol, count in samples.items():
+        owners = units_of(symbol) or [""]
+        for owner in owners:
+            result[owner] = result.get(owner, 0.0) + count / len(owners)
+    return result
+
+
+def effects(base_runs: list[dict[str, float]], cand_runs: list[dict[str, float]],
+            changed: list[str], precision: float, level: float = 0.95) -> list[UnitEffect]:
+    """Each changed unit's effect from paired runs (per-unit samples of each run)."""
+    pairs = list(zip(base_runs, cand_runs))
+    base_total = sum(sum(b.values()) for b, _ in pairs) or 1.0
+    found = []
+    for source in changed:
+        share = 100.0 * sum(b.get(source, 0.0) for b, _ in pairs) / base_total
+        control_share = sum(_control(b, changed) for b, _ in pairs) / base_total
+        method = CONTROLLED if control_share >= MIN_CONTROL_SHARE else ABSOLUTE
+        base, cand = [], []
+        for b, c in pairs:
+            if method == CONTROLLED:
+                base.append(b.get(source, 0.0) / max(_control(b, changed), 1.0))
+                cand.append(c.get(source, 0.0) / max(_control(c, changed), 1.0))
+            else:
+                base.append(b.get(source, 0.0))
+                cand.append(c.get(source, 0.0))
+        usable = [(x, y) for x, y in zip(base, cand) if x > 0 and y > 0]
+        if len(usable) < 2:
+            continue                      # too few samples in this unit to say anything
+        est = stats.estimate([x for x, _ in usable], [y for _, y in usable], level)
+        decided = stats.verdict(est, precision, final=True) or stats.UNCLEAR
+        found.append(UnitEffect(source, est.ratio, _finite(est.low), _finite(est.high),
+                                est.pairs, round(share, 2), decided, method))
+    return found
+
+
+def _control(run: dict[str, float], changed: list[str]) -> float:
+    return sum(v for unit, v in run.items() if unit not in changed)
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else (0.0 if value < 0 else 1e9)
+
+
+class Attributor:
+    """Runs the attribution of one candidate against the baseline (Evaluator.evaluate's
+    `attribute`): `pairs` interleaved perf runs of each."""
+
+    def __init__(self, bench: Benchmark, defined: dict[str, list[str]], pairs: int = 8):
+        self.bench = bench
+        self.units_of = unit_mapper(defined)
+        self.pairs = pairs
+
+    def __call__(self, base: tuple[str, dict[str, str]], cand: tuple[str, dict[str, str]],
+                 changed: list[str]) -> list[UnitEffect]:
+        bench = self.bench
+        runs: dict[str, list[dict[str, float]]] = {"base": [], "cand": []}
+        sides = {"base": base, "cand": cand}
+        for i in range(self.pairs):
+            for side in (("base", "cand") if i % 2 == 0 else ("cand", "base")):
+                exe, env = sides[side]
+                samples = perf_samples(bench.argv(exe), bench.cwd, bench.env(env),
+                                       bench.run.timeout * 3)
+                runs[side].append(by_unit(samples, self.units_of))
+        return effects(runs["base"], runs["cand"], changed, bench.measure.precision)
