@@ -65,6 +65,35 @@ class Case:
     command: Callable[[Path], list[str]]     # benchmark argv ("{exe}"), given the work dir
 
 
+def wav_input(path: Path, seconds: int, seed: int = 1) -> Path:
+    """Deterministic 44.1 kHz stereo music-like audio: drifting tones and noise."""
+    import struct
+    import wave
+    if path.exists():
+        return path
+    rng = random.Random(seed)
+    rate = 44100
+    frames = bytearray()
+    phases = [0.0, 0.0, 0.0]
+    for i in range(rate * seconds):
+        t = i / rate
+        tones = (220 * (1 + 0.5 * math.sin(t * 0.7)), 440 * (1 + 0.3 * math.sin(t * 1.3)),
+                 1760 * (1 + 0.1 * math.sin(t * 3)))
+        value = 0.0
+        for k, (freq, gain) in enumerate(zip(tones, (0.3, 0.2, 0.1))):
+            phases[k] += 2 * math.pi * freq / rate
+            value += gain * math.sin(phases[k])
+        left = max(-1.0, min(1.0, value + rng.gauss(0, 0.02)))
+        right = max(-1.0, min(1.0, 0.8 * value + rng.gauss(0, 0.02)))
+        frames += struct.pack("<hh", int(left * 32000), int(right * 32000))
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(2)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(bytes(frames))
+    return path
+
+
 CASES = {
     "lua5.4": Case(debian_sources.LUA, ("make", "posix", "-j2", "MYCFLAGS=-O3"), "lua",
                    lambda work: ["{exe}", str(HERE / "workloads" / "lua_mix.lua")]),
@@ -78,6 +107,9 @@ CASES = {
     "sqlite3": Case(debian_sources.SQLITE, debian_sources.SQLITE.build, "sqlite3",
                     lambda work: ["{exe}", ":memory:",
                                   ".read " + str(HERE / "workloads" / "sqlite_mix.sql")]),
+    "lame": Case(debian_sources.LAME, debian_sources.LAME.build, "lame",
+                 lambda work: ["{exe}", "--silent", "-V", "2", str(wav_input(work / "in.wav", 90)),
+                               "-"]),
 }
 
 

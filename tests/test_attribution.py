@@ -146,3 +146,22 @@ def test_tune_attributes_each_candidate_and_measures_the_composite(tmp_path) -> 
     assert "composite" in done.stderr
     report = subprocess.run([AUTOPASS, "report"], cwd=root, capture_output=True, text=True)
     assert "of the samples" in report.stdout       # per-unit effects are in the report
+
+
+def test_attribution_that_cannot_run_leaves_the_measurement_as_it_was(tmp_path) -> None:
+    """perf missing or refused during attribution (F19): the candidate keeps its
+    whole-program measurement, without unit effects, and the run is told why."""
+    root = recorded(tmp_path / "mini")
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, load_config(str(root / "autopass.toml")))
+
+    def refused(base, cand, changed):
+        raise attribution.AttributionError("perf record failed: permission denied")
+
+    said: list[str] = []
+    [a] = [u for u in evaluator.units if u.source_rel == "a.c"]
+    evaluation = evaluator.evaluate({a.id: ("-O3",)}, said.append,
+                                    attribute=refused)  # type: ignore[arg-type]
+    assert evaluation.outcome == Outcome.OK and evaluation.comparison is not None
+    assert evaluation.effects == []
+    assert any("no attribution: perf record failed" in line for line in said)
