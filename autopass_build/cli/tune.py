@@ -48,21 +48,22 @@ def add_parsers(sub) -> None:
     p.add_argument("--stages", metavar="LIST",
                    help="whole-program stages to try first, measured against the recorded "
                         f"build, the best kept as the baseline: any of {','.join(STAGES)} "
-                        "(default: [tune].stages, all of them)")
+                        "(default: [tune].stages, all of them); bolt is tried last, on "
+                        "the build the run settled on")
     p.add_argument("--no-stages", dest="stages", action="store_const", const="",
                    help="tune per-file flags on the recorded build only")
     p.set_defaults(pgo=None)
     p.add_argument("--screen", action="store_true", default=None,
                    help="compile each candidate first; measure only those the screening model "
                         "ranks best (learns across programs: see `autopass screen`)")
+    p.add_argument("--no-screen", dest="screen", action="store_false",
+                   help="measure every candidate (the default unless [tune].screen)")
     p.add_argument("--attribute", action="store_true", default=None,
                    help="also measure each changed unit's own cost (perf samples per unit) "
                         "and compose the units found faster into one candidate, verified by "
                         "the whole-program A/B (default: [tune].attribute)")
     p.add_argument("--no-attribute", dest="attribute", action="store_false",
                    help="whole-program measurements only")
-    p.add_argument("--no-screen", dest="screen", action="store_false",
-                   help="measure every candidate (the default unless [tune].screen)")
     p.add_argument("--resume", action="store_true",
                    help="continue the latest run where it stopped (its own settings)")
     p.add_argument("--list-strategies", action="store_true",
