@@ -195,3 +195,13 @@ def test_a_target_section_lists_bolt_exactly_when_it_has_its_profile(tmp_path) -
     path.write_text(text.replace('"bolt": {', '"ignored": {'))
     with pytest.raises(flags_db.FlagsDbError, match="bolt stage exactly when"):
         flags_db.load(str(path))
+
+
+def test_a_function_bolt_cannot_rewrite_is_skipped_as_it_suggests() -> None:
+    """Lua's interpreter loop (computed gotos) makes llvm-bolt stop with a BOLT-ERROR
+    that names the function to skip; it is skipped and the rest is rewritten."""
+    error = ("BOLT-ERROR: unable to get new address corresponding to input address "
+             "0x32610 in function luaV_execute/1(*2). Consider adding this function to "
+             "--skip-funcs=...")
+    assert bolt._function_to_skip(error) == "luaV_execute/1"
+    assert bolt._function_to_skip("BOLT-ERROR: cannot process the binary") == ""

@@ -109,16 +109,43 @@ def _sections(data: bytes, path: str) -> list[tuple[str, bytes]]:
         raise BoltError(f"{path}: its ELF section table cannot be read") from None
 
 
+SKIP_HINT = "Consider adding this function to --skip-funcs"
+MAX_SKIPPED = 8
+
+
 def _run(argv: list[str], cwd: str, what: str) -> None:
+    """Run llvm-bolt.  A function BOLT cannot rewrite (it names it: "unable to get new
+    address ... in function luaV_execute/1(*2). Consider adding this function to
+    --skip-funcs") is skipped and BOLT run again, as its message suggests: the rest of
+    the binary is still laid out.  The same binary takes the same path every time."""
     from autopass_build.core import proc
 
-    done = proc.run_captured(argv, cwd, proc.clean_env(dict(os.environ)), TIMEOUT_S)
-    if done.timed_out:
-        raise BoltError(f"{what} took over {TIMEOUT_S:g}s")
-    if done.status != 0:
+    skipped: list[str] = []
+    while True:
+        extra = [f"--skip-funcs={','.join(skipped)}"] if skipped else []
+        done = proc.run_captured(argv + extra, cwd, proc.clean_env(dict(os.environ)),
+                                 TIMEOUT_S)
+        if done.timed_out:
+            raise BoltError(f"{what} took over {TIMEOUT_S:g}s")
+        if done.status == 0:
+            return
         lines = (done.stderr + done.stdout).decode("utf-8", "replace").strip().splitlines()
         errors = [line for line in lines if "ERROR" in line] or lines[-1:] or ["?"]
-        raise BoltError(f"{what} failed (exit {done.status}): {errors[0][:300]}")
+        function = _function_to_skip(errors[0])
+        if not function or function in skipped or len(skipped) >= MAX_SKIPPED:
+            raise BoltError(f"{what} failed (exit {done.status}): {errors[0][:300]}")
+        skipped.append(function)
+
+
+def _function_to_skip(error: str) -> str:
+    """The function a BOLT-ERROR suggests skipping, as --skip-funcs takes it
+    ("luaV_execute/1(*2)" is written "luaV_execute/1"); "" if it suggests none."""
+    if SKIP_HINT not in error or " in function " not in error:
+        return ""
+    name = error.split(" in function ", 1)[1].split(SKIP_HINT, 1)[0].strip().rstrip(".")
+    if name.endswith(")") and "(*" in name:
+        name = name[:name.rindex("(*")]
+    return name if name and "," not in name and " " not in name else ""
 
 
 def optimize(binary: str, profile: str, output: str) -> None:
