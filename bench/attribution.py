@@ -53,8 +53,7 @@ def series(base: list[dict[str, float]], cand: list[dict[str, float]], unit: str
     return [value(r) for r in base], [value(r) for r in cand]
 
 
-def trial(attributor: attribution.Attributor, evaluator: Evaluator, unit: str,
-          pairs: int) -> dict[str, dict]:
+def trial(units_of, evaluator: Evaluator, unit: str, pairs: int) -> dict[str, dict]:
     base = evaluator.baseline()
     bench = evaluator.bench
     runs: dict[str, list[dict[str, float]]] = {"base": [], "cand": []}
@@ -62,7 +61,7 @@ def trial(attributor: attribution.Attributor, evaluator: Evaluator, unit: str,
         for side in (("base", "cand") if i % 2 == 0 else ("cand", "base")):
             samples = attribution.perf_samples(bench.argv(base.binary), bench.cwd,
                                                bench.env(base.env), bench.run.timeout * 3)
-            runs[side].append(attribution.by_unit(samples, attributor.units_of))
+            runs[side].append(attribution.by_unit(samples, units_of))
     result = {}
     for method in METHODS:
         b, c = series(runs["base"], runs["cand"], unit, method)
@@ -78,14 +77,14 @@ def trial(attributor: attribution.Attributor, evaluator: Evaluator, unit: str,
 def run_program(name: str, work: Path, trials: int, pairs: int, units: int) -> dict:
     store, config = tc.prepare(name, work, "cpu")
     evaluator = Evaluator(store, config)
-    attributor = attribution.Attributor(evaluator.bench, defined_functions(evaluator), pairs)
+    units_of = attribution.unit_mapper(defined_functions(evaluator))
     found = load_profile(store.dir)
     hot = [u for u in (found.unit_shares() if found else {})][:units]
     rows = {m: {"spreads": [], "faster": 0, "slower": 0} for m in METHODS}
     for t in range(trials):
         unit = hot[t % len(hot)]
         tc.log(f"{name}: A/A trial {t + 1}/{trials} on {unit}")
-        for method, r in trial(attributor, evaluator, unit, pairs).items():
+        for method, r in trial(units_of, evaluator, unit, pairs).items():
             if r["spread"] is not None:
                 rows[method]["spreads"].append(r["spread"])
             rows[method]["faster"] += r["faster"]

@@ -18,7 +18,6 @@ from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import attribution, stats
 from autopass_build.instruments.attribution import UnitEffect
 from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.hotspots import defined_functions
 from autopass_build.store.index import Store
 from autopass_build.tuning import composite
 from autopass_build.tuning.journal import Entry, Journal, Phase
@@ -54,7 +53,7 @@ def test_the_unit_a_flag_made_faster_is_found_and_the_other_is_the_control(tmp_p
     root = recorded(tmp_path / "mini")
     store = Store.open_existing(str(root / ".autopass"))
     evaluator = Evaluator(store, load_config(str(root / "autopass.toml")))
-    attributor = attribution.Attributor(evaluator.bench, defined_functions(evaluator), pairs=6)
+    attributor = attribution.Attributor(evaluator.bench, pairs=6)
     [a] = [u for u in evaluator.units if u.source_rel == "a.c"]
     evaluation = evaluator.evaluate({a.id: ("-O3",)}, attribute=attributor)
     assert evaluation.outcome == Outcome.OK
@@ -165,3 +164,18 @@ def test_attribution_that_cannot_run_leaves_the_measurement_as_it_was(tmp_path) 
     assert evaluation.outcome == Outcome.OK and evaluation.comparison is not None
     assert evaluation.effects == []
     assert any("no attribution: perf record failed" in line for line in said)
+
+
+@needs_perf
+def test_a_function_only_the_candidate_keeps_out_of_line_counts_for_its_unit(tmp_path) -> None:
+    """a.c's helper `mix` is inlined in the recorded build; -fno-inline-functions keeps
+    it out of line.  Its samples are a.c's (the candidate's own objects say so), so a.c
+    is found slower, not falsely faster with its time counted as the control's."""
+    root = recorded(tmp_path / "mini")
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, load_config(str(root / "autopass.toml")))
+    [a] = [u for u in evaluator.units if u.source_rel == "a.c"]
+    evaluation = evaluator.evaluate({a.id: ("-fno-inline-functions",)},
+                                    attribute=attribution.Attributor(evaluator.bench, pairs=6))
+    [effect] = evaluation.effects
+    assert effect.source == "a.c" and effect.verdict == stats.SLOWER, effect

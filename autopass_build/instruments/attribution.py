@@ -156,24 +156,32 @@ def _finite(value: float) -> float:
     return value if math.isfinite(value) else (0.0 if value < 0 else 1e9)
 
 
+@dataclass(frozen=True)
+class Side:
+    """One binary of the comparison, with the functions its own objects define (a
+    candidate's flags can keep functions out of line that the baseline inlined)."""
+    binary: str
+    env: dict[str, str]
+    defined: dict[str, list[str]]
+
+
 class Attributor:
     """Runs the attribution of one candidate against the baseline (Evaluator.evaluate's
     `attribute`): `pairs` interleaved perf runs of each."""
 
-    def __init__(self, bench: Benchmark, defined: dict[str, list[str]], pairs: int = 8):
+    def __init__(self, bench: Benchmark, pairs: int = 8):
         self.bench = bench
-        self.units_of = unit_mapper(defined)
         self.pairs = pairs
 
-    def __call__(self, base: tuple[str, dict[str, str]], cand: tuple[str, dict[str, str]],
-                 changed: list[str]) -> list[UnitEffect]:
+    def __call__(self, base: Side, cand: Side, changed: list[str]) -> list[UnitEffect]:
         bench = self.bench
         runs: dict[str, list[dict[str, float]]] = {"base": [], "cand": []}
         sides = {"base": base, "cand": cand}
+        mappers = {name: unit_mapper(side.defined) for name, side in sides.items()}
         for i in range(self.pairs):
-            for side in (("base", "cand") if i % 2 == 0 else ("cand", "base")):
-                exe, env = sides[side]
-                samples = perf_samples(bench.argv(exe), bench.cwd, bench.env(env),
-                                       bench.run.timeout * 3)
-                runs[side].append(by_unit(samples, self.units_of))
+            for name in (("base", "cand") if i % 2 == 0 else ("cand", "base")):
+                side = sides[name]
+                samples = perf_samples(bench.argv(side.binary), bench.cwd,
+                                       bench.env(side.env), bench.run.timeout * 3)
+                runs[name].append(by_unit(samples, mappers[name]))
         return effects(runs["base"], runs["cand"], changed, bench.measure.precision)

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field, replace
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import EvaluationError, Outcome
-from autopass_build.instruments.attribution import AttributionError, Attributor, UnitEffect
+from autopass_build.instruments.attribution import (
+    AttributionError,
+    Attributor,
+    Side,
+    UnitEffect,
+)
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats
 from autopass_build.store.index import Store, UnitRecord
@@ -165,9 +170,13 @@ class Evaluator:
         changed = self.changed_sources(flags_by_unit)
         if not changed:
             return []
+        from autopass_build.instruments.hotspots import defined_functions
+
         try:
-            found = attribute((base.binary, base.env), (candidate.binary, candidate.env),
-                              changed)
+            found = attribute(Side(base.binary, base.env,
+                                   defined_functions(self, self.base_flags)),
+                              Side(candidate.binary, candidate.env,
+                                   defined_functions(self, flags_by_unit)), changed)
         except AttributionError as error:
             if progress:
                 progress(f"no attribution: {error}")

@@ -124,13 +124,26 @@ def profile(evaluator: Evaluator) -> Profile:
     return result
 
 
-def defined_functions(evaluator: Evaluator) -> dict[str, list[str]]:
-    """Function name -> the units (source_rel) whose recorded objects define it."""
+def defined_functions(evaluator: Evaluator,
+                      flags_by_unit: dict[str, tuple[str, ...]] | None = None
+                      ) -> dict[str, list[str]]:
+    """Function name -> the units (source_rel) whose objects define it: the objects
+    built with `flags_by_unit` (a candidate's: other flags keep other functions out of
+    line), else the recorded ones.  A unit whose object is not ELF (LLVM bitcode under
+    LTO, where functions move across units at link time) counts by its recorded object."""
+    from elftools.common.exceptions import ELFError
+
     defined: dict[str, list[str]] = {}
     for unit in evaluator.units:
-        with open(evaluator.replayer.object_for(unit), "rb") as handle:
-            for name in function_sizes(handle.read()):
-                defined.setdefault(name, []).append(unit.source_rel)
+        flags = (flags_by_unit or {}).get(unit.id, ())
+        try:
+            with open(evaluator.replayer.object_for(unit, flags), "rb") as handle:
+                names = function_sizes(handle.read())
+        except ELFError:
+            with open(evaluator.replayer.object_for(unit), "rb") as handle:
+                names = function_sizes(handle.read())
+        for name in names:
+            defined.setdefault(name, []).append(unit.source_rel)
     return defined
 
 

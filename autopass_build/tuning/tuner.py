@@ -25,7 +25,7 @@ from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.hotspots import ProfileError, defined_functions
+from autopass_build.instruments.hotspots import ProfileError
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError
@@ -139,8 +139,7 @@ class Tuner:
         units_of = {s: [u.id for u in evaluator.units if u.source_rel == s] for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
         if self.request.attribute:
-            self.measurements.attributor = Attributor(evaluator.bench,
-                                                      defined_functions(evaluator))
+            self.measurements.attributor = Attributor(evaluator.bench)
         self.chosen = self._compose(evaluator)
         run = RunContext(self.store, self.config, evaluator, journal,
                          JointSpace([(s, space) for s in sources]), load_profile(self.store.dir),
