@@ -13,15 +13,13 @@ failure is an EvaluationError with its outcome: the stage is rejected, never the
 from __future__ import annotations
 
 import glob
-import json
 import os
-import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from autopass_build.core import bolt, proc
-from autopass_build.core.files import hash_file
+from autopass_build.core import bolt
 from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.instruments import training
 from autopass_build.instruments.measure import Benchmark
 from autopass_build.instruments.replay import Candidate
 from autopass_build.store.index import Store
@@ -62,45 +60,26 @@ class BoltStage:
         return Candidate(output, built.folder, built.env)
 
     def _train(self, built: Candidate, fingerprint: str) -> TrainedBolt:
-        bench = self.bench
         with tempfile.TemporaryDirectory(prefix="autopass-bolt-") as scratch:
             instrumented = os.path.join(scratch, os.path.basename(built.binary))
             self.show("BOLT: instrumenting the linked binary")
             bolt.instrument(built.binary, instrumented, os.path.join(scratch, "prof"))
-            argv = ([t.replace("{exe}", instrumented) for t in bench.run.train]
-                    or bench.argv(instrumented))
-            self.show(f"BOLT: training on {'[run].train' if bench.run.train else 'the benchmark'}")
-            done = proc.run_captured(argv, bench.cwd, bench.env(built.env),
-                                     timeout=bench.run.timeout * 10)
-            if done.timed_out or done.status != 0:
-                raise EvaluationError(Outcome.TRAINING_FAIL, "the BOLT training run failed "
-                                      f"(exit {done.status}): "
-                                      + done.stderr.decode("utf-8", "replace")[-300:])
+            try:
+                training.run(self.bench, instrumented, self.bench.env(built.env), self.show)
+            except training.TrainingError as error:
+                raise EvaluationError(Outcome.TRAINING_FAIL, f"BOLT: {error}") from None
             raws = sorted(glob.glob(os.path.join(scratch, "prof*.fdata")))
             if not raws:
                 raise EvaluationError(Outcome.TRAINING_FAIL, "the BOLT training run wrote no "
                                       "profile: does the program exit normally?")
             merged = os.path.join(scratch, "merged.fdata")
             bolt.merge(raws, merged)
-            digest = hash_file(merged)
-            path = self.store.blob_path("bolt", digest, ".fdata")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            shutil.copyfile(merged, path)
+            path, digest = training.keep(self.store, merged, "bolt", ".fdata")
         trained = TrainedBolt(path, digest, fingerprint, len(raws))
-        with open(os.path.join(self.store.dir, BOLT_FILE), "w") as handle:
-            json.dump(asdict(trained), handle, indent=1)
+        training.save(self.store.dir, BOLT_FILE, trained)
         return trained
 
 
 def load(store_dir: str) -> TrainedBolt | None:
     """The last trained profile, if it is intact."""
-    try:
-        with open(os.path.join(store_dir, BOLT_FILE)) as handle:
-            found = TrainedBolt(**json.load(handle))
-    except (OSError, ValueError, TypeError, RecursionError):
-        return None
-    if not all(isinstance(v, str) for v in (found.path, found.hash, found.binary)):
-        return None
-    if not os.path.isfile(found.path) or hash_file(found.path) != found.hash:
-        return None
-    return found
+    return training.load(store_dir, BOLT_FILE, TrainedBolt)

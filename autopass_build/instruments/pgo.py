@@ -14,15 +14,14 @@ differ ([run].train) so that training and evaluation inputs are not the same.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from autopass_build.core import proc, toolchain
-from autopass_build.core.files import hash_file
 from autopass_build.core.outcome import EvaluationError
+from autopass_build.instruments import training
 from autopass_build.instruments.evaluate import Evaluator
 
 PGO_FILE = "pgo.json"
@@ -66,14 +65,10 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
     bench = evaluator.bench
     with tempfile.TemporaryDirectory(prefix="autopass-pgo-") as scratch:
         env = {**bench.env(built.env), "LLVM_PROFILE_FILE": os.path.join(scratch, "%p.profraw")}
-        argv = ([t.replace("{exe}", built.binary) for t in bench.run.train]
-                or bench.argv(built.binary))
-        show(f"training: running {'[run].train' if bench.run.train else 'the benchmark'} "
-             "on the instrumented build")
-        done = proc.run_captured(argv, bench.cwd, env, timeout=bench.run.timeout * 10)
-        if done.status != 0 or done.timed_out:
-            raise PgoError(f"the instrumented benchmark failed (exit {done.status}): "
-                           + done.stderr.decode("utf-8", "replace")[-300:])
+        try:
+            training.run(bench, built.binary, env, show)
+        except training.TrainingError as error:
+            raise PgoError(str(error)) from None
         raws = sorted(glob.glob(os.path.join(scratch, "*.profraw")))
         if not raws:
             raise PgoError("the benchmark wrote no profile: does it exit normally?")
@@ -83,26 +78,12 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
         if done.status != 0:
             raise PgoError("llvm-profdata merge failed: "
                            + done.stderr.decode("utf-8", "replace")[-300:])
-        digest = hash_file(merged)
-        path = evaluator.store.blob_path("profile", digest, ".profdata")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        shutil.copyfile(merged, path)
+        path, digest = training.keep(evaluator.store, merged, "profile", ".profdata")
     shutil.rmtree(built.folder, ignore_errors=True)
     result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws))
-    with open(os.path.join(evaluator.store.dir, PGO_FILE), "w") as handle:
-        json.dump(asdict(result), handle, indent=1)
+    training.save(evaluator.store.dir, PGO_FILE, result)
     return result
 
 
 def load(store_dir: str) -> TrainedProfile | None:
-    try:
-        with open(os.path.join(store_dir, PGO_FILE)) as handle:
-            found = TrainedProfile(**json.load(handle))
-    except (OSError, ValueError, TypeError, RecursionError):
-        return None
-    if not (isinstance(found.path, str) and isinstance(found.hash, str)
-            and isinstance(found.target, str)):
-        return None
-    if not os.path.isfile(found.path) or hash_file(found.path) != found.hash:
-        return None
-    return found
+    return training.load(store_dir, PGO_FILE, TrainedProfile)
