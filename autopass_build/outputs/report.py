@@ -93,34 +93,24 @@ def stage_lines(entries: list[Entry]) -> list[str]:
         lines.append("no composition verified faster: per-file flags on the recorded build")
     for name, e in measured.items():
         if BOLT in name.split("+"):
-            lines.append(f"BOLT on top: {'kept' if _bolt_kept(e, chosen, entries) else 'not kept'}")
+            kept = e.verdict == FASTER and e.measured
+            lines.append(f"BOLT on top: {'kept' if kept else 'not kept'}")
     return lines
 
 
 def _stage_line(name: str, e: Entry, measured: dict[str, Entry]) -> str:
-    line = f"stage {name}" + (" with the per-file flags" if e.flags else "")
-    line += f": {e.interval_text()} of the recorded build"
+    parts = name.split("+")
+    if BOLT in parts:      # measured against the same build without BOLT
+        return (f"stage {name}: {e.interval_text()} of the build without BOLT"
+                + (f" -> {e.verdict}" if e.measured else ""))
+    line = f"stage {name}: {e.interval_text()} of the recorded build"
     if e.measured and e.ratio is not None:
         line += f" -> {e.verdict}"
-        parts = name.split("+")
         for sub in ("+".join(p for p in parts if p != left) for left in parts):
             base = measured.get(sub) if len(parts) > 1 else None
-            if base is not None and base.ratio and not e.flags:
+            if base is not None and base.ratio:
                 line += f"; {e.ratio / base.ratio:.4f}x of {sub}"
     return line
-
-
-def _bolt_kept(bolt: Entry, chosen: Entry | None, entries: list[Entry]) -> bool:
-    """What the tuner decided (compose.bolt_on_top): verified FASTER than the recorded
-    build and faster than the build it was put on (the stages with the winners)."""
-    if bolt.verdict != FASTER or bolt.ratio is None:
-        return False
-    tuned = [e for e in entries if e.phase == Phase.TUNED and e.flags == bolt.flags]
-    reference = tuned[-1] if tuned and bolt.flags else chosen
-    if reference is None and bolt.flags:
-        finals = [e for e in entries if e.phase == Phase.FINAL and e.flags == bolt.flags]
-        reference = finals[-1] if finals else None
-    return reference is None or reference.ratio is None or bolt.ratio < reference.ratio
 
 
 def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:

@@ -5,7 +5,7 @@
     FASTER one confirmed with fresh pairs (timing metrics) ─▶ the best confirmed one
     becomes the run's baseline; per-file flags are tuned on top of it
     ─▶ BOLT last, on that build with its per-file winners (a BOLT profile describes one
-    exact binary), kept when verified faster than the build without it
+    exact binary), A/B'd against that build and kept when verified faster
 
 Stage evaluations come out of the run's budget, at most half of it, so per-file tuning
 always gets the rest.  A composition's gain is in the journal (phase "stage") against
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autopass_build.core.stage_flags import lto_level
+from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, lto_level
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.bolt import BoltStage, TrainedBolt
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
@@ -25,7 +25,7 @@ from autopass_build.instruments.measure import MeasureError
 from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.journal import Entry, Phase
-from autopass_build.tuning.measuring import Measurements, UnitFlags
+from autopass_build.tuning.measuring import Measurements
 
 
 @dataclass
@@ -81,21 +81,31 @@ class Composer:
             Stage.BOLT.value in e.stages.split("+")
             for e in self.measurements.journal.of_phase(Phase.STAGE))
 
-    def bolt_on_top(self, chosen: Chosen | None, winners: UnitFlags, reference: Entry | None,
-                    plain: Evaluator) -> Chosen | None:
-        """BOLT on the build the run settled on (the `chosen` stages with the per-file
-        `winners`), measured against the recorded build `plain`.  The new Chosen when it
-        is verified faster than `reference` (that build's own measurement against the
-        recorded build; None: the recorded build itself), else None."""
+    def bolt_on_top(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
+        """BOLT on the build the run settled on, A/B'd directly against that build
+        (`without`: an evaluator whose baseline is the `chosen` stages with the per-file
+        winners).  A direct A/B, not two measurements against the recorded build
+        compared: those differ by more than BOLT's effect between runs (the suite's Lua
+        kept a BOLT that an independent A/B found 6 % slower).  The new Chosen when
+        BOLT is verified faster, else None."""
         if Stage.BOLT not in self.usable:
             return None
         composition = (chosen.stages if chosen else ()) + (Stage.BOLT,)
+        name = stages.name(composition)
         step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show)
-        entry, _ = self._verified(composition, reference, winners, plain, step)
-        if entry is None:
-            self.show(f"BOLT not kept: {stages.name(composition)} was not verified faster "
-                      f"than {chosen.name if chosen else 'the recorded build'}"
-                      + (" with the per-file flags" if winners else ""))
+
+        def once(phase: Phase, what: str) -> Entry:
+            return self.measurements.once(phase, {}, what, evaluator=without, stages=name,
+                                          link_flags=BOLT_LINK_FLAGS, post_link=step)
+
+        entry = once(Phase.STAGE, f"stage {name}: BOLT against the build without it")
+        if entry.verdict == FASTER and entry.measured and not self.measurements.deterministic:
+            entry = once(Phase.STAGE_CONFIRM, "  confirming BOLT with fresh pairs")
+        self.show(f"stage {name}: {entry.interval_text()} of the build without BOLT"
+                  + (f" -> {entry.verdict}" if entry.measured else ""))
+        if entry.verdict != FASTER or not entry.measured:
+            self.show(f"BOLT not kept: it was not verified faster than "
+                      f"{chosen.name if chosen else 'the recorded build'}")
             return None
         return Chosen(composition, self._flags(composition), entry,
                       chosen.profile if chosen else None, step.trained)
@@ -137,24 +147,19 @@ class Composer:
             profile_flag = self._profile.use_flag()
         return stages.flags(composition, opt_level(self.evaluator), profile_flag)
 
-    def _verified(self, composition: tuple[Stage, ...], best: Entry | None,
-                  per_file: UnitFlags | None = None, plain: Evaluator | None = None,
-                  post_link: BoltStage | None = None) -> tuple[Entry | None, int]:
+    def _verified(self, composition: tuple[Stage, ...], best: Entry | None
+                  ) -> tuple[Entry | None, int]:
         """The composition's confirmed FASTER measurement, or None; and how many
         evaluations it took (journaled or new: a resumed run spends as the first did).
-        A first look that does not beat `best` is not confirmed: it cannot be chosen.
-        `per_file`, `plain` and `post_link`: the BOLT step's winners, recorded build and
-        rewrite."""
+        A first look that does not beat `best` is not confirmed: it cannot be chosen."""
         name = stages.name(composition)
         flags = self._flags(composition)
-        evaluator = plain or self.evaluator
-        under = {u.id: flags.unit_flags for u in evaluator.units}
+        under = {u.id: flags.unit_flags for u in self.evaluator.units}
         journal = self.measurements.journal
 
         def once(phase: Phase, what: str) -> Entry:
-            return self.measurements.once(phase, per_file or {}, what, evaluator=evaluator,
-                                          under=under, stages=name,
-                                          link_flags=flags.link_flags, post_link=post_link)
+            return self.measurements.once(phase, {}, what, under=under, stages=name,
+                                          link_flags=flags.link_flags)
 
         entry = once(Phase.STAGE, f"stage {name} against the recorded build")
         better = best is None or (entry.ratio is not None and best.ratio is not None

@@ -156,17 +156,19 @@ class Tuner:
     def _settle(self, final: Entry | None, winners: list[Winner]) -> None:
         """The result against the recorded build (stages with the winners), then BOLT on
         top of it: it becomes part of the chosen stages when verified faster."""
-        reference = final if winners else None     # winners alone: final is against it
-        if self.chosen:
-            reference = (self._tuned_versus_recorded(self.chosen, winners) if winners
-                         else self.chosen.entry)
-        if self.composer is None:
+        if self.chosen and winners:
+            self._tuned_versus_recorded(self.chosen, winners)
+        if self.composer is None or not self.composer.usable & {stages.Stage.BOLT}:
             return
-        with_bolt = self.composer.bolt_on_top(self.chosen, {w.source: w.flags for w in winners},
-                                              reference, self._plain_evaluator())
+        without = self._plain_evaluator()
+        unit_flags = self.chosen.flags.unit_flags if self.chosen else ()
+        per_file = {w.source: w.flags for w in winners}
+        without.rebase({u.id: unit_flags + per_file.get(u.source_rel, ()) for u in without.units},
+                       self.chosen.flags.link_flags if self.chosen else ())
+        with_bolt = self.composer.bolt_on_top(self.chosen, without)
         if with_bolt is not None:
             self.show(f"BOLT kept: {with_bolt.name}, {with_bolt.entry.interval_text()} of "
-                      "the recorded build")
+                      "the build without it")
             self.chosen = with_bolt
 
     def _ship(self, final: Entry | None, winners: list[Winner]) -> str | None:
