@@ -36,7 +36,6 @@ import tune_classical as tc  # noqa: E402
 
 from autopass_build.instruments import attribution, stats  # noqa: E402
 from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
-from autopass_build.instruments.hotspots import defined_functions  # noqa: E402
 from autopass_build.instruments.hotspots import load as load_profile  # noqa: E402
 
 METHODS = ("controlled", "absolute", "program")
@@ -77,7 +76,7 @@ def trial(units_of, evaluator: Evaluator, unit: str, pairs: int) -> dict[str, di
 def run_program(name: str, work: Path, trials: int, pairs: int, units: int) -> dict:
     store, config = tc.prepare(name, work, "cpu")
     evaluator = Evaluator(store, config)
-    units_of = attribution.unit_mapper(defined_functions(evaluator))
+    units_of = attribution.unit_mapper(evaluator.defined_functions())
     found = load_profile(store.dir)
     hot = [u for u in (found.unit_shares() if found else {})][:units]
     rows = {m: {"spreads": [], "faster": 0, "slower": 0} for m in METHODS}

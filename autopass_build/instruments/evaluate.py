@@ -159,6 +159,30 @@ class Evaluator:
                 shutil.rmtree(candidate.folder, ignore_errors=True)
         return Evaluation(comparison.outcome, comparison, replay, comparison.detail, effects)
 
+    def defined_functions(self, flags_by_unit: dict[str, tuple[str, ...]] | None = None
+                          ) -> dict[str, list[str]]:
+        """Function name -> the units (source_rel) whose objects define it: the objects
+        built with `flags_by_unit` (a candidate's: other flags keep other functions out
+        of line), else the recorded ones.  A unit whose object is not ELF (LLVM bitcode
+        under LTO, where functions move across units at link time) counts by its
+        recorded object."""
+        from elftools.common.exceptions import ELFError
+
+        from autopass_build.instruments.evidence import function_sizes
+
+        defined: dict[str, list[str]] = {}
+        for unit in self.units:
+            flags = (flags_by_unit or {}).get(unit.id, ())
+            try:
+                with open(self.replayer.object_for(unit, flags), "rb") as handle:
+                    names = function_sizes(handle.read())
+            except ELFError:
+                with open(self.replayer.object_for(unit), "rb") as handle:
+                    names = function_sizes(handle.read())
+            for name in names:
+                defined.setdefault(name, []).append(unit.source_rel)
+        return defined
+
     def changed_sources(self, flags_by_unit: dict[str, tuple[str, ...]]) -> list[str]:
         """The sources whose units a candidate builds differently from the baseline."""
         return sorted({u.source_rel for u in self.units
@@ -170,13 +194,11 @@ class Evaluator:
         changed = self.changed_sources(flags_by_unit)
         if not changed:
             return []
-        from autopass_build.instruments.hotspots import defined_functions
-
         try:
             found = attribute(Side(base.binary, base.env,
-                                   defined_functions(self, self.base_flags)),
+                                   self.defined_functions(self.base_flags)),
                               Side(candidate.binary, candidate.env,
-                                   defined_functions(self, flags_by_unit)), changed)
+                                   self.defined_functions(flags_by_unit)), changed)
         except AttributionError as error:
             if progress:
                 progress(f"no attribution: {error}")

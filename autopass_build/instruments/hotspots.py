@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, field
 
 from autopass_build.core import proc
 from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.evidence import function_sizes
 from autopass_build.instruments.measure import debugless_copy
 
 PROFILE_FILE = "profile.json"
@@ -115,36 +114,13 @@ def profile(evaluator: Evaluator) -> Profile:
             argv = bench.argv(debugless_copy(base.binary, scratch))
             samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout)
         method = "callgrind"
-    defined = defined_functions(evaluator)
+    defined = evaluator.defined_functions()
     functions = [HotFunction(name, share, sorted(set(defined.get(name, []))))
                  for name, share in sorted(samples, key=lambda s: -s[1])]
     result = Profile(evaluator.target.output_rel, method, functions)
     with open(os.path.join(evaluator.store.dir, PROFILE_FILE), "w") as handle:
         json.dump(asdict(result), handle, indent=1)
     return result
-
-
-def defined_functions(evaluator: Evaluator,
-                      flags_by_unit: dict[str, tuple[str, ...]] | None = None
-                      ) -> dict[str, list[str]]:
-    """Function name -> the units (source_rel) whose objects define it: the objects
-    built with `flags_by_unit` (a candidate's: other flags keep other functions out of
-    line), else the recorded ones.  A unit whose object is not ELF (LLVM bitcode under
-    LTO, where functions move across units at link time) counts by its recorded object."""
-    from elftools.common.exceptions import ELFError
-
-    defined: dict[str, list[str]] = {}
-    for unit in evaluator.units:
-        flags = (flags_by_unit or {}).get(unit.id, ())
-        try:
-            with open(evaluator.replayer.object_for(unit, flags), "rb") as handle:
-                names = function_sizes(handle.read())
-        except ELFError:
-            with open(evaluator.replayer.object_for(unit), "rb") as handle:
-                names = function_sizes(handle.read())
-        for name in names:
-            defined.setdefault(name, []).append(unit.source_rel)
-    return defined
 
 
 def load(store_dir: str) -> Profile | None:
