@@ -213,22 +213,28 @@ def bolt_decision(db: FlagsDb, path: str, output: str, link: Decision, policy: s
     (else the link's own decision with a warning, or an error under the error policy)."""
     target = db.target
     assert target is not None
-    ref = target.bolt
-    refused = ""
-    if ref is None or os.path.isabs(ref.path) or ".." in ref.path.split("/"):
-        refused = f"{path}: the BOLT profile must lie beside the database"
-    else:
-        file = os.path.join(os.path.dirname(path), ref.path)
-        try:
-            if hash_file(file) != ref.hash:
-                refused = (f"{file} is not the BOLT profile the build was tuned with "
-                           "(re-run autopass tune)")
-        except OSError as error:
-            refused = f"the BOLT profile {file} cannot be used ({error.strerror})"
+    file, refused = shipped_file(target.bolt, path, "BOLT profile",
+                                 "the build was tuned with (re-run autopass tune)")
     if refused:
         warning = "; ".join(w for w in (link.warning, refused + ": linking without BOLT") if w)
         return Decision(link.flags, warning, policy == "error")
     return Decision(link.flags, link.warning, bolt=BoltPlan(output, file, target.bolt_binary))
+
+
+def shipped_file(ref: flags_db.ProfileRef | None, path: str, what: str, tuned: str
+                 ) -> tuple[str, str]:
+    """(the file `ref` names beside the database at `path`, "") when it is there with
+    its hash, else ("", why it cannot be used); `tuned` ends the message of a file that
+    changed: what it was tuned with, and the fix."""
+    if ref is None or os.path.isabs(ref.path) or ".." in ref.path.split("/"):
+        return "", f"{path}: the {what} must lie beside the database"
+    file = os.path.join(os.path.dirname(path), ref.path)
+    try:
+        if hash_file(file) != ref.hash:
+            return "", f"{file} is not the {what} {tuned}"
+    except OSError as error:
+        return "", f"the {what} {file} cannot be used ({error.strerror})"
+    return file, ""
 
 
 def run_bolt(plan: BoltPlan, policy: str) -> Decision:
@@ -255,18 +261,12 @@ def run_bolt(plan: BoltPlan, policy: str) -> Decision:
 
 def profile_decision(db: FlagsDb, path: str, policy: str) -> Decision:
     """The database's PGO profile for every compile, if it is the one tuned with."""
-    profile = db.profile
-    if profile is None:
+    if db.profile is None:
         return Decision()
-    if os.path.isabs(profile.path) or ".." in profile.path.split("/"):
-        return _refuse(f"{path}: the profile must lie beside the database", policy)
-    file = os.path.join(os.path.dirname(path), profile.path)
-    try:
-        if hash_file(file) != profile.hash:
-            return _refuse(f"{file} is not the PGO profile the flags were tuned with "
-                           "(re-run autopass tune --pgo)", policy)
-    except OSError as error:
-        return _refuse(f"the PGO profile of {path} cannot be used ({error.strerror})", policy)
+    file, refused = shipped_file(db.profile, path, "PGO profile",
+                                 "the flags were tuned with (re-run autopass tune --pgo)")
+    if refused:
+        return _refuse(refused, policy)
     # A source changed since training makes clang warn per compile; under the build's
     # -Werror that would fail it, so the warning stays a warning and we summarize it.
     return Decision((f"-fprofile-instr-use={file}", "-Wno-error=profile-instr-out-of-date"))
