@@ -24,12 +24,21 @@ AUTOPASS_CXX = str(BIN / "autopass-c++")
 TUNE_MINI = Path(__file__).parent / "data" / "tune-mini"
 
 
+def recorded_copy(source: Path, root: Path, config: str,
+                  build: tuple[str, ...] = ("make", "-s")) -> Path:
+    """A copy of the project `source` at `root`, recorded with `autopass record --
+    <build>`, with `config` as its autopass.toml."""
+    shutil.copytree(source, root)
+    subprocess.run([AUTOPASS, "record", "--", *build], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text(config)
+    return root
+
+
 def recorded_tune_mini(root: Path, config: str, profile: bool = True) -> Path:
     """A copy of tests/data/tune-mini at `root`, recorded with `autopass record -- make`,
     with `config` as its autopass.toml and, when `profile`, `autopass profile` run."""
-    shutil.copytree(TUNE_MINI, root)
-    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
-    (root / "autopass.toml").write_text(config)
+    recorded_copy(TUNE_MINI, root, config, ("make",))
     if profile:
         subprocess.run([AUTOPASS, "profile"], cwd=root, check=True, capture_output=True)
     return root

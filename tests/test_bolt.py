@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from support import AUTOPASS
+from support import AUTOPASS, recorded_copy
 
 from autopass_build.core import bolt, flags_db
 from autopass_build.instruments import stages
@@ -40,11 +40,7 @@ pytestmark = pytest.mark.skipif(bolt.missing() != "", reason="needs bolt-19 (scr
 
 
 def recorded(root: Path, config: str = CONFIG) -> Path:
-    shutil.copytree(BOLT_MINI, root)
-    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
-                   capture_output=True)
-    (root / "autopass.toml").write_text(config)
-    return root
+    return recorded_copy(BOLT_MINI, root, config)
 
 
 def run(root: Path, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:

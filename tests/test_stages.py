@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS
+from support import AUTOPASS, recorded_copy
 
 from autopass_build.core import flags_db, names, stage_flags, toolchain
 from autopass_build.instruments import stages
@@ -41,11 +40,7 @@ BITCODE = b"BC\xc0\xde"
 
 
 def recorded(root: Path, target: str = "") -> Path:
-    shutil.copytree(LTO_MINI, root)
-    subprocess.run([AUTOPASS, "record", "--", "make", "-s", *([target] if target else [])],
-                   cwd=root, check=True, capture_output=True)
-    (root / "autopass.toml").write_text(CONFIG)
-    return root
+    return recorded_copy(LTO_MINI, root, CONFIG, ("make", "-s", *([target] if target else [])))
 
 
 def test_stage_flags_are_computed_in_one_place() -> None:
