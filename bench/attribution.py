@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build.instruments import attribution, stats  # noqa: E402
+from autopass_build.instruments import attribution, sampling, stats  # noqa: E402
 from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
 from autopass_build.instruments.hotspots import load as load_profile  # noqa: E402
 
@@ -58,8 +58,9 @@ def trial(units_of, evaluator: Evaluator, unit: str, pairs: int) -> dict[str, di
     runs: dict[str, list[dict[str, float]]] = {"base": [], "cand": []}
     for i in range(pairs):
         for side in (("base", "cand") if i % 2 == 0 else ("cand", "base")):
-            samples = attribution.perf_samples(bench.argv(base.binary), bench.cwd,
-                                               bench.env(base.env), bench.run.timeout * 3)
+            samples = sampling.perf_samples(bench.argv(base.binary), bench.cwd,
+                                            bench.env(base.env), bench.run.timeout * 3,
+                                            attribution.FREQUENCY)
             runs[side].append(attribution.by_unit(samples, units_of))
     result = {}
     for method in METHODS:

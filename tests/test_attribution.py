@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS
+from support import AUTOPASS, recorded_copy
 
 from autopass_build.config import load as load_config
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments import attribution, stats
+from autopass_build.instruments import attribution, sampling, stats
 from autopass_build.instruments.attribution import UnitEffect
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.store.index import Store
@@ -41,11 +41,7 @@ needs_perf = pytest.mark.skipif(shutil.which("perf") is None, reason="needs perf
 
 
 def recorded(root: Path) -> Path:
-    shutil.copytree(ATTR_MINI, root)
-    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
-                   capture_output=True)
-    (root / "autopass.toml").write_text(CONFIG)
-    return root
+    return recorded_copy(ATTR_MINI, root, CONFIG)
 
 
 @needs_perf
@@ -66,7 +62,7 @@ def test_the_unit_a_flag_made_faster_is_found_and_the_other_is_the_control(tmp_p
 def test_perf_report_lines_and_compiler_clones_map_to_units() -> None:
     text = (" 57.89% | 99         |[.] sum_a\n 0.58%  | 1          |[k] _raw_spin_unlock\n"
             " 3.00%  | 5          |[.] sum_b.cold\n# comment\n")
-    samples = attribution.parse_report(text)
+    samples = sampling.parse_report(text)
     assert samples == {"sum_a": 99, "_raw_spin_unlock": 1, "sum_b.cold": 5}
     units_of = attribution.unit_mapper({"sum_a": ["a.c"], "sum_b": ["b.c"],
                                         "shared": ["a.c", "b.c"]})

@@ -22,26 +22,20 @@ and the whole-program A/B still decides what is written.
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autopass_build.core import proc
 from autopass_build.instruments import stats
 from autopass_build.instruments.measure import Benchmark
+from autopass_build.instruments.sampling import Samples, SamplingError, perf_samples
 
 FREQUENCY = 4999                 # samples per second of CPU time
-# perf record's BPF side-band thread polls with a 1 s timeout before perf exits: without
-# it a 0.1 s run costs 0.36 s instead of 1.1 s (measured here).
 MIN_CONTROL_SHARE = 0.10         # below this the controlled method has nothing to lean on
 CONTROLLED, ABSOLUTE = "controlled", "absolute"
 SUFFIXES = (".cold", ".part.", ".constprop.", ".isra.", ".llvm.", ".lto_priv.")
 
 
-class AttributionError(Exception):
-    pass
+AttributionError = SamplingError     # attribution cannot run: perf missing or failing
 
 
 @dataclass(frozen=True)
@@ -59,41 +53,6 @@ class UnitEffect:
     def text(self) -> str:
         return (f"{self.source}: {self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] "
                 f"{self.verdict} ({self.share:.0f}% of the samples, {self.method})")
-
-
-Samples = dict[str, int]                 # symbol -> samples in one run
-
-
-def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Samples:
-    """Samples per symbol of one run under `perf record -e cpu-clock`."""
-    perf = shutil.which("perf")
-    if perf is None:
-        raise AttributionError("perf not found (sudo apt-get install linux-perf)")
-    with tempfile.TemporaryDirectory(prefix="autopass-attr-") as scratch:
-        data = os.path.join(scratch, "perf.data")
-        done = proc.run_captured([perf, "record", "-q", "--no-bpf-event", "-e", "cpu-clock", "-F",
-                                  str(FREQUENCY), "-o", data, "--", *argv], cwd, env, timeout)
-        if done.timed_out or done.status != 0 or not os.path.exists(data):
-            raise AttributionError("perf record failed: "
-                                   + done.stderr.decode("utf-8", "replace")[-200:])
-        report = proc.run_captured([perf, "report", "-i", data, "-n", "--sort", "sym",
-                                    "--stdio", "-q", "--no-children", "-t", "|"],
-                                   cwd, env, 300)
-    return parse_report(report.stdout.decode("utf-8", "replace"))
-
-
-def parse_report(text: str) -> Samples:
-    """`perf report -n -t '|'` lines (' 12.34% | 123 |[.] name') as samples by symbol."""
-    samples: Samples = {}
-    for line in text.splitlines():
-        parts = line.split("|", 2)
-        if len(parts) != 3 or not parts[1].strip().isdigit():
-            continue
-        symbol = parts[2].strip()
-        if symbol[:1] == "[" and "]" in symbol:
-            symbol = symbol.split("]", 1)[1].strip()
-        samples[symbol] = samples.get(symbol, 0) + int(parts[1])
-    return samples
 
 
 def unit_mapper(defined: dict[str, list[str]]) -> Callable[[str], list[str]]:
@@ -125,11 +84,11 @@ def effects(base_runs: list[dict[str, float]], cand_runs: list[dict[str, float]]
     """Each changed unit's effect from paired runs (per-unit samples of each run)."""
     pairs = list(zip(base_runs, cand_runs))
     base_total = sum(sum(b.values()) for b, _ in pairs) or 1.0
+    control_share = sum(_control(b, changed) for b, _ in pairs) / base_total
+    method = CONTROLLED if control_share >= MIN_CONTROL_SHARE else ABSOLUTE
     found = []
     for source in changed:
         share = 100.0 * sum(b.get(source, 0.0) for b, _ in pairs) / base_total
-        control_share = sum(_control(b, changed) for b, _ in pairs) / base_total
-        method = CONTROLLED if control_share >= MIN_CONTROL_SHARE else ABSOLUTE
         base, cand = [], []
         for b, c in pairs:
             if method == CONTROLLED:
@@ -182,6 +141,6 @@ class Attributor:
             for name in (("base", "cand") if i % 2 == 0 else ("cand", "base")):
                 side = sides[name]
                 samples = perf_samples(bench.argv(side.binary), bench.cwd,
-                                       bench.env(side.env), bench.run.timeout * 3)
+                                       bench.env(side.env), bench.run.timeout * 3, FREQUENCY)
                 runs[name].append(by_unit(samples, mappers[name]))
         return effects(runs["base"], runs["cand"], changed, bench.measure.precision)

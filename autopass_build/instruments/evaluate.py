@@ -104,12 +104,13 @@ class Evaluator:
         self.base_flags: dict[str, tuple[str, ...]] = {}
         self.base_link_flags: tuple[str, ...] = ()
         self._baseline_memo: list[float] = []   # its instruction counts (deterministic)
+        self._baseline_defined: dict[str, list[str]] | None = None   # its functions' units
 
     def rebase(self, unit_flags: dict[str, tuple[str, ...]], link_flags: tuple[str, ...]
                ) -> None:
         """Build the baseline, and every candidate after, with these stages' flags."""
         self.base_flags, self.base_link_flags = dict(unit_flags), tuple(link_flags)
-        self._baseline, self._baseline_memo = None, []
+        self._baseline, self._baseline_memo, self._baseline_defined = None, [], None
 
     def baseline(self) -> Candidate:
         if self._baseline is None:
@@ -194,9 +195,10 @@ class Evaluator:
         changed = self.changed_sources(flags_by_unit)
         if not changed:
             return []
+        if self._baseline_defined is None:
+            self._baseline_defined = self.defined_functions(self.base_flags)
         try:
-            found = attribute(Side(base.binary, base.env,
-                                   self.defined_functions(self.base_flags)),
+            found = attribute(Side(base.binary, base.env, self._baseline_defined),
                               Side(candidate.binary, candidate.env,
                                    self.defined_functions(flags_by_unit)), changed)
         except AttributionError as error:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from autopass_build.core import proc
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.measure import debugless_copy
+from autopass_build.instruments.sampling import SamplingError, perf_samples
 
 PROFILE_FILE = "profile.json"
 MIN_SHARE = 0.5  # percent
@@ -49,25 +50,14 @@ class Profile:
 
 
 def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float) -> list[tuple[str, float]]:
-    perf = shutil.which("perf")
-    if perf is None:
-        raise ProfileError("perf not found")
-    with tempfile.TemporaryDirectory(prefix="autopass-perf-") as scratch:
-        data = os.path.join(scratch, "perf.data")
-        done = proc.run_captured([perf, "record", "-q", "--no-bpf-event", "-e", "cpu-clock",
-                                  "-F", "1999", "-o",
-                                  data, "--"] + argv, cwd, env, timeout)
-        if done.status != 0 or not os.path.exists(data):
-            raise ProfileError("perf record failed: " + done.stderr.decode("utf-8", "replace")[-200:])
-        report = proc.run_captured([perf, "report", "-i", data, "--stdio", "--no-children",
-                                    "--sort", "sym", "--percent-limit", str(MIN_SHARE)],
-                                   cwd, env, 300)
-    samples = []
-    for line in report.stdout.decode("utf-8", "replace").splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[0].endswith("%") and parts[1].startswith("["):
-            samples.append((" ".join(parts[2:]), float(parts[0].rstrip("%"))))
-    return samples
+    """(symbol, percent of the samples) of one run, for symbols of at least MIN_SHARE."""
+    try:
+        counts = perf_samples(argv, cwd, env, timeout, frequency=1999)
+    except SamplingError as error:
+        raise ProfileError(str(error)) from None
+    total = sum(counts.values()) or 1
+    return [(symbol, 100.0 * n / total) for symbol, n in counts.items()
+            if 100.0 * n / total >= MIN_SHARE]
 
 
 def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float
