@@ -118,13 +118,15 @@ def test_the_composite_takes_each_units_best_attributed_flags(tmp_path) -> None:
         entry(2, {"a.c": "-O2", "b.c": "-O3"}, [("a.c", 0.9, "faster"), ("b.c", 0.85, "faster")]),
         entry(3, {"b.c": "-O1"}, [("b.c", 0.95, "unclear")]),
     ]
-    assert composite.candidate(journal) == {"a.c": ("-O3",), "b.c": ("-O3",)}
-    assert "a.c from #1" in composite.describe(journal)
+    winners = composite.per_unit_winners(journal)
+    assert composite.candidate(journal, winners) == {"a.c": ("-O3",), "b.c": ("-O3",)}
+    assert "a.c from #1" in composite.describe(winners)
     journal.entries.append(entry(4, {"a.c": "-O3", "b.c": "-O3"}, []))
     journal.entries[-1] = Entry(4, Phase.SEARCH,
                                 composite.config_key({"a.c": ("-O3",), "b.c": ("-O3",)}),
                                 {"a.c": "-O3", "b.c": "-O3"}, Outcome.OK)
-    assert composite.candidate(journal) is None        # measured already
+    winners = composite.per_unit_winners(journal)
+    assert composite.candidate(journal, winners) is None        # measured already
 
 
 @needs_perf

@@ -17,6 +17,8 @@ real, which is why the composite is measured as a whole, never assumed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import UnitFlags, config_key
@@ -24,36 +26,40 @@ from autopass_build.tuning.measuring import UnitFlags, config_key
 RESERVED = 2          # evaluations kept for the composite and its confirmation
 
 
-def per_unit_winners(journal: Journal) -> dict[str, tuple[tuple[str, ...], Entry]]:
-    """source -> (its flags with the lowest attributed FASTER ratio, the entry)."""
-    best: dict[str, tuple[float, tuple[str, ...], Entry]] = {}
+@dataclass(frozen=True)
+class UnitWinner:
+    """A unit's best attributed FASTER flags, and the search entry that measured them."""
+    flags: tuple[str, ...]
+    ratio: float          # the unit's own cost, candidate / baseline
+    entry: Entry
+
+
+def per_unit_winners(journal: Journal) -> dict[str, UnitWinner]:
+    """source -> its flags with the lowest attributed FASTER ratio in any search entry."""
+    best: dict[str, UnitWinner] = {}
     for entry in journal.of_phase(Phase.SEARCH):
         for effect in entry.effects:
             if effect.verdict != FASTER or effect.source not in entry.flags:
                 continue
-            flags = tuple(entry.flags[effect.source].split())
-            if effect.source not in best or effect.ratio < best[effect.source][0]:
-                best[effect.source] = (effect.ratio, flags, entry)
-    return {source: (flags, entry) for source, (_, flags, entry) in best.items()}
+            if effect.source not in best or effect.ratio < best[effect.source].ratio:
+                best[effect.source] = UnitWinner(tuple(entry.flags[effect.source].split()),
+                                                 effect.ratio, entry)
+    return best
 
 
-def candidate(journal: Journal) -> UnitFlags | None:
-    """The composite of the per-unit winners, or None when there is nothing new to
-    measure (no winner, or the composite is a configuration measured already)."""
-    winners = per_unit_winners(journal)
+def candidate(journal: Journal, winners: dict[str, UnitWinner]) -> UnitFlags | None:
+    """The composite of `winners`, or None when there is nothing new to measure (no
+    winner, or the composite is a configuration measured already)."""
     if not winners:
         return None
-    flags = {source: unit_flags for source, (unit_flags, _) in winners.items()}
+    flags = {source: winner.flags for source, winner in winners.items()}
     key = config_key(flags)
     if journal.find(Phase.SEARCH, key) or journal.find(Phase.COMPOSITE, key):
         return None
     return flags
 
 
-def describe(journal: Journal) -> str:
-    """'src/a.c from #3 (0.870x), src/b.c from #7 (0.910x)'."""
-    parts = []
-    for source, (_, entry) in sorted(per_unit_winners(journal).items()):
-        ratio = min(e.ratio for e in entry.effects if e.source == source)
-        parts.append(f"{source} from #{entry.n} ({ratio:.3f}x of its own cost)")
-    return ", ".join(parts)
+def describe(winners: dict[str, UnitWinner]) -> str:
+    """'src/a.c from #3 (0.870x of its own cost), src/b.c from #7 (...)'."""
+    return ", ".join(f"{source} from #{w.entry.n} ({w.ratio:.3f}x of its own cost)"
+                     for source, w in sorted(winners.items()))

@@ -7,7 +7,6 @@ import platform
 import shutil
 
 from autopass_build.core import flags_db, toolchain
-from autopass_build.core.files import hash_file
 from autopass_build.core.names import BOLT_PROFILE_NAME, PROFILE_NAME
 from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.pgo import TrainedProfile
@@ -46,7 +45,7 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
         db.cpu = platform.processor() or platform.machine()
     db.profile = _ship_profile(path, profile) if profile else None
     if target is not None and bolt is not None:
-        target.bolt = _ship(path, bolt.path, BOLT_PROFILE_NAME)
+        target.bolt = _ship(path, bolt.path, bolt.hash, BOLT_PROFILE_NAME)
         target.bolt_binary = bolt.binary
     db.target = target
     for source in journal.header["sources"]:
@@ -84,12 +83,13 @@ def check_writable(path: str) -> None:
 
 def _ship_profile(db_path: str, profile: TrainedProfile) -> flags_db.ProfileRef:
     """The PGO profile beside the database (to be committed with it), by hash."""
-    return _ship(db_path, profile.path, PROFILE_NAME)
+    return _ship(db_path, profile.path, profile.hash, PROFILE_NAME)
 
 
-def _ship(db_path: str, source: str, name: str) -> flags_db.ProfileRef:
-    """The profile `source` copied beside the database as `name`, referenced by hash."""
+def _ship(db_path: str, source: str, digest: str, name: str) -> flags_db.ProfileRef:
+    """The profile `source` (whose hash is `digest`) copied beside the database as
+    `name`, referenced by its hash."""
     target = os.path.join(os.path.dirname(os.path.abspath(db_path)), name)
     shutil.copyfile(source, target + ".tmp")
     os.replace(target + ".tmp", target)
-    return flags_db.ProfileRef(name, hash_file(target))
+    return flags_db.ProfileRef(name, digest)

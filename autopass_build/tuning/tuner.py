@@ -158,7 +158,7 @@ class Tuner:
         top of it: it becomes part of the chosen stages when verified faster."""
         if self.chosen and winners:
             self._tuned_versus_recorded(self.chosen, winners)
-        if self.composer is None or not self.composer.usable & {stages.Stage.BOLT}:
+        if self.composer is None or stages.Stage.BOLT not in self.composer.usable:
             return
         without = self._plain_evaluator()
         unit_flags = self.chosen.flags.unit_flags if self.chosen else ()
@@ -237,14 +237,14 @@ class Tuner:
         """The per-unit winners of attribution composed into one candidate, measured by
         the whole-program A/B and confirmed like any would-be incumbent."""
         assert self.journal is not None
-        flags = composite.candidate(self.journal)
+        winners = composite.per_unit_winners(self.journal)
+        flags = composite.candidate(self.journal, winners)
         if flags is None:
-            found = composite.per_unit_winners(self.journal)
-            self.show("composite: " + ("no unit was attributed a clear gain" if not found
+            self.show("composite: " + ("no unit was attributed a clear gain" if not winners
                                        else "the per-unit winners are one candidate "
                                        "measured already"))
             return
-        self.show(f"composite of the per-unit winners: {composite.describe(self.journal)}")
+        self.show(f"composite of the per-unit winners: {composite.describe(winners)}")
         entry = self.measurements.once(Phase.COMPOSITE, flags, "measuring the composite")
         self._confirmed(entry, flags)
 
@@ -269,10 +269,10 @@ class Tuner:
                   "build; per-file flags are tuned on top of it")
         return chosen
 
-    def _tuned_versus_recorded(self, chosen: Chosen, winners: list[Winner]) -> Entry:
+    def _tuned_versus_recorded(self, chosen: Chosen, winners: list[Winner]) -> None:
         """The stages with the winners, against the recorded build (phase TUNED)."""
         plain = self._plain_evaluator()
-        return self.measurements.once(Phase.TUNED, {w.source: w.flags for w in winners},
+        self.measurements.once(Phase.TUNED, {w.source: w.flags for w in winners},
                                f"{chosen.name} with the per-file flags against the recorded "
                                "build", evaluator=plain,
                                under={u.id: chosen.flags.unit_flags for u in plain.units},

@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field
 
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import EvaluationError
+from autopass_build.instruments.attribution import UnitEffect
 from autopass_build.instruments.evidence import Evidence, Remark, group_remarks
+from autopass_build.instruments.stats import SLOWER
 from autopass_build.store.index import Store, UnitRecord
 from autopass_build.tuning.space import Space
 
@@ -38,9 +40,8 @@ class Trial:
     ratio: float | None
     verdict: str | None
     detail: str = ""
-    # each changed unit's own cost by attribution (tune --attribute), e.g.
-    # {"src/a.c": "0.870x [0.820, 0.930] faster (12% of the samples, controlled)"}
-    effects: dict[str, str] = field(default_factory=dict)
+    # each changed unit's own cost by attribution (tune --attribute), by source
+    effects: dict[str, UnitEffect] = field(default_factory=dict)
 
     def regressed(self) -> bool:
         """Slower, or failed (wrong output, rejected flags).  A candidate screened out
@@ -51,7 +52,7 @@ class Trial:
 
     def slower_units(self) -> list[str]:
         """The units attribution found slower, though the program as a whole may not be."""
-        return [unit for unit, text in self.effects.items() if " slower " in f" {text} "]
+        return [unit for unit, effect in self.effects.items() if effect.verdict == SLOWER]
 
 
 @dataclass

@@ -181,7 +181,7 @@ class RulesBackend:
                           f"{trial.detail[:80]}; do not use {name} on this unit", unit, name, [])
         index = knob.index_of(value) or 0
         default_side = range(index, len(knob.values))   # this value and stronger ones
-        how = (f"its own cost {trial.effects[unit]}" if unit in trial.effects
+        how = (f"its own cost {trial.effects[unit].text()}" if unit in trial.effects
                else f"{trial.ratio:.3f}x")
         return Lesson(f"{unit}: {name}={value} was slower ({how}); avoid it and "
                       "stronger values", unit, name, [knob.short(i) for i in default_side])

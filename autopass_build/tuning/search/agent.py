@@ -92,8 +92,7 @@ class AgentStrategy(Strategy):
                 trial = Trial(len(self.history) + 1, proposal.changes,
                               str(info.outcome) if info else "?", info.ratio if info else None,
                               info.verdict if info else None, info.detail if info else "",
-                              {e.source: e.text().split(": ", 1)[1]
-                               for e in (info.effects if info else ())})
+                              {e.source: e for e in (info.effects if info else ())})
                 self.history.append(trial)
                 if trial.regressed():
                     self.lessons.append(self.backend.diagnose(self.context, trial))
