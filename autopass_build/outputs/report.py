@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.stage_flags import BOLT
-from autopass_build.instruments.stats import FASTER
+from autopass_build.instruments.stats import FASTER, SAME, SLOWER, UNCLEAR
 from autopass_build.tuning.journal import VERSUS_RECORDED, Entry, Journal, Phase
 
 
@@ -164,10 +164,10 @@ def verdict_words(entries: list[Entry]) -> str:
     """What the search's measurements said, in words: how many candidates were clearly
     faster, clearly slower, or within the noise."""
     measured = [e for e in entries if e.phase == Phase.SEARCH and e.measured]
-    counts = Counter(e.verdict or "unclear" for e in measured)
+    counts = Counter(e.verdict or UNCLEAR for e in measured)
     if not measured:
         return "no search candidate was measured"
-    parts = ", ".join(f"{counts[v]} {v}" for v in (FASTER, "slower", "same", "unclear")
+    parts = ", ".join(f"{counts[v]} {v}" for v in (FASTER, SLOWER, SAME, UNCLEAR)
                       if counts[v])
     best = min(measured, key=lambda e: e.ratio or 1.0)
     return (f"{len(measured)} search candidates measured: {parts}; the lowest estimate "
