@@ -9,6 +9,9 @@
 | pso      | particle swarm                                                   |
 | agent    | analyst, planner, diagnoser over compiler evidence (`agents/`)   |
 
+With `tune --attribute`, the learning strategies also judge each unit's block of knobs
+by that unit's own attributed cost (`credit.py` says how, per strategy).
+
 Options per strategy: `STRATEGIES[name].OPTIONS` (default, meaning, bounds);
 `autopass tune --list-strategies` prints them.
 """

@@ -22,6 +22,9 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Protocol
 
+from autopass_build.tuning.search.credit import UnitCredit
+from autopass_build.tuning.space import JointSpace
+
 if TYPE_CHECKING:   # types only: strategies stay importable without a run
     from autopass_build.tuning.journal import Entry
     from autopass_build.tuning.run import RunContext
@@ -77,6 +80,7 @@ class Strategy:
         self.rng = random.Random(seed)
         self.options = self.resolve_options(options or {})
         self.seen: dict[Point, float] = {space.default(): 1.0}
+        self.credit = UnitCredit(_unit_blocks(space))   # per-unit costs (tune --attribute)
         self._proposals = self.proposals()
 
     @classmethod
@@ -112,8 +116,11 @@ class Strategy:
 
     def tell(self, point: Point, value: float | None, info: "Entry | None" = None) -> None:
         """`value` is the candidate/baseline ratio (lower is better); None: it failed.
-        `info` (the journal entry: outcome, verdict, detail) is for strategies that read it."""
+        `info` (the journal entry: outcome, verdict, detail) is for strategies that read
+        it; its per-unit effects, when attribution measured them, go to `self.credit`."""
         self.seen[tuple(point)] = math.inf if value is None else float(value)
+        if info is not None and info.effects:
+            self.credit.record(tuple(point), info.effects)
 
     # -- for subclasses ----------------------------------------------------------------
     def proposals(self) -> Iterator[Point]:
@@ -128,3 +135,10 @@ class Strategy:
 
     def random_point(self) -> Point:
         return self.space.sample(self.rng)
+
+
+def _unit_blocks(space: Searchable) -> list[tuple[str, range]]:
+    """Each unit's label and coordinates; none for a space that is not one per unit."""
+    if not isinstance(space, JointSpace):
+        return []
+    return [(label, space.block_coordinates(label)) for label, _ in space.blocks]

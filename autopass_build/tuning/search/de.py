@@ -1,5 +1,7 @@
 """Differential evolution (DE/rand/1/bin) over the value indexes, rounded to the grid
-and repaired; a trial replaces its target when it is at least as good."""
+and repaired; a trial replaces its target when it is at least as good.  With per-unit
+credit (`credit.py`) selection is per unit block: the target takes the trial's block of
+each unit that cost no more in the trial."""
 
 from __future__ import annotations
 
@@ -25,7 +27,10 @@ class DifferentialEvolution(Strategy):
             for i, target in enumerate(list(population)):
                 trial = self._trial(population, i)
                 yield trial
-                if self.value(trial) <= self.value(target):
+                merged = self.credit.merge(target, trial, ties_to_challenger=True)
+                if merged is not None:
+                    population[i] = self.space.repair(merged)
+                elif self.value(trial) <= self.value(target):
                     population[i] = trial
 
     def _trial(self, population: list[Point], i: int) -> Point:

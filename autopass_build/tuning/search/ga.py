@@ -1,5 +1,7 @@
 """Genetic algorithm: tournament selection, uniform crossover, per-gene mutation,
-repair to the nearest valid point, and the best individual kept (elitism)."""
+repair to the nearest valid point, and the best individual kept (elitism).  With
+per-unit credit (`credit.py`) crossover hands each unit's block down whole from the
+parent in which that unit cost less."""
 
 from __future__ import annotations
 
@@ -38,7 +40,14 @@ class Genetic(Strategy):
     def _crossover(self, a: Point, b: Point) -> Point:
         if self.rng.random() >= self.options["crossover"]:
             return a
-        return tuple(x if self.rng.random() < 0.5 else y for x, y in zip(a, b))
+        child = [x if self.rng.random() < 0.5 else y for x, y in zip(a, b)]
+        for label, coordinates in self.credit.blocks if self.credit.told else ():
+            cost_a, cost_b = self.credit.cost(a, label), self.credit.cost(b, label)
+            if cost_a is not None and cost_b is not None and cost_a != cost_b:
+                better = a if cost_a < cost_b else b
+                for c in coordinates:
+                    child[c] = better[c]
+        return tuple(child)
 
     def _mutate(self, point: Point) -> Point:
         rate = self.options["mutation"] or 1.0 / len(point)

@@ -1,5 +1,7 @@
 """Particle swarm: continuous positions over the value indexes, rounded to the grid and
-repaired when evaluated; each particle follows its own best and the swarm's best."""
+repaired when evaluated; each particle follows its own best and the swarm's best.  With
+per-unit credit (`credit.py`) both bests are composed block by block from the blocks
+that made their unit cheapest."""
 
 from __future__ import annotations
 
@@ -30,9 +32,10 @@ class ParticleSwarm(Strategy):
                 point = self.space.repair(tuple(min(n - 1, max(0, round(x)))
                                                 for x, n in zip(position, dims)))
                 yield point
-                if self.value(point) < self.value(own_best[i]):
-                    own_best[i] = point
+                own_best[i] = self._better_of(own_best[i], point)
             swarm_best = min(own_best, key=lambda p: (self.value(p), p))
+            for best in own_best if self.credit.told else ():
+                swarm_best = self._better_of(swarm_best, best)
             for i, position in enumerate(positions):
                 for k, n in enumerate(dims):
                     velocity = (self.options["inertia"] * velocities[i][k]
@@ -42,3 +45,9 @@ class ParticleSwarm(Strategy):
                                 * (swarm_best[k] - position[k]))
                     velocities[i][k] = max(-(n - 1), min(n - 1, velocity))
                     position[k] = min(n - 1.0, max(0.0, position[k] + velocities[i][k]))
+
+    def _better_of(self, best: Point, point: Point) -> Point:
+        merged = self.credit.merge(best, point, ties_to_challenger=False)
+        if merged is not None:
+            return self.space.repair(merged)
+        return point if self.value(point) < self.value(best) else best
