@@ -177,3 +177,39 @@ def test_a_function_only_the_candidate_keeps_out_of_line_counts_for_its_unit(tmp
                                     attribute=attribution.Attributor(evaluator.bench, pairs=6))
     [effect] = evaluation.effects
     assert effect.source == "a.c" and effect.verdict == stats.SLOWER, effect
+
+
+def test_under_the_instructions_metric_attribution_counts_exactly(tmp_path) -> None:
+    """metric = "instructions": one callgrind run per side, each changed unit's exact
+    instruction ratio (the baseline counted once), the same on every look."""
+    config = CONFIG.replace('"6000"', '"300"').replace('"cpu"', '"instructions"')
+    root = recorded_copy(ATTR_MINI, tmp_path / "mini", config)
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, load_config(str(root / "autopass.toml")))
+    attributor = attribution.Attributor(evaluator.bench)
+    [a] = [u for u in evaluator.units if u.source_rel == "a.c"]
+    first = evaluator.evaluate({a.id: ("-O3",)}, attribute=attributor).effects
+    again = evaluator.evaluate({a.id: ("-O3",)}, attribute=attributor).effects
+    assert len(attributor._counted) == 1                # the baseline was counted once
+    [effect] = first
+    assert effect.source == "a.c" and effect.method == attribution.EXACT
+    assert effect.verdict == stats.FASTER and effect.ratio < 0.8, effect
+    assert effect.low == effect.ratio == effect.high and 20 < effect.share < 80
+    assert again == first
+
+
+def test_callgrind_annotate_lines_count_by_function() -> None:
+    text = """\
+--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+12,345,678 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                  file:function
+--------------------------------------------------------------------------------
+8,000,000 (64.80%)  ???:kernel [/tmp/x/prog]
+3,000,000 (24.30%)  ???:merge_rec'2 [/tmp/x/prog]
+1,000,000 ( 8.10%)  ???:merge_rec [/tmp/x/prog]
+"""
+    assert sampling.parse_annotate(text) == {"kernel": 8_000_000, "merge_rec": 4_000_000}

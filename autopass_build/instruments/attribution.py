@@ -14,7 +14,9 @@ The control is measured in the same run, so a machine that is slower during a ru
 slows both and cancels ("controlled").  When the changed units hold nearly all samples
 there is no control to speak of, and the unit's own samples per run are compared
 ("absolute").  Each unit's ratio and interval come from the same Hodges-Lehmann /
-Wilcoxon method as the whole-program A/B (stats.py).  Attribution is a search signal,
+Wilcoxon method as the whole-program A/B (stats.py).  Where the metric is instructions,
+each side runs once under callgrind instead and a unit's ratio is its exact instruction
+count, candidate over baseline ("exact"): nothing to sample, nothing to control.  Attribution is a search signal,
 not a verdict: bench/attribution.py measures its spread and its A/A false-"faster" rate,
 and the whole-program A/B still decides what is written.
 """
@@ -22,16 +24,23 @@ and the whole-program A/B still decides what is written.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from autopass_build.instruments import stats
-from autopass_build.instruments.measure import Benchmark
-from autopass_build.instruments.sampling import Samples, SamplingError, perf_samples
+from autopass_build.instruments.measure import DETERMINISTIC_METRICS, Benchmark, debugless_copy
+from autopass_build.instruments.sampling import (
+    Samples,
+    SamplingError,
+    callgrind_counts,
+    perf_samples,
+)
 
 FREQUENCY = 4999                 # samples per second of CPU time
 MIN_CONTROL_SHARE = 0.10         # below this the controlled method has nothing to lean on
-CONTROLLED, ABSOLUTE = "controlled", "absolute"
+CONTROLLED, ABSOLUTE, EXACT = "controlled", "absolute", "exact"
 SUFFIXES = (".cold", ".part.", ".constprop.", ".isra.", ".llvm.", ".lto_priv.")
 
 
@@ -107,6 +116,24 @@ def effects(base_runs: list[dict[str, float]], cand_runs: list[dict[str, float]]
     return found
 
 
+def exact_effects(base: dict[str, float], cand: dict[str, float], changed: list[str],
+                  precision: float) -> list[UnitEffect]:
+    """Each changed unit's effect from one deterministic count per side: the ratio is
+    known exactly, so its interval is the point."""
+    total = sum(base.values()) or 1.0
+    found = []
+    for source in changed:
+        before, after = base.get(source, 0.0), cand.get(source, 0.0)
+        if before <= 0 or after <= 0:
+            continue
+        ratio = after / before
+        decided = stats.verdict(stats.Estimate(ratio, ratio, ratio, 1, 1.0), precision,
+                                final=True) or stats.UNCLEAR
+        found.append(UnitEffect(source, ratio, ratio, ratio, 1,
+                                round(100.0 * before / total, 2), decided, EXACT))
+    return found
+
+
 def _control(run: dict[str, float], changed: list[str]) -> float:
     return sum(v for unit, v in run.items() if unit not in changed)
 
@@ -126,13 +153,37 @@ class Side:
 
 class Attributor:
     """Runs the attribution of one candidate against the baseline (Evaluator.evaluate's
-    `attribute`): `pairs` interleaved perf runs of each."""
+    `attribute`): `pairs` interleaved perf runs of each, or one callgrind run of each
+    where the metric is instructions (the baseline's counted once)."""
 
     def __init__(self, bench: Benchmark, pairs: int = 8):
         self.bench = bench
         self.pairs = pairs
+        self._counted: dict[tuple, dict[str, float]] = {}    # the baseline's, by binary
 
     def __call__(self, base: Side, cand: Side, changed: list[str]) -> list[UnitEffect]:
+        if self.bench.measure.metric in DETERMINISTIC_METRICS:
+            return exact_effects(self._counts(base, memo=True), self._counts(cand),
+                                 changed, self.bench.measure.precision)
+        return self._sampled(base, cand, changed)
+
+    def _counts(self, side: Side, memo: bool = False) -> dict[str, float]:
+        """Instructions per unit in one callgrind run of `side`."""
+        stat = os.stat(side.binary)
+        key = (side.binary, stat.st_size, stat.st_mtime_ns, tuple(sorted(side.env.items())))
+        if memo and key in self._counted:
+            return self._counted[key]
+        bench = self.bench
+        with tempfile.TemporaryDirectory(prefix="autopass-attribute-") as scratch:
+            argv = bench.argv(debugless_copy(side.binary, scratch))
+            counts = callgrind_counts(argv, bench.cwd, bench.env(side.env),
+                                      bench.run.timeout * 60)
+        units = by_unit(counts, unit_mapper(side.defined))
+        if memo:
+            self._counted[key] = units
+        return units
+
+    def _sampled(self, base: Side, cand: Side, changed: list[str]) -> list[UnitEffect]:
         bench = self.bench
         runs: dict[str, list[dict[str, float]]] = {"base": [], "cand": []}
         sides = {"base": base, "cand": cand}

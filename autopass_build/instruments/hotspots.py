@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 
-from autopass_build.core import proc
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.measure import debugless_copy
-from autopass_build.instruments.sampling import SamplingError, perf_samples
+from autopass_build.instruments.sampling import SamplingError, callgrind_counts, perf_samples
 
 PROFILE_FILE = "profile.json"
 MIN_SHARE = 0.5  # percent
@@ -63,30 +61,13 @@ def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float) -> list[
 def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float
                        ) -> list[tuple[str, float]]:
     """argv[0] must be a binary without debug info (see measure.debugless_copy)."""
-    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
-        raise ProfileError("neither perf nor valgrind can profile here: apt-get install "
-                           "linux-perf valgrind")
-    with tempfile.TemporaryDirectory(prefix="autopass-callgrind-") as scratch:
-        out = os.path.join(scratch, "callgrind.out")
-        proc.run_captured(["valgrind", "--tool=callgrind", "-q", f"--callgrind-out-file={out}",
-                           "--"] + argv, cwd, env, timeout * 60)
-        done = proc.run_captured(["callgrind_annotate", "--inclusive=no", out], cwd, env, 300)
-    total, rows = 0.0, []
-    for line in done.stdout.decode("utf-8", "replace").splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0].replace(",", "").isdigit():
-            count = float(parts[0].replace(",", ""))
-            if "PROGRAM TOTALS" in line:
-                total = count
-            else:  # "1,234 (12.3%)  file.c:function [binary]"
-                located = [p for p in parts[1:] if ":" in p]
-                if located:  # "merge_rec'2" is merge_rec at recursion depth 2
-                    rows.append((located[0].split(":", 1)[1].split("'")[0], count))
-    total = total or sum(c for _, c in rows) or 1.0
-    merged: dict[str, float] = {}
-    for name, count in rows:
-        merged[name] = merged.get(name, 0.0) + count
-    return [(name, 100.0 * c / total) for name, c in merged.items()
+    try:
+        counts = callgrind_counts(argv, cwd, env, timeout * 60)
+    except SamplingError as error:
+        raise ProfileError(f"neither perf nor callgrind can profile here ({error}): "
+                           "apt-get install linux-perf valgrind") from None
+    total = sum(counts.values()) or 1
+    return [(name, 100.0 * c / total) for name, c in counts.items()
             if 100.0 * c / total >= MIN_SHARE]
 
 
