@@ -62,7 +62,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build.tuning import screen  # noqa: E402
+from autopass_build.instruments.hotspots import load as load_profile  # noqa: E402
+from autopass_build.tuning import composite, screen  # noqa: E402
 from autopass_build.tuning.journal import Entry, Phase  # noqa: E402
 from autopass_build.tuning.knowledge import Knowledge  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
@@ -111,10 +112,11 @@ def one_run(store, config, name: str, label: str, seed: int, args, work: Path,
 
 def record_pool(store, config, name: str, seed: int, size: int, work: Path) -> list[dict]:
     """The first `size` candidates of the strategy for `seed`, every one measured, each
-    with its code features: a recorded cache that screening policies replay."""
+    with its code features and its units' attributed effects (exact instruction ratios
+    under the instructions metric): a recorded cache that screening policies replay."""
     knowledge = work / f"pool-knowledge-{seed}.json"     # needed by the screener, unused
-    request = TuneRequest(strategy="random", budget=size, seed=seed, max_units=4, stages=(),
-                          screen=True, knowledge=str(knowledge),
+    request = TuneRequest(strategy="random", budget=size + composite.RESERVED, seed=seed, max_units=4, stages=(),
+                          screen=True, knowledge=str(knowledge), attribute=True,
                           screen_options={"min_samples": 10 ** 9},   # never screen out
                           flags_db=str(work / f"{name}-pool-{seed}.flags.json"))
     result = Tuner(store, config, request,
@@ -124,7 +126,7 @@ def record_pool(store, config, name: str, seed: int, size: int, work: Path) -> l
 
 
 def replay_run(pool: list[Entry], name: str, seed, label: str, budget: int,
-               ranker: screen.Ranker | None) -> dict:
+               ranker: screen.Ranker | None, shares: dict[str, float] | None = None) -> dict:
     """What a tuning run would have measured, screening through `ranker` (None: plain),
     with the recorded candidates in their order: the same decisions as `autopass tune`
     makes (screen.Ranker is its decision), without compiling or measuring again."""
@@ -134,7 +136,7 @@ def replay_run(pool: list[Entry], name: str, seed, label: str, budget: int,
             break
         predicted = None
         if ranker and e.features:
-            judgement = ranker.decide(e.features)
+            judgement = ranker.decide(e.features, e.unit_features, shares)
             if not judgement.measure:
                 screened += 1
                 continue
@@ -144,14 +146,15 @@ def replay_run(pool: list[Entry], name: str, seed, label: str, budget: int,
             best = max(best, 1 - e.ratio)
         trace.append(1 - best if best > 0 else None)
         if ranker and (sample := screen.sample_of(e, name)):
-            ranker.learn(sample, predicted)
+            ranker.learn(sample, predicted, screen.unit_samples_of(e, name))
     final = 1 - best if best > 0 else None
     speedup = 1 / final if final else None        # deterministic: a point, no interval
     return {"program": name, "run": label, "seed": seed, "evaluations": measured,
             "screened": screened, "trace": trace, "tuning_best": final,
             "speedup": speedup, "low": speedup, "high": speedup,
             "verdict": "faster" if final else "no gain",
-            "samples": ranker.samples if ranker else [], "pool_short": measured < budget,
+            "samples": (ranker.samples + ranker.unit_samples) if ranker else [],
+            "pool_short": measured < budget,
             "checked": ranker.checked if ranker else []}
 
 
@@ -169,14 +172,20 @@ def replay(files: str, args) -> list[dict]:
         sys.exit(f"screen.py: --options {args.options!r}: {error}; a JSON object of "
                  f"screen.Options fields ({fields})")
     pools: dict[int, dict[str, list]] = {}
+    shares: dict[str, dict[str, float]] = {}
     for f in files.split(","):
-        for name, by_seed in _recorded(Path(f)).items():
+        recorded, recorded_shares = _recorded(Path(f))
+        shares.update(recorded_shares)
+        for name, by_seed in recorded.items():
             for seed, pool in by_seed.items():
                 pools.setdefault(int(seed), {})[name] = pool
     truth = None
     if args.oracle:
+        every = [e for by_name in pools.values() for pool in by_name.values() for e in pool]
         truth = {json.dumps(e.features, sort_keys=True): math.log(e.ratio or 2.0)
-                 for by_name in pools.values() for pool in by_name.values() for e in pool}
+                 for e in every}
+        truth.update({json.dumps(e.unit_features[u.source], sort_keys=True): math.log(u.ratio)
+                      for e in every for u in e.effects if u.source in (e.unit_features or {})})
     everything = None        # --transfer all: every recorded candidate of each program
     if args.transfer == "all":
         everything = {}
@@ -184,19 +193,21 @@ def replay(files: str, args) -> list[dict]:
             for name, pool in by_name.items():
                 everything.setdefault(name, []).extend(
                     sample for e in pool if (sample := screen.sample_of(e, name)))
+                everything[name].extend(u for e in pool for u in screen.unit_samples_of(e, name))
     tasks = [({name: _reordered(pool, seed, k) for name, pool in by_name.items()},
               f"{seed}:{k}" if args.orders > 1 else seed, seed, options, args.budget,
-              everything, truth)
+              everything, truth, shares)
              for seed, by_name in sorted(pools.items()) for k in range(args.orders)]
     with ProcessPoolExecutor(args.jobs) as pool:    # the model fits are the cost
         return [row for rows in pool.map(replay_seed, *zip(*tasks)) for row in rows]
 
 
-def _recorded(path: Path) -> dict[str, dict[str, list[Entry]]]:
+def _recorded(path: Path) -> tuple[dict[str, dict[str, list[Entry]]], dict[str, dict]]:
+    """The pools by program and seed, and each program's unit shares (fractions)."""
     try:
-        programs = json.loads(path.read_text())["programs"]
-        return {name: {seed: [_entry(r) for r in pool] for seed, pool in by_seed.items()}
-                for name, by_seed in programs.items()}
+        data = json.loads(path.read_text())
+        return ({name: {seed: [_entry(r) for r in pool] for seed, pool in by_seed.items()}
+                 for name, by_seed in data["programs"].items()}, data.get("shares", {}))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         sys.exit(f"screen.py: {path} is not a --record file ({error!r}); make one with "
                  "python bench/screen.py --record FILE.json")
@@ -218,7 +229,7 @@ class Oracle(screen.Ranker):
     from what the model gets wrong."""
     truth: dict[str, float]         # json of the features -> measured log ratio
 
-    def _fitted(self, training):
+    def _fitted(self, level, training):
         return self
 
     def predict(self, features: list[dict]) -> list[float]:
@@ -235,7 +246,7 @@ def _reordered(pool: list[Entry], seed: int, k: int) -> list[Entry]:
 
 def replay_seed(pools: dict[str, list], label, seed: int, options: screen.Options,
                 budget: int, everything: dict[str, list] | None,
-                truth: dict[str, float] | None) -> list[dict]:
+                truth: dict[str, float] | None, shares: dict[str, dict]) -> list[dict]:
     def ranker(known: list[dict], name: str) -> screen.Ranker:
         if truth is None:
             return screen.Ranker(known, name, options, seed)
@@ -247,13 +258,13 @@ def replay_seed(pools: dict[str, list], label, seed: int, options: screen.Option
     for name, pool in pools.items():
         rows.append(replay_run(pool, name, label, "plain", budget, None))
         scratch[name] = replay_run(pool, name, label, "scratch", budget,
-                                   ranker([], name))
+                                   ranker([], name), shares.get(name))
         rows.append(scratch[name])
     for name, pool in pools.items():
         source = everything or {other: scratch[other]["samples"] for other in pools}
         known = [s for other in source if other != name for s in source[other]]
         rows.append(replay_run(pool, name, label, "transfer", budget,
-                               ranker(known, name)))
+                               ranker(known, name), shares.get(name)))
     return rows
 
 
@@ -338,9 +349,13 @@ def main() -> int:
 
 
 def record(names: list[str], seeds: list[int], args) -> int:
-    pools: dict = {"metric": args.metric, "pool": args.pool, "programs": {}}
+    pools: dict = {"metric": args.metric, "pool": args.pool, "programs": {}, "shares": {}}
     with tempfile.TemporaryDirectory(prefix="autopass-screen-") as scratch:
         prepared = {name: prepare(name, Path(scratch) / name, args.metric) for name in names}
+        for name, (store, _, _) in prepared.items():     # what Screener.judge composes by
+            hot = load_profile(store.dir)
+            pools["shares"][name] = {u: s / 100 for u, s in hot.unit_shares().items()} \
+                if hot else {}
         for seed in seeds:
             for name, (store, config, work) in prepared.items():
                 pool = record_pool(store, config, name, seed, args.pool, work)

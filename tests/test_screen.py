@@ -19,11 +19,13 @@ from autopass_build import config as cfg
 from autopass_build.core import toolchain
 from autopass_build.instruments.codeshape import code_shape
 from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.store.index import Store
 from autopass_build.tuning import screen
-from autopass_build.tuning.journal import Journal
+from autopass_build.tuning.journal import Journal, Phase
 from autopass_build.tuning.knowledge import KNOWLEDGE_VERSION, Knowledge, cpu_model, knowledge_path
 from autopass_build.tuning.space import JointSpace, default_space
+from autopass_build.tuning.tuner import Tuner, TuneRequest
 
 CONFIG = """
 [run]
@@ -74,7 +76,8 @@ def measure_evaluations(project: Path) -> list[dict]:
         result = evaluator.evaluate(by_unit)
         if result.comparison is None or result.comparison.estimate is None:
             continue        # a candidate that failed (rejected flags) is not a sample
-        samples.append({"features": screener.features(flags), "program": "mini",
+        samples.append({"features": screener.features(screener.unit_features(flags)),
+                        "program": "mini",
                         "target": math.log(result.comparison.estimate.ratio),
                         "key": str(point)})
     return samples
@@ -249,16 +252,58 @@ def test_screening_tune_skips_without_spending_budget(project, evaluations, tmp_
     assert reset.returncode == 0 and not os.path.exists(path)
 
 
-def _replays_the_same_decisions(journal: Journal, known: list[dict]) -> None:
+def _replays_the_same_decisions(journal: Journal, known: list[dict],
+                                options: screen.Options = screen.Options(),
+                                shares: dict[str, float] | None = None) -> None:
     """screen.Ranker, fed the journal's recorded features in order, decides as the run
     did: what bench/screen.py --replay relies on to replay recorded candidates."""
-    ranker = screen.Ranker(known, "this run", screen.Options(), journal.header["seed"])
+    ranker = screen.Ranker(known, "this run", options, journal.header["seed"])
     decided = [e for e in journal.entries if e.phase in ("search", "screened")]
     for entry in decided:
         if not entry.features:       # not compiled: measured unjudged, not learned from
             continue
-        judgement = ranker.decide(entry.features)
+        judgement = ranker.decide(entry.features, entry.unit_features, shares)
         assert judgement.measure == (entry.phase == "search"), entry.n
         assert judgement.predicted == entry.predicted, entry.n
         if judgement.measure and (sample := screen.sample_of(entry, "this run")):
-            ranker.learn(sample, judgement.predicted)
+            ranker.learn(sample, judgement.predicted, screen.unit_samples_of(entry, "this run"))
+
+
+def test_with_attribution_screening_learns_each_units_own_cost(project, tmp_path) -> None:
+    """tune --screen --attribute: each measured candidate teaches the model one sample
+    per changed unit (its code change against its exact instruction ratio, attribution
+    under the instructions metric), and candidates are then predicted unit by unit."""
+    config = cfg.load(str(project / "autopass.toml"))
+    store = Store.open_existing(str(project / ".autopass"))
+    knowledge = tmp_path / "knowledge.json"
+    options = {"min_unit_samples": 6}
+    request = TuneRequest(strategy="random", budget=8, seed=2, max_units=2, screen=True,
+                          stages=(),
+                          attribute=True, knowledge=str(knowledge), screen_options=options,
+                          flags_db=str(tmp_path / "flags.json"))
+    said: list[str] = []
+    result = Tuner(store, config, request, said.append).run()
+    measured = [e for e in result.journal.of_phase(Phase.SEARCH) if e.measured]
+    assert measured and all(e.unit_features and e.effects for e in measured), said
+    unit_samples = [s for e in measured for s in screen.unit_samples_of(e, "p")]
+    assert {s["key"].rsplit(":", 1)[1] for s in unit_samples} <= {"hot.c", "warm.c"}
+    assert any("per unit" in line for line in said), said
+    learned = Knowledge.load(str(knowledge)).samples
+    assert sum(1 for s in learned if s.get("level") == screen.UNIT) == len(unit_samples)
+    shares = {u: share / 100 for u, share in (load_profile(store.dir).unit_shares()).items()}
+    _replays_the_same_decisions(result.journal, [], screen.Options(**options), shares)
+
+
+def test_a_candidate_is_predicted_unit_by_unit_and_composed_by_share() -> None:
+    faster = {"code:instructions": -0.3}
+    slower = {"code:instructions": 0.2}
+    known = [{"features": f, "target": t, "program": "other", "key": f"k{i}",
+              "level": screen.UNIT}
+             for i in range(8) for f, t in ((faster, math.log(0.8)), (slower, math.log(1.1)))]
+    ranker = screen.Ranker(known, "this", screen.Options(min_unit_samples=16))
+    judged = ranker.decide({"code:instructions": 0.0}, {"a.c": faster, "b.c": slower},
+                           {"a.c": 0.5, "b.c": 0.25})
+    # 1 + 0.5 x (0.8 - 1) + 0.25 x (1.1 - 1), as the model learned the units' ratios
+    assert judged.predicted == pytest.approx(0.925, abs=0.01) and "per unit" in judged.why
+    off = screen.Ranker(known, "this", screen.Options(unit_labels=False))
+    assert off.decide({"code:instructions": 0.0}, {"a.c": faster}).why.startswith("learning")

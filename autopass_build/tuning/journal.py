@@ -85,6 +85,7 @@ class Entry:
     features: dict[str, float] | None = None     # screening's code features, if judged
     stages: str = ""                             # whole-program stages under it: "pgo+lto"
     effects: tuple[UnitEffect, ...] = ()         # each changed unit's own cost (attribution)
+    unit_features: dict[str, dict[str, float]] | None = None   # screening's, per unit
 
     @property
     def measured(self) -> bool:

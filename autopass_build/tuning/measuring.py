@@ -114,7 +114,8 @@ class Measurements:
         if stages:
             entry = replace(entry, config=config_key(flags, stages), stages=stages)
         if judgement is not None:
-            entry = replace(entry, predicted=judgement.predicted, features=judgement.features)
+            entry = replace(entry, predicted=judgement.predicted, features=judgement.features,
+                            unit_features=judgement.unit_features or None)
         return self._append(entry)
 
     def screened(self, flags: UnitFlags, judgement) -> Entry:
@@ -123,7 +124,7 @@ class Measurements:
             len(self.journal.entries) + 1, Phase.SCREENED, config_key(flags),
             _flags_json(flags), Outcome.SCREENED, detail=judgement.why,
             timing=Timing(at=time.time()), predicted=judgement.predicted,
-            features=judgement.features))
+            features=judgement.features, unit_features=judgement.unit_features or None))
 
     def incumbent(self) -> Entry | None:
         """The best clearly-faster candidate: confirmed by a second measurement, unless

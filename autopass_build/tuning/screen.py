@@ -16,9 +16,16 @@ model against itself: once `check_after` candidates it predicted were measured, 
 Kendall tau below `min_tau` between predictions and measurements stops all screening
 until the model ranks this program's candidates better.
 
-Features are relative (candidate over baseline, weighted by each unit's profile share)
-and say what the code became, not which flags made it, so what one program taught can
-apply to the next: measured evaluations persist in the user's cache (`knowledge.json`,
+Labels per unit.  With `tune --attribute` every measured candidate also says how much
+each changed unit's own cost moved (attribution), and each unit's code change is known
+on its own, so the model learns unit -> unit: that unit's relative code features against
+its attributed log ratio, several samples per measured candidate and none of them
+blurred by the other units' changes.  A candidate is then predicted unit by unit and
+composed by profile share: 1 + sum(share_u x (predicted_u - 1)).  Without unit labels
+(no attribution) the model learns the program's ratio from share-weighted features.
+
+Features are relative (candidate over baseline) and say what the code became, not which
+flags made it, so what one program taught can apply to the next: measured evaluations persist in the user's cache (`knowledge.json`,
 one file per compiler and CPU, versioned).  Another program's evaluations weigh less as
 this run's accumulate (`sample_weights`).  A file that cannot be read or has another
 version is set aside and started afresh, never trusted and never a crash.  The model is
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autopass_build.core.files import hash_json
 from autopass_build.instruments.codeshape import CODE_FEATURES, code_shape, relative
@@ -47,6 +54,10 @@ class Options:
     check_after: int = 4       # measured predictions before the model's ranking is judged
     min_tau: float = 0.0       # below this Kendall tau on them, nothing is screened out
     transfer_prior: float = 3.0  # see sample_weights
+    unit_labels: bool = True   # learn per unit where attribution measured units
+    min_unit_samples: int = 12  # per-unit samples before the per-unit model is used
+
+UNIT = "unit"                  # a knowledge sample's "level" when it is one unit's
 
 
 # -- the model ----------------------------------------------------------------------------
@@ -95,6 +106,20 @@ def sample_of(evaluation: Entry, program: str) -> dict | None:
             "program": program, "key": f"{evaluation.phase}:{evaluation.config}"}
 
 
+def unit_samples_of(evaluation: Entry, program: str) -> list[dict]:
+    """What the per-unit model learns from a measured evaluation: for each changed unit
+    attribution measured, that unit's code features and its own log ratio."""
+    shapes = evaluation.unit_features or {}
+    return [{"features": shapes[e.source], "target": math.log(e.ratio), "program": program,
+             "key": f"{evaluation.phase}:{evaluation.config}:{e.source}", "level": UNIT}
+            for e in evaluation.effects if e.source in shapes and e.ratio > 0]
+
+
+def composed(unit_ratios: dict[str, float], shares: dict[str, float]) -> float:
+    """The program's ratio from its units' ratios and their shares (fractions) of it."""
+    return 1.0 + sum(shares.get(u, 0.0) * (r - 1.0) for u, r in unit_ratios.items())
+
+
 def misranking(checked: list[tuple[float, float]], options: Options) -> str:
     """Why the model's ranking is not to be acted on now ('' when it is), from
     (predicted, measured) ratios of a run's measured candidates.  Knowledge from other
@@ -118,6 +143,7 @@ class Judgement:
     predicted: float | None       # candidate/baseline ratio; None: not enough to go on
     measure: bool
     why: str
+    unit_features: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class Ranker:
@@ -127,26 +153,49 @@ class Ranker:
     benchmark can replay recorded candidates through it."""
 
     def __init__(self, known: list[dict], program: str, options: Options, seed: int = 0):
-        self.known = known
+        self.known = [s for s in known if s.get("level") != UNIT]
+        self.known_units = [s for s in known if s.get("level") == UNIT]
         self.program = program
         self.options = options
         self.seed = seed
         self.samples: list[dict] = []                  # this run's measured evaluations
+        self.unit_samples: list[dict] = []             # ... and their units' (attribution)
         self.checked: list[tuple[float, float]] = []   # (predicted, measured) ratios
         self.predictions: list[float] = []
         self.skips = 0
-        self._model: Model | None = None
-        self._model_size = -1
+        self._models: dict[str, tuple[int, Model]] = {}   # "program"/"unit" -> (size, fit)
 
-    def decide(self, features: dict[str, float]) -> Judgement:
+    def decide(self, features: dict[str, float],
+               units: dict[str, dict[str, float]] | None = None,
+               shares: dict[str, float] | None = None) -> Judgement:
+        """`features`: the candidate's share-weighted code change; `units`: each changed
+        unit's own, with `shares` (fractions of the program) for the per-unit model."""
+        predicted, basis = self._predicted(features, units or {}, shares or {})
+        if predicted is None:
+            return Judgement(features, None, True, f"learning ({basis})", units or {})
+        judgement = self._ranked(features, predicted, basis)
+        judgement.unit_features = units or {}
+        return judgement
+
+    def _predicted(self, features: dict[str, float], units: dict[str, dict[str, float]],
+                   shares: dict[str, float]) -> tuple[float | None, str]:
+        unit_training = self.known_units + self.unit_samples
+        if (self.options.unit_labels and units
+                and len(unit_training) >= self.options.min_unit_samples):
+            model = self._fitted("unit", unit_training)
+            names = sorted(units)
+            ratios = [math.exp(v) for v in model.predict([units[n] for n in names])]
+            return composed(dict(zip(names, ratios)), shares), "per unit"
         training = self.known + self.samples
         if len(training) < self.options.min_samples:
-            return Judgement(features, None, True, f"learning ({len(training)} samples)")
-        predicted = math.exp(self._fitted(training).predict([features])[0])
+            return None, f"{len(training)} samples"
+        return math.exp(self._fitted("program", training).predict([features])[0]), ""
+
+    def _ranked(self, features: dict[str, float], predicted: float, basis: str) -> Judgement:
         better = sum(1 for p in self.predictions if p < predicted)
         self.predictions.append(predicted)
         rank = better / len(self.predictions)
-        said = f"predicted {predicted:.4f}x, rank {rank:.0%}"
+        said = f"predicted {predicted:.4f}x{' ' + basis if basis else ''}, rank {rank:.0%}"
         distrust = misranking(self.checked, self.options)
         if distrust:
             return Judgement(features, predicted, True, f"{said}; {distrust}")
@@ -157,19 +206,22 @@ class Ranker:
         return Judgement(features, predicted, False, f"{said} of this run's predictions "
                          f"(keeps the best {self.options.keep:.0%})")
 
-    def learn(self, sample: dict, predicted: float | None) -> None:
-        """A measured evaluation (features, log ratio); `predicted` the ratio the model
-        gave it before, if any."""
+    def learn(self, sample: dict, predicted: float | None,
+              unit_samples: list[dict] | None = None) -> None:
+        """A measured evaluation (features, log ratio) and its units' (unit_samples_of);
+        `predicted` the ratio the model gave it before, if any."""
         self.samples.append(sample)
+        self.unit_samples.extend(unit_samples or [])
         if predicted is not None:
             self.checked.append((predicted, math.exp(sample["target"])))
 
-    def _fitted(self, training: list[dict]) -> Model:
-        if self._model is None or self._model_size != len(training):
+    def _fitted(self, level: str, training: list[dict]) -> Model:
+        size, model = self._models.get(level, (-1, None))
+        if model is None or size != len(training):
             weights = sample_weights(training, self.program, self.options.transfer_prior)
-            self._model = Model(training, self.seed, weights)
-            self._model_size = len(training)
-        return self._model
+            model = Model(training, self.seed, weights)
+            self._models[level] = (len(training), model)
+        return model
 
 
 class Screener:
@@ -217,36 +269,44 @@ class Screener:
         path = self.evaluator.replayer.object_for(unit, base + tuple(flags))
         return code_shape(path, self.functions.get(source, set()))
 
-    def features(self, flags: dict[str, tuple[str, ...]]) -> dict[str, float]:
-        """The code of the candidate's hot functions relative to the baseline's, weighted
-        by each unit's profile share.  The knob values themselves are left out: what a
-        knob does differs between programs (and on tune-mini they ranked worse next to
-        the loop features); the code it produces is what can transfer."""
-        total = sum(self.shares.get(s, 0.0) for s, _ in self.blocks) or 1.0
-        result = dict.fromkeys(("code:" + k for k in CODE_FEATURES), 0.0)
+    def unit_features(self, flags: dict[str, tuple[str, ...]]) -> dict[str, dict[str, float]]:
+        """Each changed unit's hot code relative to the baseline's.  The knob values
+        themselves are left out: what a knob does differs between programs (and on
+        tune-mini they ranked worse next to the loop features); the code it produces is
+        what can transfer."""
+        changes = {}
         for source, _ in self.blocks:
             if source not in flags:
                 continue
             if source not in self._baseline:
                 self._baseline[source] = self._shape(source, ())
             change = relative(self._shape(source, flags[source]), self._baseline[source])
+            changes[source] = {"code:" + k: v for k, v in change.items()}
+        return changes
+
+    def features(self, units: dict[str, dict[str, float]]) -> dict[str, float]:
+        """The units' code changes weighted by each unit's profile share."""
+        total = sum(self.shares.get(s, 0.0) for s, _ in self.blocks) or 1.0
+        result = dict.fromkeys(("code:" + k for k in CODE_FEATURES), 0.0)
+        for source, change in units.items():
             for k, v in change.items():
-                result["code:" + k] += self.shares.get(source, 0.0) / total * v
+                result[k] += self.shares.get(source, 0.0) / total * v
         return result
 
     def judge(self, flags: dict[str, tuple[str, ...]]) -> Judgement:
         try:
-            features = self.features(flags)
+            units = self.unit_features(flags)
         except Exception as error:   # screening is an optimization: never the search's end
             return Judgement({}, None, True, f"not screened ({error})")
-        return self.ranker.decide(features)
+        shares = {source: share / 100.0 for source, share in self.shares.items()}
+        return self.ranker.decide(self.features(units), units, shares)
 
     def learn(self, entry: Entry) -> None:
         sample = sample_of(entry, self.program) if entry.phase == Phase.SEARCH else None
         if sample:
-            self.ranker.learn(sample, entry.predicted)
+            self.ranker.learn(sample, entry.predicted, unit_samples_of(entry, self.program))
 
     def persist(self) -> None:
-        """This run's measured evaluations join the shared knowledge."""
-        self.knowledge.add(self.ranker.samples)
+        """This run's measured evaluations, and their units', join the shared knowledge."""
+        self.knowledge.add(self.ranker.samples + self.ranker.unit_samples)
         self.knowledge.save()
