@@ -16,7 +16,15 @@ Output: per program and method, the run-to-run spread (standard deviation of the
 per-pair log ratio, in percent) and the false-"faster" rate of the verdicts (the
 interval of `stats.estimate` below 1), as a table and JSON.
 
+With --composite N, also the composite's own A/A rate.  In an A/A tuning run every unit
+"winner" is false and its flags change nothing, so the composite is the baseline again;
+it is written only if the whole-program A/B calls it faster (the tune's measure settings)
+AND the confirmation with fresh pairs does too (tuner._confirmed).  Each of the N trials
+measures the baseline's identical binary that way, as if a composite had been formed
+every time: an upper bound, since a real run forms one only when attribution erred.
+
     python bench/attribution.py --programs bzip2,lua5.4 --trials 20
+    python bench/attribution.py --programs bzip2,lame --trials 0 --composite 20
 """
 
 from __future__ import annotations
@@ -74,9 +82,11 @@ def trial(units_of, evaluator: Evaluator, unit: str, pairs: int) -> dict[str, di
     return result
 
 
-def run_program(name: str, work: Path, trials: int, pairs: int, units: int) -> dict:
+def run_program(name: str, work: Path, trials: int, pairs: int, units: int,
+                composites: int) -> dict:
     store, config = tc.prepare(name, work, "cpu")
     evaluator = Evaluator(store, config)
+    composite = composite_trials(evaluator, name, composites) if composites else None
     units_of = attribution.unit_mapper(evaluator.defined_functions())
     found = load_profile(store.dir)
     hot = [u for u in (found.unit_shares() if found else {})][:units]
@@ -90,17 +100,34 @@ def run_program(name: str, work: Path, trials: int, pairs: int, units: int) -> d
             rows[method]["faster"] += r["faster"]
             rows[method]["slower"] += r["slower"]
     return {"program": name, "units": hot, "trials": trials, "pairs": pairs,
-            "methods": {m: {"spread_pct": 100 * statistics.median(v["spreads"]),
-                            "false_faster": v["faster"] / trials,
-                            "false_slower": v["slower"] / trials}
+            "composite": composite,
+            "methods": {m: {"spread_pct": 100 * statistics.median(v["spreads"])
+                            if v["spreads"] else math.nan,
+                            "false_faster": v["faster"] / max(1, trials),
+                            "false_slower": v["slower"] / max(1, trials)}
                         for m, v in rows.items()}}
+
+
+def composite_trials(evaluator: Evaluator, name: str, trials: int) -> dict:
+    """The composite's decision on a no-change candidate, `trials` times."""
+    faster = confirmed = 0
+    for t in range(trials):
+        first = evaluator.evaluate({}).comparison
+        called = bool(first and first.verdict == stats.FASTER)
+        again = evaluator.evaluate({}).comparison if called else None
+        kept = bool(again and again.verdict == stats.FASTER)
+        faster, confirmed = faster + called, confirmed + kept
+        tc.log(f"{name}: composite A/A {t + 1}/{trials}: "
+               f"{first.verdict if first else 'failed'}"
+               + (f", confirmation {again.verdict if again else 'failed'}" if called else ""))
+    return {"trials": trials, "called_faster": faster, "confirmed_faster": confirmed}
 
 
 def table(results: list[dict]) -> str:
     lines = ["| program | method | run-to-run spread (median sd of log ratio) | A/A called "
              "faster | A/A called slower |", "|---|---|---|---|---|"]
     for r in results:
-        for method, m in r["methods"].items():
+        for method, m in (r["methods"] if r["trials"] else {}).items():
             lines.append(f"| {r['program']} | {method} | {m['spread_pct']:.1f} % | "
                          f"{m['false_faster']:.0%} | {m['false_slower']:.0%} |")
     total = {m: sum(r["methods"][m]["false_faster"] * r["trials"] for r in results)
@@ -108,6 +135,16 @@ def table(results: list[dict]) -> str:
     lines.append("")
     lines.append("all programs, A/A called faster: "
                  + ", ".join(f"{m} {v:.1%}" for m, v in total.items()))
+    composites = [(r["program"], r["composite"]) for r in results if r.get("composite")]
+    for program, c in composites:
+        lines.append(f"{program}: composite A/A called faster {c['called_faster']}/"
+                     f"{c['trials']}, confirmed faster (would be written) "
+                     f"{c['confirmed_faster']}/{c['trials']}")
+    if composites:
+        n = sum(c["trials"] for _, c in composites)
+        kept = sum(c["confirmed_faster"] for _, c in composites)
+        lines.append(f"all programs, composite A/A confirmed faster: {kept}/{n} "
+                     f"({kept / n:.1%}; target <= 5 %)")
     return "\n".join(lines)
 
 
@@ -119,6 +156,8 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--units", type=int, default=3, help="hottest units to rotate")
+    parser.add_argument("--composite", type=int, default=0, metavar="N",
+                        help="also N composite A/A trials per program")
     parser.add_argument("--out", default="attribution-out")
     args = parser.parse_args()
     started = time.monotonic()
@@ -126,7 +165,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="autopass-attr-") as scratch:
         for name in args.programs.split(","):
             results.append(run_program(name, Path(scratch) / name, args.trials, args.pairs,
-                                       args.units))
+                                       args.units, args.composite))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     text = table(results)
