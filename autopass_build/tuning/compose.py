@@ -41,6 +41,11 @@ class Chosen:
     def name(self) -> str:
         return stages.name(self.stages)
 
+    @property
+    def links_across_units(self) -> bool:
+        """LTO or ThinLTO: functions are inlined and moved across units at link time."""
+        return bool({Stage.LTO, Stage.THINLTO} & set(self.stages))
+
 
 def opt_level(evaluator: Evaluator) -> str:
     """The LTO link's codegen level for the target's units (one of LTO_LEVELS: what the

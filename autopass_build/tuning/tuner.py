@@ -141,6 +141,11 @@ class Tuner:
         if self.request.attribute:
             self.measurements.attributor = Attributor(evaluator.bench)
         self.chosen = self._compose(evaluator)
+        if self.measurements.attributor and self.chosen and self.chosen.links_across_units:
+            self.show(f"attribution off on {self.chosen.name}: link-time optimization "
+                      "inlines and moves functions across units, so a unit's own cost is "
+                      "not defined there; the whole-program A/B judges alone")
+            self.measurements.attributor = None
         run = RunContext(self.store, self.config, evaluator, journal,
                          JointSpace([(s, space) for s in sources]), load_profile(self.store.dir),
                          self.show, self.request.seed, self.request.resume)
@@ -200,7 +205,8 @@ class Tuner:
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
         if self.composer is not None and self.composer.bolt_pending():
             budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
-        if request.attribute:
+        attributing = self.measurements.attributor is not None
+        if attributing:
             budget -= composite.RESERVED     # kept for the composite of per-unit winners
         screener = self._screener(run) if request.screen else None
         while measured < budget:
@@ -229,7 +235,7 @@ class Tuner:
             strategy.tell(point, value_for_strategy(entry), entry)
         if screener:
             screener.persist()
-        if request.attribute:
+        if attributing:
             self._composite()
         return self.measurements.incumbent()
 
