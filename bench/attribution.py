@@ -112,9 +112,10 @@ def composite_trials(evaluator: Evaluator, name: str, trials: int) -> dict:
     """The composite's decision on a no-change candidate, `trials` times."""
     faster = confirmed = 0
     for t in range(trials):
-        first = evaluator.evaluate({}).comparison
+        first = evaluator.evaluate({}, measure_identical=True).comparison
         called = bool(first and first.verdict == stats.FASTER)
-        again = evaluator.evaluate({}).comparison if called else None
+        again = (evaluator.evaluate({}, measure_identical=True).comparison if called
+                 else None)
         kept = bool(again and again.verdict == stats.FASTER)
         faster, confirmed = faster + called, confirmed + kept
         tc.log(f"{name}: composite A/A {t + 1}/{trials}: "

@@ -20,6 +20,7 @@ from autopass_build import config as cfg
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments import fidelity
 from autopass_build.instruments.evaluate import (
+    IDENTICAL,
     EvaluateError,
     Evaluator,
     parse_unit_flags,
@@ -31,7 +32,10 @@ from autopass_build.instruments.measure import (
     run_once,
 )
 from autopass_build.instruments.replay import Replayer
+from autopass_build.instruments.stats import SAME, Estimate
 from autopass_build.store.index import Store
+from autopass_build.tuning.journal import Journal, Phase
+from autopass_build.tuning.measuring import Measurements
 
 CONFIG = """
 [run]
@@ -110,6 +114,30 @@ def test_fast_math_on_the_float_unit_is_wrong_output(project):
     evaluation = evaluator.evaluate(flags)
     assert evaluation.outcome == Outcome.WRONG_OUTPUT
     assert "nbody: energy" in evaluation.detail
+
+
+def test_a_candidate_identical_to_the_baseline_is_not_measured(project, tmp_path):
+    """-fvectorize is on already: the candidate is the baseline's program byte for byte, so
+    it is SAME at exactly 1.0 without a run, and the journal knows it was not measured
+    (the tuner does not count it against the budget)."""
+    config = cfg.load(start=str(project))
+    evaluator = Evaluator(store_of(project), config)
+    flags = parse_unit_flags(["lib/lz.c=-fvectorize"], evaluator.units)
+    evaluation = evaluator.evaluate(flags)
+    assert evaluation.outcome == Outcome.OK and evaluation.comparison is not None
+    assert evaluation.comparison.verdict == SAME and evaluation.comparison.runs == 0
+    assert evaluation.comparison.estimate == Estimate(1.0, 1.0, 1.0, 0, 1.0)
+    assert evaluation.detail == IDENTICAL
+    measured = evaluator.evaluate(flags, measure_identical=True).comparison   # an A/A
+    assert measured is not None and measured.runs > 0 and measured.estimate.pairs == 2
+    changed = evaluator.evaluate(parse_unit_flags(["lib/lz.c=-O1"], evaluator.units))
+    assert changed.comparison is not None and changed.comparison.runs > 0
+    journal = Journal.create(str(tmp_path), {"sources": ["lib/lz.c"]})
+    measurements = Measurements(journal, evaluator, config,
+                                {"lib/lz.c": list(flags)}, lambda _: None)
+    entry = measurements.measure(Phase.SEARCH, {"lib/lz.c": ("-fvectorize",)})
+    assert entry.identical and entry.ratio == 1.0 and entry.timing.runs == 0
+    assert Journal.latest(str(tmp_path)).entries[0].identical      # read back
 
 
 def test_try_prints_a_verdict(project):

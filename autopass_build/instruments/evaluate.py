@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.instruments import stats
 from autopass_build.instruments.attribution import (
     AttributionError,
     Attributor,
@@ -22,7 +23,7 @@ from autopass_build.instruments.attribution import (
     UnitEffect,
 )
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
-from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats
+from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
 from autopass_build.store.index import Store, UnitRecord
 from autopass_build.store.targets import Target, resolve
 
@@ -38,6 +39,17 @@ class Evaluation:
     replay: ReplayStats = field(default_factory=ReplayStats)
     detail: str = ""
     effects: list[UnitEffect] = field(default_factory=list)   # per changed unit (attribution)
+
+
+IDENTICAL = "identical to the baseline, byte for byte: nothing to measure"
+
+
+def identical(replay: ReplayStats) -> Evaluation:
+    """The evaluation of a candidate that is the baseline's program: SAME, exactly 1.0,
+    no pairs (Entry.identical reads it back)."""
+    comparison = Comparison(Outcome.OK, stats.SAME, stats.Estimate(1.0, 1.0, 1.0, 0, 1.0),
+                            detail=IDENTICAL)
+    return Evaluation(Outcome.OK, comparison, replay, IDENTICAL)
 
 
 def choose_target(store: Store, wanted: str) -> Target:
@@ -127,12 +139,15 @@ class Evaluator:
                  measure: MeasureConfig | None = None,
                  link_flags: tuple[str, ...] = (),
                  post_link: Callable[[Candidate], Candidate] | None = None,
-                 attribute: Attributor | None = None) -> Evaluation:
+                 attribute: Attributor | None = None,
+                 measure_identical: bool = False) -> Evaluation:
         """`measure` replaces the configured repeats and precision (the tuner's final,
         tighter re-measurement); `link_flags` go to the candidate's relink (a stage);
         `post_link` rewrites the linked candidate before it is measured (BOLT), raising
         EvaluationError when it cannot; `attribute` measures each changed unit's own
-        cost after a successful A/B (instruments/attribution.py)."""
+        cost after a successful A/B (instruments/attribution.py).  A candidate that is
+        byte for byte the baseline (flags that change no code: measured common under
+        LTO) is SAME at exactly 1.0 without a run, unless `measure_identical` (an A/A)."""
         base = self.baseline()
         before = ReplayStats(**vars(self.replayer.stats))
         if self.base_flags:
@@ -149,6 +164,10 @@ class Evaluator:
         if progress:
             progress(f"candidate built: {replay.compiled + replay.from_source} units compiled, "
                      f"{replay.cached} from cache")
+        if not measure_identical and same_program(base, candidate):
+            if candidate.folder != base.folder:
+                shutil.rmtree(candidate.folder, ignore_errors=True)
+            return identical(replay)
         try:
             bench = replace(self.bench, measure=measure) if measure else self.bench
             comparison = compare(bench, base.binary, base.env, candidate.binary,

@@ -21,6 +21,7 @@ from autopass_build.core.files import write_atomic
 from autopass_build.core.names import RUNS_DIR
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.attribution import UnitEffect
+from autopass_build.instruments.stats import SAME
 
 HEADER = "run.json"
 JOURNAL = "journal.jsonl"
@@ -86,6 +87,12 @@ class Entry:
     stages: str = ""                             # whole-program stages under it: "pgo+lto"
     effects: tuple[UnitEffect, ...] = ()         # each changed unit's own cost (attribution)
     unit_features: dict[str, dict[str, float]] | None = None   # screening's, per unit
+
+    @property
+    def identical(self) -> bool:
+        """The candidate was the baseline's program byte for byte, so nothing ran
+        (instruments.evaluate.identical): an OK, SAME entry without pairs."""
+        return self.outcome == Outcome.OK and self.verdict == SAME and self.pairs == 0
 
     @property
     def measured(self) -> bool:

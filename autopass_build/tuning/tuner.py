@@ -47,6 +47,7 @@ from autopass_build.tuning.run import RunContext
 from autopass_build.tuning.space import JointSpace, Space, default_space, probe
 
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
+MAX_IDENTICAL = 200       # candidates identical to the baseline (free) before a run stops
 
 __all__ = ["TuneError", "TuneRequest", "TuneResult", "Tuner", "Winner"]
 
@@ -154,7 +155,7 @@ class Tuner:
         searched_on = self.chosen.name if self.chosen else ""
         self._settle(final, winners)
         written = self._ship(final, winners)
-        measured = len(journal.of_phase(Phase.SEARCH))
+        measured = _counted(journal)
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on)
 
@@ -201,7 +202,7 @@ class Tuner:
             strategy.start(run)
         except search.StartError as error:
             raise TuneError(str(error)) from None
-        measured = len(journal.of_phase(Phase.SEARCH))
+        measured = _counted(journal)
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
         if self.composer is not None and self.composer.bolt_pending():
             budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
@@ -209,7 +210,8 @@ class Tuner:
         if attributing:
             budget -= composite.RESERVED     # kept for the composite of per-unit winners
         screener = self._screener(run) if request.screen else None
-        while measured < budget:
+        unmeasured = 0                       # candidates identical to the baseline
+        while measured < budget and unmeasured <= MAX_IDENTICAL:
             point = strategy.ask()
             if point is None:
                 self.show(f"{request.strategy} has no new candidate after {measured} "
@@ -229,6 +231,10 @@ class Tuner:
                               f"measuring {flags_text(flags)}"
                               + (f" ({judgement.why})" if judgement else ""))
                     entry = self.measurements.measure(Phase.SEARCH, flags, judgement=judgement)
+                    if entry.identical:      # cost a compile, not a measurement
+                        measured, unmeasured = measured - 1, unmeasured + 1
+                        self.show("  identical to the baseline, byte for byte: not measured, "
+                                  "not counted against the budget")
                     if screener:
                         screener.learn(entry)
             entry = self._confirmed(entry, flags)
@@ -406,3 +412,8 @@ def _fingerprint(space: Space) -> str:
     return hash_json([[k.name, [list(v) for v in k.values]] for k in space.knobs]
                      + [[c.knob, sorted(c.values), list(c.defaults)]
                         for c in space.constraints])[:24]
+
+
+def _counted(journal: Journal) -> int:
+    """Search evaluations that count against the budget: those that were measured."""
+    return sum(1 for e in journal.of_phase(Phase.SEARCH) if not e.identical)
