@@ -65,7 +65,8 @@ def test_tune_chooses_a_stage_and_apply_rebuilds_it_bit_for_bit(tmp_path) -> Non
     measured = {e.stages: e for e in journal.of_phase(Phase.STAGE)}
     assert set(measured) == {"pgo+lto", "lto"}            # half the budget of 4
     assert measured["lto"].verdict == "faster" and measured["lto"].ratio < 0.9
-    assert len(journal.of_phase(Phase.SEARCH)) == 2       # the rest of the budget
+    searched = journal.of_phase(Phase.SEARCH)
+    assert sum(not e.identical for e in searched) == 2    # the rest of the budget
     db = flags_db.load(str(root / "autopass.flags.json"))
     assert db.target is not None and db.target.output == "ltomini"
     assert set(db.target.stages) in ({"lto"}, {"pgo", "lto"})

@@ -33,13 +33,14 @@ class Winner:
 class RunSummary:
     run_id: str
     header: dict
-    curve: list[float]                 # best clear gain (1 - ratio) after each evaluation
+    curve: list[float]                 # best clear gain (1 - ratio) after each measured evaluation
     final: Entry | None
     winners: dict[str, Winner]
     outcomes: Counter                  # search evaluations by outcome
     evaluations: int
     versus_recorded: dict[Phase, Entry]   # on PGO runs, against the recorded build
     entries: list[Entry]
+    identical: int = 0                 # candidates that were the baseline: not measured
 
 
 def summarize(journal: Journal) -> RunSummary:
@@ -52,14 +53,16 @@ def summarize(journal: Journal) -> RunSummary:
             best = max(best, 1 - e.ratio)
             if e.phase == Phase.CONFIRM and curve:
                 curve[-1] = best
-        if e.phase == Phase.SEARCH:
+        if e.phase == Phase.SEARCH and not e.identical:
             curve.append(best)
     finals = journal.of_phase(Phase.FINAL)
     final = finals[-1] if finals else None
     outcomes = Counter(str(e.outcome) for e in journal.of_phase(Phase.SEARCH))
     versus = {e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}
+    identical = sum(1 for e in journal.of_phase(Phase.SEARCH) if e.identical)
     return RunSummary(journal.run_id, journal.header, curve, final,
-                      _winners(entries, final), outcomes, len(curve), versus, entries)
+                      _winners(entries, final), outcomes, len(curve), versus, entries,
+                      identical)
 
 
 def versus_lines(entries: dict[Phase, Entry]) -> list[str]:
@@ -130,7 +133,10 @@ def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
 def text(summary: RunSummary) -> str:
     h = summary.header
     lines = [f"run {summary.run_id}: {h.get('strategy')} (seed {h.get('seed')}), "
-             f"{summary.evaluations} evaluations of {', '.join(h.get('sources', []))}, "
+             f"{summary.evaluations} evaluations"
+             + (f" (and {summary.identical} candidates identical to the baseline, not "
+                "measured)" if summary.identical else "")
+             + f" of {', '.join(h.get('sources', []))}, "
              f"metric {h.get('metric')}, target {h.get('target')}"]
     marks = [(i + 1, g) for i, g in enumerate(summary.curve)
              if g > 0 and (i == 0 or g > summary.curve[i - 1])]
@@ -218,7 +224,7 @@ def _plot_png(runs: list[RunSummary]) -> bytes:
 
 
 def _every_evaluation(axes, run: RunSummary, label: str) -> None:
-    measured = [e for e in run.entries if e.measured and e.ratio is not None]
+    measured = [e for e in run.entries if e.measured and e.ratio is not None and not e.identical]
     if not measured:
         return
     ratios = [e.ratio or 1.0 for e in measured]

@@ -1,16 +1,16 @@
-"""The tuning loop every strategy shares.
+"""The tuning run, start to end.
 
-    hot units (profile) ─▶ knob space per unit ─▶ strategy.ask ─▶ [screen] ─▶ replay + A/B
-                                                      ▲                              │
-                                                      └──── strategy.tell ◀── journal ┘
+    whole-program stages (compose) ─▶ the chosen composition becomes the baseline
+    hot units (profile) ─▶ knob space per unit ─▶ the search (searching.py: strategy,
+        screening, A/B, confirmation, the composite of attributed per-unit winners)
     best confirmed candidate ─▶ conclude: per-unit attribution, final tight A/B
-                             ─▶ publish: autopass.flags.json (only units that help)
+    ─▶ BOLT on top, A/B'd against the build without it ─▶ publish: autopass.flags.json
 
 Every candidate is measured against the baseline (the recorded build replayed, with its
-PGO profile on PGO runs), so all ratios in a run are comparable.  A configuration is
-measured once: the journal is the cache (`measuring`).  The incumbent is the best
-candidate whose interval lies clearly below 1, confirmed by a second look on a timing
-metric.  `conclude` and `publish` say what happens after the search.
+PGO profile on PGO runs, or the chosen stages), so all ratios in a run are comparable.
+The incumbent is the best candidate whose interval lies clearly below 1, confirmed by a
+second look on a timing metric.  `conclude` and `publish` say what happens after the
+search.
 """
 
 from __future__ import annotations
@@ -38,16 +38,12 @@ from autopass_build.tuning.journal import HEADER_FIELDS, Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
     TuneError,
-    UnitFlags,
-    config_key,
-    flags_text,
-    value_for_strategy,
 )
 from autopass_build.tuning.run import RunContext
+from autopass_build.tuning.searching import Search, counted
 from autopass_build.tuning.space import JointSpace, Space, default_space, probe
 
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
-MAX_IDENTICAL = 200       # candidates identical to the baseline (free) before a run stops
 
 __all__ = ["TuneError", "TuneRequest", "TuneResult", "Tuner", "Winner"]
 
@@ -155,7 +151,7 @@ class Tuner:
         searched_on = self.chosen.name if self.chosen else ""
         self._settle(final, winners)
         written = self._ship(final, winners)
-        measured = _counted(journal)
+        measured = counted(journal)
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on)
 
@@ -202,63 +198,13 @@ class Tuner:
             strategy.start(run)
         except search.StartError as error:
             raise TuneError(str(error)) from None
-        measured = _counted(journal)
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
         if self.composer is not None and self.composer.bolt_pending():
             budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
-        attributing = self.measurements.attributor is not None
-        if attributing:
+        if self.measurements.attributor is not None:
             budget -= composite.RESERVED     # kept for the composite of per-unit winners
         screener = self._screener(run) if request.screen else None
-        unmeasured = 0                       # candidates identical to the baseline
-        while measured < budget and unmeasured <= MAX_IDENTICAL:
-            point = strategy.ask()
-            if point is None:
-                self.show(f"{request.strategy} has no new candidate after {measured} "
-                          "evaluations: the space is exhausted for it")
-                break
-            flags = run.space.flags_by_label(point)
-            key = config_key(flags)
-            entry = journal.find(Phase.SEARCH, key) or journal.find(Phase.SCREENED, key)
-            if entry is None:
-                judgement = screener.judge(flags) if screener else None
-                if judgement and not judgement.measure:
-                    self.show(f"  screened out {flags_text(flags)}: {judgement.why}")
-                    entry = self.measurements.screened(flags, judgement)
-                else:
-                    measured += 1
-                    self.show(f"[{measured}/{budget}] {self._incumbent_text()}"
-                              f"measuring {flags_text(flags)}"
-                              + (f" ({judgement.why})" if judgement else ""))
-                    entry = self.measurements.measure(Phase.SEARCH, flags, judgement=judgement)
-                    if entry.identical:      # cost a compile, not a measurement
-                        measured, unmeasured = measured - 1, unmeasured + 1
-                        self.show("  identical to the baseline, byte for byte: not measured, "
-                                  "not counted against the budget")
-                    if screener:
-                        screener.learn(entry)
-            entry = self._confirmed(entry, flags)
-            strategy.tell(point, value_for_strategy(entry), entry)
-        if screener:
-            screener.persist()
-        if attributing:
-            self._composite()
-        return self.measurements.incumbent()
-
-    def _composite(self) -> None:
-        """The per-unit winners of attribution composed into one candidate, measured by
-        the whole-program A/B and confirmed like any would-be incumbent."""
-        assert self.journal is not None
-        winners = composite.per_unit_winners(self.journal)
-        flags = composite.candidate(self.journal, winners)
-        if flags is None:
-            self.show("composite: " + ("no unit was attributed a clear gain" if not winners
-                                       else "the per-unit winners are one candidate "
-                                       "measured already"))
-            return
-        self.show(f"composite of the per-unit winners: {composite.describe(winners)}")
-        entry = self.measurements.once(Phase.COMPOSITE, flags, "measuring the composite")
-        self._confirmed(entry, flags)
+        return Search(self.measurements, strategy, budget, self.show, screener).run(run)
 
     # -- whole-program stages -------------------------------------------------------------
     def _compose(self, evaluator: Evaluator) -> Chosen | None:
@@ -304,28 +250,6 @@ class Tuner:
 
         return screen.Screener.for_run(run, screen.Options(**self.request.screen_options),
                                        self.request.knowledge)
-
-    def _confirmed(self, entry: Entry, flags: UnitFlags) -> Entry:
-        """A FASTER candidate that would become the incumbent is measured again, with
-        fresh pairs, before anything builds on it.  Among many candidates one false
-        "faster" is likely (20 identical candidates at 2.5 % each: 40 %); two in a row
-        for the same candidate are not.  Deterministic metrics need no second look.
-        Returns the entry that counts: the confirmation when there is one."""
-        if entry.verdict != FASTER or self.measurements.deterministic or entry.ratio is None:
-            return entry
-        check = self.journal.find(Phase.CONFIRM, entry.config) if self.journal else None
-        if check is None:
-            best = self.measurements.incumbent()
-            if best is not None and best.ratio is not None and best.ratio <= entry.ratio:
-                return entry             # not a new incumbent: nothing builds on it
-            self.show(f"  confirming #{entry.n} ({entry.ratio:.4f}x) with fresh pairs")
-            check = self.measurements.measure(Phase.CONFIRM, flags)
-        return check
-
-    def _incumbent_text(self) -> str:
-        best = self.measurements.incumbent()
-        return "no clear gain yet · " if best is None else \
-            f"best {best.interval_text()} (#{best.n}) · "
 
     # -- setting up --------------------------------------------------------------------------
     def _evaluator(self) -> Evaluator:
@@ -413,7 +337,3 @@ def _fingerprint(space: Space) -> str:
                      + [[c.knob, sorted(c.values), list(c.defaults)]
                         for c in space.constraints])[:24]
 
-
-def _counted(journal: Journal) -> int:
-    """Search evaluations that count against the budget: those that were measured."""
-    return sum(1 for e in journal.of_phase(Phase.SEARCH) if not e.identical)

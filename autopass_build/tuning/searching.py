@@ -1,0 +1,124 @@
+"""The per-file search loop every strategy shares, and the composite after it.
+
+    strategy.ask ─▶ [screen] ─▶ replay + A/B (identical to the baseline: free) ─▶ confirm
+        ▲                                                                          │
+        └─────────────────────────── strategy.tell ◀── journal ◀──────────────────┘
+    then, with attribution: the per-unit winners composed, measured and confirmed
+
+A configuration is measured once (the journal is the cache, so a resumed run asks the
+same questions and gets the journaled answers).  The budget counts measurements: a
+screened-out candidate costs a compile, one that compiles to the baseline's program
+byte for byte costs a compile and no runs, and neither is counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from autopass_build.instruments.stats import FASTER
+from autopass_build.tuning import composite
+from autopass_build.tuning.journal import Entry, Journal, Phase
+from autopass_build.tuning.measuring import (
+    Measurements,
+    UnitFlags,
+    config_key,
+    flags_text,
+    value_for_strategy,
+)
+from autopass_build.tuning.run import RunContext
+from autopass_build.tuning.search import Strategy
+
+MAX_IDENTICAL = 200       # candidates identical to the baseline (free) before a run stops
+
+
+def counted(journal: Journal) -> int:
+    """Search evaluations that count against the budget: those that were measured."""
+    return sum(1 for e in journal.of_phase(Phase.SEARCH) if not e.identical)
+
+
+class Search:
+    """One run's search: `budget` measured search evaluations at most (the journal's
+    earlier ones included), then the composite when attribution is on."""
+
+    def __init__(self, measurements: Measurements, strategy: Strategy, budget: int,
+                 show: Callable[[str], None], screener=None):
+        self.measurements = measurements
+        self.journal = measurements.journal
+        self.strategy = strategy
+        self.budget = budget
+        self.show = show
+        self.screener = screener        # screen.Screener, when screening
+
+    def run(self, run: RunContext) -> Entry | None:
+        """The incumbent after the search (and the composite), if any."""
+        strategy, journal, screener = self.strategy, self.journal, self.screener
+        measured, unmeasured = counted(journal), 0
+        while measured < self.budget and unmeasured <= MAX_IDENTICAL:
+            point = strategy.ask()
+            if point is None:
+                self.show(f"{strategy.name} has no new candidate after {measured} "
+                          "evaluations: the space is exhausted for it")
+                break
+            flags = run.space.flags_by_label(point)
+            key = config_key(flags)
+            entry = journal.find(Phase.SEARCH, key) or journal.find(Phase.SCREENED, key)
+            if entry is None:
+                judgement = screener.judge(flags) if screener else None
+                if judgement and not judgement.measure:
+                    self.show(f"  screened out {flags_text(flags)}: {judgement.why}")
+                    entry = self.measurements.screened(flags, judgement)
+                else:
+                    measured += 1
+                    self.show(f"[{measured}/{self.budget}] {self._incumbent_text()}"
+                              f"measuring {flags_text(flags)}"
+                              + (f" ({judgement.why})" if judgement else ""))
+                    entry = self.measurements.measure(Phase.SEARCH, flags, judgement=judgement)
+                    if entry.identical:      # cost a compile, not a measurement
+                        measured, unmeasured = measured - 1, unmeasured + 1
+                        self.show("  identical to the baseline, byte for byte: not measured, "
+                                  "not counted against the budget")
+                    if screener:
+                        screener.learn(entry)
+            entry = self.confirmed(entry, flags)
+            strategy.tell(point, value_for_strategy(entry), entry)
+        if screener:
+            screener.persist()
+        if self.measurements.attributor is not None:
+            self._composite()
+        return self.measurements.incumbent()
+
+    def confirmed(self, entry: Entry, flags: UnitFlags) -> Entry:
+        """A FASTER candidate that would become the incumbent is measured again, with
+        fresh pairs, before anything builds on it.  Among many candidates one false
+        "faster" is likely (20 identical candidates at 2.5 % each: 40 %); two in a row
+        for the same candidate are not.  Deterministic metrics need no second look.
+        Returns the entry that counts: the confirmation when there is one."""
+        if entry.verdict != FASTER or self.measurements.deterministic or entry.ratio is None:
+            return entry
+        check = self.journal.find(Phase.CONFIRM, entry.config)
+        if check is None:
+            best = self.measurements.incumbent()
+            if best is not None and best.ratio is not None and best.ratio <= entry.ratio:
+                return entry             # not a new incumbent: nothing builds on it
+            self.show(f"  confirming #{entry.n} ({entry.ratio:.4f}x) with fresh pairs")
+            check = self.measurements.measure(Phase.CONFIRM, flags)
+        return check
+
+    def _composite(self) -> None:
+        """The per-unit winners of attribution composed into one candidate, measured by
+        the whole-program A/B and confirmed like any would-be incumbent."""
+        winners = composite.per_unit_winners(self.journal)
+        flags = composite.candidate(self.journal, winners)
+        if flags is None:
+            self.show("composite: " + ("no unit was attributed a clear gain" if not winners
+                                       else "the per-unit winners are one candidate "
+                                       "measured already"))
+            return
+        self.show(f"composite of the per-unit winners: {composite.describe(winners)}")
+        entry = self.measurements.once(Phase.COMPOSITE, flags, "measuring the composite")
+        self.confirmed(entry, flags)
+
+    def _incumbent_text(self) -> str:
+        best = self.measurements.incumbent()
+        return "no clear gain yet · " if best is None else \
+            f"best {best.interval_text()} (#{best.n}) · "
