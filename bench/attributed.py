@@ -13,6 +13,9 @@ runs, 10-30 pairs.
 
     python bench/attributed.py --programs lame --budget 20
     python bench/attributed.py --programs bzip2,lua5.4 --stages --budget 20
+
+Under LTO or ThinLTO, attribution is off (tune says why: functions cross units at link
+time), so on a stages baseline with link-time optimization both methods tune alike.
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stages", action="store_true",
                         help="per-file flags on top of the stages tune chooses")
+    parser.add_argument("--methods", default="whole-program,attributed",
+                        help="which of whole-program,attributed to run")
     parser.add_argument("--out", default="attributed-out")
     args = parser.parse_args()
     started = time.monotonic()
@@ -127,7 +132,7 @@ def main() -> int:
         for name in args.programs.split(","):
             work = Path(scratch) / name
             store, config = tc.prepare(name, work, "cpu")
-            for attribute in (False, True):
+            for attribute in [m == "attributed" for m in args.methods.split(",")]:
                 row = tune(store, config, name, work, args.strategy, args.budget, args.seed,
                            attribute, args.stages)
                 row.update(verify(store, config, row))
