@@ -14,6 +14,7 @@ byte for byte costs a compile and no runs, and neither is counted.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning import composite
@@ -28,6 +29,9 @@ from autopass_build.tuning.measuring import (
 from autopass_build.tuning.run import RunContext
 from autopass_build.tuning.search import Strategy
 
+if TYPE_CHECKING:   # screening (scikit-learn) is imported only when a run screens
+    from autopass_build.tuning.screen import Screener
+
 MAX_IDENTICAL = 200       # candidates identical to the baseline (free) before a run stops
 
 
@@ -41,13 +45,13 @@ class Search:
     earlier ones included), then the composite when attribution is on."""
 
     def __init__(self, measurements: Measurements, strategy: Strategy, budget: int,
-                 show: Callable[[str], None], screener=None):
+                 show: Callable[[str], None], screener: "Screener | None" = None):
         self.measurements = measurements
         self.journal = measurements.journal
         self.strategy = strategy
         self.budget = budget
         self.show = show
-        self.screener = screener        # screen.Screener, when screening
+        self.screener = screener
 
     def run(self, run: RunContext) -> Entry | None:
         """The incumbent after the search (and the composite), if any."""
