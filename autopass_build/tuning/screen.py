@@ -25,8 +25,9 @@ composed by profile share: 1 + sum(share_u x (predicted_u - 1)).  Without unit l
 (no attribution) the model learns the program's ratio from share-weighted features.
 
 Features are relative (candidate over baseline) and say what the code became, not which
-flags made it, so what one program taught can apply to the next: measured evaluations persist in the user's cache (`knowledge.json`,
-one file per compiler and CPU, versioned).  Another program's evaluations weigh less as
+flags made it, so what one program taught can apply to the next: measured evaluations
+persist in the user's cache (`knowledge.json`, one file per compiler and CPU,
+versioned).  Another program's evaluations weigh less as
 this run's accumulate (`sample_weights`).  A file that cannot be read or has another
 version is set aside and started afresh, never trusted and never a crash.  The model is
 refitted from that data on use (well under a second at these sizes), so no pickled
