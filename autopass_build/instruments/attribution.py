@@ -16,9 +16,10 @@ there is no control to speak of, and the unit's own samples per run are compared
 ("absolute").  Each unit's ratio and interval come from the same Hodges-Lehmann /
 Wilcoxon method as the whole-program A/B (stats.py).  Where the metric is instructions,
 each side runs once under callgrind instead and a unit's ratio is its exact instruction
-count, candidate over baseline ("exact"): nothing to sample, nothing to control.  Attribution is a search signal,
-not a verdict: bench/attribution.py measures its spread and its A/A false-"faster" rate,
-and the whole-program A/B still decides what is written.
+count, candidate over baseline ("exact"): nothing to sample, nothing to control.
+Attribution is a search signal, not a verdict: bench/attribution.py measures its spread
+and its A/A false-"faster" rate, and the whole-program A/B still decides what is
+written.
 """
 
 from __future__ import annotations

@@ -164,11 +164,9 @@ class Evaluator:
         if progress:
             progress(f"candidate built: {replay.compiled + replay.from_source} units compiled, "
                      f"{replay.cached} from cache")
-        if not measure_identical and same_program(base, candidate):
-            if candidate.folder != base.folder:
-                shutil.rmtree(candidate.folder, ignore_errors=True)
-            return identical(replay)
         try:
+            if not measure_identical and same_program(base, candidate):
+                return identical(replay)
             bench = replace(self.bench, measure=measure) if measure else self.bench
             comparison = compare(bench, base.binary, base.env, candidate.binary,
                                  candidate.env, progress, baseline_memo=self._baseline_memo)

@@ -16,7 +16,12 @@ from dataclasses import asdict, dataclass, field
 
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.measure import debugless_copy
-from autopass_build.instruments.sampling import SamplingError, callgrind_counts, perf_samples
+from autopass_build.instruments.sampling import (
+    Samples,
+    SamplingError,
+    callgrind_counts,
+    perf_samples,
+)
 
 PROFILE_FILE = "profile.json"
 MIN_SHARE = 0.5  # percent
@@ -50,22 +55,23 @@ class Profile:
 def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float) -> list[tuple[str, float]]:
     """(symbol, percent of the samples) of one run, for symbols of at least MIN_SHARE."""
     try:
-        counts = perf_samples(argv, cwd, env, timeout, frequency=1999)
+        return _shares(perf_samples(argv, cwd, env, timeout, frequency=1999))
     except SamplingError as error:
         raise ProfileError(str(error)) from None
-    total = sum(counts.values()) or 1
-    return [(symbol, 100.0 * n / total) for symbol, n in counts.items()
-            if 100.0 * n / total >= MIN_SHARE]
 
 
 def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float
                        ) -> list[tuple[str, float]]:
     """argv[0] must be a binary without debug info (see measure.debugless_copy)."""
     try:
-        counts = callgrind_counts(argv, cwd, env, timeout * 60)
+        return _shares(callgrind_counts(argv, cwd, env, timeout * 60))
     except SamplingError as error:
         raise ProfileError(f"neither perf nor callgrind can profile here ({error}): "
                            "apt-get install linux-perf valgrind") from None
+
+
+def _shares(counts: Samples) -> list[tuple[str, float]]:
+    """(function, percent of the run) for the functions of at least MIN_SHARE."""
     total = sum(counts.values()) or 1
     return [(name, 100.0 * c / total) for name, c in counts.items()
             if 100.0 * c / total >= MIN_SHARE]

@@ -135,14 +135,13 @@ class Tuner:
         self.evaluator = evaluator
         units_of = {s: [u.id for u in evaluator.units if u.source_rel == s] for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
-        if self.request.attribute:
-            self.measurements.attributor = Attributor(evaluator.bench)
         self.chosen = self._compose(evaluator)
-        if self.measurements.attributor and self.chosen and self.chosen.links_across_units:
+        if self.request.attribute and self.chosen and self.chosen.links_across_units:
             self.show(f"attribution off on {self.chosen.name}: link-time optimization "
                       "inlines and moves functions across units, so a unit's own cost is "
                       "not defined there; the whole-program A/B judges alone")
-            self.measurements.attributor = None
+        elif self.request.attribute:
+            self.measurements.attributor = Attributor(evaluator.bench)
         run = RunContext(self.store, self.config, evaluator, journal,
                          JointSpace([(s, space) for s in sources]), load_profile(self.store.dir),
                          self.show, self.request.seed, self.request.resume)
@@ -336,4 +335,3 @@ def _fingerprint(space: Space) -> str:
     return hash_json([[k.name, [list(v) for v in k.values]] for k in space.knobs]
                      + [[c.knob, sorted(c.values), list(c.defaults)]
                         for c in space.constraints])[:24]
-

@@ -38,6 +38,7 @@ Point = tuple[int, ...]
 class UnitCredit:
     def __init__(self, blocks: list[tuple[str, range]]):
         self.blocks = blocks                        # (unit label, its coordinates)
+        self._coordinates = dict(blocks)
         self._logs: dict[tuple[str, Point], list[float]] = {}
 
     @property
@@ -46,17 +47,15 @@ class UnitCredit:
         return bool(self._logs)
 
     def record(self, point: Point, effects: Iterable["UnitEffect"]) -> None:
-        coordinates = dict(self.blocks)
         for effect in effects:
-            if effect.source not in coordinates or not effect.ratio > 0:
+            if effect.source not in self._coordinates or not effect.ratio > 0:
                 continue
             cost = effect.ratio if effect.verdict in (FASTER, SLOWER) else 1.0
             key = (effect.source, self.block(point, effect.source))
             self._logs.setdefault(key, []).append(math.log(cost))
 
     def block(self, point: Point, label: str) -> Point:
-        coordinates = dict(self.blocks)[label]
-        return tuple(point[c] for c in coordinates)
+        return tuple(point[c] for c in self._coordinates[label])
 
     def cost(self, point: Point, label: str) -> float | None:
         """Unit `label`'s own cost with its flags in `point` (1.0 as recorded), or None
