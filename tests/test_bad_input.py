@@ -369,3 +369,12 @@ def test_a_path_option_that_cannot_be_used_is_one_line(tuned, args, kind) -> Non
     else:
         errors = [line for line in said if line.startswith("autopass: error: ")]
         assert len(errors) == 1 or done.stderr.startswith("usage:"), done.stderr
+
+
+@pytest.mark.parametrize("option", ["--budget", "--max-units"])
+def test_a_budget_or_unit_count_below_one_is_one_line(project, option) -> None:
+    """A tune of no evaluations (or no units) ran and wrote nothing without a word."""
+    done = subprocess.run([AUTOPASS, "tune", option, "-3"], cwd=project, capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"autopass: error: {option} -3: must be 1 or more"

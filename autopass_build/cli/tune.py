@@ -59,9 +59,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-screen", dest="screen", action="store_false",
                    help="measure every candidate (the default unless [tune].screen)")
     p.add_argument("--attribute", action="store_true", default=None,
-                   help="also measure each changed unit's own cost (perf samples per unit) "
-                        "and compose the units found faster into one candidate, verified by "
-                        "the whole-program A/B (default: [tune].attribute)")
+                   help="also measure each changed unit's own cost (perf samples per unit; "
+                        "exact callgrind counts under metric instructions), let the "
+                        "strategies judge each unit by it, and compose the units found "
+                        "faster into one candidate, verified by the whole-program A/B; off "
+                        "on an LTO baseline (default: [tune].attribute)")
     p.add_argument("--no-attribute", dest="attribute", action="store_false",
                    help="whole-program measurements only")
     p.add_argument("--resume", action="store_true",
@@ -162,6 +164,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if request.strategy not in search.STRATEGIES:
         raise CliError(f"no strategy {request.strategy!r}; choose one of "
                        f"{', '.join(search.STRATEGIES)}")
+    for option, value in (("--budget", request.budget), ("--max-units", request.max_units)):
+        if value < 1:      # [tune] in the file is checked when it is read (config.py)
+            raise CliError(f"{option} {value}: must be 1 or more")
     progress = Progress("tune")
     tuner = Tuner(store, config, request, lambda m: progress(m, transient=m.startswith("  ")))
     try:
