@@ -331,6 +331,23 @@ def test_a_verified_pgo_stage_ships_when_no_flag_wins(tmp_path, capsys, pgo_alon
         assert "nothing written" in said
 
 
+def test_on_pgo_the_winners_are_also_measured_against_the_recorded_build(tmp_path):
+    """Gains found on top of PGO are against PGO; the journal also says what PGO alone
+    and PGO with the winners give over the plain build (phases pgo-alone, tuned-on-pgo)."""
+    table = {"-O3": [("same", 1.0)], "-O2": [("faster", 0.95), ("faster", 0.96)],
+             "-O1": [("slower", 1.2)]}
+    use = f"-fprofile-instr-use={tmp_path}/profile.profdata"
+    tuner = scripted_tuner(tmp_path, table, budget=3, pgo_alone=[("faster", 0.93)])
+    tuner._plain_evaluator = lambda: plain
+    plain = RecordedMeasurements({use: [("faster", 0.93)], f"{use} -O2": [("faster", 0.89)]})
+    result = tuner.run()
+    assert result.winners and result.winners[0].flags == ("-O2",)
+    versus = {e.phase: e.ratio for e in result.journal.entries
+              if e.phase in (Phase.PGO_ALONE, Phase.TUNED_ON_PGO)}
+    assert versus == {Phase.PGO_ALONE: 0.93, Phase.TUNED_ON_PGO: 0.89}
+    assert plain.asked == [use, f"{use} -O2"]
+
+
 def test_report_text_and_html(project, straight_run, tmp_path) -> None:
     out = tmp_path / "report.html"
     done = subprocess.run([AUTOPASS, "report", "--all", "--html", str(out)], cwd=project,

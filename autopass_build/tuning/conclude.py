@@ -59,7 +59,6 @@ def versus_recorded(measurements: Measurements, plain: Evaluator,
     with_profile = pgo.flags_for(plain, profile)
     alone = measurements.once(Phase.PGO_ALONE, {}, "PGO alone against the recorded build",
                               evaluator=plain, under=with_profile)
-    return alone
     if winners:
         measurements.once(Phase.TUNED_ON_PGO, {w.source: w.flags for w in winners},
                           "tuned on PGO against the recorded build",
