@@ -215,6 +215,19 @@ Ir                  file:function
     assert sampling.parse_annotate(text) == {"kernel": 8_000_000, "merge_rec": 4_000_000}
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
+def test_a_failing_callgrind_annotate_is_an_error_not_an_empty_profile(tmp_path,
+                                                                        monkeypatch) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "callgrind_annotate").write_text("#!/bin/sh\necho 'cannot read' >&2\nexit 1\n")
+    (fake / "callgrind_annotate").chmod(0o755)
+    path = f"{fake}:/usr/bin:/bin"
+    monkeypatch.setenv("PATH", path)   # shutil.which looks at this process's PATH
+    with pytest.raises(sampling.SamplingError, match="callgrind_annotate failed: cannot read"):
+        sampling.callgrind_counts(["/bin/true"], str(tmp_path), {"PATH": path}, 60)
+
+
 def test_attribution_is_off_on_a_link_time_optimized_baseline(tmp_path) -> None:
     """Under LTO a unit's functions are inlined into others at link time: per-unit
     effects there are artifacts (bench/attributed.py --stages read 0.2x-89x on units

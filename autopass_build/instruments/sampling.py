@@ -71,7 +71,14 @@ def callgrind_counts(argv: list[str], cwd: str, env: dict[str, str], timeout: fl
             raise SamplingError("callgrind failed: "
                                 + run.stderr.decode("utf-8", "replace")[-200:])
         done = proc.run_captured(["callgrind_annotate", "--inclusive=no", out], cwd, env, 300)
-    return parse_annotate(done.stdout.decode("utf-8", "replace"))
+    if done.timed_out or done.status != 0:
+        raise SamplingError("callgrind_annotate failed: "
+                            + done.stderr.decode("utf-8", "replace")[-200:].strip())
+    counts = parse_annotate(done.stdout.decode("utf-8", "replace"))
+    if not counts:
+        raise SamplingError("callgrind_annotate listed no functions (is its output format "
+                            "one autopass knows? valgrind --version)")
+    return counts
 
 
 def parse_annotate(text: str) -> Samples:
