@@ -101,3 +101,8 @@ def test_doctor_says_how_to_install_what_is_missing(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 1
     assert "MISSING" in result.stdout and "apt-get install clang-7 llvm-7" in result.stdout
+    # the stages' tools are optional: a note naming the package, not an error
+    assert "llvm-bolt missing: the BOLT stage is skipped" in result.stdout
+    assert "apt-get install bolt-7" in result.stdout
+    assert "error: missing" in result.stdout and "llvm-bolt" not in result.stdout.split(
+        "error: missing")[1].splitlines()[0]

@@ -223,17 +223,22 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 # Tools a stage needs, not autopass itself: their absence is a note, not a problem.
-OPTIONAL_TOOLS = {"ld.lld": ("lld-{v}", "the LTO stages (lto, thinlto)")}
+OPTIONAL_TOOLS = {"ld.lld": ("lld-{v}", "the LTO stages (lto, thinlto) are"),
+                  "llvm-bolt": ("bolt-{v}", "the BOLT stage is"),
+                  "merge-fdata": ("bolt-{v}", "the BOLT stage is")}
 
 
 def _doctor_bolt() -> None:
+    """BOLT also needs its instrumentation runtime, which the tool list cannot show."""
     from autopass_build.core import bolt
 
+    if bolt.tool() is None or bolt.tool("merge-fdata") is None:
+        return   # the tool list's note said so
     why = bolt.missing()
     if why:
         print(f"note: the BOLT stage is skipped: {why}")
     else:
-        print(f"  {'llvm-bolt':<14} {bolt.tool()}  (runtime {bolt.runtime_of(bolt.tool() or '')})")
+        print(f"  {'bolt runtime':<14} {bolt.runtime_of(bolt.tool() or '')}")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -258,7 +263,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for tool, (package, needed_by) in OPTIONAL_TOOLS.items():
         if tool in problems:
             problems.remove(tool)
-            print(f"note: {tool} missing: {needed_by} are skipped without it "
+            print(f"note: {tool} missing: {needed_by} skipped without it "
                   f"(sudo apt-get install {package.format(v=version)})")
     _doctor_bolt()
     if len(majors) > 1:

@@ -40,17 +40,13 @@ def tool(name: str = "llvm-bolt") -> str | None:
     $AUTOPASS_BOLT names llvm-bolt's path (merge-fdata is beside it)."""
     from autopass_build.core import names
 
-    version = toolchain.DEFAULT_LLVM_VERSION
     explicit = os.environ.get(names.ENV_BOLT)
     if explicit:
         if name != "llvm-bolt":
             explicit = os.path.join(os.path.dirname(os.path.realpath(explicit)), name)
         return os.path.realpath(explicit) if toolchain.is_executable_file(explicit) else None
-    for candidate in (toolchain.which(f"{name}-{version}"),
-                      f"/usr/lib/llvm-{version}/bin/{name}", toolchain.which(name)):
-        if candidate and toolchain.is_executable_file(candidate):
-            return os.path.realpath(candidate)
-    return None
+    found = toolchain.find_tool(name)
+    return os.path.realpath(found) if found and toolchain.is_executable_file(found) else None
 
 
 def missing() -> str:

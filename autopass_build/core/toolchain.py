@@ -30,6 +30,10 @@ TOOLS = {
     "llvm-mca": ("AUTOPASS_MCA", "llvm-mca"),
     "ld.lld": ("AUTOPASS_LLD", "ld.lld"),
     "llvm-ranlib": ("AUTOPASS_RANLIB", "llvm-ranlib"),
+    # $AUTOPASS_BOLT names llvm-bolt, and merge-fdata is the one beside it: core/bolt.py
+    # reads it before searching, so neither has a variable here.
+    "llvm-bolt": ("", "llvm-bolt"),
+    "merge-fdata": ("", "merge-fdata"),
 }
 
 
@@ -56,7 +60,7 @@ def find_tool(tool: str, version: int = DEFAULT_LLVM_VERSION,
               exclude: frozenset[str] = frozenset()) -> str | None:
     environ = os.environ if env is None else env
     env_var, base = TOOLS[tool]
-    chosen = explicit or environ.get(env_var)
+    chosen = explicit or (environ.get(env_var) if env_var else None)
     if chosen:
         found = which(chosen, environ.get("PATH", ""))
         return os.path.abspath(found) if found and os.sep in found else found
