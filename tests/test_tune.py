@@ -348,6 +348,24 @@ def test_on_pgo_the_winners_are_also_measured_against_the_recorded_build(tmp_pat
     assert plain.asked == [use, f"{use} -O2"]
 
 
+def test_the_summary_counts_identical_candidates_apart_from_the_measured() -> None:
+    """An identical candidate (the baseline's program, not run) is neither a measured
+    "same" nor the lowest estimate: it once read "2 measured: 1 same, 1 unclear; the
+    lowest estimate was #1, 1.0000x [1.0000, 1.0000]" with one candidate measured."""
+    from autopass_build.outputs.report import verdict_words
+
+    identical = Entry(1, Phase.SEARCH, "a", {"a.c": "-O2"}, Outcome.OK, "same", 1.0, 1.0,
+                      1.0, 0)
+    measured = Entry(2, Phase.SEARCH, "b", {"a.c": "-O1"}, Outcome.OK, "unclear", 1.005,
+                     0.985, 1.03, 30)
+    assert identical.identical and not measured.identical
+    assert verdict_words([identical, measured]) == (
+        "1 search candidate measured: 1 unclear; the lowest estimate was #2, "
+        f"{measured.interval_text()} (1 more identical to the baseline, not measured)")
+    assert verdict_words([identical]) == ("no search candidate was measured: 1 candidate "
+                                          "identical to the baseline")
+
+
 def test_report_text_and_html(project, straight_run, tmp_path) -> None:
     out = tmp_path / "report.html"
     done = subprocess.run([AUTOPASS, "report", "--all", "--html", str(out)], cwd=project,

@@ -191,11 +191,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _print_result(result, metric: str) -> None:
     from autopass_build.core.outcome import Outcome
-    from autopass_build.outputs.report import stage_lines, verdict_words, versus_lines
+    from autopass_build.outputs.report import counted, stage_lines, verdict_words, versus_lines
     from autopass_build.tuning.journal import VERSUS_RECORDED, Phase
 
     journal = result.journal
-    print(f"run {journal.run_id}: {result.measured} evaluations of "
+    print(f"run {journal.run_id}: {counted(result.measured, 'evaluation')} of "
           f"{', '.join(result.sources)} ({metric})")
     screened = len(journal.of_phase(Phase.SCREENED))
     if screened:

@@ -130,12 +130,17 @@ def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
     return result
 
 
+def counted(n: int, noun: str) -> str:
+    """'1 evaluation', '3 evaluations'."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def text(summary: RunSummary) -> str:
     h = summary.header
     lines = [f"run {summary.run_id}: {h.get('strategy')} (seed {h.get('seed')}), "
-             f"{summary.evaluations} evaluations"
-             + (f" (and {summary.identical} candidates identical to the baseline, not "
-                "measured)" if summary.identical else "")
+             f"{counted(summary.evaluations, 'evaluation')}"
+             + (f" (and {counted(summary.identical, 'candidate')} identical to the baseline, "
+                "not measured)" if summary.identical else "")
              + f" of {', '.join(h.get('sources', []))}, "
              f"metric {h.get('metric')}, target {h.get('target')}"]
     marks = [(i + 1, g) for i, g in enumerate(summary.curve)
@@ -169,15 +174,20 @@ def text(summary: RunSummary) -> str:
 def verdict_words(entries: list[Entry]) -> str:
     """What the search's measurements said, in words: how many candidates were clearly
     faster, clearly slower, or within the noise."""
-    measured = [e for e in entries if e.phase == Phase.SEARCH and e.measured]
-    counts = Counter(e.verdict or UNCLEAR for e in measured)
+    searched = [e for e in entries if e.phase == Phase.SEARCH]
+    measured = [e for e in searched if e.measured and not e.identical]
+    identical = sum(1 for e in searched if e.identical)
+    also = (f" ({identical} more identical to the baseline, not measured)" if identical
+            else "")
     if not measured:
-        return "no search candidate was measured"
+        return "no search candidate was measured" + (
+            f": {counted(identical, 'candidate')} identical to the baseline" if identical else "")
+    counts = Counter(e.verdict or UNCLEAR for e in measured)
     parts = ", ".join(f"{counts[v]} {v}" for v in (FASTER, SLOWER, SAME, UNCLEAR)
                       if counts[v])
     best = min(measured, key=lambda e: e.ratio or 1.0)
-    return (f"{len(measured)} search candidates measured: {parts}; the lowest estimate "
-            f"was #{best.n}, {best.interval_text()}")
+    return (f"{counted(len(measured), 'search candidate')} measured: {parts}; the lowest "
+            f"estimate was #{best.n}, {best.interval_text()}" + also)
 
 
 def evaluation_lines(entries: list[Entry]) -> list[str]:

@@ -79,7 +79,8 @@ class Search:
                     entry = self.measurements.measure(Phase.SEARCH, flags, judgement=judgement)
                     if entry.identical:      # cost a compile, not a measurement
                         measured, unmeasured = measured - 1, unmeasured + 1
-                        self.show("  identical to the baseline, byte for byte: not measured, "
+                        # not indented: a detail line would be thinned out of the log
+                        self.show("identical to the baseline, byte for byte: not measured, "
                                   "not counted against the budget")
                     if screener:
                         screener.learn(entry)
