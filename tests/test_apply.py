@@ -211,6 +211,27 @@ def test_verify_reproducible_and_measured(tmp_path) -> None:
     assert missing.returncode == 2 and "[build].clean" in missing.stderr
 
 
+def test_verify_measures_the_project_shared_library_each_build_made(tmp_path) -> None:
+    """prog loads libhot.so (no rpath), where the tuned flags go.  verify once ran the
+    copied binary alone, which loaded whatever the system had under that name (for xz:
+    the installed liblzma, so tuned and plain measured alike); it copies the libraries
+    with each side and runs each with its own first."""
+    root = tmp_path / "shared"
+    shutil.copytree(Path(__file__).parent / "data" / "shared-mini", root)
+    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text(
+        '[build]\ncommand = "make"\nclean = "make clean"\n'
+        '[run]\ncommand = ["{exe}", "300"]\ntarget = "prog"\n'
+        '[measure]\nmetric = "instructions"\nmin_pairs = 2\nmax_pairs = 2\n')
+    write_db(root, {"hot.c": entry(root, "hot.c", ["-O1"])})
+    done = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert ("prog (with the 1 project shared libraries it loads): two clean tuned builds "
+            "are bit-identical") in done.stdout
+    speedup = float(done.stdout.split("speedup ")[1].split("x")[0])
+    assert speedup != 1.0     # the tuned library ran, not the plain one twice
+
+
 def _instructions(python: str, bench: Path, module: Path) -> int:
     from autopass_build.instruments.measure import (
         debugless_copy,  # valgrind 3.19 cannot read DWARF 5

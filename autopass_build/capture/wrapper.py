@@ -210,6 +210,8 @@ def _apply(plan: Plan) -> int:
             return 1
     if not decision.flags:
         return plan.exec_compiler()
+    if any(flag.startswith("-flto") for flag in decision.flags):
+        proc.fix_address_layout()   # LTO objects are otherwise not reproducible
     # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
     # compile's own output.
     argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
@@ -242,7 +244,6 @@ def _apply(plan: Plan) -> int:
                      f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
                      "default flags\n")
     return plan.exec_compiler()
-    return 0  # not reached
 
 
 def _decide(plan: Plan):

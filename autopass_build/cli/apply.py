@@ -133,12 +133,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         target = choose_target(store, args.target or config.run.target)
         result = verify(config, target.output, db, os.path.dirname(store.dir), progress,
-                        measure=not args.no_measure)
+                        measure=not args.no_measure, libraries=tuple(target.loaded_libraries))
     except (EvaluateError, MeasureError, VerifyError) as error:
         progress(None)
         raise CliError(str(error))
     progress(None)
-    print(f"{target.output_rel}: two clean tuned builds are "
+    with_libraries = (f" (with the {result.libraries} project shared libraries it loads)"
+                      if result.libraries else "")
+    print(f"{target.output_rel}{with_libraries}: two clean tuned builds are "
           f"{'bit-identical' if result.identical else 'DIFFERENT (not reproducible)'}")
     c = result.comparison
     if c is not None and c.estimate:

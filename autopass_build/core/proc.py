@@ -37,6 +37,26 @@ def run_buffered(path: str, argv: list[str], env: dict[str, str]) -> tuple[Finis
         os.close(err)
 
 
+ADDR_NO_RANDOMIZE = 0x0040000   # <linux/personality.h>
+
+
+def fix_address_layout() -> bool:
+    """Start every later child of this process without address-space randomization
+    (personality(2), kept across exec).  clang 19 writes an -flto object's module-level
+    `.symver` symbols in an order that follows heap addresses: the same compile gives
+    two different objects about one time in three (xz's liblzma), and the tuned build
+    would not be bit-for-bit reproducible.  A fixed layout makes it so.  False when the
+    kernel refuses (the compile still runs, as before)."""
+    try:
+        import ctypes   # here: only LTO compiles pay for it
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        current = libc.personality(0xFFFFFFFF)   # query
+        return current != -1 and libc.personality(current | ADDR_NO_RANDOMIZE) != -1
+    except (OSError, AttributeError):
+        return False
+
+
 def _read_all(fd: int) -> bytes:
     os.lseek(fd, 0, os.SEEK_SET)
     chunks = []
@@ -138,8 +158,11 @@ class Captured:
 
 
 def run_captured(argv: list[str], cwd: str, env: dict[str, str] | None = None,
-                 timeout: float = 300.0, output_cap: int = 1 << 20) -> Captured:
+                 timeout: float = 300.0, output_cap: int = 1 << 20,
+                 fixed_layout: bool = False) -> Captured:
     """Run a tool in its own session, capturing (capped) output; kill the group on timeout.
+    `fixed_layout`: without address-space randomization (LTO compiles, see
+    fix_address_layout).
 
     For the tuner's compiles and links (not the wrapper's path, hence the late import).
     """
@@ -147,7 +170,8 @@ def run_captured(argv: list[str], cwd: str, env: dict[str, str] | None = None,
 
     process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True,
+                               preexec_fn=fix_address_layout if fixed_layout else None)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
         timed_out = False

@@ -189,7 +189,8 @@ class Replayer:
         """Run a compiler on `unit`; a hang, a crash or an error is an EvaluationError
         with its outcome."""
         done = proc.run_captured(argv, cwd, proc.clean_env(dict(os.environ)),
-                                 self.compile_timeout)
+                                 self.compile_timeout,
+                                 fixed_layout=any(a.startswith("-flto") for a in argv))
         if done.timed_out:
             raise EvaluationError(Outcome.COMPILE_TIMEOUT, f"compiling {unit.source_rel} "
                                   f"took over {self.compile_timeout:g}s")
@@ -286,12 +287,7 @@ class Replayer:
 
     def _rebuilt_shared(self, shared: LinkRecord, flags_by_unit: dict[str, Flags],
                         folder: str, link_flags: Flags) -> None:
-        path = self._link(shared, flags_by_unit, folder, link_flags)
-        soname = _soname(path)
-        if soname and soname != os.path.basename(path):
-            alias = os.path.join(folder, soname)
-            if not os.path.lexists(alias):
-                os.symlink(os.path.basename(path), alias)
+        alias_soname(self._link(shared, flags_by_unit, folder, link_flags))
 
     def _link_args(self, link: LinkRecord, flags_by_unit: dict[str, Flags], folder: str,
                    out: str) -> list[str]:
@@ -347,6 +343,17 @@ class Replayer:
             return kept
         raise EvaluationError(Outcome.LINK_FAIL, f"{item.path} was not kept by the recording: "
                               "record the build again")
+
+
+def alias_soname(path: str) -> None:
+    """Beside a shared library, the name the loader looks for (its DT_SONAME) when the
+    file has another (libtool links liblzma.so.5.4.1, the loader opens liblzma.so.5),
+    so that LD_LIBRARY_PATH=<its folder> finds it."""
+    soname = _soname(path)
+    if soname and soname != os.path.basename(path):
+        alias = os.path.join(os.path.dirname(path), soname)
+        if not os.path.lexists(alias):
+            os.symlink(os.path.basename(path), alias)
 
 
 def _soname(path: str) -> str | None:

@@ -5,6 +5,11 @@ two tuned binaries must be bit-identical (a reproducible release build); then th
 tuned binary is measured against the plain one, interleaved, with the configured
 statistics -- the speedup the user actually gets, with its interval.  The tree is left
 with the tuned build.
+
+A binary that loads the project's own shared libraries (libtool's xz and liblzma.so)
+is copied with them, and each side runs with its own copies first on LD_LIBRARY_PATH:
+run where it was built, it would load whatever the system has installed under that
+name, and both sides would measure the same library.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.config import Config
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
+from autopass_build.instruments.replay import alias_soname
 
 
 class VerifyError(Exception):
@@ -30,6 +36,7 @@ class Verification:
     plain: str              # copies of the binaries that were compared
     tuned: str
     comparison: Comparison | None
+    libraries: int = 0      # project shared libraries copied with each side
 
 
 def _build(config: Config, env: dict[str, str], folder: str, progress: Progress) -> None:
@@ -42,8 +49,9 @@ def _build(config: Config, env: dict[str, str], folder: str, progress: Progress)
 
 
 def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
-           measure: bool = True) -> Verification:
-    """`root`: the project root the database's paths are relative to (the record root)."""
+           measure: bool = True, libraries: tuple[str, ...] = ()) -> Verification:
+    """`root`: the project root the database's paths are relative to (the record root);
+    `libraries`: the project's shared libraries `binary` loads, as built."""
     if not config.build.command or not config.build.clean:
         raise VerifyError('verify rebuilds from scratch: set [build].command and [build].clean '
                           'in autopass.toml, e.g. command = "make -j2", clean = "make clean"')
@@ -54,19 +62,41 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
         for i, database in enumerate([os.path.join(keep, "none.json"), db, db]):
             env = apply_environment(root, database, "warn", os.path.join(keep, f"w{i}"))
             _build(config, env, folder, progress)
-            if not os.path.isfile(binary):
-                raise VerifyError(f"the build did not produce {binary}")
-            copy = os.path.join(keep, f"b{i}", os.path.basename(binary))  # equal-length paths
-            os.makedirs(os.path.dirname(copy))
-            shutil.copy2(binary, copy)
-            copies.append(copy)
-        with open(copies[1], "rb") as a, open(copies[2], "rb") as b:
-            identical = a.read() == b.read()
+            side = os.path.join(keep, f"b{i}")     # equal-length paths on every side
+            copies.append(_copy_side(side, binary, libraries))
+        identical = all(_same_bytes(os.path.join(copies[1], name), os.path.join(copies[2], name))
+                        for name in os.listdir(copies[1]))
         comparison = None
         if measure:
             progress("measuring the tuned build against the plain one")
-            comparison = compare(Benchmark.from_config(config), copies[0], {}, copies[1], {},
-                                 progress)
-        return Verification(identical, copies[0], copies[1], comparison)
+            comparison = compare(Benchmark.from_config(config), *_run_of(copies[0], binary,
+                                                                          libraries),
+                                 *_run_of(copies[1], binary, libraries), progress)
+        return Verification(identical, copies[0], copies[1], comparison, len(libraries))
     finally:
         shutil.rmtree(keep, ignore_errors=True)
+
+
+def _copy_side(side: str, binary: str, libraries: tuple[str, ...]) -> str:
+    """The binary and the libraries it loads, copied into `side` as this build made them."""
+    os.makedirs(side)
+    for path in (binary, *libraries):
+        if not os.path.isfile(path):
+            raise VerifyError(f"the build did not produce {path}")
+        copy = os.path.join(side, os.path.basename(path))
+        shutil.copy2(path, copy)
+        if path != binary:
+            alias_soname(copy)
+    return side
+
+
+def _run_of(side: str, binary: str, libraries: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    env = {"LD_LIBRARY_PATH": side} if libraries else {}
+    return os.path.join(side, os.path.basename(binary)), env
+
+
+def _same_bytes(a: str, b: str) -> bool:
+    if os.path.islink(a) or os.path.islink(b):   # the soname aliases
+        return os.readlink(a) == os.readlink(b)
+    with open(a, "rb") as first, open(b, "rb") as second:
+        return first.read() == second.read()

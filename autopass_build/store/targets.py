@@ -28,6 +28,8 @@ class Target:
     # Units of the project's shared libraries this binary loads (recursively): they run
     # when it runs, so they are tuned with it.
     loaded_units: list[str] = field(default_factory=list)
+    # Those libraries as built (absolute paths): what a run of the binary must find first.
+    loaded_libraries: list[str] = field(default_factory=list)
 
     def runtime_units(self) -> list[str]:
         return self.units + [u for u in self.loaded_units if u not in self.units]
@@ -53,17 +55,19 @@ def _add_loaded_units(targets: list[Target], links: list[LinkRecord]) -> None:
     shared_of = {os.path.realpath(link.output): [os.path.realpath(i.path) for i in link.inputs
                                                  if i.kind == "shared"] for link in links}
 
-    def loaded(output: str, seen: set[str]) -> list[str]:
-        units: list[str] = []
+    def loaded(output: str, seen: list[str]) -> list[str]:
+        """The project libraries `output` loads, recursively, each once, in `seen`."""
         for lib in shared_of.get(output, []):
             if lib in by_output and lib not in seen:
-                seen.add(lib)
-                units += by_output[lib].units + loaded(lib, seen)
-        return units
+                seen.append(lib)
+                loaded(lib, seen)
+        return seen
 
     for target in targets:
-        target.loaded_units = list(dict.fromkeys(loaded(os.path.realpath(target.output),
-                                                        set())))
+        libraries = loaded(os.path.realpath(target.output), [])
+        target.loaded_libraries = [by_output[lib].output for lib in libraries]
+        target.loaded_units = list(dict.fromkeys(u for lib in libraries
+                                                 for u in by_output[lib].units))
 
 
 def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
