@@ -212,7 +212,7 @@ def test_verify_reproducible_and_measured(tmp_path) -> None:
 
 
 def test_verify_measures_the_project_shared_library_each_build_made(tmp_path) -> None:
-    """prog loads libhot.so (no rpath), where the tuned flags go.  verify once ran the
+    """F22: prog loads libhot.so (no rpath), where the tuned flags go.  verify once ran the
     copied binary alone, which loaded whatever the system had under that name (for xz:
     the installed liblzma, so tuned and plain measured alike); it copies the libraries
     with each side and runs each with its own first."""

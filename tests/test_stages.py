@@ -143,7 +143,7 @@ __asm__(".symver g_new,g@@V2");
 
 
 def test_an_lto_object_with_symbol_versions_is_reproducible_in_apply_mode(tmp_path) -> None:
-    """clang 19 orders an -flto object's `.symver` symbols by heap address: compiled
+    """F21: clang 19 orders an -flto object's `.symver` symbols by heap address: compiled
     twice, it differs about one time in three (found in xz's liblzma, whose tuned
     build `verify` called not reproducible).  Apply mode compiles LTO units with a
     fixed address layout, so ten compiles give one object."""
