@@ -108,6 +108,61 @@ def test_rules_diagnoser_bans_what_regressed(project) -> None:
     assert ("hot.c", "inline_threshold", "120") in proposed
 
 
+def test_with_attribution_the_agent_builds_on_the_unit_that_got_faster(project) -> None:
+    """A candidate the whole program calls "same" but whose unit attribution found 0.8x
+    of its own cost becomes the agent's incumbent for that unit; without attribution it
+    does not, and a unit found slower is never adopted."""
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.instruments.attribution import UnitEffect
+    from autopass_build.tuning.journal import Entry, Phase
+    from autopass_build.tuning.search.agent import AgentStrategy
+    from autopass_build.tuning.space import JointSpace
+
+    def entry(source: str, unit_verdict: str | None, ratio: float) -> Entry:
+        effects = () if unit_verdict is None else (UnitEffect(
+            source, ratio, ratio - 0.05, ratio + 0.05, 8, 60.0, unit_verdict, "controlled"),)
+        return Entry(1, Phase.SEARCH, "c", {}, Outcome.OK, "same", 1.0, 0.98, 1.02, 10,
+                     effects=effects)
+
+    def agent() -> AgentStrategy:
+        space = JointSpace([("hot.c", default_space()), ("warm.c", default_space())])
+        strategy = AgentStrategy(space, 0)
+        strategy.context, strategy.backend = context_for(project), RulesBackend()
+        return strategy
+
+    for unit_verdict, ratio, adopted in (("faster", 0.8, True), (None, 1.0, False),
+                                         ("slower", 1.2, False)):
+        strategy = agent()
+        first = strategy.ask()
+        assert first is not None and first != strategy.space.default()
+        [(changed, _)] = [(label, block) for label, _, block in strategy.space.split(first)
+                          if any(block)]
+        strategy.tell(first, 1.0, entry(changed, unit_verdict, ratio))
+        assert (strategy.incumbent == first) is adopted, unit_verdict
+        following = strategy.ask()    # the next proposal is made on top of the incumbent
+        assert following is not None
+        kept = [i for i, v in enumerate(first) if v and following[i] == v]
+        assert bool(kept) is adopted
+
+
+def test_a_value_that_made_its_unit_faster_is_escalated(project) -> None:
+    """The planner tries the next value in the same direction of a knob that helped;
+    with attribution, "helped" is the unit's own cost, though the program said "same"."""
+    from autopass_build.instruments.attribution import UnitEffect
+    from autopass_build.tuning.agents import Trial
+
+    context, rules = context_for(project), RulesBackend()
+    diagnosis = rules.analyse(context)
+    faster = UnitEffect("hot.c", 0.8, 0.75, 0.85, 8, 60.0, "faster", "controlled")
+    helped = Trial(1, {"hot.c": {"inline_threshold": "450"}}, "OK", 1.0, "same",
+                   effects={"hot.c": faster})
+    unseen = Trial(1, {"hot.c": {"inline_threshold": "450"}}, "OK", 1.0, "same")
+    for trial, escalated in ((helped, True), (unseen, False)):
+        plan = rules.plan(context, diagnosis, [trial], {}, [], [], 200)
+        reasons = [p.rationale for p in plan]
+        assert any("inline_threshold=450 helped: try 900" in r for r in reasons) is escalated
+
+
 PLAN_1 = {"candidates": [
     {"changes": {"hot.c": {"opt": "-O9"}}, "rationale": "not a value"},
     {"changes": {"hot.c": {"-fplugin=evil.so": "true"}}, "rationale": "not a knob"},

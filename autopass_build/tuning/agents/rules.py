@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.agents.context import Context, Trial
 from autopass_build.tuning.agents.roles import Diagnosis, Lesson, Proposal
 
@@ -148,14 +149,16 @@ class RulesBackend:
         return proposals
 
     def _escalations(self, context: Context, history: list[Trial]) -> list[Hypothesis]:
-        """A value that helped: try the next one in the same direction, first."""
+        """A value that helped: try the next one in the same direction, first.  With
+        attribution, "helped" is the unit's own cost, not the whole program's verdict."""
         knobs = {k.name: k for k in context.space.knobs}
         shares = {h.source: h.share / 100.0 for h in context.hot}
         more = []
         for t in history:
-            if t.verdict != "faster":
-                continue
             for unit, changes in t.changes.items():
+                effect = t.effects.get(unit)
+                if (effect.verdict if effect else t.verdict) != FASTER:
+                    continue
                 for name, value in changes.items():
                     knob = knobs.get(name)
                     index = knob.index_of(value) if knob else None

@@ -1,7 +1,10 @@
 """The agent strategy: analyst, planner and diagnoser (see `agents/`) behind ask/tell.
 
 Each proposal is a set of per-unit knob changes on top of the incumbent (the best
-clearly-faster configuration so far).  A proposal naming a unit, knob or value outside
+clearly-faster configuration so far).  With attribution (`tune --attribute`) the
+incumbent is composed per unit (`credit.py`): each unit keeps the knobs that made its own
+cost lowest in a candidate the program as a whole did not find slower, so a change that
+made its unit faster is built on even when another change in the same candidate hid it.  A proposal naming a unit, knob or value outside
 the space, or one that a constraint undoes, is not measured: it goes back to the planner
 as feedback.  A candidate that regresses or fails goes to the diagnoser, whose lesson the
 planner reads from then on.  `start` builds the agents' context (evidence, profile,
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
+from autopass_build.instruments.stats import SLOWER
 from autopass_build.tuning.search.base import Option, Point, StartError, Strategy
 
 if TYPE_CHECKING:
@@ -62,10 +66,16 @@ class AgentStrategy(Strategy):
 
     def tell(self, point: Point, value: float | None, info: Entry | None = None) -> None:
         super().tell(point, value, info)
+        point = tuple(point)
         if info is not None:
-            self._info[tuple(point)] = info
+            self._info[point] = info
+        if value is not None and info is not None and info.effects and info.verdict != SLOWER:
+            merged = self.credit.merge(self.incumbent, point, ties_to_challenger=False)
+            if merged is not None:      # each unit's block from where it cost least
+                self.incumbent = merged
+                return
         if self.value(point) < self.value(self.incumbent):
-            self.incumbent = tuple(point)
+            self.incumbent = point
 
     def proposals(self) -> Iterator[Point]:
         from autopass_build.tuning.agents.context import Trial

@@ -13,6 +13,9 @@ one block of knobs per unit, so a unit's block can be judged by its unit's cost:
             cost no more in the trial
     pso     each particle's own best, and the swarm's best, are composed block by block
             from the blocks that made their unit cheapest
+    agent   the incumbent its proposals build on is composed block by block in the same
+            way (from candidates the program did not find slower), and the rules
+            planner escalates a knob that made its own unit faster
     random  learns nothing from values, so credit changes nothing
 
 A unit's cost is told as the whole program's is (`measuring.value_for_strategy`): the
