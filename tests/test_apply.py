@@ -188,6 +188,14 @@ def test_cmake_apply_mode_through_autopass_cmake(tmp_path) -> None:
     assert compare_objects(replayed, tuned["solver.cpp.o"])[0]
     out = subprocess.run(["build/routeplan"], cwd=root, capture_output=True, check=True)
     assert out.stdout == (root / "expected.txt").read_bytes()
+    # configured to record, built by `autopass apply`: the command says apply, and wins
+    # over the launcher's configured mode (it once recorded, and `verify` compared two
+    # plain builds)
+    cmake_build()
+    done = subprocess.run([AUTOPASS, "apply", "--", "cmake", "--build", "build",
+                           "--clean-first"], cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {p.name: p.read_bytes() for p in (root / "build").rglob("*.o")} == tuned
 
 
 def test_verify_reproducible_and_measured(tmp_path) -> None:

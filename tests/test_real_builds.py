@@ -21,7 +21,7 @@ CMAKE_INCLUDE = f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={REPO}/cmake/AutoPass.cmake
 
 @pytest.mark.parametrize("compiler", ["bare name", "full path", "not given"])
 def test_record_around_the_cmake_include_records_every_unit(tmp_path, clangxx, opt, compiler):
-    """`autopass record` and AutoPass.cmake at once: CMake resolves the compiler to record
+    """F14: `autopass record` and AutoPass.cmake at once: CMake resolves the compiler to record
     mode's masquerade link, the include's launcher wraps that; the wrapper must see its
     own link and run the real compiler, never stop at its recursion guard."""
     root = copy_example("cmake-cpp", tmp_path)
@@ -36,6 +36,13 @@ def test_record_around_the_cmake_include_records_every_unit(tmp_path, clangxx, o
     check_recorded(root, opt, "b/routeplan", 5)
     result = subprocess.run(["b/routeplan"], cwd=root, capture_output=True, check=True)
     assert result.stdout == (root / "expected.txt").read_bytes()
+    # later, the user's own `ninja` (no masquerade on PATH): CMake still has the
+    # masquerade link cached as the compiler, and the build must not stop at the guard
+    (root / "src" / "solver.cpp").touch()
+    again = subprocess.run(["ninja", "-C", "b"], cwd=root, env=env, capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "recursion" not in again.stdout + again.stderr
 
 
 def test_record_with_cc_set_to_clang_on_makes_command_line(tmp_path, clang, opt):

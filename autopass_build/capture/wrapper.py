@@ -61,12 +61,18 @@ def _self_paths(argv0: str, env: dict[str, str]) -> frozenset[str]:
     return frozenset(paths)
 
 
+WRAPPER_NAMES = ("autopass-cc", "autopass-c++")
+
+
 def _is_autopass(path: str, self_paths: frozenset[str]) -> bool:
     """`path` is one of our own wrappers: what CMake finds for `clang-19` when it
-    configures under `autopass record` (the masquerade link first on PATH)."""
+    configures under `autopass record` (the masquerade link first on PATH), and still
+    has cached when the user later runs `ninja` on their own (no masquerade then: the
+    link's target is known by its name)."""
     real = os.path.realpath(path)
     return real in self_paths or os.path.dirname(real) in self_paths \
-        or os.path.dirname(os.path.abspath(path)) in self_paths
+        or os.path.dirname(os.path.abspath(path)) in self_paths \
+        or os.path.basename(real) in WRAPPER_NAMES
 
 
 def looks_like_compiler(name: str) -> bool:
@@ -117,15 +123,19 @@ class Plan:
                                    + toolchain.INSTALL_HINT.format(v=toolchain.DEFAULT_LLVM_VERSION))
             self.compiler_argv0 = self.compiler_path = found
             self.args = rest
-        self.mode = options.get("autopass-mode") or env.get(ENV_MODE) or "record"
+        # The environment first: `autopass apply|record|verify` set it for this build,
+        # while the launcher's options are what CMake was configured with (a tree
+        # configured to record, built by `autopass verify`, must apply).
+        self.mode = env.get(ENV_MODE) or options.get("autopass-mode") or "record"
         if self.mode not in WRAPPER_MODES:
             raise WrapperError(f"{ENV_MODE}={self.mode!r} is not one of {', '.join(WRAPPER_MODES)}")
-        self.store_dir = options.get("autopass-store") or env.get(ENV_STORE) or None
+        self.store_dir = env.get(ENV_STORE) or options.get("autopass-store") or None
         if self.store_dir is None and self.mode == "record":
             self.store_dir = find_store_dir(cwd)
-        self.db = options.get("autopass-db") or env.get(ENV_FLAGS_DB) or None
-        self.policy = options.get("autopass-policy") or env.get(ENV_APPLY_POLICY) or DEFAULT_APPLY_POLICY
-        self.root = (options.get("autopass-root") or env.get(ENV_ROOT)
+        self.db = env.get(ENV_FLAGS_DB) or options.get("autopass-db") or None
+        self.policy = (env.get(ENV_APPLY_POLICY) or options.get("autopass-policy")
+                       or DEFAULT_APPLY_POLICY)
+        self.root = (env.get(ENV_ROOT) or options.get("autopass-root")
                      or (os.path.dirname(os.path.abspath(self.store_dir))
                          if self.store_dir else cwd))
 
