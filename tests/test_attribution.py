@@ -168,7 +168,9 @@ def test_attribution_that_cannot_run_leaves_the_measurement_as_it_was(tmp_path) 
 def test_a_function_only_the_candidate_keeps_out_of_line_counts_for_its_unit(tmp_path) -> None:
     """a.c's helper `mix` is inlined in the recorded build; -fno-inline-functions keeps
     it out of line.  Its samples are a.c's (the candidate's own objects say so), so a.c
-    is found slower, not falsely faster with its time counted as the control's."""
+    is not falsely faster with its time counted as the control's (that bug read 0.3-0.7x).
+    Whether the call makes a.c measurably slower depends on the CPU (it did on one VM,
+    not on the next), so the test asks only what attribution owes: no false gain."""
     root = recorded(tmp_path / "mini")
     store = Store.open_existing(str(root / ".autopass"))
     evaluator = Evaluator(store, load_config(str(root / "autopass.toml")))
@@ -176,7 +178,8 @@ def test_a_function_only_the_candidate_keeps_out_of_line_counts_for_its_unit(tmp
     evaluation = evaluator.evaluate({a.id: ("-fno-inline-functions",)},
                                     attribute=attribution.Attributor(evaluator.bench, pairs=6))
     [effect] = evaluation.effects
-    assert effect.source == "a.c" and effect.verdict == stats.SLOWER, effect
+    assert effect.source == "a.c" and effect.verdict != stats.FASTER, effect
+    assert effect.ratio > 0.85, effect
 
 
 def test_under_the_instructions_metric_attribution_counts_exactly(tmp_path) -> None:
@@ -226,6 +229,29 @@ def test_a_failing_callgrind_annotate_is_an_error_not_an_empty_profile(tmp_path,
     monkeypatch.setenv("PATH", path)   # shutil.which looks at this process's PATH
     with pytest.raises(sampling.SamplingError, match="callgrind_annotate failed: cannot read"):
         sampling.callgrind_counts(["/bin/true"], str(tmp_path), {"PATH": path}, 60)
+
+
+def test_a_cpp_member_function_maps_to_its_unit(tmp_path) -> None:
+    """perf and callgrind print C++ names demangled ('mini::Kernel::run(...) const'),
+    the objects and remarks know them mangled: asked for mangled names, both map the hot
+    member function to kernel.cpp (found with lzip, whose profile was all "not in a
+    recorded unit"), and `autopass profile` shows it as people read it."""
+    root = recorded_copy(Path(__file__).parent / "data" / "cxx-mini", tmp_path / "cxx",
+                         '[run]\ncommand = ["{exe}", "300000"]\n', ("make",))
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [hot] = [line for line in done.stdout.splitlines() if "Kernel::run" in line]
+    assert "mini::Kernel::run(unsigned long) const" in hot and hot.endswith("kernel.cpp")
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, load_config(str(root / "autopass.toml"), str(root)))
+    defined = evaluator.defined_functions()
+    mangled = "_ZNK4mini6Kernel3runEm"
+    assert defined[mangled] == ["kernel.cpp"]
+    if shutil.which("valgrind"):
+        from autopass_build.instruments.measure import debugless_copy
+        binary = debugless_copy(evaluator.baseline().binary, str(tmp_path))
+        counts = sampling.callgrind_counts([binary, "3000"], str(root), {}, 120)
+        assert max(counts, key=counts.get) == mangled
 
 
 def test_attribution_is_off_on_a_link_time_optimized_baseline(tmp_path) -> None:

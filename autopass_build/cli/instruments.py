@@ -145,7 +145,7 @@ def cmd_try(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-    from autopass_build.instruments.hotspots import ProfileError, profile
+    from autopass_build.instruments.hotspots import ProfileError, profile, readable
     from autopass_build.instruments.measure import MeasureError
 
     store = open_store(args)
@@ -162,9 +162,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
         print()
         return 0
     print(f"{result.target} ({result.method}); hot functions:")
-    for f in result.functions[:args.limit]:
+    shown = result.functions[:args.limit]
+    names = readable([f.name for f in shown])
+    for f in shown:
         where = ", ".join(f.units) or "(not in a recorded unit: a library or the kernel)"
-        print(f"  {f.share:5.1f}%  {f.name:<32} {where}")
+        print(f"  {f.share:5.1f}%  {names.get(f.name, f.name):<32} {where}")
     print("units by share:")
     for unit, share in list(result.unit_shares().items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")

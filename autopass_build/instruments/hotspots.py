@@ -100,6 +100,27 @@ def profile(evaluator: Evaluator) -> Profile:
     return result
 
 
+def readable(names: list[str]) -> dict[str, str]:
+    """C++ names as people read them ('LZ_encoder::get_match_pairs(Pair*)' for
+    '_ZN10LZ_encoder15get_match_pairsEPNS_4PairE'), for display only: everything
+    inside autopass keeps the mangled name the objects and remarks use.  Names stay as
+    they are where llvm-cxxfilt is missing or fails."""
+    import subprocess
+
+    from autopass_build.core import toolchain
+
+    cxxfilt = toolchain.find_tool("llvm-cxxfilt")
+    if not cxxfilt or not names:
+        return {}
+    try:
+        done = subprocess.run([cxxfilt], input="\n".join(names) + "\n", capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    shown = done.stdout.splitlines()
+    return dict(zip(names, shown)) if done.returncode == 0 and len(shown) == len(names) else {}
+
+
 def load(store_dir: str) -> Profile | None:
     """The stored profile, or None when there is none or it is not one (damaged files
     are measured again, never trusted)."""

@@ -38,9 +38,11 @@ def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
         if done.timed_out or done.status != 0 or not os.path.exists(data):
             raise SamplingError("perf record failed: "
                                 + done.stderr.decode("utf-8", "replace")[-200:])
+        # --no-demangle: objects, remarks and the unit map know C++ functions by their
+        # mangled names; perf's "LZ_encoder::get_match_pairs" matched none of them
         report = proc.run_captured([perf, "report", "-i", data, "-n", "--sort", "sym",
-                                    "--stdio", "-q", "--no-children", "-t", "|"],
-                                   cwd, env, 300)
+                                    "--stdio", "-q", "--no-children", "-t", "|",
+                                    "--no-demangle"], cwd, env, 300)
     return parse_report(report.stdout.decode("utf-8", "replace"))
 
 
@@ -65,7 +67,7 @@ def callgrind_counts(argv: list[str], cwd: str, env: dict[str, str], timeout: fl
         raise SamplingError("valgrind not found (sudo apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="autopass-callgrind-") as scratch:
         out = os.path.join(scratch, "callgrind.out")
-        run = proc.run_captured(["valgrind", "--tool=callgrind", "-q",
+        run = proc.run_captured(["valgrind", "--tool=callgrind", "-q", "--demangle=no",
                                  f"--callgrind-out-file={out}", "--", *argv], cwd, env, timeout)
         if run.timed_out or not os.path.exists(out):
             raise SamplingError("callgrind failed: "
