@@ -252,6 +252,10 @@ def test_a_cpp_member_function_maps_to_its_unit(tmp_path) -> None:
         binary = debugless_copy(evaluator.baseline().binary, str(tmp_path))
         counts = sampling.callgrind_counts([binary, "3000"], str(root), {}, 120)
         assert max(counts, key=counts.get) == mangled
+        # a benchmark run through a shell: the program it starts is what is counted
+        shell = sampling.callgrind_counts(["sh", "-c", f"{binary} 3000 >/dev/null"],
+                                          str(root), {"PATH": "/usr/bin:/bin"}, 120)
+        assert shell[mangled] == counts[mangled]
 
 
 def test_attribution_is_off_on_a_link_time_optimized_baseline(tmp_path) -> None:

@@ -61,26 +61,36 @@ def parse_report(text: str) -> Samples:
 
 
 def callgrind_counts(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Samples:
-    """Instructions per function of one run of `argv` under callgrind (deterministic).
-    argv[0] must be a binary without debug info (see measure.debugless_copy)."""
+    """Instructions per function of one run of `argv` under callgrind (deterministic),
+    summed over every process it starts (a benchmark run through `sh -c` or a script).
+    The binary under test must be one without debug info (see measure.debugless_copy)."""
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         raise SamplingError("valgrind not found (sudo apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="autopass-callgrind-") as scratch:
-        out = os.path.join(scratch, "callgrind.out")
+        pattern = os.path.join(scratch, "callgrind.out.%p")
         run = proc.run_captured(["valgrind", "--tool=callgrind", "-q", "--demangle=no",
-                                 f"--callgrind-out-file={out}", "--", *argv], cwd, env, timeout)
-        if run.timed_out or not os.path.exists(out):
+                                 "--trace-children=yes", f"--callgrind-out-file={pattern}",
+                                 "--", *argv], cwd, env, timeout)
+        outs = sorted(os.path.join(scratch, f) for f in os.listdir(scratch))
+        if run.timed_out or not outs:
             raise SamplingError("callgrind failed: "
                                 + run.stderr.decode("utf-8", "replace")[-200:])
-        done = proc.run_captured(["callgrind_annotate", "--inclusive=no", out], cwd, env, 300)
-    if done.timed_out or done.status != 0:
-        raise SamplingError("callgrind_annotate failed: "
-                            + done.stderr.decode("utf-8", "replace")[-200:].strip())
-    counts = parse_annotate(done.stdout.decode("utf-8", "replace"))
+        counts: Samples = {}
+        for out in outs:
+            for name, count in _annotated(out, cwd, env).items():
+                counts[name] = counts.get(name, 0) + count
     if not counts:
         raise SamplingError("callgrind_annotate listed no functions (is its output format "
                             "one autopass knows? valgrind --version)")
     return counts
+
+
+def _annotated(out: str, cwd: str, env: dict[str, str]) -> Samples:
+    done = proc.run_captured(["callgrind_annotate", "--inclusive=no", out], cwd, env, 300)
+    if done.timed_out or done.status != 0:
+        raise SamplingError("callgrind_annotate failed: "
+                            + done.stderr.decode("utf-8", "replace")[-200:].strip())
+    return parse_annotate(done.stdout.decode("utf-8", "replace"))
 
 
 def parse_annotate(text: str) -> Samples:
