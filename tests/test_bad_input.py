@@ -378,3 +378,19 @@ def test_a_budget_or_unit_count_below_one_is_one_line(project, option) -> None:
                           text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == f"autopass: error: {option} -3: must be 1 or more"
+
+
+def test_a_benchmark_whose_output_varies_is_one_line_not_all_wrong_output(project, tmp_path):
+    """C9: the benchmark prints something that changes every run (here the clock): every
+    candidate's output would differ and tune would reject all of them as WRONG_OUTPUT
+    without saying why.  The baseline, run again, shows it: one line naming the fix."""
+    config = tmp_path / "varies.toml"
+    config.write_text('[run]\ncommand = ["sh", "-c", "{exe} 20; date +%N"]\n'
+                      '[measure]\nmetric = "cpu"\nmin_pairs = 2\nmax_pairs = 2\n')
+    done = subprocess.run([AUTOPASS, "try", "--config", str(config), "--flags", "hot.c=-O2"],
+                          cwd=project, capture_output=True, text=True)
+    no_traceback(done)
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert line.startswith("autopass: error: the benchmark's output changes from run to run")
+    assert '[check] mode = "exit-code"' in line

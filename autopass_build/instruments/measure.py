@@ -323,6 +323,9 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
     first = run_once(bench, cand_exe, cand_env, cand_timeout, metric="wall", cpu=cpu)
     runs += 1
     problem = _judge(bench, reference, first)
+    if problem and problem[0] == Outcome.WRONG_OUTPUT:
+        _baseline_output_holds(bench, base_exe, base_env, reference, cpu)
+        runs += 1
     if problem:
         return Comparison(problem[0], runs=runs, detail=problem[1])
     for _ in range(max(0, cfg.warmup - 1)):
@@ -372,6 +375,24 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
                 break
     result.runs = runs
     return result
+
+
+def _baseline_output_holds(bench: Benchmark, exe: str, env: dict[str, str],
+                           reference: Reference, cpu: int | None) -> None:
+    """A candidate's output differed: unless the baseline gives its own output again,
+    the check cannot tell a wrong candidate from a benchmark that prints a time, a date
+    or a random number, and every candidate would be rejected as WRONG_OUTPUT."""
+    again = run_once(bench, exe, env, bench.run.timeout, metric="wall", cpu=cpu)
+    why = check_output(bench, reference, again) if again.outcome == Outcome.OK else ""
+    if why and bench.check.mode == "command":
+        raise MeasureError(f"the [check] command rejects a run of the baseline itself "
+                           f"({why[:120]}): fix the check, so that it passes the program "
+                           "as recorded")
+    if why:
+        raise MeasureError(f"the benchmark's output changes from run to run of the same "
+                           f"binary ({why[:120]}), so no candidate can pass the output "
+                           "check: set [check] mode = \"exit-code\", or a [check] command "
+                           "that ignores what varies")
 
 
 def _metric_slowdown(cfg: MeasureConfig) -> float:
