@@ -130,6 +130,43 @@ def test_another_binary_linking_the_bitcode_units_gets_the_lto_link_too(tmp_path
         assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
 
 
+SEVERAL_AT_ONCE = {
+    "compile and link": "ltomini: main.c ops.c\n\t$(CC) $(CFLAGS) -o $@ main.c ops.c\n",
+    "compile, then link": "ltomini: main.c ops.c\n\t$(CC) $(CFLAGS) -c main.c ops.c\n"
+                          "\t$(CC) $(CFLAGS) -o $@ main.o ops.o\n",
+}
+
+
+@pytest.mark.parametrize("how", list(SEVERAL_AT_ONCE))
+def test_a_command_compiling_several_sources_gets_the_stages(tmp_path, how) -> None:
+    """F23: `cc -c lz4.c lz4hc.c ...` (lz4's library) or `cc a.c b.c -o prog`: one command,
+    several units of the tuned binary.  The stages' flags are the same for all of them,
+    so they apply (they were silently dropped: lz4's tuned build measured 1.058x in
+    tuning and 0.996x in `verify`), and a link of the bitcode it makes gets lld."""
+    root = tmp_path / "mini"
+    import shutil
+    shutil.copytree(LTO_MINI, root)
+    (root / "Makefile").write_text("CC ?= cc\nCFLAGS ?= -O2\n" + SEVERAL_AT_ONCE[how]
+                                   + "clean:\n\trm -f *.o ltomini\n")
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
+                   capture_output=True)
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert "autopass: warning" not in applied.stderr, applied.stderr
+    comment = subprocess.run(["readelf", "-p", ".comment", "ltomini"], cwd=root,
+                             capture_output=True, text=True, check=True).stdout
+    assert "LLD" in comment          # the LTO link ran
+    if how == "compile, then link":
+        assert (root / "ops.o").read_bytes()[:4] == BITCODE
+    ran = subprocess.run(["./ltomini", "3"], cwd=root, capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip()
+
+
 SYMVER = """
 int f_new(int x) { return x + 1; }
 int f_old(int x) { return x + 2; }

@@ -142,24 +142,45 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                 return link
     if parsed.mode == LINK:
         return link if link.flags or link.warning else None
-    sources = [os.path.normpath(os.path.join(cwd, s.path)) for s in parsed.sources]
-    if len(sources) != 1 or parsed.skipped_sources:
-        tuned = [s for s in sources if relative_to(s, root) in db.entries]
-        return Decision((), f"{', '.join(tuned)}: tuned flags not applied: the command "
-                        "compiles several sources at once") if tuned else None
-    source = relative_to(sources[0], root)
+    sources = [relative_to(os.path.normpath(os.path.join(cwd, s.path)), root)
+               for s in parsed.sources]
     profile = profile_decision(db, path, policy)
     if profile.error:
         return profile
-    decision = (decide(db, sources[0], root, compiler_id(compiler_path), policy)
-                if source in db.entries else Decision())
-    ours = db.target is not None and source in db.target.units
+    several = len(sources) != 1 or bool(parsed.skipped_sources)
+    ours = (db.target is not None and not parsed.skipped_sources and bool(sources)
+            and all(s in db.target.units for s in sources))
     staged = stage.unit_flags if stage and ours else ()
+    if staged and parsed.mode == COMPILE_AND_LINK and not link.flags:
+        # its own sources become bitcode here: whatever it links needs the LTO link
+        link = Decision(stage.link_flags if stage else (), link.warning, bolt=link.bolt)
+    notes = [profile.warning, stage_warning if ours else "", link.warning]
+    if several:
+        decision = Decision((), _several_sources_note(db, sources, ours, stage is not None))
+    else:
+        decision = (decide(db, os.path.join(root, sources[0]), root, compiler_id(compiler_path),
+                           policy) if sources[0] in db.entries else Decision())
     merged = Decision(profile.flags + staged + decision.flags + link.flags,
-                      "; ".join(w for w in (profile.warning, stage_warning if ours else "",
-                                            decision.warning) if w),
-                      decision.error, source if profile.flags else "", link.bolt)
+                      "; ".join(dict.fromkeys(w for w in notes + [decision.warning] if w)),
+                      decision.error, ", ".join(sources) if profile.flags else "", link.bolt)
     return merged if merged.flags or merged.warning else None
+
+
+def _several_sources_note(db: FlagsDb, sources: list[str], ours: bool, staged: bool) -> str:
+    """One command compiling several sources gets one set of flags.  The stages' and
+    the profile's are the same for every unit of the tuned binary, so they apply when
+    all its sources are such units; per-file flags differ by file and cannot."""
+    notes = []
+    tuned = [s for s in sources if s in db.entries]
+    if tuned:
+        notes.append(f"{', '.join(tuned)}: tuned flags not applied: the command compiles "
+                     "several sources at once")
+    target = db.target
+    mixed = [s for s in sources if target is not None and s in target.units]
+    if staged and mixed and not ours and target is not None:
+        notes.append(f"{', '.join(mixed)}: the stages of {target.output} not applied: "
+                     "compiled in one command with sources it is not made of")
+    return "; ".join(notes)
 
 
 BITCODE = b"BC\xc0\xde"
