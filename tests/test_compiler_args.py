@@ -24,6 +24,7 @@ SKIP_ROWS = [
     ("I3 --version", ["--version"], ca.QUERY),
     ("I3 -print-prog-name", ["-print-prog-name=ld"], ca.QUERY),
     ("I3 conftest", ["-o", "conftest", "-g", "-O2", "conftest.c"], ca.PROBE),
+    ("I3 gnulib conftest2", ["-o", "conftest", "-O2", "conftest2.c", "libempty.so"], ca.PROBE),
     ("I3 no inputs", ["-O2"], ca.QUERY),
     ("I3 -o - (object to stdout)", ["-c", "a.c", "-o", "-"], ca.STDOUT_OUTPUT),
     ("I7 -flto", ["-flto", "-c", "a.c"], ca.LTO),

@@ -184,7 +184,10 @@ def _language_of(path: str, forced: str | None) -> str:
 
 def _is_probe(path: str) -> bool:
     base = os.path.basename(path)
-    return (base.startswith("conftest.") or base.startswith("CMakeCCompilerId")
+    stem = base.split(".", 1)[0]
+    # conftest.c, and gnulib's conftest1.c / conftest2.c
+    return ((stem.startswith("conftest") and (stem[8:] == "" or stem[8:].isdigit()))
+            or base.startswith("CMakeCCompilerId")
             or base.startswith("CMakeCXXCompilerId")
             or base.startswith("CMakeCCompilerABI") or base.startswith("CMakeCXXCompilerABI")
             or "/CMakeScratch/TryCompile-" in path or "/CMakeTmp/" in path
