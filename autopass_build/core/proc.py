@@ -48,7 +48,7 @@ def fix_address_layout() -> bool:
     would not be bit-for-bit reproducible.  A fixed layout makes it so.  False when the
     kernel refuses (the compile still runs, as before)."""
     try:
-        import ctypes   # here: only LTO compiles pay for it
+        import ctypes  # here: only LTO compiles pay for it
 
         libc = ctypes.CDLL(None, use_errno=True)
         current = libc.personality(0xFFFFFFFF)   # query
