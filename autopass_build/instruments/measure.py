@@ -28,6 +28,7 @@ from autopass_build.config import CheckConfig, Config, MeasureConfig, RunConfig
 from autopass_build.core import proc
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import stats
+from autopass_build.instruments.output_check import Reference, check_output
 
 # Metrics that give the same value for the same binary and input every time.
 DETERMINISTIC_METRICS = frozenset({"instructions"})
@@ -235,50 +236,6 @@ def pinned_cpu(measure: MeasureConfig) -> int | None:
     except (psutil.Error, AttributeError):
         return None
     return allowed[-1] if allowed else None
-
-
-# -- correctness --------------------------------------------------------------------------
-@dataclass
-class Reference:
-    """What the baseline produced: the standard every candidate run must meet."""
-    status: int
-    stdout: bytes
-    stderr: bytes
-
-
-def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> str:
-    """"" when the run is correct, else why not."""
-    mode = bench.check.mode
-    if result.status != reference.status:
-        return f"exit code {result.status}, the baseline's was {reference.status}"
-    if mode == "output" and result.stdout != reference.stdout:
-        return _first_difference(reference.stdout, result.stdout)
-    if mode == "command":
-        return _run_check_command(bench, result)
-    return ""
-
-
-def _first_difference(expected: bytes, got: bytes) -> str:
-    for number, (a, b) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
-        if a != b:
-            return (f"stdout line {number}: expected {a[:80].decode('utf-8', 'replace')!r}, "
-                    f"got {b[:80].decode('utf-8', 'replace')!r}")
-    return f"stdout has {len(got)} bytes, the baseline's {len(expected)}"
-
-
-def _run_check_command(bench: Benchmark, result: RunResult) -> str:
-    with tempfile.TemporaryDirectory(prefix="autopass-check-") as outdir:
-        for name, data in (("stdout", result.stdout), ("stderr", result.stderr),
-                           ("exit_code", str(result.status).encode())):
-            with open(os.path.join(outdir, name), "wb") as handle:
-                handle.write(data)
-        argv = [t.replace("{outdir}", outdir) for t in bench.check.command]
-        done = proc.run_captured(argv, bench.project_dir, bench.env({}),
-                                 timeout=max(60.0, bench.run.timeout))
-        if done.status != 0 or done.timed_out:
-            why = done.stdout.decode("utf-8", "replace").strip().splitlines()
-            return f"check command failed ({done.status})" + (f": {why[-1]}" if why else "")
-    return ""
 
 
 # -- A/B ----------------------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""Is a candidate's run correct?  Its exit code and output against the baseline's.
+
+`[check] mode`: "output" (exit code and stdout equal the baseline's, the default),
+"exit-code" (only the exit code), or "command" (the user's checker gets a folder with
+stdout, stderr and exit_code, and must exit 0).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autopass_build.core import proc
+
+if TYPE_CHECKING:
+    from autopass_build.instruments.measure import Benchmark, RunResult
+
+
+@dataclass
+class Reference:
+    """What the baseline produced: the standard every candidate run must meet."""
+    status: int
+    stdout: bytes
+    stderr: bytes
+
+
+def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> str:
+    """"" when the run is correct, else why not."""
+    mode = bench.check.mode
+    if result.status != reference.status:
+        return f"exit code {result.status}, the baseline's was {reference.status}"
+    if mode == "output" and result.stdout != reference.stdout:
+        return _first_difference(reference.stdout, result.stdout)
+    if mode == "command":
+        return _run_check_command(bench, result)
+    return ""
+
+
+def _first_difference(expected: bytes, got: bytes) -> str:
+    for number, (a, b) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
+        if a != b:
+            return (f"stdout line {number}: expected {a[:80].decode('utf-8', 'replace')!r}, "
+                    f"got {b[:80].decode('utf-8', 'replace')!r}")
+    return f"stdout has {len(got)} bytes, the baseline's {len(expected)}"
+
+
+def _run_check_command(bench: Benchmark, result: RunResult) -> str:
+    with tempfile.TemporaryDirectory(prefix="autopass-check-") as outdir:
+        for name, data in (("stdout", result.stdout), ("stderr", result.stderr),
+                           ("exit_code", str(result.status).encode())):
+            with open(os.path.join(outdir, name), "wb") as handle:
+                handle.write(data)
+        argv = [t.replace("{outdir}", outdir) for t in bench.check.command]
+        done = proc.run_captured(argv, bench.project_dir, bench.env({}),
+                                 timeout=max(60.0, bench.run.timeout))
+        if done.status != 0 or done.timed_out:
+            why = done.stdout.decode("utf-8", "replace").strip().splitlines()
+            return f"check command failed ({done.status})" + (f": {why[-1]}" if why else "")
+    return ""
