@@ -192,7 +192,8 @@ def _is_probe(path: str) -> bool:
             or base.startswith("CMakeCCompilerABI") or base.startswith("CMakeCXXCompilerABI")
             or "/CMakeScratch/TryCompile-" in path or "/CMakeTmp/" in path
             or "/CompilerIdC/" in path or "/CompilerIdCXX/" in path
-            or base.startswith("cmTC_"))
+            or base.startswith("cmTC_")
+            or "meson-private" in path.split("/"))   # meson's sanity checks and probes
 
 
 def _optimization_role(token: str) -> str:
