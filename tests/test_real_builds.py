@@ -98,3 +98,47 @@ def test_units_says_which_units_no_recorded_link_holds(tmp_path, clang) -> None:
        tmp_path, env)
     said = sh([AUTOPASS, "units"], tmp_path, env)
     assert "1 units are in no recorded link (s.c)" in said
+
+
+OLD_LLVM_AR = """#!/bin/sh
+# An llvm-ar of an older LLVM, as Debian's default `llvm` package puts on PATH: it cannot
+# read LLVM 19 bitcode members (the tuned build's LTO objects).
+for arg in "$@"; do
+  if [ -f "$arg" ] && [ "$(head -c 4 "$arg" | od -An -c | tr -d ' ')" = "BC300336" ]; then
+    echo "llvm-ar: error: $arg: Opaque pointers are only supported in -opaque-pointers mode" >&2
+    exit 1
+  fi
+done
+exec ar "$@"
+"""
+
+
+def test_cmake_under_record_takes_the_compilers_own_archiver(tmp_path) -> None:
+    """F24: a CMake project with a static library, recorded while an older `llvm-ar` is first
+    on PATH (cmark, on a machine with Debian's default llvm 14).  CMake takes the archiver
+    beside the compiler it found; record mode's folder holds LLVM 19's, so the tuned LTO
+    build's bitcode archive builds (with the old one it failed: a broken user build)."""
+    from autopass_build.core import flags_db
+
+    root = copy_example("cmake-cpp", tmp_path)
+    old = tmp_path / "old-llvm"
+    old.mkdir()
+    (old / "llvm-ar").write_text(OLD_LLVM_AR)
+    (old / "llvm-ar").chmod(0o755)
+    env = env_with_autopass()
+    env["PATH"] = f"{old}:{env['PATH']}"
+    build = "cmake -S . -B b -G Ninja && ninja -C b"
+    sh([AUTOPASS, "record", "--", "sh", "-c", build], root, env)
+    cache = (root / "b" / "CMakeCache.txt").read_text()
+    assert f"CMAKE_AR:FILEPATH={root}/.autopass/bin/llvm-ar" in cache
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("b/routeplan", ("lto",), "-O3",
+                                      ("src/geometry.cpp", "src/graph.cpp", "src/main.cpp",
+                                       "src/solver.cpp", "src/text.cpp"))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    applied = subprocess.run([AUTOPASS, "apply", "--", "cmake", "--build", "b",
+                              "--clean-first"], cwd=root, env=env, capture_output=True,
+                             text=True)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    result = subprocess.run(["b/routeplan"], cwd=root, capture_output=True, check=True)
+    assert result.stdout == (root / "expected.txt").read_bytes()

@@ -29,6 +29,7 @@ from autopass_build.core.names import (
 C_NAMES = ("cc", "gcc", "clang", "clang-19", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-cc")
 CXX_NAMES = ("c++", "g++", "clang++", "clang++-19", "x86_64-linux-gnu-g++",
              "x86_64-linux-gnu-c++")
+ARCHIVERS = ("llvm-ar", "llvm-ranlib")
 MAX_SHEBANG = 120
 
 LAUNCHER = """#!{python} -IS
@@ -63,11 +64,22 @@ def write_wrappers(bin_dir: str) -> tuple[str, str]:
         paths.append(path)
     for names, target in ((C_NAMES, "autopass-cc"), (CXX_NAMES, "autopass-c++")):
         for name in names:
-            link = os.path.join(bin_dir, name)
-            if os.path.lexists(link):
-                os.unlink(link)
-            os.symlink(target, link)
+            _relink(os.path.join(bin_dir, name), target)
+    # CMake takes the archiver beside the compiler it found (this folder), else the first
+    # `llvm-ar` on PATH: on a machine with an older default LLVM that one cannot read
+    # LLVM 19 bitcode, and the tuned (LTO) build of a static library fails.  The
+    # compiler's own llvm-ar and llvm-ranlib go here, by their plain names.
+    for tool in ARCHIVERS:
+        found = toolchain.find_tool(tool, exclude=frozenset({os.path.realpath(bin_dir)}))
+        if found:
+            _relink(os.path.join(bin_dir, tool), os.path.abspath(found))
     return paths[0], paths[1]
+
+
+def _relink(link: str, target: str) -> None:
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(target, link)
 
 
 def record_environment(store_dir: str, root: str, base: dict[str, str] | None = None
