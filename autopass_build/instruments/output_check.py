@@ -10,12 +10,26 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from autopass_build.config import CheckConfig, RunConfig
 from autopass_build.core import proc
 
-if TYPE_CHECKING:
-    from autopass_build.instruments.measure import Benchmark, RunResult
+
+class Benchmark(Protocol):
+    """What a check needs of measure.Benchmark (not imported: measure imports this)."""
+    check: CheckConfig
+    run: RunConfig
+    project_dir: str
+
+    def env(self, candidate_env: dict[str, str]) -> dict[str, str]: ...
+
+
+class RunResult(Protocol):
+    """What a check reads of one run (measure.RunResult)."""
+    status: int
+    stdout: bytes
+    stderr: bytes
 
 
 @dataclass
