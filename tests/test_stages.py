@@ -17,6 +17,7 @@ from support import AUTOPASS, recorded_copy
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.core import flags_db, names, stage_flags, toolchain
 from autopass_build.instruments import stages
+from autopass_build.instruments.replay import Replayer
 from autopass_build.store.index import Store
 from autopass_build.store.targets import resolve
 from autopass_build.tuning.journal import Journal, Phase
@@ -128,6 +129,33 @@ def test_another_binary_linking_the_bitcode_units_gets_the_lto_link_too(tmp_path
     for program, args in (("./ltomini", ["3"]), ("./other", [])):
         ran = subprocess.run([program, *args], cwd=root, capture_output=True, text=True)
         assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
+
+
+def test_identical_twin_objects_map_to_the_unit_the_link_named(tmp_path) -> None:
+    """libtool compiles a library source twice, PIC and plain (PIE on Debian's clang),
+    and their objects are often byte-identical while their IR is not.  The library's
+    link named the PIC object; taking the newer PIE twin for it put a PIE module into
+    the LTO link of a shared library, and clang chose local-exec TLS for tls.c: the link
+    failed, and jq lost its LTO stage.  The unit whose output the link named is used."""
+    root = tmp_path / "twin"
+    import shutil
+    shutil.copytree(Path(__file__).parent / "data" / "twin-mini", root)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
+                   capture_output=True)
+    assert (root / "pic" / "plain.o").read_bytes() == (root / "plain.o").read_bytes()
+    store = Store.open_existing(str(root / ".autopass"))
+    [library] = [t for t in resolve(store, str(root)) if t.output_rel == "libtwin.so"]
+    units = {u.id: u for u in store.units()}
+    assert sorted(os.path.relpath(units[u].output, root) for u in library.units) == [
+        "pic/plain.o", "pic/tls.o"]
+    replayer = Replayer(store)
+    lto = stage_flags.flags(("lto",), "-O2", lld=toolchain.find_tool("ld.lld"))
+    [prog] = [t for t in resolve(store, str(root)) if t.output_rel == "prog"]
+    built = replayer.build(prog.output, {u: lto.unit_flags for u in prog.runtime_units()},
+                           lto.link_flags)
+    ran = subprocess.run([built.binary], env={**os.environ, **built.env},
+                         capture_output=True, text=True)
+    assert ran.stdout == "42\n", ran.stderr
 
 
 SEVERAL_AT_ONCE = {

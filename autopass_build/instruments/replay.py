@@ -40,6 +40,7 @@ from autopass_build.core.flags import replayable_from_ir
 from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.store.index import LinkRecord, Store, UnitRecord
+from autopass_build.store.targets import ObjectIndex
 
 # Roles of a unit's original arguments that matter when compiling its IR.
 CODEGEN_ROLES = (R_OPTIMIZATION, R_DEBUG, R_OTHER)
@@ -118,10 +119,7 @@ class Replayer:
         found (the check itself needs that)."""
         self.store = store
         self.units = {u.id: u for u in store.units()}
-        self.by_object = {}
-        for unit in sorted(self.units.values(), key=lambda u: u.recorded_at):
-            if unit.object_hash:
-                self.by_object[unit.object_hash] = unit
+        self.by_object = ObjectIndex(list(self.units.values()))
         self.links = {link.output: link for link in store.links()}
         self.from_source = store.units_replayed_from_source() if trust_fidelity else set()
         self.compile_timeout = compile_timeout
@@ -214,7 +212,7 @@ class Replayer:
         member_files = []
         staging = os.path.join(folder, "ar-" + digest[:12])
         for index, ((name, member_hash), member) in enumerate(zip(record.members, kept)):
-            unit = self.by_object.get(member_hash)
+            unit = self.by_object.find(member_hash)
             data = (open(self.object_for(unit, flags_by_unit.get(unit.id, ())), "rb").read()
                     if unit else member.data)
             member_path = os.path.join(staging, str(index), name)
@@ -335,7 +333,7 @@ class Replayer:
             rebuilt = self._link_of_shared(item.path)
             return os.path.join(folder, os.path.basename(rebuilt.output)) if rebuilt \
                 else item.path
-        unit = self.by_object.get(item.hash or "")
+        unit = self.by_object.find(item.hash, item.path)
         if unit is not None:
             return self.object_for(unit, flags_by_unit.get(unit.id, ()))
         kept = self.store.blob_path("obj", item.hash or "", ".o")

@@ -38,13 +38,34 @@ class Target:
         return asdict(self)
 
 
+class ObjectIndex:
+    """Units by the hash of the object they made.  Two units can make the same bytes:
+    libtool compiles each source twice (PIC into .libs/, and the default, PIE on Debian's
+    clang), and for many sources the objects are identical while their IR is not (a PIE
+    module in an LTO link of a shared library makes clang choose local-exec TLS, and the
+    link fails: jq).  So the unit whose own output is the path the link named comes
+    first; else the newest."""
+
+    def __init__(self, units: list[UnitRecord]):
+        self._by_hash: dict[str, list[UnitRecord]] = {}
+        for unit in sorted(units, key=lambda u: u.recorded_at, reverse=True):
+            if unit.object_hash:
+                self._by_hash.setdefault(unit.object_hash, []).append(unit)
+
+    def find(self, digest: str | None, path: str = "") -> UnitRecord | None:
+        found = self._by_hash.get(digest or "", [])
+        if path:
+            wanted = os.path.realpath(path)
+            for unit in found:
+                if unit.output and os.path.realpath(unit.output) == wanted:
+                    return unit
+        return found[0] if found else None
+
+
 def resolve(store: Store, root: str) -> list[Target]:
     units = store.units()
     by_id = {u.id: u for u in units}
-    by_object: dict[str, UnitRecord] = {}
-    for unit in sorted(units, key=lambda u: u.recorded_at):
-        if unit.object_hash:
-            by_object[unit.object_hash] = unit  # newest wins
+    by_object = ObjectIndex(units)
     targets = [_resolve_link(store, link, by_id, by_object, root) for link in store.links()]
     _add_loaded_units(targets, store.links())
     return targets
@@ -71,7 +92,7 @@ def _add_loaded_units(targets: list[Target], links: list[LinkRecord]) -> None:
 
 
 def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
-                  by_object: dict[str, UnitRecord], root: str) -> Target:
+                  by_object: ObjectIndex, root: str) -> Target:
     target = Target(link.output, relative_to(link.output, root), link.kind)
 
     def add(unit: UnitRecord | None, label: str) -> None:
@@ -85,12 +106,12 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
         if item.kind == "unit":
             add(by_id.get(item.path), item.path)
         elif item.kind == "object":
-            add(by_object.get(item.hash or ""), relative_to(item.path, root))
+            add(by_object.find(item.hash, item.path), relative_to(item.path, root))
         elif item.kind == "shared":
             target.shared_libraries.append(relative_to(item.path, root))
         elif item.kind == "archive":
             target.archives.append(relative_to(item.path, root))
             record = store.archive(item.hash or "")
             for name, digest in (record.members if record else []):
-                add(by_object.get(digest), f"{relative_to(item.path, root)}({name})")
+                add(by_object.find(digest), f"{relative_to(item.path, root)}({name})")
     return target

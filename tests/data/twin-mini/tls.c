@@ -1,0 +1,2 @@
+static __thread int counter;
+int bump(void) { return ++counter; }
