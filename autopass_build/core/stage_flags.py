@@ -4,7 +4,10 @@ lists (never from flags stored in it).  Runs in apply mode's compiles: no import
 core.
 
     pgo      every unit with -fprofile-instr-use=<profile>
-    lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2
+    lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2;
+             the objects are "fat" (-ffat-lto-objects: machine code too, the bitcode in a
+             section) so that the build's own `ar`, `nm` and linkers of any LLVM version
+             still read them, and lld is told to use the bitcode (--fat-lto-objects)
     thinlto  the same with -flto=thin
     bolt     the link with -Wl,--emit-relocs; the linked binary is then rewritten by BOLT
              with the profile shipped beside the database (core/bolt.py)
@@ -17,6 +20,10 @@ from autopass_build.core.records import Record
 PGO, LTO, THINLTO, BOLT = "pgo", "lto", "thinlto", "bolt"
 BOLT_LINK_FLAGS = ("-Wl,--emit-relocs",)   # BOLT moves code: it needs the relocations
 LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' own
+# libtool builds export lists with the system's `nm` and archives with its `ar`: with a
+# bitcode-only object (jq) they read nothing (an older LLVM plugin, or none), the export
+# list is empty and the link fails -- and a plain link, the fallback, cannot read bitcode.
+FAT = "-ffat-lto-objects"
 
 
 class StageFlags(Record):
@@ -49,8 +56,9 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
     lto = lto_mode(stages)
     if lto:
         level = opt_level if opt_level in LTO_LEVELS else "-O2"
-        unit.append(lto)
-        link += [lto, f"--ld-path={lld}" if lld else "-fuse-ld=lld", level]
+        unit += [lto, FAT]
+        link += [lto, FAT, f"--ld-path={lld}" if lld else "-fuse-ld=lld",
+                 "-Wl,--fat-lto-objects", level]
     if BOLT in stages:
         link += BOLT_LINK_FLAGS
     return StageFlags(tuple(unit), tuple(link))
