@@ -312,3 +312,33 @@ def test_instructions_metric_on_a_debug_build(project, tmp_path):
     bench = bench_for(tmp_path, ["{exe}", "1"])
     result = run_once(bench, str(project / "dataproc"), {}, 300, metric="instructions")
     assert result.outcome == Outcome.OK and result.value > 1e8
+
+
+VERSIONED = {
+    "lib.c": "int foo(int x) { return x + 1; }\nint bar(int x) { return x * 2; }\n",
+    "main.c": "int foo(int);\nint main(void) { return foo(-1); }\n",
+    "lib.ver": "{ global: foo; local: *; };\n",
+    "Makefile": "CC ?= cc\nprog: main.c libv.so\n\t$(CC) -O2 -o $@ main.c -L. -lv\n"
+                "libv.so: lib.c lib.ver\n\t$(CC) -O2 -fPIC -shared -o $@ lib.c "
+                "-Wl,--version-script=lib.ver\n",
+}
+
+
+def test_a_relink_reads_the_trees_version_script_as_it_is_now(tmp_path) -> None:
+    """A shared library's link reads a version script from the tree (libtool's
+    libjq.ver).  The user's next build may rewrite it; a relink cached before would be
+    stale (jq kept failing on a .ver a broken build had emptied, until the cache went)."""
+    for name, text in VERSIONED.items():
+        (tmp_path / name).write_text(text)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    store = Store.open_existing(str(tmp_path / ".autopass"))
+
+    def exported() -> str:
+        built = Replayer(store).build(str(tmp_path / "prog"))
+        return subprocess.run(["nm", "-D", "--defined-only", f"{built.folder}/libv.so"],
+                              capture_output=True, text=True, check=True).stdout
+
+    assert " foo" in exported() and " bar" not in exported()
+    (tmp_path / "lib.ver").write_text("{ global: foo; bar; local: *; };\n")
+    assert " bar" in exported()

@@ -42,6 +42,9 @@ from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.store.index import LinkRecord, Store, UnitRecord
 from autopass_build.store.targets import ObjectIndex
 
+OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")
+MAX_TREE_FILE = 1 << 20      # version and linker scripts are small; outputs are not read
+
 # Roles of a unit's original arguments that matter when compiling its IR.
 CODEGEN_ROLES = (R_OPTIMIZATION, R_DEBUG, R_OTHER)
 QUIET = ["-w", "-Wno-unused-command-line-argument"]
@@ -244,12 +247,30 @@ class Replayer:
             raise EvaluationError(Outcome.LINK_FAIL, f"no recorded link produces {target}")
         key = hash_json([target, sorted((k, list(v)) for k, v in flags_by_unit.items()),
                          link.output_hash, self.compiler_override or "",
-                         list(link_flags)])[:20]
+                         list(link_flags), self._tree_files(link)])[:20]
         folder = os.path.join(self.work, key)
         os.makedirs(folder, exist_ok=True)
         binary = self._link(link, flags_by_unit, folder, tuple(link_flags))
         return Candidate(binary, folder, {"LD_LIBRARY_PATH": folder} if self._shared_inputs(link)
                          else {})
+
+    def _tree_files(self, link: LinkRecord) -> list[str]:
+        """The hashes of the files the link reads from the project tree besides its inputs
+        (a version script, a linker script), its shared inputs' links included: the
+        user's next build may rewrite them, and a relink cached before would be stale."""
+        root = os.path.dirname(os.path.realpath(self.store.dir)) + os.sep
+        skip = {os.path.realpath(i.path) for i in link.inputs} | {
+            os.path.realpath(link.output)}
+        found = []
+        for token in link.argv:
+            for part in token.replace("=", ",").split(","):
+                path = os.path.realpath(os.path.join(link.cwd, part))
+                if (part and not part.startswith("-") and not part.endswith(OBJECT_ENDINGS)
+                        and path.startswith(root) and path not in skip
+                        and os.path.isfile(path) and os.path.getsize(path) <= MAX_TREE_FILE):
+                    found.append(hash_file(path))
+        return found + [h for shared in self._shared_inputs(link)
+                        for h in self._tree_files(shared)]
 
     def _link_of_shared(self, path: str) -> LinkRecord | None:
         """The recorded link that made a shared library input (libtool links the
