@@ -198,18 +198,24 @@ def test_cmake_apply_mode_through_autopass_cmake(tmp_path) -> None:
     assert {p.name: p.read_bytes() for p in (root / "build").rglob("*.o")} == tuned
 
 
-def test_verify_reproducible_and_measured(tmp_path) -> None:
-    """Three clean builds through the project's Makefile: plain, tuned, tuned; the tuned
-    binaries are bit-identical and measurably faster (callgrind instructions)."""
-    root = tmp_path / "mini"
-    shutil.copytree(Path(__file__).parent / "data" / "tune-mini", root)
+def verified(root: Path, data: str, run: str, hot_flags: list[str]
+             ) -> tuple[Path, subprocess.CompletedProcess]:
+    """tests/data/`data` recorded by its Makefile at `root`, hot.c tuned with `hot_flags`
+    (run: the [run] command line and what follows), then `autopass verify`."""
+    shutil.copytree(Path(__file__).parent / "data" / data, root)
     subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
     (root / "autopass.toml").write_text(
         '[build]\ncommand = "make"\nclean = "make clean"\n'
-        '[run]\ncommand = ["{exe}", "20"]\n'
+        f'[run]\ncommand = {run}\n'
         '[measure]\nmetric = "instructions"\nmin_pairs = 2\nmax_pairs = 2\n')
-    write_db(root, {"hot.c": entry(root, "hot.c", ["-O3"])})
-    done = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+    write_db(root, {"hot.c": entry(root, "hot.c", hot_flags)})
+    return root, subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+
+
+def test_verify_reproducible_and_measured(tmp_path) -> None:
+    """Three clean builds through the project's Makefile: plain, tuned, tuned; the tuned
+    binaries are bit-identical and measurably faster (callgrind instructions)."""
+    root, done = verified(tmp_path / "mini", "tune-mini", '["{exe}", "20"]', ["-O3"])
     assert done.returncode == 0, done.stderr
     assert "mini: two clean tuned builds are bit-identical" in done.stdout
     speedup = float(done.stdout.split("speedup ")[1].split("x")[0])
@@ -224,15 +230,8 @@ def test_verify_measures_the_project_shared_library_each_build_made(tmp_path) ->
     copied binary alone, which loaded whatever the system had under that name (for xz:
     the installed liblzma, so tuned and plain measured alike); it copies the libraries
     with each side and runs each with its own first."""
-    root = tmp_path / "shared"
-    shutil.copytree(Path(__file__).parent / "data" / "shared-mini", root)
-    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True, capture_output=True)
-    (root / "autopass.toml").write_text(
-        '[build]\ncommand = "make"\nclean = "make clean"\n'
-        '[run]\ncommand = ["{exe}", "300"]\ntarget = "prog"\n'
-        '[measure]\nmetric = "instructions"\nmin_pairs = 2\nmax_pairs = 2\n')
-    write_db(root, {"hot.c": entry(root, "hot.c", ["-O1"])})
-    done = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+    _, done = verified(tmp_path / "shared", "shared-mini", '["{exe}", "300"]\ntarget = "prog"',
+                       ["-O1"])
     assert done.returncode == 0, done.stderr
     assert ("prog (with the 1 project shared libraries it loads): two clean tuned builds "
             "are bit-identical") in done.stdout
