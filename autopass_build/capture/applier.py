@@ -151,9 +151,9 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     ours = (db.target is not None and not parsed.skipped_sources and bool(sources)
             and all(s in db.target.units for s in sources))
     staged = stage.unit_flags if stage and ours else ()
-    if staged and parsed.mode == COMPILE_AND_LINK and not link.flags:
+    if stage and staged and parsed.mode == COMPILE_AND_LINK and not link.flags:
         # its own sources become bitcode here: whatever it links needs the LTO link
-        link = Decision(stage.link_flags if stage else (), link.warning, bolt=link.bolt)
+        link = Decision(stage.link_flags, link.warning, bolt=link.bolt)
     notes = [profile.warning, stage_warning if ours else "", link.warning]
     if several:
         decision = Decision((), _several_sources_note(db, sources, ours, stage is not None))

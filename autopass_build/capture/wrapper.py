@@ -220,7 +220,7 @@ def _apply(plan: Plan) -> int:
             return 1
     if not decision.flags:
         return plan.exec_compiler()
-    if any(flag.startswith("-flto") for flag in decision.flags):
+    if proc.wants_fixed_layout(decision.flags):
         proc.fix_address_layout()   # LTO objects are otherwise not reproducible
     # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
     # compile's own output.

@@ -45,8 +45,8 @@ def tool(name: str = "llvm-bolt") -> str | None:
         if name != "llvm-bolt":
             explicit = os.path.join(os.path.dirname(os.path.realpath(explicit)), name)
         return os.path.realpath(explicit) if toolchain.is_executable_file(explicit) else None
-    found = toolchain.find_tool(name)
-    return os.path.realpath(found) if found and toolchain.is_executable_file(found) else None
+    found = toolchain.find_tool(name)    # an executable file, or None
+    return os.path.realpath(found) if found else None
 
 
 def missing() -> str:

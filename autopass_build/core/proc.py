@@ -40,6 +40,11 @@ def run_buffered(path: str, argv: list[str], env: dict[str, str]) -> tuple[Finis
 ADDR_NO_RANDOMIZE = 0x0040000   # <linux/personality.h>
 
 
+def wants_fixed_layout(argv: list[str] | tuple[str, ...]) -> bool:
+    """Whether a compiler call needs fix_address_layout: it makes LTO objects."""
+    return any(token.startswith("-flto") for token in argv)
+
+
 def fix_address_layout() -> bool:
     """Start every later child of this process without address-space randomization
     (personality(2), kept across exec).  clang 19 writes an -flto object's module-level

@@ -191,7 +191,7 @@ class Replayer:
         with its outcome."""
         done = proc.run_captured(argv, cwd, proc.clean_env(dict(os.environ)),
                                  self.compile_timeout,
-                                 fixed_layout=any(a.startswith("-flto") for a in argv))
+                                 fixed_layout=proc.wants_fixed_layout(argv))
         if done.timed_out:
             raise EvaluationError(Outcome.COMPILE_TIMEOUT, f"compiling {unit.source_rel} "
                                   f"took over {self.compile_timeout:g}s")

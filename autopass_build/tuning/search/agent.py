@@ -4,9 +4,9 @@ Each proposal is a set of per-unit knob changes on top of the incumbent (the bes
 clearly-faster configuration so far).  With attribution (`tune --attribute`) the
 incumbent is composed per unit (`credit.py`): each unit keeps the knobs that made its own
 cost lowest in a candidate the program as a whole did not find slower, so a change that
-made its unit faster is built on even when another change in the same candidate hid it.  A proposal naming a unit, knob or value outside
-the space, or one that a constraint undoes, is not measured: it goes back to the planner
-as feedback.  A candidate that regresses or fails goes to the diagnoser, whose lesson the
+made its unit faster is built on even when another change in the same candidate hid it.
+A proposal naming a unit, knob or value outside the space, or one that a constraint
+undoes, is not measured: it goes back to the planner as feedback.  A candidate that regresses or fails goes to the diagnoser, whose lesson the
 planner reads from then on.  `start` builds the agents' context (evidence, profile,
 run folder) and backend from the run before the first `ask`.
 """
