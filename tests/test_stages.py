@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -145,7 +146,6 @@ def test_identical_twin_objects_map_to_the_unit_the_link_named(tmp_path) -> None
     the LTO link of a shared library, and clang chose local-exec TLS for tls.c: the link
     failed, and jq lost its LTO stage.  The unit whose output the link named is used."""
     root = tmp_path / "twin"
-    import shutil
     shutil.copytree(Path(__file__).parent / "data" / "twin-mini", root)
     subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
                    capture_output=True)
@@ -179,7 +179,6 @@ def test_a_command_compiling_several_sources_gets_the_stages(tmp_path, how) -> N
     so they apply (they were silently dropped: lz4's tuned build measured 1.058x in
     tuning and 0.996x in `verify`), and a link of the bitcode it makes gets lld."""
     root = tmp_path / "mini"
-    import shutil
     shutil.copytree(LTO_MINI, root)
     (root / "Makefile").write_text("CC ?= cc\nCFLAGS ?= -O2\n" + SEVERAL_AT_ONCE[how]
                                    + "clean:\n\trm -f *.o ltomini\n")
