@@ -53,6 +53,8 @@ class ObjectIndex:
                 self._by_hash.setdefault(unit.object_hash, []).append(unit)
 
     def find(self, digest: str | None, path: str = "") -> UnitRecord | None:
+        """The unit that made these bytes; `path` is where the link (or, for an archive
+        member, the archive's folder and the member's name) says they came from."""
         found = self._by_hash.get(digest or "", [])
         if path:
             wanted = os.path.realpath(path)
@@ -62,13 +64,32 @@ class ObjectIndex:
         return found[0] if found else None
 
 
+def gone(unit: UnitRecord) -> bool:
+    """Whether a unit's source and object were both deleted after the build: a configure
+    script's probe under a name no rule knows (zlib's ztest$$.c), not part of the
+    program.  A `make clean` deletes objects, never sources."""
+    return not os.path.exists(unit.source) and not (unit.output
+                                                    and os.path.exists(unit.output))
+
+
 def resolve(store: Store, root: str) -> list[Target]:
     units = store.units()
     by_id = {u.id: u for u in units}
     by_object = ObjectIndex(units)
-    targets = [_resolve_link(store, link, by_id, by_object, root) for link in store.links()]
-    _add_loaded_units(targets, store.links())
+    links, targets = [], []
+    for link in store.links():
+        target = _resolve_link(store, link, by_id, by_object, root)
+        if not _probe(target, by_id):
+            links.append(link)
+            targets.append(target)
+    _add_loaded_units(targets, links)
     return targets
+
+
+def _probe(target: Target, by_id: dict[str, UnitRecord]) -> bool:
+    """A link whose output and every unit in it are gone: a configure probe (after a
+    `make clean` the sources are still there)."""
+    return not os.path.exists(target.output) and all(gone(by_id[u]) for u in target.units)
 
 
 def _add_loaded_units(targets: list[Target], links: list[LinkRecord]) -> None:
@@ -112,6 +133,8 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
         elif item.kind == "archive":
             target.archives.append(relative_to(item.path, root))
             record = store.archive(item.hash or "")
+            folder = os.path.dirname(item.path)
             for name, digest in (record.members if record else []):
-                add(by_object.find(digest), f"{relative_to(item.path, root)}({name})")
+                add(by_object.find(digest, os.path.join(folder, name)),
+                    f"{relative_to(item.path, root)}({name})")
     return target
