@@ -8,6 +8,7 @@ never silently falls back to a default.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import shlex
 from dataclasses import dataclass, field, fields, replace
@@ -307,7 +308,7 @@ STARTER = '''\
 # to a clean tree (`autopass verify` builds from scratch three times). A string runs as
 # your shell runs it (sh -c: `&&`, `>/dev/null` and variables work); a list of strings
 # is one argument vector, run without a shell.
-command = "{build}"
+command = {build}
 clean = "make clean"
 
 [run]
@@ -315,7 +316,7 @@ clean = "make clean"
 # A list of strings avoids any quoting questions: ["{{exe}}", "--size", "4"]. Never a shell.
 command = "{{exe}}"
 # Which recorded binary to tune (see `autopass targets`); default: the only executable.
-target = "{target}"
+target = {target}
 # Folder the benchmark runs in, relative to this file; environment added to it.
 cwd = "."
 env = {{}}
@@ -384,5 +385,7 @@ max_tokens = 400000
 '''
 
 
-def starter_text(build: str = "make -j2", target: str = "") -> str:
-    return STARTER.format(build=build.replace('"', '\\"'), target=target)
+def starter_text(build: str | list[str] = "make -j2", target: str = "") -> str:
+    """`build`: a string (run by the shell) or an argument vector.  A JSON string or
+    array of strings is TOML too, escapes included."""
+    return STARTER.format(build=json.dumps(build), target=json.dumps(target))

@@ -23,7 +23,7 @@ from autopass_build.cli.common import (
 from autopass_build.core import toolchain
 from autopass_build.core.names import STORE_DIRNAME
 from autopass_build.store.index import Store, StoreError
-from autopass_build.store.targets import resolve
+from autopass_build.store.targets import gone, resolve
 
 
 def add_parsers(sub) -> None:
@@ -58,7 +58,9 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("init", help="write a commented autopass.toml to start from")
     add_store_option(p)
-    p.add_argument("--build", default="make -j2", help="the build command to write in")
+    p.add_argument("--build", default=None,
+                   help="the build command to write in (default: the one `autopass record "
+                        "--` ran here, else 'make -j2')")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.set_defaults(func=cmd_init)
 
@@ -100,7 +102,11 @@ def cmd_record(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("autopass: interrupted; what was recorded so far is kept", file=sys.stderr)
         return 130
-    _print_record_summary(store, started, log_before)
+    if _print_record_summary(store, started, log_before) and status == 0:
+        try:   # the build that recorded something, for `autopass init`
+            store.remember_build(command, folder or os.getcwd())
+        except OSError:
+            pass
     if status != 0:
         print(f"autopass: the build command exited with {status}", file=sys.stderr)
     return status
@@ -121,7 +127,8 @@ def _configured_build(args: argparse.Namespace) -> tuple[list[str], str]:
     return list(config.build.command), config.resolve(config.build.root)
 
 
-def _print_record_summary(store: Store, started: float, log_before: int) -> None:
+def _print_record_summary(store: Store, started: float, log_before: int) -> int:
+    """Says what this build recorded; how many units and links."""
     all_units, all_links = store.units(), store.links()
     units = [u for u in all_units if u.recorded_at >= started]
     skipped = [s for s in store.skipped() if s.recorded_at >= started]
@@ -138,21 +145,24 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> None
         print(f"autopass: {len(failures)} problems logged in "
               f"{os.path.join(store.dir, 'autopass.log')}; the build was not affected. "
               f"First: {failures[0]}", file=sys.stderr)
+    return len(units) + len(links)
 
 
 def cmd_units(args: argparse.Namespace) -> int:
     store = open_store(args)
     root = root_of(store)
-    units, skipped = store.units(), store.skipped()
+    every, skipped = store.units(), store.skipped()
+    units = [u for u in every if not gone(u)]
+    deleted = sorted({u.source_rel for u in every if gone(u)})
     if args.json:
         json.dump({"root": root,
                    "units": [_unit_json(u, root) for u in units],
                    "skipped": [vars(s) for s in skipped]}, sys.stdout, indent=2)
         print()
         return 0
-    if not units:
+    if not every:
         print("no units recorded yet: run `autopass record -- <build command>`")
-    else:
+    elif units:
         width = max(len(u.source_rel) for u in units)
         print(f"{'SOURCE':<{width}}  LANG  OPT  OBJECT")
         for u in units:
@@ -160,6 +170,11 @@ def cmd_units(args: argparse.Namespace) -> int:
             print(f"{u.source_rel:<{width}}  {_short_lang(u.language):<4}  "
                   f"{u.opt_level:<3}  {obj}")
         print(f"{len(units)} units")
+    if deleted:
+        print(f"left out: {len(every) - len(units)} units whose source and object were "
+              f"deleted after the build, configure probes ({', '.join(deleted[:5])}"
+              f"{', ...' if len(deleted) > 5 else ''})")
+    if units:
         linked = {uid for t in resolve(store, root) for uid in t.runtime_units()}
         loose = [u.source_rel for u in units if u.id not in linked]
         if loose:
@@ -211,15 +226,34 @@ def cmd_init(args: argparse.Namespace) -> int:
     if os.path.exists(path) and not args.force:
         raise CliError(f"{path} exists; edit it, or pass --force to overwrite it")
     target = ""
+    build: str | list[str] = args.build or "make -j2"
     folder = store_dir(args)
     if os.path.isdir(folder):
-        executables = [t for t in resolve(Store.open_existing(folder), os.getcwd())
-                       if t.kind == "executable"]
+        store = Store.open_existing(folder)
+        executables = [t for t in resolve(store, os.getcwd()) if t.kind == "executable"]
         target = executables[0].output_rel if len(executables) == 1 else ""
+        recorded = store.recorded_build()
+        if args.build is None and recorded and _same_folder(recorded.cwd, os.getcwd()):
+            build = _as_configured(recorded.argv)
     with open(path, "w") as handle:
-        handle.write(configuration.starter_text(args.build, target))
-    print(f"wrote {path}: set [run].command to your benchmark, then `autopass try`")
+        handle.write(configuration.starter_text(build, target))
+    said = build if isinstance(build, str) else " ".join(build)
+    print(f"wrote {path} (build: {said}): set [run].command to your benchmark, then "
+          "`autopass try`")
     return 0
+
+
+def _same_folder(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _as_configured(argv: list[str]) -> str | list[str]:
+    """A recorded argument vector as [build].command says it: `sh -c SCRIPT` as the
+    script (a string runs with sh -c), anything else as the vector itself."""
+    if len(argv) == 3 and os.path.basename(argv[0]) in ("sh", "bash", "dash") \
+            and argv[1] == "-c":
+        return argv[2]
+    return argv
 
 
 # Tools a stage needs, not autopass itself: their absence is a note, not a problem.

@@ -19,10 +19,12 @@ import time
 from dataclasses import dataclass, field
 
 from autopass_build.capture.spool import SPOOL, Spool
+from autopass_build.core.files import write_atomic
 from autopass_build.store import spool_records
 
 SCHEMA_VERSION = 1
 DB_NAME = "store.db"
+BUILD_NAME = "build-command.json"
 BUSY_TIMEOUT_S = 120.0
 
 SCHEMA = """
@@ -114,6 +116,12 @@ class ArchiveRecord:
     hash: str
     path: str
     members: list[tuple[str, str]]  # (member name, content hash), archive order
+
+
+@dataclass(frozen=True)
+class RecordedBuild:
+    argv: list[str]
+    cwd: str
 
 
 class StoreError(Exception):
@@ -290,6 +298,26 @@ class Store:
 
     def log_lines(self) -> list[str]:
         return self.spool.log_lines()
+
+    # -- the recorded build command (what `autopass init` writes in) ----------------------
+    def remember_build(self, argv: list[str], cwd: str) -> None:
+        """The command `autopass record` ran, and where: the build this store is of."""
+        write_atomic(os.path.join(self.dir, BUILD_NAME),
+                     json.dumps({"argv": argv, "cwd": os.path.abspath(cwd)}).encode())
+
+    def recorded_build(self) -> RecordedBuild | None:
+        """The build `autopass record` last ran into this store; None when it was not
+        recorded that way (the wrapper alone, CMake's include) or the file is unreadable."""
+        try:
+            with open(os.path.join(self.dir, BUILD_NAME), "rb") as handle:
+                data = json.load(handle)
+            argv, cwd = data["argv"], data["cwd"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+                and isinstance(cwd, str)):
+            return None
+        return RecordedBuild(argv, cwd)
 
 
 def _unit_from_row(r: tuple) -> UnitRecord:

@@ -1,0 +1,68 @@
+"""`autopass record` as a user meets it on a project it has never seen: what `init`
+writes afterwards, and what a configure script's probes leave behind (zlib 1.2.13,
+RELIABILITY I13)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from support import AUTOPASS, write
+
+from autopass_build import config as cfg
+
+# A configure script in the style of zlib's: it compiles and links a probe under a name
+# of its own (ztest$$.c), deletes it, then the build proper runs.
+CONFIGURE_THEN_BUILD = """\
+cat > ztest$$.c <<'C'
+int main(void) { return 0; }
+C
+${CC:-cc} -O2 -o ztest$$ ztest$$.c && rm -f ztest$$ ztest$$.c
+${CC:-cc} -O2 -c app.c -o app.o && ${CC:-cc} -O2 -o app app.o
+"""
+
+
+def _recorded_project(root: Path) -> Path:
+    write(root / "app.c", '#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n')
+    write(root / "configure-and-build.sh", CONFIGURE_THEN_BUILD)
+    done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", "sh ./configure-and-build.sh"],
+                          cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def test_probes_deleted_after_the_build_are_left_out(tmp_path) -> None:
+    """The probe's unit and link were recorded (no name rule knows ztest$$.c); its source
+    and binary are gone, so it is neither a target nor a unit to tune, and `init`
+    finds the one real executable."""
+    root = _recorded_project(tmp_path / "p")
+    targets = json.loads(subprocess.run([AUTOPASS, "targets", "--json"], cwd=root,
+                                        capture_output=True, text=True, check=True).stdout)
+    assert [t["output_rel"] for t in targets] == ["app"]
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout
+    assert "left out: 1 units whose source and object were deleted" in units
+    assert "ztest" not in units.replace(units[units.index("left out"):], "")
+    assert "in no recorded link" not in units
+    subprocess.run([AUTOPASS, "init"], cwd=root, check=True, capture_output=True)
+    assert cfg.load(str(root / "autopass.toml")).run.target == "app"
+
+
+def test_init_writes_the_build_that_was_recorded(tmp_path) -> None:
+    """`init` after `autopass record -- sh -c SCRIPT` writes SCRIPT as [build].command
+    (it wrote `make -j2` whatever the build was); a later record that built nothing
+    does not replace it."""
+    root = _recorded_project(tmp_path / "p")
+    subprocess.run([AUTOPASS, "record", "--", "true"], cwd=root, check=True,
+                   capture_output=True)
+    done = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0 and "build: sh ./configure-and-build.sh" in done.stdout
+    config = cfg.load(str(root / "autopass.toml"))
+    assert config.build.command == ("sh", "-c", "sh ./configure-and-build.sh")
+
+
+def test_init_writes_any_argument_vector_back_exactly(tmp_path) -> None:
+    odd = ["make", "-C", 'dir with "quotes"', "CFLAGS=-O3 -DX=\\\\1"]
+    config = cfg.parse(cfg.starter_text(odd, 'bin/a"b'))
+    assert config.build.command == tuple(odd) and config.run.target == 'bin/a"b'
