@@ -228,6 +228,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     target = ""
     build: str | list[str] = args.build or "make -j2"
     folder = store_dir(args)
+    executables = []
     if os.path.isdir(folder):
         store = Store.open_existing(folder)
         executables = [t for t in resolve(store, os.getcwd()) if t.kind == "executable"]
@@ -240,6 +241,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     said = build if isinstance(build, str) else " ".join(build)
     print(f"wrote {path} (build: {said}): set [run].command to your benchmark, then "
           "`autopass try`")
+    if len(executables) > 1:
+        print("several executables were recorded; set [run].target to the one the "
+              "benchmark runs: " + ", ".join(t.output_rel for t in executables))
     return 0
 
 
