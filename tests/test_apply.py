@@ -223,6 +223,10 @@ def test_verify_reproducible_and_measured(tmp_path) -> None:
     missing = subprocess.run([AUTOPASS, "verify", "--config", "/dev/null"], cwd=root,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "[build].clean" in missing.stderr
+    (root / "autopass.flags.json").rename(root / "elsewhere.json")
+    nothing = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+    assert nothing.returncode == 2 and "nothing to verify" in nothing.stderr
+    assert "verify: clean" not in nothing.stderr      # before three builds, not after
 
 
 def test_verify_measures_the_project_shared_library_each_build_made(tmp_path) -> None:

@@ -193,7 +193,10 @@ def _is_probe(path: str) -> bool:
             or "/CMakeScratch/TryCompile-" in path or "/CMakeTmp/" in path
             or "/CompilerIdC/" in path or "/CompilerIdCXX/" in path
             or base.startswith("cmTC_")
-            or "meson-private" in path.split("/"))   # meson's sanity checks and probes
+            or "meson-private" in path.split("/")    # meson's sanity checks and probes
+            # `-x c++ /dev/null -o /dev/null`: does the compiler take a flag (ninja's
+            # configure.py); a device is no source to tune, /dev/null no object
+            or path.startswith(("/dev/", "/proc/")))
 
 
 def _optimization_role(token: str) -> str:

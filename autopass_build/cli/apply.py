@@ -126,9 +126,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     store = open_store(args)
     config = load_config(args)
     db = config.resolve(config.tune.flags_db)
-    if not os.path.isfile(db):
-        print(f"autopass: warning: {db} does not exist: the tuned build is the plain one "
-              "(run `autopass tune` first)", file=sys.stderr)
     progress = Progress("verify")
     try:
         target = choose_target(store, args.target or config.run.target)

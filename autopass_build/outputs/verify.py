@@ -45,7 +45,10 @@ def _build(config: Config, env: dict[str, str], folder: str, progress: Progress)
         done = subprocess.run(list(command), cwd=folder, env=env, capture_output=True)
         if done.returncode != 0:
             tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-            raise VerifyError(f"[build].{what} failed ({done.returncode}): " + " | ".join(tail))
+            raise VerifyError(f"[build].{what} failed ({done.returncode}): " + " | ".join(tail)
+                              + f"; set [build].{what} in {config.path or 'autopass.toml'} to "
+                              + ("the command that brings the tree back to clean"
+                                 if what == "clean" else "the build that works by hand"))
 
 
 def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
@@ -55,6 +58,9 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
     if not config.build.command or not config.build.clean:
         raise VerifyError('verify rebuilds from scratch: set [build].command and [build].clean '
                           'in autopass.toml, e.g. command = "make -j2", clean = "make clean"')
+    if not os.path.isfile(db):   # else three builds and a measurement of plain against plain
+        raise VerifyError(f"nothing to verify: {db} does not exist; `autopass tune` writes "
+                          "it (or set [tune].flags_db to the database to verify)")
     folder = config.resolve(config.build.root)
     keep = tempfile.mkdtemp(prefix="autopass-verify-")
     copies = []
