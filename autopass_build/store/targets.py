@@ -44,13 +44,35 @@ class ObjectIndex:
     clang), and for many sources the objects are identical while their IR is not (a PIE
     module in an LTO link of a shared library makes clang choose local-exec TLS, and the
     link fails: jq).  So the unit whose own output is the path the link named comes
-    first; else the newest."""
+    first; else the newest.  An archive names only its members' file names: see
+    `member_folder`."""
 
     def __init__(self, units: list[UnitRecord]):
         self._by_hash: dict[str, list[UnitRecord]] = {}
+        self._per_folder: dict[str, int] = {}
         for unit in sorted(units, key=lambda u: u.recorded_at, reverse=True):
             if unit.object_hash:
                 self._by_hash.setdefault(unit.object_hash, []).append(unit)
+            if unit.output:
+                folder = os.path.dirname(os.path.realpath(unit.output))
+                self._per_folder[folder] = self._per_folder.get(folder, 0) + 1
+
+    def member_folder(self, members: list[tuple[str, str]]) -> str:
+        """The folder an archive's members were made in: the one holding the most of
+        them under their own names, the one with fewest other objects on a tie.  One
+        source can be compiled into several folders with identical bytes (libtool's
+        `.libs/`, zlib's `objs/`; CMake's `jpeg-static.dir/` and `turbojpeg-static.dir/`
+        for libjpeg-turbo, one PIC), and the archive's own folder need not be any of them
+        (CMake puts libjpeg.a in the build folder); '' when no unit matches."""
+        votes: dict[str, int] = {}
+        for name, digest in members:
+            for unit in self._by_hash.get(digest, []):
+                if unit.output and os.path.basename(unit.output) == name:
+                    folder = os.path.dirname(os.path.realpath(unit.output))
+                    votes[folder] = votes.get(folder, 0) + 1
+        if not votes:
+            return ""
+        return max(votes, key=lambda f: (votes[f], -self._per_folder.get(f, 0)))
 
     def find(self, digest: str | None, path: str = "") -> UnitRecord | None:
         """The unit that made these bytes; `path` is where the link (or, for an archive
@@ -133,8 +155,9 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
         elif item.kind == "archive":
             target.archives.append(relative_to(item.path, root))
             record = store.archive(item.hash or "")
-            folder = os.path.dirname(item.path)
-            for name, digest in (record.members if record else []):
+            members = record.members if record else []
+            folder = by_object.member_folder(members)
+            for name, digest in members:
                 add(by_object.find(digest, os.path.join(folder, name)),
                     f"{relative_to(item.path, root)}({name})")
     return target
