@@ -50,6 +50,7 @@ class RunConfig:
     env: tuple[tuple[str, str], ...] = ()
     timeout: float = 120.0          # seconds, for the baseline; candidates get k x baseline
     inputs: tuple[str, ...] = ()    # files the benchmark reads (checked to exist)
+    stdin: str = ""                 # a file fed to the benchmark's standard input
     train: tuple[str, ...] = ()     # PGO training run ("{exe}"), default: the benchmark;
                                     # when set, `autopass tune` tunes on top of PGO
 

@@ -342,3 +342,34 @@ def test_a_relink_reads_the_trees_version_script_as_it_is_now(tmp_path) -> None:
     assert " foo" in exported() and " bar" not in exported()
     (tmp_path / "lib.ver").write_text("{ global: foo; bar; local: *; };\n")
     assert " bar" in exported()
+
+
+STDIN_CONFIG = """
+[run]
+command = ["sh", "-c", "read rounds && exec {exe} $rounds"]
+stdin = "rounds.txt"
+[measure]
+metric = "cpu"
+min_pairs = 2
+max_pairs = 2
+"""
+
+
+def test_the_benchmark_reads_its_standard_input_from_run_stdin(tmp_path) -> None:
+    """[run].stdin feeds a file to every run of the benchmark: measured runs, the
+    profile (perf) and the PGO training run.  Without it stdin is /dev/null, `read`
+    fails, and the baseline itself is an error; a missing file is one line."""
+    from support import recorded_tune_mini
+
+    root = recorded_tune_mini(tmp_path / "mini", STDIN_CONFIG, profile=False)
+    (root / "rounds.txt").write_text("20\n")
+    for command in (["try", "--flags", "hot.c=-O2"], ["profile"], ["pgo"]):
+        done = subprocess.run([AUTOPASS, *command], cwd=root, capture_output=True, text=True)
+        assert done.returncode == 0, (command, done.stderr)
+    assert "hot.c" in subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True,
+                                     text=True).stdout
+    (root / "rounds.txt").unlink()
+    done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "[run].stdin" in done.stderr and "rounds.txt is not a file" in done.stderr

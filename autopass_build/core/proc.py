@@ -164,19 +164,20 @@ class Captured:
 
 def run_captured(argv: list[str], cwd: str, env: dict[str, str] | None = None,
                  timeout: float = 300.0, output_cap: int = 1 << 20,
-                 fixed_layout: bool = False) -> Captured:
+                 fixed_layout: bool = False, stdin: str | None = None) -> Captured:
     """Run a tool in its own session, capturing (capped) output; kill the group on timeout.
     `fixed_layout`: without address-space randomization (LTO compiles, see
-    fix_address_layout).
+    fix_address_layout); `stdin`: a file to read as standard input (else none).
 
     For the tuner's compiles and links (not the wrapper's path, hence the late import).
     """
     import subprocess
 
-    process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True,
-                               preexec_fn=fix_address_layout if fixed_layout else None)
+    with open(stdin or os.devnull, "rb") as source:
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=source,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   start_new_session=True,
+                                   preexec_fn=fix_address_layout if fixed_layout else None)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
         timed_out = False

@@ -178,7 +178,7 @@ class Attributor:
         with tempfile.TemporaryDirectory(prefix="autopass-attribute-") as scratch:
             argv = bench.argv(debugless_copy(side.binary, scratch))
             counts = callgrind_counts(argv, bench.cwd, bench.env(side.env),
-                                      bench.run.timeout * 60)
+                                      bench.run.timeout * 60, bench.stdin)
         units = by_unit(counts, unit_mapper(side.defined))
         if memo:
             self._counted[key] = units
@@ -193,6 +193,7 @@ class Attributor:
             for name in (("base", "cand") if i % 2 == 0 else ("cand", "base")):
                 side = sides[name]
                 samples = perf_samples(bench.argv(side.binary), bench.cwd,
-                                       bench.env(side.env), bench.run.timeout * 3, FREQUENCY)
+                                       bench.env(side.env), bench.run.timeout * 3, FREQUENCY,
+                                       bench.stdin)
                 runs[name].append(by_unit(samples, mappers[name]))
         return effects(runs["base"], runs["cand"], changed, bench.measure.precision)

@@ -52,19 +52,20 @@ class Profile:
         return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
 
 
-def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float) -> list[tuple[str, float]]:
+def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float,
+                  stdin: str | None = None) -> list[tuple[str, float]]:
     """(symbol, percent of the samples) of one run, for symbols of at least MIN_SHARE."""
     try:
-        return _shares(perf_samples(argv, cwd, env, timeout, frequency=1999))
+        return _shares(perf_samples(argv, cwd, env, timeout, frequency=1999, stdin=stdin))
     except SamplingError as error:
         raise ProfileError(str(error)) from None
 
 
-def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float
-                       ) -> list[tuple[str, float]]:
+def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float,
+                       stdin: str | None = None) -> list[tuple[str, float]]:
     """argv[0] must be a binary without debug info (see measure.debugless_copy)."""
     try:
-        return _shares(callgrind_counts(argv, cwd, env, timeout * 60))
+        return _shares(callgrind_counts(argv, cwd, env, timeout * 60, stdin))
     except SamplingError as error:
         raise ProfileError(f"neither perf nor callgrind can profile here ({error}): "
                            "apt-get install linux-perf valgrind") from None
@@ -83,13 +84,14 @@ def profile(evaluator: Evaluator) -> Profile:
     bench = evaluator.bench
     argv, env = bench.argv(base.binary), bench.env(base.env)
     try:
-        samples, method = _perf_samples(argv, bench.cwd, env, bench.run.timeout * 3), "perf"
+        samples = _perf_samples(argv, bench.cwd, env, bench.run.timeout * 3, bench.stdin)
+        method = "perf"
         if not samples:
             raise ProfileError("perf recorded no samples")
     except ProfileError:
         with tempfile.TemporaryDirectory(prefix="autopass-profile-") as scratch:
             argv = bench.argv(debugless_copy(base.binary, scratch))
-            samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout)
+            samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout, bench.stdin)
         method = "callgrind"
     defined = evaluator.defined_functions()
     functions = [HotFunction(name, share, sorted(set(defined.get(name, []))))

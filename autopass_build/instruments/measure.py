@@ -65,6 +65,10 @@ class Benchmark:
         for path in config.run.inputs:
             if not os.path.exists(config.resolve(path)):
                 raise MeasureError(f"[run].inputs: {path} does not exist")
+        if config.run.stdin and not os.path.isfile(config.resolve(config.run.stdin)):
+            raise MeasureError(f"[run].stdin: {config.resolve(config.run.stdin)} is not a "
+                               "file; give the file the benchmark reads on standard input, "
+                               "relative to autopass.toml")
         return cls(config.run, config.check, config.measure, config.project_dir)
 
     def argv(self, exe: str) -> list[str]:
@@ -79,6 +83,12 @@ class Benchmark:
     @property
     def cwd(self) -> str:
         return os.path.normpath(os.path.join(self.project_dir, self.run.cwd))
+
+    @property
+    def stdin(self) -> str | None:
+        """The file every run of the benchmark reads as standard input; None: nothing
+        (/dev/null), so a benchmark that reads it can never wait on a terminal."""
+        return os.path.join(self.project_dir, self.run.stdin) if self.run.stdin else None
 
 
 # -- one run ------------------------------------------------------------------------------
@@ -182,11 +192,12 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
         if metric == "instructions":
             exe = debugless_copy(exe, scratch)
         argv = metric_prefix(metric, metric_file) + bench.argv(exe)
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        with open(out_path, "wb") as out, open(err_path, "wb") as err, \
+                open(bench.stdin or os.devnull, "rb") as source:
             started = time.perf_counter()
             try:
                 child = subprocess.Popen(argv, cwd=bench.cwd, env=bench.env(candidate_env),
-                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         stdin=source, stdout=out, stderr=err,
                                          start_new_session=True)
             except OSError as error:
                 return RunResult(Outcome.RUN_CRASH, None, 0.0, -1, b"", b"",

@@ -25,8 +25,9 @@ class SamplingError(Exception):
 
 
 def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
-                 frequency: int) -> Samples:
-    """Samples per symbol of one run of `argv`, at `frequency` per second of CPU time."""
+                 frequency: int, stdin: str | None = None) -> Samples:
+    """Samples per symbol of one run of `argv` (reading `stdin`, a file), at `frequency`
+    per second of CPU time."""
     perf = shutil.which("perf")
     if perf is None:
         raise SamplingError("perf not found (sudo apt-get install linux-perf)")
@@ -34,7 +35,7 @@ def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
         data = os.path.join(scratch, "perf.data")
         done = proc.run_captured([perf, "record", "-q", "--no-bpf-event", "-e", "cpu-clock",
                                   "-F", str(frequency), "-o", data, "--", *argv],
-                                 cwd, env, timeout)
+                                 cwd, env, timeout, stdin=stdin)
         if done.timed_out or done.status != 0 or not os.path.exists(data):
             raise SamplingError("perf record failed: "
                                 + done.stderr.decode("utf-8", "replace")[-200:])
@@ -60,7 +61,8 @@ def parse_report(text: str) -> Samples:
     return samples
 
 
-def callgrind_counts(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Samples:
+def callgrind_counts(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
+                     stdin: str | None = None) -> Samples:
     """Instructions per function of one run of `argv` under callgrind (deterministic),
     summed over every process it starts (a benchmark run through `sh -c` or a script).
     The binary under test must be one without debug info (see measure.debugless_copy)."""
@@ -70,7 +72,7 @@ def callgrind_counts(argv: list[str], cwd: str, env: dict[str, str], timeout: fl
         pattern = os.path.join(scratch, "callgrind.out.%p")
         run = proc.run_captured(["valgrind", "--tool=callgrind", "-q", "--demangle=no",
                                  "--trace-children=yes", f"--callgrind-out-file={pattern}",
-                                 "--", *argv], cwd, env, timeout)
+                                 "--", *argv], cwd, env, timeout, stdin=stdin)
         outs = sorted(os.path.join(scratch, f) for f in os.listdir(scratch))
         if run.timed_out or not outs:
             raise SamplingError("callgrind failed: "

@@ -34,7 +34,8 @@ def run(bench: Benchmark, binary: str, env: dict[str, str], show) -> None:
     argv = [t.replace("{exe}", binary) for t in bench.run.train] or bench.argv(binary)
     show(f"training: running {'[run].train' if bench.run.train else 'the benchmark'} "
          "on the instrumented build")
-    done = proc.run_captured(argv, bench.cwd, env, timeout=bench.run.timeout * 10)
+    done = proc.run_captured(argv, bench.cwd, env, timeout=bench.run.timeout * 10,
+                             stdin=None if bench.run.train else bench.stdin)
     if done.status != 0 or done.timed_out:
         raise TrainingError(f"the training run failed (exit {done.status}): "
                             + done.stderr.decode("utf-8", "replace")[-300:])
