@@ -66,3 +66,26 @@ def test_init_writes_any_argument_vector_back_exactly(tmp_path) -> None:
     odd = ["make", "-C", 'dir with "quotes"', "CFLAGS=-O3 -DX=\\\\1"]
     config = cfg.parse(cfg.starter_text(odd, 'bin/a"b'))
     assert config.build.command == tuple(odd) and config.run.target == 'bin/a"b'
+
+
+def test_a_build_with_flto_says_what_to_change(tmp_path) -> None:
+    """Compiles with -flto cannot be recorded (their object is bitcode already): the
+    record summary, `units` and the error of a command that found no executable name
+    the fix, instead of "no units recorded yet: run autopass record"."""
+    root = tmp_path / "lto"
+    write(root / "m.c", "int f(int);\nint main(int c, char **v) { return f(c); }\n")
+    write(root / "f.c", "int f(int x) { return x * 3; }\n")
+    build = "cc -O2 -flto -c m.c && cc -O2 -flto -c f.c && cc -flto -o app m.o f.o"
+    done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and (root / "app").exists()
+    assert "cannot be tuned: build without -flto" in done.stderr
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
+    assert "every compile was skipped" in units.stdout and "lto: build without" in units.stdout
+    subprocess.run([AUTOPASS, "init"], cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text((root / "autopass.toml").read_text().replace(
+        'command = "{exe}"', 'command = ["{exe}"]'))
+    tune = subprocess.run([AUTOPASS, "tune", "--budget", "1"], cwd=root, capture_output=True,
+                          text=True)
+    assert tune.returncode == 2 and tune.stderr.count("\n") == 1
+    assert "skipped (lto): build without -flto" in tune.stderr

@@ -72,6 +72,18 @@ STDOUT_OUTPUT = "stdout_output"        # -o -: the object goes to standard outpu
 UNSUPPORTED_LANGUAGE = "unsupported_language"
 EMBED_BITCODE = "embed_bitcode"
 
+# What a user changes in the build so that such compiles are recorded (record's summary,
+# `units`, and the error of a command that found nothing to tune say it).
+FIXES = {
+    LTO: "build without -flto: the lto and thinlto stages of `autopass tune` add it back, "
+         "measured",
+    PROFILE: "build without -fprofile-*: the pgo stage of `autopass tune` trains its own",
+    PCH: "build without precompiled headers (CMake: -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON)",
+    MODULES: "build without -fmodules / C++ modules",
+    SAVE_TEMPS: "build without -save-temps",
+    EMBED_BITCODE: "build without -fembed-bitcode",
+}
+
 QUIET_REASONS = frozenset({QUERY, VERBOSE, PREPROCESS, DEPENDENCY_ONLY, SYNTAX_ONLY, PROBE,
                            ASSEMBLY_OUTPUT, ASSEMBLER_SOURCE})
 

@@ -12,6 +12,7 @@ import time
 
 from autopass_build import config as configuration
 from autopass_build.capture.build_env import record_environment
+from autopass_build.capture.compiler_args import FIXES
 from autopass_build.cli.common import (
     CliError,
     add_config_option,
@@ -140,6 +141,10 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> int:
     if len(all_units) != len(units) or len(all_links) != len(links):
         line += f" (the store now holds {len(all_units)} units, {len(all_links)} links)"
     print(line, file=sys.stderr)
+    for reason, count in sorted(reasons.items()):
+        if reason in FIXES:
+            print(f"autopass: {count} commands skipped ({reason}) cannot be tuned: "
+                  f"{FIXES[reason]}", file=sys.stderr)
     failures = store.log_lines()[log_before:]
     if failures:
         print(f"autopass: {len(failures)} problems logged in "
@@ -160,7 +165,9 @@ def cmd_units(args: argparse.Namespace) -> int:
                    "skipped": [vars(s) for s in skipped]}, sys.stdout, indent=2)
         print()
         return 0
-    if not every:
+    if not every and skipped:
+        print("no units recorded: every compile was skipped (below)")
+    elif not every:
         print("no units recorded yet: run `autopass record -- <build command>`")
     elif units:
         width = max(len(u.source_rel) for u in units)
@@ -187,6 +194,8 @@ def cmd_units(args: argparse.Namespace) -> int:
         for s in skipped:
             what = " ".join(os.path.relpath(p, root) for p in s.sources) or " ".join(s.argv)[:80]
             print(f"  {s.reason:<16} {what}" + (f"  ({s.detail})" if s.detail else ""))
+        for reason in sorted({s.reason for s in skipped} & FIXES.keys()):
+            print(f"{reason}: {FIXES[reason]}")
     return 0
 
 

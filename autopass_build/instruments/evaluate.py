@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from autopass_build.capture.compiler_args import FIXES
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import EvaluationError, Outcome
@@ -70,9 +71,16 @@ def choose_target(store: Store, wanted: str) -> Target:
     if len(executables) == 1:
         return executables[0]
     if not executables:
-        raise EvaluateError("no executable was recorded: run `autopass record -- <build>`")
+        raise EvaluateError("no executable was recorded: run `autopass record -- <build>`"
+                            + _why_nothing(store))
     raise EvaluateError("several executables were recorded; choose one with --target or "
                         "[run].target: " + ", ".join(t.output_rel for t in executables))
+
+
+def _why_nothing(store: Store) -> str:
+    """What kept the build's compiles out of the store, when that is the user's to fix."""
+    reasons = sorted({s.reason for s in store.skipped()} & FIXES.keys())
+    return "".join(f"; commands were skipped ({r}): {FIXES[r]}" for r in reasons)
 
 
 def match_units(spec: str, units: list[UnitRecord]) -> list[UnitRecord]:
