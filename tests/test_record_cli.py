@@ -89,3 +89,19 @@ def test_a_build_with_flto_says_what_to_change(tmp_path) -> None:
                           text=True)
     assert tune.returncode == 2 and tune.stderr.count("\n") == 1
     assert "skipped (lto): build without -flto" in tune.stderr
+
+
+def test_a_library_linked_with_double_dash_shared_is_a_shared_library(tmp_path) -> None:
+    """zopfli's Makefile links libzopflipng.so with `--shared`, the drivers' other
+    spelling: it was recorded as an executable, offered as a target to benchmark."""
+    root = tmp_path / "dd"
+    write(root / "lib.c", "int twice(int x) { return 2 * x; }\n")
+    write(root / "main.c", "int twice(int);\nint main(int c, char **v) { return twice(c) - 2; }\n")
+    build = ("cc -O2 -fPIC -c lib.c && cc lib.o --shared -o libtw.so "
+             "&& cc -O2 -c main.c && cc main.o -L. -ltw -o app")
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    targets = json.loads(subprocess.run([AUTOPASS, "targets", "--json"], cwd=root,
+                                        capture_output=True, text=True, check=True).stdout)
+    assert {t["output_rel"]: t["kind"] for t in targets} == {"libtw.so": "shared",
+                                                           "app": "executable"}

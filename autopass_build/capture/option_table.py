@@ -46,6 +46,8 @@ OPTIONS: tuple[tuple[str, int, str], ...] = (
     ("--param", SEPARATE, R_OTHER),
     ("--print-", PREFIX | QUERY_BIT, R_OTHER),
     ("--serialize-diagnostics", SEPARATE, _S),
+    ("--shared", 0, _L),      # the drivers' other spelling of -shared (zopfli's Makefile)
+    ("--static", 0, _L),
     ("--sysroot", SEPARATE, R_OTHER),
     ("--target", SEPARATE, R_OTHER),
     ("--target-help", QUERY_BIT, R_OTHER),
@@ -152,6 +154,9 @@ OPTIONS: tuple[tuple[str, int, str], ...] = (
     ("-x", SEPARATE | JOINED, R_LANGUAGE),
     ("-z", SEPARATE, _L),
 )
+SHARED = ("-shared", "--shared")
+STATIC = ("-static", "--static")
+
 _EXACT = {name: (name, bits, role) for name, bits, role in OPTIONS}
 _BY_PREFIX = sorted(((name, bits, role) for name, bits, role in OPTIONS
                      if bits & (JOINED | PREFIX)), key=lambda o: -len(o[0]))

@@ -18,7 +18,7 @@ import time
 
 from autopass_build.capture import archive
 from autopass_build.capture.compiler_args import COMPILE, Invocation, Skip
-from autopass_build.capture.option_table import R_LINK
+from autopass_build.capture.option_table import R_LINK, SHARED, STATIC
 from autopass_build.capture.spool import Spool
 from autopass_build.core import proc, toolchain
 from autopass_build.core.files import hash_bytes, hash_file, hash_json, relative_to
@@ -191,7 +191,7 @@ def _describe_input(spool: Spool, path: str, archives: list[dict]) -> list:
 
 def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) -> None:
     link_flags = inv.flag_tokens(R_LINK)
-    static = "-static" in link_flags
+    static = any(t in STATIC for t in link_flags)
     archives: list[dict] = []
     inputs = [["unit", u["id"], None] for u in units]
     for path in inv.link_inputs:
@@ -202,7 +202,7 @@ def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) ->
         if found:
             inputs.append(_describe_input(spool, found, archives))
     output = _abs(call.cwd, inv.link_output() or "a.out")
-    kind = ("shared" if "-shared" in link_flags else
+    kind = ("shared" if any(t in SHARED for t in link_flags) else
             "relocatable" if "-r" in link_flags else "executable")
     spool.write_record({
         "type": "link", "output": output, "cwd": call.cwd, "compiler": call.compiler_path,

@@ -32,6 +32,7 @@ from autopass_build.capture.option_table import (
     R_OUTPUT,
     R_SIDE_OUTPUT,
     R_SOURCE,
+    STATIC,
 )
 from autopass_build.capture.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
@@ -317,7 +318,7 @@ class Replayer:
         units_here = {self.units[i.path].source: self.units[i.path] for i in link.inputs
                       if i.kind == "unit" and i.path in self.units}
         lib_dirs = library_dirs(parsed, link.cwd)
-        static = "-static" in parsed.flag_tokens(R_LINK)
+        static = any(t in STATIC for t in parsed.flag_tokens(R_LINK))
         args = ["-L" + folder] if self._shared_inputs(link) else []
         for arg in parsed.args:
             token = arg.tokens[-1]
