@@ -373,3 +373,17 @@ def test_the_benchmark_reads_its_standard_input_from_run_stdin(tmp_path) -> None
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "[run].stdin" in done.stderr and "rounds.txt is not a file" in done.stderr
+
+
+def test_a_benchmark_of_a_few_milliseconds_gets_a_note_with_the_fix(tmp_path) -> None:
+    """tune-mini runs in ~5 ms: start-up and timer noise outweigh any flag, so every
+    verdict would read UNCLEAR without saying why.  `try` says it once, and what to do."""
+    from support import recorded_tune_mini
+
+    root = recorded_tune_mini(tmp_path / "mini", '[run]\ncommand = ["{exe}", "1"]\n'
+                              '[measure]\nmin_pairs = 2\nmax_pairs = 2\n', profile=False)
+    done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("note: the benchmark runs in") == 1
+    assert "give it a bigger input" in done.stderr

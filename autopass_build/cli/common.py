@@ -66,7 +66,9 @@ class Progress:
     """A one-line progress display on a terminal, plain lines otherwise.
 
     `progress(message)` shows a step; `progress(message, transient=True)` marks per-file
-    steps, thinned out in logs; `progress(None)` clears the line before other output."""
+    steps, thinned out in logs; `progress(None)` clears the line before other output.
+    A message starting "note: " is advice the user must be able to read afterwards: a
+    whole line that stays, on a terminal too."""
 
     def __init__(self, label: str):
         self.label = label
@@ -80,7 +82,10 @@ class Progress:
                 sys.stderr.write("\r\033[K")
                 sys.stderr.flush()
             return
-        if self.tty:
+        if self.tty and message.startswith("note: "):
+            sys.stderr.write(f"\r\033[K{self.label}: {message}\n")
+            self.shown = False
+        elif self.tty:
             sys.stderr.write(f"\r\033[K{self.label}: {message}"[:200])
             self.shown = True
         elif not transient or time.monotonic() - self.last >= 2.0:

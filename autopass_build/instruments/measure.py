@@ -274,6 +274,20 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
     return Reference(result.status, result.stdout, result.stderr), result.wall
 
 
+SHORT_RUN_S = 0.05
+_said_short: list[bool] = []      # the note is said once per process
+
+
+def _note_a_short_run(wall: float, progress: Progress) -> None:
+    """Below ~50 ms, process start-up and timer noise outweigh the code a candidate
+    changes: say so once, with the fix, rather than let every verdict read UNCLEAR."""
+    if wall < SHORT_RUN_S and not _said_short:
+        _said_short.append(True)
+        progress(f"note: the benchmark runs in {wall * 1000:.0f} ms, where start-up and "
+                 "timer noise weigh more than the code: give it a bigger input ([run]."
+                 "command), so that a run takes 0.5-5 s")
+
+
 def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe: str,
             cand_env: dict[str, str], progress: Progress | None = None,
             level: float = 0.95, baseline_memo: list[float] | None = None) -> Comparison:
@@ -286,6 +300,8 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
     cfg = bench.measure
     cpu = pinned_cpu(cfg)
     reference, base_wall = baseline_reference(bench, base_exe, base_env, cpu)
+    if progress and cfg.metric in ("wall", "cpu"):
+        _note_a_short_run(base_wall, progress)
     cand_timeout = max(1.0, cfg.timeout_factor * base_wall)
     runs = 1
     first = run_once(bench, cand_exe, cand_env, cand_timeout, metric="wall", cpu=cpu)
