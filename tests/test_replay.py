@@ -387,3 +387,31 @@ def test_a_benchmark_of_a_few_milliseconds_gets_a_note_with_the_fix(tmp_path) ->
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("note: the benchmark runs in") == 1
     assert "give it a bigger input" in done.stderr
+
+
+ARGV0_PROGRAM = r"""
+#include <stdio.h>
+int main(int argc, char **argv) {
+    unsigned long s = 0;
+    for (unsigned long i = 0; i < 3000000; i++) s += i * i % 7;
+    printf("/* Command-line: %s */\n%lu\n", argv[0], s);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("metric", ["cpu", "instructions"])
+def test_a_program_that_prints_its_own_path_is_not_wrong_output(tmp_path, metric) -> None:
+    """gperf prints its command line, argv[0] included, and the baseline and every
+    candidate live in folders of their own: every candidate and every stage was
+    WRONG_OUTPUT.  Each runs under one stable name (a link) for the whole process."""
+    root = tmp_path / "argv0"
+    (root).mkdir()
+    (root / "prog.c").write_text(ARGV0_PROGRAM)
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", "cc -O1 -c prog.c && cc -o prog prog.o"],
+                   cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text(f'[run]\ncommand = ["{{exe}}"]\n[measure]\n'
+                                        f'metric = "{metric}"\nmin_pairs = 2\nmax_pairs = 2\n')
+    done = subprocess.run([AUTOPASS, "try", "--flags", "prog.c=-O2"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "outcome: OK" in done.stdout, done.stdout + done.stderr

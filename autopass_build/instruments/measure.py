@@ -13,6 +13,7 @@ against the baseline's, and pairs accumulate until the interval of the ratio (se
 
 from __future__ import annotations
 
+import atexit
 import os
 import resource
 import select
@@ -148,6 +149,28 @@ def debugless_copy(exe: str, folder: str) -> str:
     return out if done.status == 0 and os.path.exists(out) else exe
 
 
+_stable_folder: list[str] = []   # this process's folder of stable names (see stable_name)
+
+
+def stable_name(exe: str) -> str:
+    """`exe` under one path for the whole process: a symbolic link of its own file name
+    in this process's folder.  The baseline and each candidate live in folders of their
+    own, and a program that prints its argv[0] (gperf's "Command-line:" comment) would
+    differ from the baseline in its output for that alone; the dynamic loader resolves
+    the link, so $ORIGIN and /proc/self/exe still name the real file."""
+    if not _stable_folder:
+        folder = tempfile.mkdtemp(prefix="autopass-exe-")
+        atexit.register(shutil.rmtree, folder, True)
+        _stable_folder.append(folder)
+    link = os.path.join(_stable_folder[0], os.path.basename(exe))
+    fresh = link + ".new"
+    if os.path.lexists(fresh):
+        os.unlink(fresh)
+    os.symlink(os.path.abspath(exe), fresh)
+    os.replace(fresh, link)
+    return link
+
+
 def _callgrind_total(prefix: str) -> float:
     """Instructions summed over the callgrind files of every traced process."""
     folder, stem = os.path.split(prefix)
@@ -191,7 +214,7 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
         metric_file = os.path.join(scratch, "metric")
         if metric == "instructions":
             exe = debugless_copy(exe, scratch)
-        argv = metric_prefix(metric, metric_file) + bench.argv(exe)
+        argv = metric_prefix(metric, metric_file) + bench.argv(stable_name(exe))
         with open(out_path, "wb") as out, open(err_path, "wb") as err, \
                 open(bench.stdin or os.devnull, "rb") as source:
             started = time.perf_counter()
