@@ -16,6 +16,8 @@ from support import (
     snapshot,
 )
 
+from autopass_build.core import flags_db
+
 CMAKE_INCLUDE = f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={REPO}/cmake/AutoPass.cmake"
 
 
@@ -72,6 +74,7 @@ def test_a_build_command_string_runs_as_a_shell_runs_it(tmp_path, clang, opt):
     assert "building with [build].command" in said
     check_recorded(root, opt, "dataproc", 11)
     assert all(u.opt_level == "-O1" for u in _units(root))     # CFLAGS=-O1 reached make
+    flags_db.save(str(root / "autopass.flags.json"), flags_db.empty())   # verify needs one
     done = subprocess.run([AUTOPASS, "verify", "--no-measure"], cwd=root, env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
