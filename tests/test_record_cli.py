@@ -5,6 +5,7 @@ RELIABILITY I13)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -105,3 +106,25 @@ def test_a_library_linked_with_double_dash_shared_is_a_shared_library(tmp_path) 
                                         capture_output=True, text=True, check=True).stdout)
     assert {t["output_rel"]: t["kind"] for t in targets} == {"libtw.so": "shared",
                                                            "app": "executable"}
+
+
+def test_a_build_that_compiled_past_the_wrapper_or_nothing_says_which(tmp_path) -> None:
+    """A CMake folder configured before `autopass record` calls the compiler by its full
+    path: the build compiles, record sees nothing and said only "recorded 0 units".  It
+    now says the compiles went past it and how to configure; a build already up to date
+    is told to clean first."""
+    root = tmp_path / "cm"
+    write(root / "CMakeLists.txt", "cmake_minimum_required(VERSION 3.13)\nproject(t C)\n"
+                                   "add_executable(app main.c)\n")
+    write(root / "main.c", "int main(void) { return 0; }\n")
+    subprocess.run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja",
+                    f"-DCMAKE_C_COMPILER={shutil.which('clang-19') or 'cc'}"],
+                   cwd=root, check=True, capture_output=True)
+    past = subprocess.run([AUTOPASS, "record", "--", "ninja", "-C", "build"], cwd=root,
+                          capture_output=True, text=True)
+    assert past.returncode == 0 and (root / "build" / "app").exists()
+    assert "compiled 1 objects (e.g. build/CMakeFiles/app.dir/main.c.o) but none through " \
+           "autopass (a folder CMake configured before" in past.stderr
+    again = subprocess.run([AUTOPASS, "record", "--", "ninja", "-C", "build"], cwd=root,
+                           capture_output=True, text=True)
+    assert "nothing was compiled: if the build was up to date, clean it first" in again.stderr

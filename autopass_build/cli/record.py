@@ -11,6 +11,7 @@ import sys
 import time
 
 from autopass_build import config as configuration
+from autopass_build.capture import unseen
 from autopass_build.capture.build_env import record_environment
 from autopass_build.capture.compiler_args import FIXES
 from autopass_build.cli.common import (
@@ -108,6 +109,8 @@ def cmd_record(args: argparse.Namespace) -> int:
             store.remember_build(command, folder or os.getcwd())
         except OSError:
             pass
+    elif status == 0 and not [s for s in store.skipped() if s.recorded_at >= started]:
+        print(f"autopass: {unseen.advice(folder or os.getcwd(), started)}", file=sys.stderr)
     if status != 0:
         print(f"autopass: the build command exited with {status}", file=sys.stderr)
     return status

@@ -1,0 +1,67 @@
+"""After a recording that captured no compile: did the build compile anyway, past the
+wrapper, or was there nothing to compile?
+
+CMake and Meson write the compiler's full path into their build files when they
+configure; a build folder configured before `autopass record` calls /usr/bin/clang-19
+itself, and the compiler names record mode puts first on PATH are never asked.  A build
+that was up to date compiles nothing at all.  Each needs a different fix, so `record`
+looks at what the build wrote and says which.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+OBJECT_SUFFIXES = (".o", ".obj", ".lo")
+MAX_FILES = 50_000        # a bounded look: a huge tree is not walked whole for advice
+SKIPPED_FOLDERS = frozenset({".autopass", ".git", ".hg", ".svn", "node_modules"})
+CONFIGURED_BY = (("CMakeCache.txt", "CMake"), ("build.ninja", "Ninja"),
+                 ("meson-info", "Meson"))
+
+
+@dataclass(frozen=True)
+class Unseen:
+    objects: int          # object files written since the build started
+    example: str          # one of them, relative to the folder looked in
+    configured_by: str    # the build system whose configured folder holds them, or ""
+
+
+def unseen_compiles(folder: str, since: float) -> Unseen | None:
+    """Object files under `folder` written at or after `since` (the build compiled past
+    the wrapper), or None when there are none (the build was up to date)."""
+    count, example, configured_by, seen = 0, "", "", 0
+    for current, folders, files in os.walk(folder):
+        folders[:] = [f for f in folders if f not in SKIPPED_FOLDERS]
+        names = set(files) | set(folders)
+        for marker, system in CONFIGURED_BY:
+            if marker in names and not configured_by:
+                configured_by = system
+        for name in files:
+            seen += 1
+            if not name.endswith(OBJECT_SUFFIXES):
+                continue
+            path = os.path.join(current, name)
+            try:
+                if os.stat(path).st_mtime >= since:
+                    count += 1
+                    example = example or os.path.relpath(path, folder)
+            except OSError:
+                continue
+        if seen > MAX_FILES:
+            break
+    return Unseen(count, example, configured_by) if count else None
+
+
+def advice(folder: str, since: float) -> str:
+    """One line for a build that recorded no compile: why, and what to do."""
+    unseen = unseen_compiles(folder, since)
+    if unseen is None:
+        return ("nothing was compiled: if the build was up to date, clean it first (e.g. "
+                "`make clean`) and record again, so that every compile runs under autopass")
+    where = (f" (a folder {unseen.configured_by} configured before, which names the "
+             "compiler by its full path)" if unseen.configured_by else "")
+    return (f"the build compiled {unseen.objects} objects (e.g. {unseen.example}) but none "
+            f"through autopass{where}: configure the build under `autopass record` too, in "
+            "a fresh folder (`autopass record -- sh -c \"cmake -S . -B build && ninja -C "
+            "build\"`), or pass the compiler as CC=autopass-cc / CXX=autopass-c++")
