@@ -128,3 +128,59 @@ def test_a_build_that_compiled_past_the_wrapper_or_nothing_says_which(tmp_path) 
     again = subprocess.run([AUTOPASS, "record", "--", "ninja", "-C", "build"], cwd=root,
                            capture_output=True, text=True)
     assert "nothing was compiled: if the build was up to date, clean it first" in again.stderr
+
+
+def test_apply_on_a_folder_configured_before_says_nothing_took_the_flags(tmp_path) -> None:
+    """The same trap in apply mode is worse: the "tuned" build is the plain one, silently.
+    `autopass apply` counts the commands that took the tuned flags and, when none did,
+    says why."""
+    from autopass_build.core import flags_db
+
+    root = tmp_path / "cm"
+    write(root / "CMakeLists.txt", "cmake_minimum_required(VERSION 3.13)\nproject(t C)\n"
+                                   "add_executable(app main.c)\n")
+    write(root / "main.c", "int main(void) { return 0; }\n")
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("build/app", ("lto",), "-O2", ("main.c",))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    subprocess.run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja",
+                    f"-DCMAKE_C_COMPILER={shutil.which('clang-19') or 'cc'}"],
+                   cwd=root, check=True, capture_output=True)
+    done = subprocess.run([AUTOPASS, "apply", "--", "ninja", "-C", "build"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0
+    assert "warning: no compile or link took the tuned flags: the build compiled 1 " \
+           "objects" in done.stderr and "under `autopass apply`" in done.stderr
+
+
+def test_verify_of_a_build_that_took_no_tuned_flags_says_so(tmp_path) -> None:
+    """verify's [build].command rebuilds a folder CMake configured without autopass: the
+    "tuned" builds are plain, and verify compared plain with plain ("same").  It stops
+    after the first tuned build and says why."""
+    from autopass_build.core import flags_db
+
+    root = tmp_path / "cm"
+    write(root / "CMakeLists.txt", "cmake_minimum_required(VERSION 3.13)\nproject(t C)\n"
+                                   "add_executable(app main.c)\n")
+    write(root / "main.c", "int main(void) { return 0; }\n")
+    configure = ["cmake", "-S", ".", "-B", "build", "-G", "Ninja"]
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c",     # CMake finds record's cc
+                    " ".join(configure) + " && ninja -C build"], cwd=root, check=True,
+                   capture_output=True)
+    shutil.rmtree(root / "build")
+    clang = shutil.which("clang-19") or "cc"                  # and now the real one
+    subprocess.run([*configure, f"-DCMAKE_C_COMPILER={clang}"], cwd=root, check=True,
+                   capture_output=True)
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("build/app", ("lto",), "-O2", ("main.c",))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    (root / "autopass.toml").write_text('[build]\ncommand = "ninja -C build"\n'
+                                        'clean = "ninja -C build -t clean"\n'
+                                        '[run]\ncommand = ["{exe}"]\n')
+    done = subprocess.run([AUTOPASS, "verify", "--no-measure"], cwd=root,
+                          capture_output=True, text=True)
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("verify: ")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert "the tuned build took none of the tuned flags: the build compiled 1 objects" \
+           in done.stderr and "let [build].command configure a fresh build folder" \
+           in done.stderr

@@ -17,6 +17,7 @@ import sys
 from autopass_build.core import toolchain
 from autopass_build.core.names import (
     ENV_APPLY_POLICY,
+    ENV_APPLY_TALLY,
     ENV_CC,
     ENV_CXX,
     ENV_FLAGS_DB,
@@ -120,6 +121,7 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
         ENV_ROOT: root, ENV_MODE: "apply", ENV_FLAGS_DB: db,
         ENV_APPLY_POLICY: policy, ENV_MASQUERADE_DIR: bin_dir,
+        ENV_APPLY_TALLY: os.path.join(work_dir, TALLY_NAME),
     })
     env.pop(ENV_STORE, None)
     if bitcode_archives(db):
@@ -128,6 +130,19 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
             if found:
                 env[variable] = found
     return env
+
+
+TALLY_NAME = "applied"
+
+
+def applied_count(work_dir: str) -> int:
+    """How many commands of a build run with `apply_environment(..., work_dir)` were
+    given tuned flags (the wrapper writes one line for each)."""
+    try:
+        with open(os.path.join(work_dir, TALLY_NAME), "rb") as handle:
+            return handle.read().count(b"\n")
+    except OSError:
+        return 0
 
 
 def bitcode_archives(db: str) -> bool:

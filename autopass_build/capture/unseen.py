@@ -53,15 +53,20 @@ def unseen_compiles(folder: str, since: float) -> Unseen | None:
     return Unseen(count, example, configured_by) if count else None
 
 
-def advice(folder: str, since: float) -> str:
-    """One line for a build that recorded no compile: why, and what to do."""
+def advice(folder: str, since: float, command: str = "record") -> str:
+    """One line for a build under `autopass <command>` (record, apply) that no compile
+    of went through autopass: why, and what to do."""
     unseen = unseen_compiles(folder, since)
     if unseen is None:
         return ("nothing was compiled: if the build was up to date, clean it first (e.g. "
                 "`make clean`) and record again, so that every compile runs under autopass")
     where = (f" (a folder {unseen.configured_by} configured before, which names the "
              "compiler by its full path)" if unseen.configured_by else "")
+    fix = (f"configure the build under `autopass {command}` too, in a fresh folder "
+           f"(`autopass {command} -- sh -c \"cmake -S . -B build && ninja -C build\"`), or "
+           "pass the compiler as CC=autopass-cc / CXX=autopass-c++")
+    if command == "verify":
+        fix = ("let [build].command configure a fresh build folder too, and [build].clean "
+               "remove it, so that the compiler it caches is autopass's")
     return (f"the build compiled {unseen.objects} objects (e.g. {unseen.example}) but none "
-            f"through autopass{where}: configure the build under `autopass record` too, in "
-            "a fresh folder (`autopass record -- sh -c \"cmake -S . -B build && ninja -C "
-            "build\"`), or pass the compiler as CC=autopass-cc / CXX=autopass-c++")
+            f"through autopass{where}: {fix}")

@@ -25,6 +25,7 @@ from autopass_build.core.names import (
     APPLY_POLICIES,
     DEFAULT_APPLY_POLICY,
     ENV_APPLY_POLICY,
+    ENV_APPLY_TALLY,
     ENV_FLAGS_DB,
     ENV_GUARD,
     ENV_MASQUERADE_DIR,
@@ -232,6 +233,7 @@ def _apply(plan: Plan) -> int:
                          f"({error.strerror}); compiling with the default flags\n")
         return plan.exec_compiler()
     if done.status == 0:
+        _tally(plan)
         notes = []
         if decision.profiled:
             from autopass_build.capture.applier import stale_profile
@@ -254,6 +256,18 @@ def _apply(plan: Plan) -> int:
                      f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
                      "default flags\n")
     return plan.exec_compiler()
+
+
+def _tally(plan: Plan) -> None:
+    """One line in `autopass apply`'s tally file: this command got the tuned flags (a
+    write of two bytes with O_APPEND: parallel compiles never interleave)."""
+    path = plan.env.get(ENV_APPLY_TALLY)
+    if path:
+        try:
+            with open(path, "a") as handle:
+                handle.write("1\n")
+        except OSError:
+            pass
 
 
 def _decide(plan: Plan):

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 from autopass_build.cli.common import (
     CliError,
@@ -83,7 +84,7 @@ def _paths(args: argparse.Namespace) -> tuple[str, str]:
 def cmd_apply(args: argparse.Namespace) -> int:
     import subprocess
 
-    from autopass_build.capture.build_env import apply_environment
+    from autopass_build.capture.build_env import applied_count, apply_environment
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -109,13 +110,34 @@ def cmd_apply(args: argparse.Namespace) -> int:
     work = tempfile.mkdtemp(prefix="autopass-apply-")
     try:
         env = apply_environment(root, db, args.policy, work)
-        return subprocess.call(command, env=env)
+        started = time.time()
+        status = subprocess.call(command, env=env)
+        if status == 0 and os.path.isfile(db):
+            _say_what_was_applied(db, applied_count(work), started)
+        return status
     except FileNotFoundError:
         raise CliError(f"build command not found: {command[0]!r}") from None
     except KeyboardInterrupt:
         return 130
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _say_what_was_applied(db: str, applied: int, started: float) -> None:
+    """After the build: how many commands took the tuned flags, or, when the database
+    has something to apply and none did, why (an up-to-date build, a build folder
+    configured before with the compiler's full path)."""
+    from autopass_build.capture import applier, unseen
+
+    usable, _ = applier.load(db)
+    if usable is None or not (usable.entries or usable.target or usable.profile):
+        return
+    if applied:
+        print(f"autopass: {applied} compiles and links took the tuned flags of {db}",
+              file=sys.stderr)
+    else:
+        print(f"autopass: warning: no compile or link took the tuned flags: "
+              f"{unseen.advice(os.getcwd(), started, 'apply')}", file=sys.stderr)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -18,9 +18,11 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 
-from autopass_build.capture.build_env import apply_environment
+from autopass_build.capture import applier, unseen
+from autopass_build.capture.build_env import applied_count, apply_environment
 from autopass_build.config import Config
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import alias_soname
@@ -62,12 +64,19 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
         raise VerifyError(f"nothing to verify: {db} does not exist; `autopass tune` writes "
                           "it (or set [tune].flags_db to the database to verify)")
     folder = config.resolve(config.build.root)
+    usable, _ = applier.load(db)
+    has_content = bool(usable and (usable.entries or usable.target or usable.profile))
     keep = tempfile.mkdtemp(prefix="autopass-verify-")
     copies = []
     try:
         for i, database in enumerate([os.path.join(keep, "none.json"), db, db]):
-            env = apply_environment(root, database, "warn", os.path.join(keep, f"w{i}"))
+            work = os.path.join(keep, f"w{i}")
+            env = apply_environment(root, database, "warn", work)
+            started = time.time()
             _build(config, env, folder, progress)
+            if i == 1 and has_content and not applied_count(work):   # plain vs plain
+                raise VerifyError("the tuned build took none of the tuned flags: "
+                                  + unseen.advice(folder, started, "verify"))
             side = os.path.join(keep, f"b{i}")     # equal-length paths on every side
             copies.append(_copy_side(side, binary, libraries))
         identical = all(_same_bytes(os.path.join(copies[1], name), os.path.join(copies[2], name))
