@@ -83,7 +83,7 @@ def test_tuned_entry_is_applied_and_matches_replay(reference) -> None:
     write_db(root, {"lib/lz.c": entry(root, "lib/lz.c", TUNED)})
     done = build(root)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == (f"autopass: 1 compiles and links took the tuned flags of "
+    assert done.stderr == (f"autopass: 1 command (compiles, links) took the tuned flags of "
                            f"{root / 'autopass.flags.json'}\n")   # and nothing else
     assert changed(root, reference) == ["lib/lz.o"]
     store = Store.open_existing(str(root / ".autopass"))

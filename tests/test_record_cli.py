@@ -123,7 +123,7 @@ def test_a_build_that_compiled_past_the_wrapper_or_nothing_says_which(tmp_path) 
     past = subprocess.run([AUTOPASS, "record", "--", "ninja", "-C", "build"], cwd=root,
                           capture_output=True, text=True)
     assert past.returncode == 0 and (root / "build" / "app").exists()
-    assert "compiled 1 objects (e.g. build/CMakeFiles/app.dir/main.c.o) but none through " \
+    assert "compiled 1 object (e.g. build/CMakeFiles/app.dir/main.c.o) but none through " \
            "autopass (a folder CMake configured before" in past.stderr
     again = subprocess.run([AUTOPASS, "record", "--", "ninja", "-C", "build"], cwd=root,
                            capture_output=True, text=True)
@@ -150,7 +150,7 @@ def test_apply_on_a_folder_configured_before_says_nothing_took_the_flags(tmp_pat
                           capture_output=True, text=True)
     assert done.returncode == 0
     assert "warning: no compile or link took the tuned flags: the build compiled 1 " \
-           "objects" in done.stderr and "under `autopass apply`" in done.stderr
+           "object " in done.stderr and "under `autopass apply`" in done.stderr
 
 
 def test_verify_of_a_build_that_took_no_tuned_flags_says_so(tmp_path) -> None:
@@ -181,6 +181,6 @@ def test_verify_of_a_build_that_took_no_tuned_flags_says_so(tmp_path) -> None:
                           capture_output=True, text=True)
     errors = [line for line in done.stderr.splitlines() if not line.startswith("verify: ")]
     assert done.returncode == 2 and len(errors) == 1, done.stderr
-    assert "the tuned build took none of the tuned flags: the build compiled 1 objects" \
+    assert "the tuned build took none of the tuned flags: the build compiled 1 object" \
            in done.stderr and "let [build].command configure a fresh build folder" \
            in done.stderr

@@ -68,5 +68,6 @@ def advice(folder: str, since: float, command: str = "record") -> str:
     if command == "verify":
         fix = ("let [build].command configure a fresh build folder too, and [build].clean "
                "remove it, so that the compiler it caches is autopass's")
-    return (f"the build compiled {unseen.objects} objects (e.g. {unseen.example}) but none "
+    objects = f"{unseen.objects} object{'s' if unseen.objects != 1 else ''}"
+    return (f"the build compiled {objects} (e.g. {unseen.example}) but none "
             f"through autopass{where}: {fix}")

@@ -133,7 +133,8 @@ def _say_what_was_applied(db: str, applied: int, started: float) -> None:
     if usable is None or not (usable.entries or usable.target or usable.profile):
         return
     if applied:
-        print(f"autopass: {applied} compiles and links took the tuned flags of {db}",
+        print(f"autopass: {applied} command{'s' if applied != 1 else ''} (compiles, links) "
+              f"took the tuned flags of {db}",
               file=sys.stderr)
     else:
         print(f"autopass: warning: no compile or link took the tuned flags: "
