@@ -245,7 +245,7 @@ def test_verify_measures_the_project_shared_library_each_build_made(tmp_path) ->
 
 
 def _instructions(python: str, bench: Path, module: Path) -> int:
-    from autopass_build.instruments.measure import (
+    from autopass_build.instruments.binaries import (
         debugless_copy,  # valgrind 3.19 cannot read DWARF 5
     )
     folder = module.parent / "stripped"

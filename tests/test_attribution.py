@@ -248,7 +248,7 @@ def test_a_cpp_member_function_maps_to_its_unit(tmp_path) -> None:
     mangled = "_ZNK4mini6Kernel3runEm"
     assert defined[mangled] == ["kernel.cpp"]
     if shutil.which("valgrind"):
-        from autopass_build.instruments.measure import debugless_copy
+        from autopass_build.instruments.binaries import debugless_copy
         binary = debugless_copy(evaluator.baseline().binary, str(tmp_path))
         counts = sampling.callgrind_counts([binary, "3000"], str(root), {}, 120)
         assert max(counts, key=counts.get) == mangled

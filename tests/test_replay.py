@@ -299,8 +299,8 @@ def test_profile_finds_the_hot_function_in_its_unit(project):
 
 def test_callgrind_fallback_reads_a_debug_build(project, tmp_path):
     """valgrind 3.19 cannot read clang 19's DWARF 5: the binary runs stripped of it."""
+    from autopass_build.instruments.binaries import debugless_copy
     from autopass_build.instruments.hotspots import _callgrind_samples
-    from autopass_build.instruments.measure import debugless_copy
 
     binary = debugless_copy(str(project / "dataproc"), str(tmp_path))
     samples = dict(_callgrind_samples([binary, "1"], str(project), None, 120))

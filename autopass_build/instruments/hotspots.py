@@ -14,8 +14,8 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 
+from autopass_build.instruments.binaries import debugless_copy
 from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.measure import debugless_copy
 from autopass_build.instruments.sampling import (
     Samples,
     SamplingError,
@@ -63,7 +63,7 @@ def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float,
 
 def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float,
                        stdin: str | None = None) -> list[tuple[str, float]]:
-    """argv[0] must be a binary without debug info (see measure.debugless_copy)."""
+    """argv[0] must be a binary without debug info (see binaries.debugless_copy)."""
     try:
         return _shares(callgrind_counts(argv, cwd, env, timeout * 60, stdin))
     except SamplingError as error:

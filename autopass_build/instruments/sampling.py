@@ -65,7 +65,7 @@ def callgrind_counts(argv: list[str], cwd: str, env: dict[str, str], timeout: fl
                      stdin: str | None = None) -> Samples:
     """Instructions per function of one run of `argv` under callgrind (deterministic),
     summed over every process it starts (a benchmark run through `sh -c` or a script).
-    The binary under test must be one without debug info (see measure.debugless_copy)."""
+    The binary under test must be one without debug info (see binaries.debugless_copy)."""
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         raise SamplingError("valgrind not found (sudo apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="autopass-callgrind-") as scratch:
