@@ -184,3 +184,22 @@ def test_verify_of_a_build_that_took_no_tuned_flags_says_so(tmp_path) -> None:
     assert "the tuned build took none of the tuned flags: the build compiled 1 object" \
            in done.stderr and "let [build].command configure a fresh build folder" \
            in done.stderr
+
+
+def test_an_out_of_tree_build_is_told_to_give_the_root(tmp_path) -> None:
+    """`mkdir b && cd b && ../configure && make` recorded from b/: the sources lie above
+    the root, and the database would name them by absolute paths, valid on this machine
+    only.  record says so, with the --root that fixes it; with it they are relative."""
+    root = tmp_path / "src"
+    write(root / "x.c", "int main(void) { return 0; }\n")
+    (root / "b").mkdir()
+    done = subprocess.run([AUTOPASS, "record", "--", "cc", "-O2", "../x.c", "-o", "x"],
+                          cwd=root / "b", capture_output=True, text=True)
+    assert f"1 sources lie outside the project root {root / 'b'}" in done.stderr
+    assert f"record with --root {root} so that" in done.stderr
+    done = subprocess.run([AUTOPASS, "record", "--root", "..", "--", "cc", "-O2", "../x.c",
+                           "-o", "x"], cwd=root / "b", capture_output=True, text=True)
+    assert "outside the project root" not in done.stderr
+    units = subprocess.run([AUTOPASS, "units"], cwd=root / "b", capture_output=True,
+                           text=True).stdout
+    assert units.splitlines()[1].split()[0] == "x.c"

@@ -144,6 +144,13 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> int:
     if len(all_units) != len(units) or len(all_links) != len(links):
         line += f" (the store now holds {len(all_units)} units, {len(all_links)} links)"
     print(line, file=sys.stderr)
+    outside = [u.source for u in units if os.path.isabs(u.source_rel)]
+    if outside:
+        common = os.path.commonpath(outside + [os.path.dirname(store.dir)])
+        print(f"autopass: {len(outside)} sources lie outside the project root "
+              f"{os.path.dirname(store.dir)} (an out-of-tree build?): record with --root "
+              f"{common} so that autopass.flags.json names them relative to it, the same "
+              "on every machine", file=sys.stderr)
     for reason, count in sorted(reasons.items()):
         if reason in FIXES:
             print(f"autopass: {count} commands skipped ({reason}) cannot be tuned: "
