@@ -148,9 +148,9 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> int:
     if outside:
         common = os.path.commonpath(outside + [os.path.dirname(store.dir)])
         print(f"autopass: {len(outside)} sources lie outside the project root "
-              f"{os.path.dirname(store.dir)} (an out-of-tree build?): record with --root "
-              f"{common} so that autopass.flags.json names them relative to it, the same "
-              "on every machine", file=sys.stderr)
+              f"{os.path.dirname(store.dir)} (an out-of-tree build?): remove {store.dir} "
+              f"and record with --root {common}, so that autopass.flags.json names them "
+              "relative to it, the same on every machine", file=sys.stderr)
     for reason, count in sorted(reasons.items()):
         if reason in FIXES:
             print(f"autopass: {count} commands skipped ({reason}) cannot be tuned: "
