@@ -10,7 +10,7 @@ import sys
 from autopass_build import __version__
 from autopass_build.cli import apply, instruments, record, tune
 from autopass_build.cli.common import CliError
-from autopass_build.core import scratch, toolchain
+from autopass_build.core import toolchain
 from autopass_build.store.index import StoreError
 
 GROUPS = (record, instruments, tune, apply)   # the order of `autopass --help`
@@ -59,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     signal.signal(signal.SIGTERM, _terminate)
-    scratch.enter()
     try:
         return args.func(args)
     except KeyboardInterrupt:
