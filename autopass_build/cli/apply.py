@@ -17,6 +17,7 @@ from autopass_build.cli.common import (
     load_config,
     open_store,
 )
+from autopass_build.core import flags_db
 from autopass_build.core.names import (
     APPLY_POLICIES,
     DEFAULT_APPLY_POLICY,
@@ -93,6 +94,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.root and not os.path.isdir(root):
         raise CliError(f"--root {args.root}: not a folder; give the project root the "
                        "database's paths are relative to")
+    usable = None
     if not os.path.isfile(db):
         what = "is a folder, not a flags database" if os.path.isdir(db) else "does not exist"
         print(f"autopass: warning: {db} {what}: building with the default flags",
@@ -112,7 +114,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         env = apply_environment(root, db, args.policy, work)
         started = time.time()
         status = subprocess.call(command, env=env)
-        if status == 0 and os.path.isfile(db):
+        if status == 0 and flags_db.applies_anything(usable):
             _say_what_was_applied(db, applied_count(work), started)
         return status
     except FileNotFoundError:
@@ -124,14 +126,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def _say_what_was_applied(db: str, applied: int, started: float) -> None:
-    """After the build: how many commands took the tuned flags, or, when the database
-    has something to apply and none did, why (an up-to-date build, a build folder
+    """After a build with a database that has something to apply: how many commands
+    took the tuned flags, or, when none did, why (an up-to-date build, a build folder
     configured before with the compiler's full path)."""
-    from autopass_build.capture import applier, unseen
+    from autopass_build.capture import unseen
 
-    usable, _ = applier.load(db)
-    if usable is None or not (usable.entries or usable.target or usable.profile):
-        return
     if applied:
         print(f"autopass: {applied} command{'s' if applied != 1 else ''} (compiles, links) "
               f"took the tuned flags of {db}",
@@ -175,7 +174,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_db(args: argparse.Namespace) -> int:
     from autopass_build.capture import applier
-    from autopass_build.core import flags_db
 
     if args.action == "diff":
         return _diff(args.files)

@@ -104,12 +104,13 @@ def cmd_record(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("autopass: interrupted; what was recorded so far is kept", file=sys.stderr)
         return 130
-    if _print_record_summary(store, started, log_before) and status == 0:
+    recorded, skipped = _print_record_summary(store, started, log_before)
+    if recorded and status == 0:
         try:   # the build that recorded something, for `autopass init`
             store.remember_build(command, folder or os.getcwd())
         except OSError:
             pass
-    elif status == 0 and not [s for s in store.skipped() if s.recorded_at >= started]:
+    elif status == 0 and not skipped:
         print(f"autopass: {unseen.advice(folder or os.getcwd(), started)}", file=sys.stderr)
     if status != 0:
         print(f"autopass: the build command exited with {status}", file=sys.stderr)
@@ -131,8 +132,8 @@ def _configured_build(args: argparse.Namespace) -> tuple[list[str], str]:
     return list(config.build.command), config.resolve(config.build.root)
 
 
-def _print_record_summary(store: Store, started: float, log_before: int) -> int:
-    """Says what this build recorded; how many units and links."""
+def _print_record_summary(store: Store, started: float, log_before: int) -> tuple[int, int]:
+    """Says what this build recorded: (units and links recorded, commands skipped)."""
     all_units, all_links = store.units(), store.links()
     units = [u for u in all_units if u.recorded_at >= started]
     skipped = [s for s in store.skipped() if s.recorded_at >= started]
@@ -160,15 +161,17 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> int:
         print(f"autopass: {len(failures)} problems logged in "
               f"{os.path.join(store.dir, 'autopass.log')}; the build was not affected. "
               f"First: {failures[0]}", file=sys.stderr)
-    return len(units) + len(links)
+    return len(units) + len(links), len(skipped)
 
 
 def cmd_units(args: argparse.Namespace) -> int:
     store = open_store(args)
     root = root_of(store)
     every, skipped = store.units(), store.skipped()
-    units = [u for u in every if not gone(u)]
-    deleted = sorted({u.source_rel for u in every if gone(u)})
+    probes = [u for u in every if gone(u)]
+    probe_ids = {u.id for u in probes}
+    units = [u for u in every if u.id not in probe_ids]
+    deleted = sorted({u.source_rel for u in probes})
     if args.json:
         json.dump({"root": root,
                    "units": [_unit_json(u, root) for u in units],
@@ -188,7 +191,7 @@ def cmd_units(args: argparse.Namespace) -> int:
                   f"{u.opt_level:<3}  {obj}")
         print(f"{len(units)} units")
     if deleted:
-        print(f"left out: {len(every) - len(units)} units whose source and object were "
+        print(f"left out: {len(probes)} units whose source and object were "
               f"deleted after the build, configure probes ({', '.join(deleted[:5])}"
               f"{', ...' if len(deleted) > 5 else ''})")
     if units:

@@ -112,6 +112,12 @@ def empty() -> FlagsDb:
     return FlagsDb({}, None, None, {}, None)
 
 
+def applies_anything(db: FlagsDb | None) -> bool:
+    """Whether a build in apply mode has something to take from `db`: an entry, the
+    target's stages or a PGO profile."""
+    return db is not None and bool(db.entries or db.target or db.profile)
+
+
 def shown(value: object) -> str:
     """`value` as a message may quote it: repr, clipped to SHOWN characters."""
     text = repr(value)

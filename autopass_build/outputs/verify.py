@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from autopass_build.capture import applier, unseen
 from autopass_build.capture.build_env import applied_count, apply_environment
 from autopass_build.config import Config
+from autopass_build.core import flags_db
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import alias_soname
 
@@ -64,8 +65,7 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
         raise VerifyError(f"nothing to verify: {db} does not exist; `autopass tune` writes "
                           "it (or set [tune].flags_db to the database to verify)")
     folder = config.resolve(config.build.root)
-    usable, _ = applier.load(db)
-    has_content = bool(usable and (usable.entries or usable.target or usable.profile))
+    has_content = flags_db.applies_anything(applier.load(db)[0])
     keep = tempfile.mkdtemp(prefix="autopass-verify-")
     copies = []
     try:
