@@ -59,7 +59,8 @@ def advice(folder: str, since: float, command: str = "record") -> str:
     unseen = unseen_compiles(folder, since)
     if unseen is None:
         return ("nothing was compiled: if the build was up to date, clean it first (e.g. "
-                "`make clean`) and record again, so that every compile runs under autopass")
+                f"`make clean`) and run `autopass {command}` again, so that every compile "
+                "runs under autopass")
     where = (f" (a folder {unseen.configured_by} configured before, which names the "
              "compiler by its full path)" if unseen.configured_by else "")
     fix = (f"configure the build under `autopass {command}` too, in a fresh folder "
