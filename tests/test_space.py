@@ -80,3 +80,35 @@ def test_front_end_knobs_are_marked() -> None:
     assert space["march"].front_end("-O2")         # target-cpu attributes
     assert not space["inline_threshold"].front_end("-O2")
     assert not space["vectorize"].front_end("-O2")
+
+
+_FUSABLE = """#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    double a = atof(argv[1]), b = atof(argv[2]), c = atof(argv[3]);
+    printf("%.17g\\n", a * b + c);   /* one rounding with FMA, two without */
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif("fma" not in Path("/proc/cpuinfo").read_text(errors="replace").split(),
+                    reason="this CPU has no FMA: -march=native fuses nothing")
+def test_native_first_value_keeps_floating_point_results(tmp_path) -> None:
+    """The native knob's first value keeps FP output as the recorded build computes it;
+    -march=native alone fuses a*b+c on an FMA CPU and changes it."""
+    clang = toolchain.find_tool("clang")
+    source = tmp_path / "fuse.c"
+    source.write_text(_FUSABLE)
+    [knob] = [k for k in default_space(native=True).knobs if k.name == "march"]
+    args = ("0.1", "10", "-1")    # 0.1*10 rounds to exactly 1.0; fused, the residue shows
+
+    def output(*flags: str) -> str:
+        exe = tmp_path / ("exe" + str(len(flags)) + "".join(f.strip("-=") for f in flags))
+        subprocess.run([clang, "-O2", *flags, str(source), "-o", str(exe)], check=True)
+        return subprocess.run([str(exe), *args], check=True, capture_output=True,
+                              text=True).stdout
+
+    recorded = output()
+    assert output(*knob.values[1]) == recorded, knob.values[1]
+    assert output(*knob.values[2]) != recorded, "expected FMA contraction to change it"

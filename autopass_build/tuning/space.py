@@ -111,8 +111,13 @@ DEFAULT_KNOBS = (
 # compile of the same C++ source to the next (tests/test_space.py found it), and a tuned
 # build must be bit-for-bit reproducible.
 
-# Opt-in only (`native = true`): code that runs on this CPU family and no other.
-NATIVE_KNOB = Knob("march", _switch("-march=native"), "instruction set of this machine's CPU")
+# Opt-in only (`native = true`): code that runs on this CPU family and no other.  Its
+# first value keeps floating-point results: on a CPU with FMA, -march=native alone lets
+# clang fuse `a * b + c` (-ffp-contract=on is its default), which rounds once instead of
+# twice, so an FP program's output changes and every such candidate is WRONG_OUTPUT (LAME:
+# a different MP3 from -march=native, the same bytes with -ffp-contract=off).
+NATIVE_KNOB = Knob("march", ((), ("-march=native", "-ffp-contract=off"), ("-march=native",)),
+                   "instruction set of this machine's CPU (first without FMA contraction)")
 
 _VECTOR = ("vector_width", "interleave", "max_bandwidth", "extra_vector_passes")
 DEFAULT_CONSTRAINTS = (
