@@ -310,7 +310,7 @@ STARTER = '''\
 # your shell runs it (sh -c: `&&`, `>/dev/null` and variables work); a list of strings
 # is one argument vector, run without a shell.
 command = {build}
-clean = "make clean"
+{clean_line}
 
 [run]
 # The benchmark (required for try/tune). "{{exe}}" is replaced by the binary under test.
@@ -386,7 +386,11 @@ max_tokens = 400000
 '''
 
 
-def starter_text(build: str | list[str] = "make -j2", target: str = "") -> str:
+def starter_text(build: str | list[str] = "make -j2", target: str = "",
+                 clean: str | None = "make clean") -> str:
     """`build`: a string (run by the shell) or an argument vector.  A JSON string or
-    array of strings is TOML too, escapes included."""
-    return STARTER.format(build=json.dumps(build), target=json.dumps(target))
+    array of strings is TOML too, escapes included.  `clean` None: left for the user."""
+    clean_line = (f"clean = {json.dumps(clean)}" if clean is not None else
+                  '# clean = "..."    # set it: autopass could not tell how to clean this build')
+    return STARTER.format(build=json.dumps(build), target=json.dumps(target),
+                          clean_line=clean_line)

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from support import AUTOPASS, write
+from support import AUTOPASS, EXAMPLES, write
 
 from autopass_build import config as cfg
 
@@ -204,3 +204,48 @@ def test_an_out_of_tree_build_is_told_to_give_the_root(tmp_path) -> None:
     units = subprocess.run([AUTOPASS, "units"], cwd=root / "b", capture_output=True,
                            text=True).stdout
     assert units.splitlines()[1].split()[0] == "x.c"
+
+
+def test_clean_command_follows_the_build_tool() -> None:
+    """What `init` writes as [build].clean, from the last build tool the command runs."""
+    from autopass_build.core.clean_command import clean_command
+    cases = {
+        "make -j2": "make clean",
+        "CFLAGS='-O3 -g' ./configure -q >/dev/null && make -j2 CC=clang": "make clean",
+        "make -C src -j2 all 2>&1": "make -C src clean",
+        "cmake -S . -B out -G Ninja >/dev/null && ninja -C out": "ninja -C out -t clean",
+        "cmake -B 'my build' && cmake --build 'my build' -j2":
+            "cmake --build 'my build' --target clean",
+        "meson setup b && meson compile -C b": "meson compile -C b --clean",
+        "sh build.sh": None,
+        'echo "unbalanced': None,
+    }
+    for build, clean in cases.items():
+        assert clean_command(build) == clean, build
+    assert clean_command(["ninja", "-C", "b"]) == "ninja -C b -t clean"
+
+
+def test_init_after_a_cmake_ninja_build_writes_a_clean_that_works(tmp_path) -> None:
+    """cmark 0.30.2 (CMake + Ninja): `init` wrote clean = "make clean", which fails
+    there, so `autopass verify` stopped.  Now the clean follows the build tool, and it
+    brings the tree back to a state the build compiles from scratch."""
+    root = tmp_path / "cpp"
+    shutil.copytree(EXAMPLES / "cmake-cpp", root, ignore=shutil.ignore_patterns(".autopass", "build"))
+    build = "cmake -S . -B out -G Ninja >/dev/null && ninja -C out >/dev/null"
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    done = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
+    assert "clean: ninja -C out -t clean" in done.stdout, done.stdout
+    config = cfg.load(str(root / "autopass.toml"))
+    assert config.build.clean == ("sh", "-c", "ninja -C out -t clean")
+    subprocess.run(list(config.build.clean), cwd=root, check=True, capture_output=True)
+    assert not list((root / "out").rglob("*.o"))
+    subprocess.run(list(config.build.command), cwd=root, check=True, capture_output=True)
+    assert list((root / "out").rglob("*.o"))
+
+
+def test_init_says_when_it_cannot_tell_how_to_clean(tmp_path) -> None:
+    root = _recorded_project(tmp_path / "p")
+    done = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
+    assert "clean: not known" in done.stdout and "set [build].clean" in done.stdout
+    assert cfg.load(str(root / "autopass.toml")).build.clean == ()

@@ -23,6 +23,7 @@ from autopass_build.cli.common import (
     store_dir,
 )
 from autopass_build.core import toolchain
+from autopass_build.core.clean_command import clean_command
 from autopass_build.core.names import STORE_DIRNAME
 from autopass_build.store.index import Store, StoreError
 from autopass_build.store.targets import gone, resolve
@@ -258,11 +259,15 @@ def cmd_init(args: argparse.Namespace) -> int:
         recorded = store.recorded_build()
         if args.build is None and recorded and _same_folder(recorded.cwd, os.getcwd()):
             build = _as_configured(recorded.argv)
+    clean = clean_command(build)
     with open(path, "w") as handle:
-        handle.write(configuration.starter_text(build, target))
+        handle.write(configuration.starter_text(build, target, clean))
     said = build if isinstance(build, str) else " ".join(build)
-    print(f"wrote {path} (build: {said}): set [run].command to your benchmark, then "
-          "`autopass try`")
+    print(f"wrote {path} (build: {said}; clean: {clean or 'not known'}): set [run].command "
+          "to your benchmark, then `autopass try`")
+    if clean is None:
+        print("set [build].clean in autopass.toml to the command that brings the tree back "
+              "to clean: `autopass verify` builds from scratch")
     if len(executables) > 1:
         print("several executables were recorded; set [run].target to the one the "
               "benchmark runs: " + ", ".join(t.output_rel for t in executables))

@@ -1,0 +1,79 @@
+"""How to bring a tree back to clean, read from the command that builds it.
+
+`autopass verify` builds from scratch, so `autopass init` writes a [build].clean next to
+the recorded [build].command.  `make clean` is right for a Makefile and wrong for CMake
+or Meson with Ninja (no Makefile there: verify then stops).  The last build tool the
+command runs decides, with its build folder: `make -C d` -> `make -C d clean`, `ninja -C
+d` -> `ninja -C d -t clean`, `cmake --build d` -> `cmake --build d --target clean`,
+`meson compile -C d` -> `meson compile -C d --clean`.  Anything else: no guess.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+
+
+def clean_command(build: str | list[str]) -> str | None:
+    """The clean command for `build` (a shell script or an argument vector), or None
+    when no build tool in it is known."""
+    words = _words(build)
+    guess = None
+    for command in _commands(words):
+        guess = _clean_for(command) or guess
+    return guess
+
+
+def _words(build: str | list[str]) -> list[str]:
+    if not isinstance(build, str):
+        return list(build)
+    try:
+        lexer = shlex.shlex(build, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        return list(lexer)
+    except ValueError:                 # unbalanced quotes: a script we cannot read
+        return []
+
+
+def _commands(words: list[str]) -> list[list[str]]:
+    commands: list[list[str]] = [[]]
+    for word in words:
+        if word in _SEPARATORS or word.startswith(">") or word.startswith("<"):
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    return [_without_assignments(c) for c in commands if c]
+
+
+def _without_assignments(command: list[str]) -> list[str]:
+    """`CC=x make` -> `make`; redirection targets (`>/dev/null`) were split off already."""
+    i = 0
+    while i < len(command) and "=" in command[i] and not command[i].startswith("-"):
+        i += 1
+    return command[i:]
+
+
+def _folder(command: list[str], option: str) -> list[str]:
+    """[option, folder] when `command` names a build folder with `option`."""
+    for i, word in enumerate(command[:-1]):
+        if word == option:
+            return [option, command[i + 1]]
+    return []
+
+
+def _clean_for(command: list[str]) -> str | None:
+    if not command:
+        return None
+    tool = os.path.basename(command[0])
+    if tool in ("make", "gmake"):
+        return shlex.join(["make", *_folder(command, "-C"), "clean"])
+    if tool.startswith("ninja"):
+        return shlex.join([tool, *_folder(command, "-C"), "-t", "clean"])
+    if tool == "cmake" and "--build" in command:
+        folder = command[command.index("--build") + 1:command.index("--build") + 2]
+        return shlex.join(["cmake", "--build", *folder, "--target", "clean"]) if folder else None
+    if tool == "meson" and len(command) > 1 and command[1] == "compile":
+        return shlex.join(["meson", "compile", *_folder(command, "-C"), "--clean"])
+    return None
