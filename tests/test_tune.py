@@ -364,6 +364,12 @@ def test_the_summary_counts_identical_candidates_apart_from_the_measured() -> No
         f"{measured.interval_text()} (1 more identical to the baseline, not measured)")
     assert verdict_words([identical]) == ("no search candidate was measured: 1 candidate "
                                           "identical to the baseline")
+    stage = Entry(3, Phase.STAGE, "s", {}, Outcome.OK, "faster", 0.93, 0.87, 0.99, 30)
+    confirm = Entry(4, Phase.STAGE_CONFIRM, "s", {}, Outcome.OK, "faster", 0.93, 0.88, 0.99, 30)
+    # cmark, budget 6: two stages measured and confirmed, two kept for BOLT, none left
+    assert verdict_words([stage, confirm]) == (
+        "no search candidate was measured: the stages took the budget (2 stage evaluations"
+        "); a larger --budget leaves some for per-file flags")
 
 
 def test_report_text_and_html(project, straight_run, tmp_path) -> None:

@@ -180,8 +180,12 @@ def verdict_words(entries: list[Entry]) -> str:
     also = (f" ({identical} more identical to the baseline, not measured)" if identical
             else "")
     if not measured:
-        return "no search candidate was measured" + (
-            f": {counted(identical, 'candidate')} identical to the baseline" if identical else "")
+        staged = sum(1 for e in entries if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM))
+        why = (f": {counted(identical, 'candidate')} identical to the baseline" if identical
+               else f": the stages took the budget ({counted(staged, 'stage evaluation')}"
+                    "); a larger --budget leaves some for per-file flags"
+               if staged and not searched else "")
+        return "no search candidate was measured" + why
     counts = Counter(e.verdict or UNCLEAR for e in measured)
     parts = ", ".join(f"{counts[v]} {v}" for v in (FASTER, SLOWER, SAME, UNCLEAR)
                       if counts[v])
