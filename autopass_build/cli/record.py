@@ -200,9 +200,11 @@ def cmd_units(args: argparse.Namespace) -> int:
         loose = [u.source_rel for u in units if u.id not in linked]
         if loose:
             print(f"{len(loose)} units are in no recorded link ({', '.join(loose[:5])}"
-                  f"{', ...' if len(loose) > 5 else ''}): their binary was linked without "
-                  "autopass's wrapper (or not yet), so they cannot be tuned or given "
-                  "whole-program stages; link through $(CC) under `autopass record`")
+                  f"{', ...' if len(loose) > 5 else ''}): no program this build linked "
+                  "through autopass uses them, so they cannot be tuned or given "
+                  "whole-program stages. Either nothing links them in this build (a test "
+                  "library that only `make check` links: fine), or their program was "
+                  "linked without the wrapper: link through $(CC) under `autopass record`")
     if skipped:
         print(f"\nskipped ({len(skipped)}):")
         for s in skipped:
