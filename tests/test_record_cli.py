@@ -217,6 +217,8 @@ def test_clean_command_follows_the_build_tool() -> None:
         "cmake -B 'my build' && cmake --build 'my build' -j2":
             "cmake --build 'my build' --target clean",
         "meson setup b && meson compile -C b": "meson compile -C b --clean",
+        "mkdir -p out && cd out && cmake .. >/dev/null && make -j2": "cd out && make clean",
+        "cd 'a b' && cd c && ninja": "cd 'a b/c' && ninja -t clean",
         "sh build.sh": None,
         'echo "unbalanced': None,
     }

@@ -5,7 +5,8 @@ the recorded [build].command.  `make clean` is right for a Makefile and wrong fo
 or Meson with Ninja (no Makefile there: verify then stops).  The last build tool the
 command runs decides, with its build folder: `make -C d` -> `make -C d clean`, `ninja -C
 d` -> `ninja -C d -t clean`, `cmake --build d` -> `cmake --build d --target clean`,
-`meson compile -C d` -> `meson compile -C d --clean`.  Anything else: no guess.
+`meson compile -C d` -> `meson compile -C d --clean`, after the same `cd`s as the build.
+Anything else: no guess.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 
-_SEPARATORS = frozenset({"&&", "||", ";", "|", "&"})
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;"})
 
 
 def clean_command(build: str | list[str]) -> str | None:
@@ -21,8 +22,14 @@ def clean_command(build: str | list[str]) -> str | None:
     when no build tool in it is known."""
     words = _words(build)
     guess = None
+    folder = ""                        # where earlier `cd`s left the script
     for command in _commands(words):
-        guess = _clean_for(command) or guess
+        if os.path.basename(command[0]) == "cd" and len(command) == 2:
+            folder = os.path.normpath(os.path.join(folder, command[1]))
+            continue
+        clean = _clean_for(command)
+        if clean:
+            guess = f"cd {shlex.quote(folder)} && {clean}" if folder else clean
     return guess
 
 
