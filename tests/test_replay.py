@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import AUTOPASS, EXAMPLES, fake_compiler
+from support import AUTOPASS, EXAMPLES, fake_compiler, write
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import EvaluationError, Outcome
@@ -415,3 +415,39 @@ def test_a_program_that_prints_its_own_path_is_not_wrong_output(tmp_path, metric
     done = subprocess.run([AUTOPASS, "try", "--flags", "prog.c=-O2"], cwd=root,
                           capture_output=True, text=True)
     assert done.returncode == 0 and "outcome: OK" in done.stdout, done.stdout + done.stderr
+
+
+THIN = {
+    "lib/sq.c": "int sq(int x) { return x * x; }\n",
+    "lib/cube.c": "int cube(int x) { return x * x * x; }\n",
+    "main.c": '#include <stdio.h>\nint sq(int); int cube(int);\n'
+              'int main(int c, char **v) { printf("%d\\n", sq(c + 2) + cube(c)); return 0; }\n',
+    # Meson's way: objects in libt.a.p/, a thin archive naming them (`ar csrDT`)
+    "build.sh": "set -e\nmkdir -p out/libt.a.p\n"
+                "for s in sq cube; do cc -O2 -c lib/$s.c -o out/libt.a.p/$s.c.o; done\n"
+                "ar csrDT out/libt.a out/libt.a.p/sq.c.o out/libt.a.p/cube.c.o\n"
+                "cc -O2 -c main.c -o out/main.o && cc -o out/prog out/main.o out/libt.a\n",
+}
+
+
+def test_a_thin_archive_replays_after_the_tree_is_cleaned(tmp_path) -> None:
+    """Meson makes every static library thin: the archive names its members' files.
+    The store kept the thin archive as it was, and replay read the members through the
+    store's copy: a traceback (dav1d 1.0.0).  Now it keeps the members themselves, so
+    the binary replays, byte for byte, with no object of the tree left."""
+    for name, text in THIN.items():
+        write(tmp_path / name, text)
+    subprocess.run([AUTOPASS, "record", "--", "sh", "build.sh"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    assert (tmp_path / "out/libt.a").read_bytes().startswith(b"!<thin>\n")
+    recorded = (tmp_path / "out/prog").read_bytes()
+    store = store_of(tmp_path)
+    targets = subprocess.run([AUTOPASS, "targets"], cwd=tmp_path, capture_output=True,
+                             text=True, check=True).stdout
+    assert "out/prog (executable): 3 units" in targets, targets
+    shutil.rmtree(tmp_path / "out")
+    built = Replayer(store).build(str(tmp_path / "out/prog"), {})
+    assert Path(built.binary).read_bytes() == recorded
+    changed = Replayer(store).build(str(tmp_path / "out/prog"),
+                                    {unit_named(store, "lib/cube.c").id: ("-O1",)})
+    assert subprocess.run([changed.binary], capture_output=True, text=True).stdout == "10\n"

@@ -26,6 +26,14 @@ class Member:
         self.name, self.data = name, data
 
 
+def is_thin(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(8) == THIN_MAGIC
+    except OSError:
+        return False
+
+
 def is_archive(path: str) -> bool:
     try:
         with open(path, "rb") as handle:
@@ -78,3 +86,31 @@ def read_members(path: str) -> list[Member]:
             offset = data_start + size
             offset += offset % 2
     return members
+
+
+def regular_archive(members: list[Member]) -> bytes:
+    """A GNU `ar` archive holding `members` themselves (names kept, long ones in the
+    `//` table), for keeping a thin archive: it names files outside itself (Meson makes
+    every static library thin), which a later build rewrites or deletes."""
+    table = bytearray()
+    headers = []
+    for member in members:
+        raw = os.fsencode(member.name)
+        if len(raw) < 16 and b"/" not in raw:
+            headers.append(raw + b"/")
+        else:
+            headers.append(b"/%d" % len(table))
+            table += raw + b"/\n"
+    out = bytearray(MAGIC)
+    if table:
+        out += _header(b"//", len(table)) + table + (b"\n" if len(table) % 2 else b"")
+    for name, member in zip(headers, members):
+        out += _header(name, len(member.data)) + member.data
+        if len(member.data) % 2:
+            out += b"\n"
+    return bytes(out)
+
+
+def _header(name: bytes, size: int) -> bytes:
+    return (name.ljust(16) + b"0".ljust(12) + b"0".ljust(6) + b"0".ljust(6)
+            + b"644".ljust(8) + str(size).encode().ljust(10) + b"`\n")

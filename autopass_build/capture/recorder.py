@@ -179,8 +179,10 @@ def _describe_input(spool: Spool, path: str, archives: list[dict]) -> list:
 
     Objects and archives are kept as blobs ("obj", "ar") for replay."""
     if archive.is_archive(path):
-        digest = spool.keep_file("ar", path, ".a")
-        members = [[m.name, hash_bytes(m.data)] for m in archive.read_members(path)]
+        read = archive.read_members(path)
+        digest = (spool.keep_bytes("ar", archive.regular_archive(read), ".a")
+                  if archive.is_thin(path) else spool.keep_file("ar", path, ".a"))
+        members = [[m.name, hash_bytes(m.data)] for m in read]
         archives.append({"hash": digest, "path": path, "members": members})
         return ["archive", path, digest]
     if ".so" in os.path.basename(path):

@@ -69,7 +69,10 @@ class Spool:
         `make clean` or rebuild removes or rewrites.
         """
         with open(path, "rb") as handle:
-            data = handle.read()
+            return self.keep_bytes(kind, handle.read(), suffix)
+
+    def keep_bytes(self, kind: str, data: bytes, suffix: str) -> str:
+        """Store `data` as a blob (deduplicated); return its hash."""
         digest = hash_bytes(data)
         final = self.blob_path(kind, digest, suffix)
         if not os.path.exists(final):

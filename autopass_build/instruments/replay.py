@@ -212,7 +212,12 @@ class Replayer:
         if record is None or not os.path.exists(original):
             raise EvaluationError(Outcome.LINK_FAIL, f"archive {digest[:12]} was not kept "
                                   "by the recording: record the build again")
-        kept = archive.read_members(original)
+        try:
+            kept = archive.read_members(original)
+        except (OSError, archive.ArchiveFormatError) as error:   # a thin one kept as it was
+            raise EvaluationError(Outcome.LINK_FAIL, f"{os.path.basename(record.path)} cannot "
+                                  f"be read from the store ({error}): record the build "
+                                  "again") from None
         member_files = []
         staging = os.path.join(folder, "ar-" + digest[:12])
         for index, ((name, member_hash), member) in enumerate(zip(record.members, kept)):

@@ -67,7 +67,7 @@ class ObjectIndex:
         votes: dict[str, int] = {}
         for name, digest in members:
             for unit in self._by_hash.get(digest, []):
-                if unit.output and os.path.basename(unit.output) == name:
+                if unit.output and os.path.basename(unit.output) == os.path.basename(name):
                     folder = os.path.dirname(os.path.realpath(unit.output))
                     votes[folder] = votes.get(folder, 0) + 1
         if not votes:
@@ -158,6 +158,6 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
             members = record.members if record else []
             folder = by_object.member_folder(members)
             for name, digest in members:
-                add(by_object.find(digest, os.path.join(folder, name)),
+                add(by_object.find(digest, os.path.join(folder, os.path.basename(name))),
                     f"{relative_to(item.path, root)}({name})")
     return target
