@@ -431,7 +431,7 @@ THIN = {
 
 
 def test_a_thin_archive_replays_after_the_tree_is_cleaned(tmp_path) -> None:
-    """Meson makes every static library thin: the archive names its members' files.
+    """F28: Meson makes every static library thin: the archive names its members' files.
     The store kept the thin archive as it was, and replay read the members through the
     store's copy: a traceback (dav1d 1.0.0).  Now it keeps the members themselves, so
     the binary replays, byte for byte, with no object of the tree left."""
