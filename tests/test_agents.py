@@ -15,7 +15,9 @@ import pytest
 from openai_server import ScriptedServer
 from support import AUTOPASS, recorded_tune_mini
 
+from autopass_build import config as cfg
 from autopass_build.core import flags as flagset
+from autopass_build.instruments.measure import Benchmark
 from autopass_build.store.index import Store
 from autopass_build.tuning.agents import (
     AgentUnavailable,
@@ -58,7 +60,8 @@ def project(tmp_path_factory) -> Path:
         "target": "mini", "method": "callgrind", "functions": [
             {"name": "hot_checksum", "share": 62.0, "units": ["hot.c"]},
             {"name": "warm_sort_blocks", "share": 31.0, "units": ["warm.c"]},
-            {"name": "hot_scale", "share": 4.0, "units": ["hot.c"]}]}))
+            {"name": "hot_scale", "share": 4.0, "units": ["hot.c"]}],
+        "workload": Benchmark.from_config(cfg.load(str(root / "autopass.toml"))).workload()}))
     return root
 
 

@@ -145,3 +145,32 @@ def test_a_training_command_turns_pgo_on_and_is_what_trains(recorded, tmp_path) 
     off = subprocess.run([AUTOPASS, "tune", "--config", str(config), "--no-pgo", "--strategy",
                           "random", "--budget", "1"], cwd=recorded, capture_output=True, text=True)
     assert off.returncode == 0 and not Journal.latest(str(recorded / ".autopass")).header["pgo"]
+
+
+def test_a_changed_benchmark_trains_and_profiles_afresh(recorded, tmp_path) -> None:
+    """F29: the stored PGO profile and hot-spot profile were reused for the same target
+    whatever [run] said since; a changed command (another input, a benchmark that now
+    crashes) kept the old profile (dav1d).  Both now carry the workload they ran."""
+    from autopass_build.instruments import hotspots
+    from autopass_build.instruments.measure import Benchmark
+
+    first = subprocess.run([AUTOPASS, "tune", "--pgo", "--strategy", "random", "--budget", "1"],
+                           cwd=recorded, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    config = recorded / "other.toml"
+    config.write_text((recorded / "autopass.toml").read_text().replace('"20"]', '"7"]'))
+    again = subprocess.run([AUTOPASS, "tune", "--config", str(config), "--pgo", "--strategy",
+                            "random", "--budget", "1"], cwd=recorded, capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stderr
+    assert "training a PGO profile" in again.stderr
+    assert "profiling the baseline" in again.stderr
+    other = Benchmark.from_config(cfg.load(str(config))).workload()
+    stored_profile = hotspots.load(str(recorded / ".autopass"))
+    stored_pgo = load(str(recorded / ".autopass"))
+    assert stored_profile is not None and stored_profile.workload == other
+    assert stored_pgo is not None and stored_pgo.workload == other
+    same = subprocess.run([AUTOPASS, "tune", "--config", str(config), "--pgo", "--strategy",
+                           "random", "--budget", "1"], cwd=recorded, capture_output=True,
+                          text=True)
+    assert same.returncode == 0 and "training a PGO profile" not in same.stderr

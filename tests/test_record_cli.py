@@ -228,7 +228,7 @@ def test_clean_command_follows_the_build_tool() -> None:
 
 
 def test_init_after_a_cmake_ninja_build_writes_a_clean_that_works(tmp_path) -> None:
-    """I16: cmark 0.30.2 (CMake + Ninja): `init` wrote clean = "make clean", which fails
+    """C10: cmark 0.30.2 (CMake + Ninja): `init` wrote clean = "make clean", which fails
     there, so `autopass verify` stopped.  Now the clean follows the build tool, and it
     brings the tree back to a state the build compiles from scratch."""
     root = tmp_path / "cpp"

@@ -451,3 +451,31 @@ def test_a_thin_archive_replays_after_the_tree_is_cleaned(tmp_path) -> None:
     changed = Replayer(store).build(str(tmp_path / "out/prog"),
                                     {unit_named(store, "lib/cube.c").id: ("-O1",)})
     assert subprocess.run([changed.binary], capture_output=True, text=True).stdout == "10\n"
+
+
+def test_a_shared_library_run_as_the_benchmark_names_the_programs_that_load_it(tmp_path):
+    """C11: [run].target a project library while the command runs "{exe}" itself: the
+    library was executed, crashed, and the error blamed missing profilers (dav1d)."""
+    root = tmp_path / "twin"
+    shutil.copytree(Path(__file__).parent / "data" / "twin-mini", root)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text('[run]\ncommand = ["{exe}"]\ntarget = "libtwin.so"\n')
+    done = subprocess.run([AUTOPASS, "tune", "--budget", "1"], cwd=root, capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "[run].target libtwin.so is a shared library" in done.stderr
+    assert "these load it: prog" in done.stderr
+
+
+def test_a_benchmark_that_crashes_on_the_recorded_build_is_named_as_the_problem(project,
+                                                                                 tmp_path):
+    """C11: no samples from a crashed run were blamed on missing profilers."""
+    config = tmp_path / "crash.toml"
+    config.write_text(CONFIG.replace('command = ["{exe}", "1"]',
+                                     'command = ["sh", "-c", "kill -SEGV $$", "{exe}"]'))
+    done = subprocess.run([AUTOPASS, "profile", "--config", str(config)], cwd=project,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "the benchmark does not run on the recorded build: RUN_CRASH" in done.stderr
+    assert "fix [run].command" in done.stderr

@@ -253,7 +253,7 @@ def scripted_tuner(tmp_path, table, budget, pgo_alone=None):
             if self.request.pgo:
                 profile = tmp_path / "profile.profdata"
                 profile.write_bytes(b"a stand-in profile")
-                self.profile = TrainedProfile(str(profile), "hash", "prog", 1)
+                self.profile = TrainedProfile(str(profile), "hash", "prog", 1, "")
             return self.recorded
 
         def _plain_evaluator(self):

@@ -33,6 +33,7 @@ class TrainedBolt:
     hash: str          # of the profile
     binary: str        # code fingerprint of the binary it was trained on
     runs: int
+    workload: str      # Benchmark.workload() it was trained under
 
 
 class BoltStage:
@@ -48,7 +49,8 @@ class BoltStage:
         """`built` rewritten by BOLT with a profile trained on it (or found for it)."""
         try:
             fingerprint = bolt.code_fingerprint(built.binary)
-            if self.trained is None or self.trained.binary != fingerprint:
+            if self.trained is None or self.trained.binary != fingerprint \
+                    or self.trained.workload != self.bench.workload():
                 self.trained = self._train(built, fingerprint)
             folder = os.path.join(built.folder, "bolt")
             os.makedirs(folder, exist_ok=True)
@@ -75,7 +77,7 @@ class BoltStage:
             merged = os.path.join(scratch, "merged.fdata")
             bolt.merge(raws, merged)
             path, digest = training.keep(self.store, merged, "bolt", ".fdata")
-        trained = TrainedBolt(path, digest, fingerprint, len(raws))
+        trained = TrainedBolt(path, digest, fingerprint, len(raws), self.bench.workload())
         training.save(self.store.dir, BOLT_FILE, trained)
         return trained
 

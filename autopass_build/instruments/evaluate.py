@@ -77,6 +77,21 @@ def choose_target(store: Store, wanted: str) -> Target:
                         "[run].target: " + ", ".join(t.output_rel for t in executables))
 
 
+def _check_runs_as_a_program(store: Store, target: Target, bench: Benchmark) -> None:
+    """A shared library is a target only for a benchmark that loads it (`python -c
+    'import ext'`, with "{exe}" among its arguments); run as the program itself, it
+    crashes, and that once read as "neither perf nor callgrind can profile here"."""
+    if target.kind != "shared" or bench.run.command[0] != "{exe}":
+        return
+    root = os.path.dirname(store.dir)
+    loaders = [t.output_rel for t in resolve(store, root) if t.kind == "executable"
+               and target.output in t.loaded_libraries]
+    raise EvaluateError(f"[run].target {target.output_rel} is a shared library, and "
+                        "[run].command runs it as a program (\"{exe}\" first); set "
+                        "[run].target to the program the benchmark runs"
+                        + (f"; these load it: {', '.join(loaders)}" if loaders else ""))
+
+
 def _why_nothing(store: Store) -> str:
     """What kept the build's compiles out of the store, when that is the user's to fix."""
     reasons = sorted({s.reason for s in store.skipped()} & FIXES.keys())
@@ -115,6 +130,7 @@ class Evaluator:
         self.store = store
         self.bench = Benchmark.from_config(config)
         self.target = choose_target(store, target or config.run.target)
+        _check_runs_as_a_program(store, self.target, self.bench)
         self.replayer = Replayer(store)
         all_units = {u.id: u for u in store.units()}
         self.units = [all_units[uid] for uid in self.target.runtime_units() if uid in all_units]

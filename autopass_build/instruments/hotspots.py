@@ -14,8 +14,10 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 
+from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.binaries import debugless_copy
 from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.instruments.measure import run_once
 from autopass_build.instruments.sampling import (
     Samples,
     SamplingError,
@@ -43,6 +45,7 @@ class Profile:
     target: str
     method: str                       # "perf" or "callgrind"
     functions: list[HotFunction]
+    workload: str = ""                # Benchmark.workload() of the run it sampled
 
     def unit_shares(self) -> dict[str, float]:
         shares: dict[str, float] = {}
@@ -91,15 +94,34 @@ def profile(evaluator: Evaluator) -> Profile:
     except ProfileError:
         with tempfile.TemporaryDirectory(prefix="autopass-profile-") as scratch:
             argv = bench.argv(debugless_copy(base.binary, scratch))
-            samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout, bench.stdin)
+            try:
+                samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout,
+                                             bench.stdin)
+            except ProfileError:
+                _check_the_benchmark_runs(evaluator)   # the likelier cause, said plainly
+                raise
         method = "callgrind"
     defined = evaluator.defined_functions()
     functions = [HotFunction(name, share, sorted(set(defined.get(name, []))))
                  for name, share in sorted(samples, key=lambda s: -s[1])]
-    result = Profile(evaluator.target.output_rel, method, functions)
+    if not any(f.units for f in functions):
+        _check_the_benchmark_runs(evaluator)     # no time in the program: did it run?
+    result = Profile(evaluator.target.output_rel, method, functions, bench.workload())
     with open(os.path.join(evaluator.store.dir, PROFILE_FILE), "w") as handle:
         json.dump(asdict(result), handle, indent=1)
     return result
+
+
+def _check_the_benchmark_runs(evaluator: Evaluator) -> None:
+    """A benchmark that crashes or hangs on the recorded build leaves no samples for
+    either profiler: say that, not that profilers are missing."""
+    base = evaluator.baseline()
+    run = run_once(evaluator.bench, base.binary, base.env, evaluator.bench.run.timeout)
+    if run.outcome != Outcome.OK:
+        tail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        raise ProfileError(f"the benchmark does not run on the recorded build: {run.outcome}"
+                           f" {run.detail}".rstrip() + (f" ({tail[0][:200]})" if tail else "")
+                           + "; fix [run].command in autopass.toml")
 
 
 def readable(names: list[str]) -> dict[str, str]:
@@ -130,10 +152,10 @@ def load(store_dir: str) -> Profile | None:
         with open(os.path.join(store_dir, PROFILE_FILE)) as handle:
             data = json.load(handle)
         found = Profile(data["target"], data["method"],
-                        [HotFunction(**f) for f in data["functions"]])
+                        [HotFunction(**f) for f in data["functions"]], data["workload"])
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
-    valid = isinstance(found.target, str) and all(
+    valid = isinstance(found.target, str) and isinstance(found.workload, str) and all(
         isinstance(f.name, str) and isinstance(f.share, (int, float))
         and isinstance(f.units, list) and all(isinstance(u, str) for u in f.units)
         for f in found.functions)

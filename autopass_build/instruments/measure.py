@@ -26,6 +26,7 @@ import psutil
 
 from autopass_build.config import CheckConfig, Config, MeasureConfig, RunConfig
 from autopass_build.core import proc
+from autopass_build.core.files import hash_json
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import stats
 from autopass_build.instruments.binaries import debugless_copy, stable_name
@@ -74,6 +75,14 @@ class Benchmark:
 
     def argv(self, exe: str) -> list[str]:
         return [token.replace("{exe}", exe) for token in self.run.command]
+
+    def workload(self) -> str:
+        """What a run does, as a key: the command, the training command, stdin, folder
+        and environment.  A profile trained or sampled under another workload is stale
+        (the user changed [run]); the key says so without running anything."""
+        run = self.run
+        return hash_json([list(run.command), list(run.train), run.stdin, run.cwd,
+                          sorted(dict(run.env).items())])[:16]
 
     def env(self, candidate_env: dict[str, str]) -> dict[str, str]:
         env = proc.clean_env(dict(os.environ))

@@ -38,6 +38,7 @@ class TrainedProfile:
     hash: str
     target: str
     runs: int
+    workload: str      # Benchmark.workload() it was trained under
 
     def use_flag(self) -> str:
         return f"-fprofile-instr-use={self.path}"
@@ -80,7 +81,8 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
                            + done.stderr.decode("utf-8", "replace")[-300:])
         path, digest = training.keep(evaluator.store, merged, "profile", ".profdata")
     shutil.rmtree(built.folder, ignore_errors=True)
-    result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws))
+    result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws),
+                            bench.workload())
     training.save(evaluator.store.dir, PGO_FILE, result)
     return result
 

@@ -273,14 +273,16 @@ class Tuner:
 
     def _profile(self, evaluator: Evaluator) -> "pgo.TrainedProfile":
         found = pgo.load(self.store.dir)
-        if found is not None and found.target == evaluator.target.output_rel:
+        if found is not None and found.target == evaluator.target.output_rel \
+                and found.workload == evaluator.bench.workload():
             return found
         self.show("training a PGO profile (autopass pgo)")
         return pgo.train(evaluator, self.show)
 
     def _hot_sources(self, evaluator: Evaluator) -> list[str]:
         found = load_profile(self.store.dir)
-        if found is None or found.target != evaluator.target.output_rel:
+        if found is None or found.target != evaluator.target.output_rel \
+                or found.workload != evaluator.bench.workload():
             self.show("profiling the baseline to find the hot units")
             try:
                 found = run_profile(evaluator)
