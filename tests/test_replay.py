@@ -366,8 +366,9 @@ def test_the_benchmark_reads_its_standard_input_from_run_stdin(tmp_path) -> None
     for command in (["try", "--flags", "hot.c=-O2"], ["profile"], ["pgo"]):
         done = subprocess.run([AUTOPASS, *command], cwd=root, capture_output=True, text=True)
         assert done.returncode == 0, (command, done.stderr)
-    assert "hot.c" in subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True,
-                                     text=True).stdout
+    shares = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True,
+                            text=True).stdout.partition("units by share:")[2]
+    assert "hot.c" in shares or "warm.c" in shares   # the program ran (a 5 ms run: few samples)
     (root / "rounds.txt").unlink()
     done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
                           capture_output=True, text=True)
