@@ -297,3 +297,43 @@ def test_python_extension_built_by_pip_with_scikit_build_core(tmp_path) -> None:
     plain_counts = [_instructions(sys.executable, bench, plain) for _ in range(2)]
     tuned_counts = [_instructions(sys.executable, bench, tuned) for _ in range(2)]
     assert max(tuned_counts) < 0.995 * min(plain_counts), (plain_counts, tuned_counts)
+
+
+CACHES_CC = {
+    # configure's way: $CC kept by its full path in a file the Makefile includes
+    "configure": 'echo "CC = $CC" > config.mk\n',
+    "Makefile": "include config.mk\nprog: main.c\n\t$(CC) -O2 -o prog main.c\n",
+    "main.c": '#include <stdio.h>\nint main(void) { puts("ok"); return 0; }\n',
+}
+
+
+@pytest.mark.parametrize("command", ["apply", "verify"])
+def test_a_tree_that_keeps_cc_by_its_path_still_builds_after_autopass(tmp_path, command):
+    """F30: apply and verify wrote the wrapper into a folder of their run and deleted it
+    after; a configure script had kept that path as $CC, so the user's next plain `make`
+    failed ("autopass-cc: No such file or directory": pcre2 after `autopass verify`)."""
+    root = tmp_path / "p"
+    for name, text in CACHES_CC.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPASS_")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    build = "sh configure && make -s"
+    if command == "apply":
+        argv = [AUTOPASS, "apply", "--", "sh", "-c", build]
+    else:
+        (root / "autopass.toml").write_text(
+            f'[build]\ncommand = "{build}"\nclean = "rm -f prog"\n[run]\ncommand = ["{{exe}}"]\n'
+            'target = "prog"\n')
+        (root / "autopass.flags.json").write_text(json.dumps({"schema": 1, "files": {}}))
+        subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, env=env,
+                       check=True, capture_output=True)
+        argv = [AUTOPASS, "verify", "--no-measure"]
+    done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr      # verify: 1 = builds differ
+    kept = (root / "config.mk").read_text().split("=", 1)[1].strip()
+    assert "autopass-cc" in kept and os.path.exists(kept), kept
+    (root / "prog").unlink()
+    again = subprocess.run(["make", "-s"], cwd=root, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert subprocess.run([root / "prog"], capture_output=True, text=True).stdout == "ok\n"

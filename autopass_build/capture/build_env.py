@@ -15,6 +15,7 @@ import os
 import sys
 
 from autopass_build.core import toolchain
+from autopass_build.core.files import hash_bytes, user_cache_dir
 from autopass_build.core.names import (
     ENV_APPLY_POLICY,
     ENV_APPLY_TALLY,
@@ -57,12 +58,14 @@ def write_wrappers(bin_dir: str) -> tuple[str, str]:
     paths = []
     for name in ("autopass-cc", "autopass-c++"):
         path = os.path.join(bin_dir, name)
+        paths.append(path)
+        if _holds(path, text):
+            continue               # a build running now may be starting it: leave it be
         tmp = path + f".{os.getpid()}.tmp"
         with open(tmp, "w") as handle:
             handle.write(text)
         os.chmod(tmp, 0o755)
         os.replace(tmp, path)
-        paths.append(path)
     for names, target in ((C_NAMES, "autopass-cc"), (CXX_NAMES, "autopass-c++")):
         for name in names:
             _relink(os.path.join(bin_dir, name), target)
@@ -77,10 +80,42 @@ def write_wrappers(bin_dir: str) -> tuple[str, str]:
     return paths[0], paths[1]
 
 
+def _holds(path: str, text: str) -> bool:
+    try:
+        with open(path) as handle:
+            return handle.read() == text and os.access(path, os.X_OK)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def _relink(link: str, target: str) -> None:
-    if os.path.lexists(link):
-        os.unlink(link)
-    os.symlink(target, link)
+    """`link` -> `target`, replaced atomically: another build may be using the folder."""
+    if os.path.islink(link) and os.readlink(link) == target:
+        return
+    tmp = f"{link}.{os.getpid()}.tmp"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def apply_bin_dir(work_dir: str) -> str:
+    """Where apply mode's wrapper and its compiler-named links live: one folder per
+    installation of autopass, kept after the build.  A configure script or CMake keeps
+    $CC by its full path in the user's tree; apply and verify used a folder of their run,
+    deleted after it, and the tree's next plain `make` failed ("autopass-cc: No such file
+    or directory": pcre2 after `autopass verify`).  Run later without autopass's
+    environment, the wrapper passes every command through (or records into a store that
+    is there).  `work_dir`'s own folder only when the cache cannot be written."""
+    key = hash_bytes(f"{sys.executable}\0{package_parent()}".encode())[:12]
+    folder = user_cache_dir("wrappers", key)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if os.access(folder, os.W_OK):
+            return folder
+    except OSError:
+        pass
+    return os.path.join(work_dir, "bin")
 
 
 def record_environment(store_dir: str, root: str, base: dict[str, str] | None = None
@@ -110,7 +145,8 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
     with an LTO stage in the database, LLVM's archiver too (GNU ar cannot index the
     symbols of LLVM bitcode members without a matching plugin)."""
     env = dict(os.environ if base is None else base)
-    bin_dir = os.path.join(work_dir, "bin")
+    os.makedirs(work_dir, exist_ok=True)      # the tally is written there
+    bin_dir = apply_bin_dir(work_dir)
     cc, cxx = write_wrappers(bin_dir)
     for tool, key in (("clang", ENV_CC), ("clang++", ENV_CXX)):
         found = toolchain.find_tool(tool, env=env, exclude=frozenset({bin_dir}))
