@@ -3,6 +3,7 @@ them, and a verified stage shipped whether or not a per-file flag wins."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -16,7 +17,7 @@ from support import (
     snapshot,
 )
 
-from autopass_build.core import flags_db
+from autopass_build.core import flags_db, toolchain
 
 CMAKE_INCLUDE = f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={REPO}/cmake/AutoPass.cmake"
 
@@ -133,7 +134,9 @@ def test_cmake_under_record_takes_the_compilers_own_archiver(tmp_path) -> None:
     build = "cmake -S . -B b -G Ninja && ninja -C b"
     sh([AUTOPASS, "record", "--", "sh", "-c", build], root, env)
     cache = (root / "b" / "CMakeCache.txt").read_text()
-    assert f"CMAKE_AR:FILEPATH={root}/.autopass/bin/llvm-ar" in cache
+    [archiver] = [line.split("=", 1)[1] for line in cache.splitlines()
+                  if line.startswith("CMAKE_AR:FILEPATH=")]
+    assert os.path.realpath(archiver) == os.path.realpath(toolchain.find_tool("llvm-ar"))
     db = flags_db.empty()
     db.target = flags_db.TargetStages("b/routeplan", ("lto",), "-O3",
                                       ("src/geometry.cpp", "src/graph.cpp", "src/main.cpp",

@@ -99,14 +99,15 @@ def _relink(link: str, target: str) -> None:
     os.replace(tmp, link)
 
 
-def apply_bin_dir(work_dir: str) -> str:
-    """Where apply mode's wrapper and its compiler-named links live: one folder per
+def wrapper_dir(work_dir: str) -> str:
+    """Where the wrapper and its compiler-named links live, in every mode: one folder per
     installation of autopass, kept after the build.  A configure script or CMake keeps
     $CC by its full path in the user's tree; apply and verify used a folder of their run,
     deleted after it, and the tree's next plain `make` failed ("autopass-cc: No such file
-    or directory": pcre2 after `autopass verify`).  Run later without autopass's
-    environment, the wrapper passes every command through (or records into a store that
-    is there).  `work_dir`'s own folder only when the cache cannot be written."""
+    or directory": pcre2 after `autopass verify`); record's was inside the store, gone
+    with it.  Run later without autopass's environment, the wrapper passes every command
+    through (or records into a store that is there).  `work_dir`/bin only when the cache
+    cannot be written."""
     key = hash_bytes(f"{sys.executable}\0{package_parent()}".encode())[:12]
     folder = user_cache_dir("wrappers", key)
     try:
@@ -122,7 +123,7 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
                        ) -> dict[str, str]:
     """The environment for `autopass record -- <build>`."""
     env = dict(os.environ if base is None else base)
-    bin_dir = os.path.join(store_dir, "bin")
+    bin_dir = wrapper_dir(store_dir)
     cc, cxx = write_wrappers(bin_dir)
     clang = toolchain.find_tool("clang", env=env, exclude=frozenset({bin_dir}))
     clangxx = toolchain.find_tool("clang++", env=env, exclude=frozenset({bin_dir}))
@@ -146,7 +147,7 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
     symbols of LLVM bitcode members without a matching plugin)."""
     env = dict(os.environ if base is None else base)
     os.makedirs(work_dir, exist_ok=True)      # the tally is written there
-    bin_dir = apply_bin_dir(work_dir)
+    bin_dir = wrapper_dir(work_dir)
     cc, cxx = write_wrappers(bin_dir)
     for tool, key in (("clang", ENV_CC), ("clang++", ENV_CXX)):
         found = toolchain.find_tool(tool, env=env, exclude=frozenset({bin_dir}))

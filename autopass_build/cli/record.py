@@ -12,7 +12,7 @@ import time
 
 from autopass_build import config as configuration
 from autopass_build.capture import unseen
-from autopass_build.capture.build_env import record_environment
+from autopass_build.capture.build_env import record_environment, wrapper_dir
 from autopass_build.capture.compiler_args import FIXES
 from autopass_build.cli.common import (
     CliError,
@@ -91,7 +91,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         why = getattr(error, "strerror", None) or str(error)
         raise CliError(f"cannot create the store at {store_dir} ({why}); the build was not "
                        "run: pass --store DIR with a folder you can write") from None
-    if not toolchain.find_tool("clang", exclude=frozenset({os.path.join(store_dir, "bin")})):
+    if not toolchain.find_tool("clang", exclude=frozenset({wrapper_dir(store_dir)})):
         raise CliError("clang not found: " + toolchain.INSTALL_HINT.format(
             v=toolchain.DEFAULT_LLVM_VERSION))
     env = record_environment(store_dir, root)
