@@ -220,6 +220,7 @@ def test_clean_command_follows_the_build_tool() -> None:
         "mkdir -p out && cd out && cmake .. >/dev/null && make -j2": "cd out && make clean",
         "cd 'a b' && cd c && ninja": "cd 'a b/c' && ninja -t clean",
         "sh build.sh": None,
+        "X=1; CC=clang make": "make clean",     # an assignment alone: no command
         'echo "unbalanced': None,
     }
     for build, clean in cases.items():

@@ -51,7 +51,8 @@ def _commands(words: list[str]) -> list[list[str]]:
             commands.append([])
         else:
             commands[-1].append(word)
-    return [_without_assignments(c) for c in commands if c]
+    stripped = (_without_assignments(c) for c in commands)
+    return [c for c in stripped if c]      # `X=1;` alone is no command
 
 
 def _without_assignments(command: list[str]) -> list[str]:
@@ -71,8 +72,6 @@ def _folder(command: list[str], option: str) -> list[str]:
 
 
 def _clean_for(command: list[str]) -> str | None:
-    if not command:
-        return None
     tool = os.path.basename(command[0])
     if tool in ("make", "gmake"):
         return shlex.join(["make", *_folder(command, "-C"), "clean"])
