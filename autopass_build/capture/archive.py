@@ -26,20 +26,20 @@ class Member:
         self.name, self.data = name, data
 
 
-def is_thin(path: str) -> bool:
+def _magic(path: str) -> bytes:
     try:
         with open(path, "rb") as handle:
-            return handle.read(8) == THIN_MAGIC
+            return handle.read(len(MAGIC))
     except OSError:
-        return False
+        return b""
+
+
+def is_thin(path: str) -> bool:
+    return _magic(path) == THIN_MAGIC
 
 
 def is_archive(path: str) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(8) in (MAGIC, THIN_MAGIC)
-    except OSError:
-        return False
+    return _magic(path) in (MAGIC, THIN_MAGIC)
 
 
 def read_members(path: str) -> list[Member]:

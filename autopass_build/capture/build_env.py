@@ -99,15 +99,15 @@ def _relink(link: str, target: str) -> None:
     os.replace(tmp, link)
 
 
-def wrapper_dir(work_dir: str) -> str:
+def wrapper_dir(fallback_parent: str) -> str:
     """Where the wrapper and its compiler-named links live, in every mode: one folder per
     installation of autopass, kept after the build.  A configure script or CMake keeps
     $CC by its full path in the user's tree; apply and verify used a folder of their run,
     deleted after it, and the tree's next plain `make` failed ("autopass-cc: No such file
     or directory": pcre2 after `autopass verify`); record's was inside the store, gone
     with it.  Run later without autopass's environment, the wrapper passes every command
-    through (or records into a store that is there).  `work_dir`/bin only when the cache
-    cannot be written."""
+    through (or records into a store that is there).  `fallback_parent`/bin only when the
+    cache cannot be written."""
     key = hash_bytes(f"{sys.executable}\0{package_parent()}".encode())[:12]
     folder = user_cache_dir("wrappers", key)
     try:
@@ -116,7 +116,7 @@ def wrapper_dir(work_dir: str) -> str:
             return folder
     except OSError:
         pass
-    return os.path.join(work_dir, "bin")
+    return os.path.join(fallback_parent, "bin")
 
 
 def record_environment(store_dir: str, root: str, base: dict[str, str] | None = None

@@ -45,7 +45,7 @@ class Profile:
     target: str
     method: str                       # "perf" or "callgrind"
     functions: list[HotFunction]
-    workload: str = ""                # Benchmark.workload() of the run it sampled
+    workload: str                     # Benchmark.workload() of the run it sampled
 
     def unit_shares(self) -> dict[str, float]:
         shares: dict[str, float] = {}

@@ -25,7 +25,7 @@ from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.hotspots import ProfileError
+from autopass_build.instruments.hotspots import Profile, ProfileError
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError
@@ -273,16 +273,14 @@ class Tuner:
 
     def _profile(self, evaluator: Evaluator) -> "pgo.TrainedProfile":
         found = pgo.load(self.store.dir)
-        if found is not None and found.target == evaluator.target.output_rel \
-                and found.workload == evaluator.bench.workload():
+        if found is not None and _made_for(found, evaluator):
             return found
         self.show("training a PGO profile (autopass pgo)")
         return pgo.train(evaluator, self.show)
 
     def _hot_sources(self, evaluator: Evaluator) -> list[str]:
         found = load_profile(self.store.dir)
-        if found is None or found.target != evaluator.target.output_rel \
-                or found.workload != evaluator.bench.workload():
+        if found is None or not _made_for(found, evaluator):
             self.show("profiling the baseline to find the hot units")
             try:
                 found = run_profile(evaluator)
@@ -337,3 +335,10 @@ def _fingerprint(space: Space) -> str:
     return hash_json([[k.name, [list(v) for v in k.values]] for k in space.knobs]
                      + [[c.knob, sorted(c.values), list(c.defaults)]
                         for c in space.constraints])[:24]
+
+
+def _made_for(stored: Profile | pgo.TrainedProfile, evaluator: Evaluator) -> bool:
+    """Whether a profile kept in the store (hot spots, PGO) was made for this target
+    under this [run]: one made for another target or workload is made again."""
+    return stored.target == evaluator.target.output_rel \
+        and stored.workload == evaluator.bench.workload()
