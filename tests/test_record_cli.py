@@ -252,3 +252,7 @@ def test_init_says_when_it_cannot_tell_how_to_clean(tmp_path) -> None:
     done = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
     assert "clean: not known" in done.stdout and "set [build].clean" in done.stdout
     assert cfg.load(str(root / "autopass.toml")).build.clean == ()
+    (root / "autopass.flags.json").write_text('{"schema": 1, "files": {}}')
+    verify = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+    assert verify.returncode == 2 and verify.stderr.count("\n") == 1, verify.stderr
+    assert "set [build].clean in" in verify.stderr and "[build].command and" not in verify.stderr

@@ -58,9 +58,12 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
            measure: bool = True, libraries: tuple[str, ...] = ()) -> Verification:
     """`root`: the project root the database's paths are relative to (the record root);
     `libraries`: the project's shared libraries `binary` loads, as built."""
-    if not config.build.command or not config.build.clean:
-        raise VerifyError('verify rebuilds from scratch: set [build].command and [build].clean '
-                          'in autopass.toml, e.g. command = "make -j2", clean = "make clean"')
+    missing = [f"[build].{key}" for key, value in (("command", config.build.command),
+                                                    ("clean", config.build.clean)) if not value]
+    if missing:
+        raise VerifyError(f"verify rebuilds from scratch: set {' and '.join(missing)} in "
+                          f"{config.path or 'autopass.toml'}, e.g. command = \"make -j2\", "
+                          "clean = \"make clean\"")
     if not os.path.isfile(db):   # else three builds and a measurement of plain against plain
         raise VerifyError(f"nothing to verify: {db} does not exist; `autopass tune` writes "
                           "it (or set [tune].flags_db to the database to verify)")
