@@ -12,6 +12,8 @@ from pathlib import Path
 from support import AUTOPASS, EXAMPLES, write
 
 from autopass_build import config as cfg
+from autopass_build.instruments.evaluate import choose_target
+from autopass_build.store.index import Store
 
 # A configure script in the style of zlib's: it compiles and links a probe under a name
 # of its own (ztest$$.c), deletes it, then the build proper runs.
@@ -256,3 +258,21 @@ def test_init_says_when_it_cannot_tell_how_to_clean(tmp_path) -> None:
     verify = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
     assert verify.returncode == 2 and verify.stderr.count("\n") == 1, verify.stderr
     assert "set [build].clean in" in verify.stderr and "[build].command and" not in verify.stderr
+
+
+def test_a_libtool_wrapper_script_names_the_program_behind_it(tmp_path) -> None:
+    """xz 5.4: libtool links the real program as src/xz/.libs/xz and writes a shell
+    script at src/xz/xz; a user who names the script as [run].target gets the program
+    (it was "not found").  `init` then points at profiling, not at `try`, which needs
+    flags to try."""
+    root = tmp_path / "lt"
+    write(root / "src" / "main.c", "int main(void) { return 0; }\n")
+    build = ("mkdir -p src/.libs && cc -O2 -c src/main.c -o src/main.o "
+             "&& cc src/main.o -o src/.libs/prog && printf '#!/bin/sh\\n' > src/prog")
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    done = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
+    assert "`autopass profile`" in done.stdout and "autopass try" not in done.stdout
+    store = Store.open_existing(str(root / ".autopass"))
+    assert choose_target(store, "src/prog").output_rel == "src/.libs/prog"
+    assert choose_target(store, "./src/prog").output_rel == "src/.libs/prog"

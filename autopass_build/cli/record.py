@@ -266,7 +266,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         handle.write(configuration.starter_text(build, target, clean))
     said = build if isinstance(build, str) else " ".join(build)
     print(f"wrote {path} (build: {said}; clean: {clean or 'not known'}): set [run].command "
-          "to your benchmark, then `autopass try`")
+          "to your benchmark, then `autopass profile` (does it run, where does the time go?) "
+          "and `autopass tune`")
     if clean is None:
         print("set [build].clean in autopass.toml to the command that brings the tree back "
               "to clean: `autopass verify` builds from scratch")

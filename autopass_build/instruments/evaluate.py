@@ -63,6 +63,8 @@ def choose_target(store: Store, wanted: str) -> Target:
         if not matches:  # "_fastkern" for "_fastkern.cpython-311-x86_64-linux-gnu.so"
             matches = [t for t in targets
                        if os.path.basename(t.output).startswith(wanted + ".")]
+        if not matches:  # "src/xz/xz", libtool's wrapper script, for the program it runs
+            matches = [t for t in targets if t.output_rel in _libtool_programs(wanted)]
         if len(matches) == 1:
             return matches[0]
         names = ", ".join(t.output_rel for t in executables) or "(none)"
@@ -75,6 +77,13 @@ def choose_target(store: Store, wanted: str) -> Target:
                             + _why_nothing(store))
     raise EvaluateError("several executables were recorded; choose one with --target or "
                         "[run].target: " + ", ".join(t.output_rel for t in executables))
+
+
+def _libtool_programs(wrapper: str) -> tuple[str, ...]:
+    """Where libtool puts the real program behind the wrapper script `wrapper` (a path
+    relative to the project root): `.libs/NAME`, or `.libs/lt-NAME` once the wrapper ran."""
+    folder, name = os.path.split(os.path.normpath(wrapper))
+    return tuple(os.path.join(folder, ".libs", n) for n in (name, "lt-" + name))
 
 
 def _check_runs_as_a_program(store: Store, target: Target, bench: Benchmark) -> None:
