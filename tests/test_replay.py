@@ -278,6 +278,22 @@ def test_s2_benchmark_arguments_never_reach_a_shell(tmp_path):
     assert not canary.exists()
 
 
+def test_a_program_the_loader_cannot_start_is_a_failed_run_not_an_ok_one(tmp_path):
+    """ld.so exits 127 when a shared library is missing; that run read as OK (exit code
+    127, as the baseline's), so a profile of it showed the loader's own functions."""
+    write(tmp_path / "gone.c", "int gone(void) { return 0; }\n")
+    write(tmp_path / "main.c", "int gone(void);\nint main(void) { return gone(); }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", "libgone.so", "gone.c"], cwd=tmp_path,
+                   check=True)
+    subprocess.run(["cc", "-o", "app", "main.c", "-L.", "-lgone"], cwd=tmp_path, check=True)
+    (tmp_path / "libgone.so").unlink()
+    result = run_once(bench_for(tmp_path, ["{exe}"]), str(tmp_path / "app"), {}, 10)
+    assert result.outcome == Outcome.RUN_CRASH
+    assert "dynamic loader" in result.detail and "libgone.so" in result.detail
+    exits_127 = run_once(bench_for(tmp_path, ["{exe}", "-c", "exit 127"]), "/bin/sh", {}, 10)
+    assert exits_127.outcome == Outcome.OK and exits_127.status == 127
+
+
 def test_s5_api_keys_do_not_reach_the_benchmark(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     bench = bench_for(tmp_path, ["{exe}"])

@@ -168,8 +168,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
         where = ", ".join(f.units) or "(not in a recorded unit: a library or the kernel)"
         print(f"  {f.share:5.1f}%  {names.get(f.name, f.name):<32} {where}")
     print("units by share:")
-    for unit, share in list(result.unit_shares().items())[:args.limit]:
+    shares = result.unit_shares()
+    for unit, share in list(shares.items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")
+    ours = sum(shares.values())
+    if ours < 50:
+        print(f"only {ours:.1f}% of the run is in recorded units; the rest (libraries, the "
+              "kernel) is out of reach of per-file flags: is [run].command the benchmark "
+              "of this project's code?")
     return 0
 
 

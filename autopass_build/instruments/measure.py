@@ -180,6 +180,10 @@ def _wait(pid: int, timeout: float) -> tuple[int, resource.struct_rusage, bool]:
     return status, usage, not exited
 
 
+LOADER_FAILED = 127                                   # glibc's ld.so exit status
+LOADER_ERROR = b"error while loading shared libraries"
+
+
 def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout: float,
              metric: str | None = None, cpu: int | None = None) -> RunResult:
     import subprocess
@@ -221,6 +225,11 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
         if code < 0:
             return RunResult(Outcome.RUN_CRASH, None, wall, code, stdout, stderr,
                              f"killed by signal {-code}")
+        if code == LOADER_FAILED and LOADER_ERROR in stderr:  # not the program's own 127
+            said = stderr[stderr.index(LOADER_ERROR):].split(b"\n")[0]
+            return RunResult(Outcome.RUN_CRASH, None, wall, code, stdout, stderr,
+                             "the dynamic loader cannot start it ("
+                             + said.decode("utf-8", "replace")[:200] + ")")
         if metric == "wall":
             value = wall
         elif metric == "cpu":

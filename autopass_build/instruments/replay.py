@@ -257,8 +257,23 @@ class Replayer:
         folder = os.path.join(self.work, key)
         os.makedirs(folder, exist_ok=True)
         binary = self._link(link, flags_by_unit, folder, tuple(link_flags))
-        return Candidate(binary, folder, {"LD_LIBRARY_PATH": folder} if self._shared_inputs(link)
-                         else {})
+        path = self._library_path(link, folder)
+        return Candidate(binary, folder, {"LD_LIBRARY_PATH": path} if path else {})
+
+    def _library_path(self, link: LinkRecord, folder: str) -> str:
+        """Where the candidate finds its shared libraries: the rebuilt ones in `folder`
+        first, then the folders of the project's libraries autopass did not see built
+        (a prebuilt .so in the tree), which the binary found through an rpath like
+        $ORIGIN that does not hold from `folder`."""
+        root = os.path.dirname(os.path.realpath(self.store.dir)) + os.sep
+        folders = [folder] if self._shared_inputs(link) else []
+        for linked in [link] + self._shared_inputs(link):
+            for i in linked.inputs:
+                where = os.path.dirname(os.path.realpath(i.path))
+                if (i.kind == "shared" and self._link_of_shared(i.path) is None
+                        and (where + os.sep).startswith(root) and where not in folders):
+                    folders.append(where)
+        return os.pathsep.join(folders)
 
     def _tree_files(self, link: LinkRecord) -> list[str]:
         """The hashes of the files the link reads from the project tree besides its inputs
