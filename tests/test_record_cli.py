@@ -311,4 +311,26 @@ def test_profile_names_a_library_without_symbols_and_says_the_time_is_out_of_rea
         pytest.skip("perf cannot sample here; callgrind profiled instead")
     hottest = done.stdout.splitlines()[1]
     assert "libhot.so (no symbols)" in hottest and "0x" not in done.stdout, done.stdout
-    assert "out of reach of per-file flags" in done.stdout
+    assert "(not in the program: a library or the kernel)" in hottest
+    assert "of the run is in recorded units, where per-file flags act" in done.stdout
+    assert "is [run].command a benchmark of this project's code?" in done.stdout
+
+
+def test_profile_tells_the_programs_own_unrecorded_code_from_libraries(tmp_path) -> None:
+    """x264 spends half its run in its own nasm assembly: those functions are the
+    program's, out of per-file flags' reach, not "a library or the kernel"."""
+    root = tmp_path / "asm"
+    write(root / "hot.c", HOT_LIBRARY)
+    write(root / "main.c", "#include <stdio.h>\nunsigned work(unsigned);\n"
+          "int main(void) { printf(\"%u\\n\", work(7)); return 0; }\n")
+    subprocess.run(["cc", "-O1", "-c", "hot.c", "-o", "hot.o"], cwd=root, check=True)
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c",
+                    "cc -O2 -c main.c && cc main.o hot.o -o app"], cwd=root, check=True,
+                   capture_output=True)
+    subprocess.run([AUTOPASS, "init"], cwd=root, check=True, capture_output=True)
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    hottest = done.stdout.splitlines()[1]
+    assert "spin" in hottest and "(in the program, not from a recorded unit" in hottest
+    assert "in the program's own assembly or objects autopass did not compile" in done.stdout
+    assert "is [run].command" not in done.stdout

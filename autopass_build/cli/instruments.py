@@ -145,7 +145,7 @@ def cmd_try(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-    from autopass_build.instruments.hotspots import ProfileError, profile, readable
+    from autopass_build.instruments.hotspots import ProfileError, Reach, profile, readable
     from autopass_build.instruments.measure import MeasureError
 
     store = open_store(args)
@@ -164,18 +164,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print(f"{result.target} ({result.method}); hot functions:")
     shown = result.functions[:args.limit]
     names = readable([f.name for f in shown])
+    reach = Reach.of(result, evaluator.baseline().binary)
     for f in shown:
-        where = ", ".join(f.units) or "(not in a recorded unit: a library or the kernel)"
-        print(f"  {f.share:5.1f}%  {names.get(f.name, f.name):<32} {where}")
+        print(f"  {f.share:5.1f}%  {names.get(f.name, f.name):<32} {reach.where(f)}")
     print("units by share:")
-    shares = result.unit_shares()
-    for unit, share in list(shares.items())[:args.limit]:
+    for unit, share in list(result.unit_shares().items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")
-    ours = sum(shares.values())
-    if ours < 50:
-        print(f"only {ours:.1f}% of the run is in recorded units; the rest (libraries, the "
-              "kernel) is out of reach of per-file flags: is [run].command the benchmark "
-              "of this project's code?")
+    if reach.note():
+        print(reach.note())
     return 0
 
 

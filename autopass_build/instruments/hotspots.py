@@ -145,6 +145,62 @@ def readable(names: list[str]) -> dict[str, str]:
     return dict(zip(names, shown)) if done.returncode == 0 and len(shown) == len(names) else {}
 
 
+@dataclass(frozen=True)
+class Reach:
+    """How much of a profile per-file flags can reach: the recorded units' share, the
+    rest of the program's own code (assembly, objects autopass did not compile), and
+    what runs outside the program (its libraries, the kernel)."""
+    units: float
+    program: float
+    outside: float
+    in_program: frozenset[str]        # the functions the binary itself defines
+
+    @classmethod
+    def of(cls, result: Profile, binary: str) -> Reach:
+        in_program = frozenset(_symbols(binary))
+        units = sum(result.unit_shares().values())
+        program = sum(f.share for f in result.functions if not f.units and f.name in in_program)
+        outside = sum(f.share for f in result.functions if not f.units) - program
+        return cls(units, program, outside, in_program)
+
+    def where(self, function: HotFunction) -> str:
+        if function.units:
+            return ", ".join(function.units)
+        if function.name in self.in_program:
+            return "(in the program, not from a recorded unit: assembly or a prebuilt object)"
+        return "(not in the program: a library or the kernel)"
+
+    def note(self) -> str:
+        """A line when most of the run is out of the units' reach, else ""."""
+        if self.units >= 50:
+            return ""
+        why = (f"{self.program:.1f}% in the program's own assembly or objects autopass did "
+               f"not compile, {self.outside:.1f}% in libraries and the kernel")
+        ask = ("" if self.program >= self.outside else
+               "; is [run].command a benchmark of this project's code?")
+        return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
+                f"flags act ({why}){ask}")
+
+
+def _symbols(binary: str) -> set[str]:
+    """The names of the functions (and untyped code labels: nasm's) `binary` defines."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    names: set[str] = set()
+    try:
+        with open(binary, "rb") as handle:
+            for section in ELFFile(handle).iter_sections():
+                if isinstance(section, SymbolTableSection):
+                    names.update(s.name for s in section.iter_symbols()
+                                 if s["st_shndx"] != "SHN_UNDEF" and s.name
+                                 and s["st_info"]["type"] in ("STT_FUNC", "STT_NOTYPE"))
+    except (OSError, ELFError):
+        pass  # a profile still reads without it
+    return names
+
+
 def load(store_dir: str) -> Profile | None:
     """The stored profile, or None when there is none or it is not one (damaged files
     are measured again, never trusted)."""
