@@ -117,8 +117,8 @@ def tuned_and_verified(tree: Path, budget: int) -> None:
                       lambda m: print(f"  verify: {m}", file=sys.stderr))
     e = verified.comparison.estimate if verified.comparison else None
     print(f"verify: two clean tuned builds {'bit-identical' if verified.identical else 'DIFFER'}"
-          + (f"; tuned vs plain speedup {1 / e.ratio:.4f}x [{1 / e.high:.4f}, {1 / e.low:.4f}], "
-             f"{e.pairs} pairs, {verified.comparison.verdict or 'unclear'}" if e else ""))
+          + (f"; tuned vs plain {e.describe_speedup()}, "
+             f"{verified.comparison.verdict or 'unclear'}" if e else ""))
 
 
 def main() -> int:

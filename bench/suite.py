@@ -82,7 +82,8 @@ def ab(store, config, flags: dict, base: dict | None = None,
     est = result.comparison.estimate if result.comparison else None
     if est is None:
         return {"speedup": None, "low": None, "high": None, "verdict": str(result.outcome)}
-    return {"speedup": 1 / est.ratio, "low": 1 / est.high, "high": 1 / est.low,
+    speedup, low, high = est.speedup()
+    return {"speedup": speedup, "low": low, "high": high,
             "verdict": result.comparison.verdict or "unclear"}
 
 

@@ -193,7 +193,8 @@ def verify(store: Store, config: cfg.Config, result, name: str, strategy: str) -
     est = evaluation.comparison.estimate if evaluation.comparison else None
     if est is None:
         return {"speedup": None, "low": None, "high": None, "verdict": str(evaluation.outcome)}
-    return {"speedup": 1 / est.ratio, "low": 1 / est.high, "high": 1 / est.low,
+    speedup, low, high = est.speedup()
+    return {"speedup": speedup, "low": low, "high": high,
             "verdict": evaluation.comparison.verdict}
 
 

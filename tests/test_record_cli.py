@@ -334,3 +334,31 @@ def test_profile_tells_the_programs_own_unrecorded_code_from_libraries(tmp_path)
     assert "spin" in hottest and "(in the program, not from a recorded unit" in hottest
     assert "in the program's own assembly or objects autopass did not compile" in done.stdout
     assert "is [run].command" not in done.stdout
+
+
+def test_verify_runs_a_binary_that_finds_a_prebuilt_library_through_origin(tmp_path) -> None:
+    """verify measures copies of the two builds' binaries in folders of their own, where
+    `-Wl,-rpath,$ORIGIN` no longer leads to the tree's prebuilt libhot.so: both sides
+    failed to start.  The library's folder is on their LD_LIBRARY_PATH."""
+    from autopass_build.core import flags_db
+
+    root = tmp_path / "origin"
+    write(root / "hot.c", HOT_LIBRARY.replace("150000000u", "20000000u"))
+    write(root / "main.c", "#include <stdio.h>\nunsigned work(unsigned);\n"
+          "int main(void) { printf(\"%u\\n\", work(7)); return 0; }\n")
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", "libhot.so", "hot.c"], cwd=root,
+                   check=True)
+    build = "cc -O2 -c main.c && cc main.o -L. -lhot -Wl,-rpath,'$ORIGIN' -o app"
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    [unit] = Store.open_existing(str(root / ".autopass")).units()
+    db = flags_db.empty()
+    db.entries["main.c"] = flags_db.Entry(("-O1",), unit.source_hash)
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    (root / "autopass.toml").write_text(
+        f'[build]\ncommand = "{build}"\nclean = "rm -f app main.o"\n'
+        '[run]\ncommand = ["{exe}"]\n[measure]\nmin_pairs = 2\nmax_pairs = 3\n')
+    done = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "two clean tuned builds are bit-identical" in done.stdout
+    assert "tuned vs plain (wall): speedup" in done.stdout

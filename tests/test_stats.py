@@ -105,3 +105,12 @@ def test_looks_that_can_never_decide_are_dropped():
     assert stats.useful_looks(looks, 0.95) == [10, 20]  # 5 pairs cannot bound at 98.3 %
     assert stats.useful_looks([10, 20], 0.95) == [10, 20]
     assert stats.useful_looks([2], 0.95) == [2]         # the last look always stays
+
+
+def test_a_speedup_of_an_interval_open_at_zero_stays_open() -> None:
+    """Three pairs bound nothing: the ratio's interval is [0, inf], and verify's speedup
+    line divided by its zero low end (a ZeroDivisionError traceback)."""
+    open_interval = stats.Estimate(0.9972, 0.0, math.inf, 3, 0.95)
+    assert open_interval.speedup() == (1 / 0.9972, 0.0, math.inf)
+    assert open_interval.describe_speedup() == ("speedup 1.0028x, 95.0% interval "
+                                                "[0.0000, inf], 3 pairs")

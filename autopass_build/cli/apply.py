@@ -152,7 +152,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         target = choose_target(store, args.target or config.run.target)
         result = verify(config, target.output, db, os.path.dirname(store.dir), progress,
-                        measure=not args.no_measure, libraries=tuple(target.loaded_libraries))
+                        measure=not args.no_measure, libraries=tuple(target.loaded_libraries),
+                        library_folders=tuple(target.prebuilt_library_folders(
+                            os.path.dirname(store.dir))))
     except (EvaluateError, MeasureError, VerifyError) as error:
         progress(None)
         raise CliError(str(error))
@@ -163,9 +165,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
           f"{'bit-identical' if result.identical else 'DIFFERENT (not reproducible)'}")
     c = result.comparison
     if c is not None and c.estimate:
-        e = c.estimate
-        print(f"tuned vs plain ({config.measure.metric}): speedup {1 / e.ratio:.4f}x, "
-              f"{e.level:.1%} interval [{1 / e.high:.4f}, {1 / e.low:.4f}], {e.pairs} pairs "
+        print(f"tuned vs plain ({config.measure.metric}): {c.estimate.describe_speedup()} "
               f"-> {c.verdict or 'unclear'}")
     elif c is not None:
         print(f"tuned vs plain: {c.outcome} {c.detail}")

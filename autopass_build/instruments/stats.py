@@ -96,6 +96,20 @@ class Estimate:
         return (f"{self.ratio:.4f}x [{self.low:.4f}, {self.high:.4f}] "
                 f"({self.level:.1%} interval, {self.pairs} pairs)")
 
+    def speedup(self) -> tuple[float, float, float]:
+        """(speedup, low, high): baseline / candidate, the inverse of the ratio; an
+        interval open at 0 (too few pairs to bound it) stays open, at infinity."""
+        return _inverse(self.ratio), _inverse(self.high), _inverse(self.low)
+
+    def describe_speedup(self) -> str:
+        speedup, low, high = self.speedup()
+        return (f"speedup {speedup:.4f}x, {self.level:.1%} interval [{low:.4f}, {high:.4f}], "
+                f"{self.pairs} pairs")
+
+
+def _inverse(value: float) -> float:
+    return math.inf if value <= 0 else 1 / value
+
 
 def estimate(baseline: list[float], candidate: list[float], level: float = 0.95,
              deterministic: bool = False) -> Estimate:

@@ -55,9 +55,11 @@ def _build(config: Config, env: dict[str, str], folder: str, progress: Progress)
 
 
 def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
-           measure: bool = True, libraries: tuple[str, ...] = ()) -> Verification:
+           measure: bool = True, libraries: tuple[str, ...] = (),
+           library_folders: tuple[str, ...] = ()) -> Verification:
     """`root`: the project root the database's paths are relative to (the record root);
-    `libraries`: the project's shared libraries `binary` loads, as built."""
+    `libraries`: the project's shared libraries `binary` loads, as built;
+    `library_folders`: where the prebuilt ones it loads are."""
     missing = [f"[build].{key}" for key, value in (("command", config.build.command),
                                                     ("clean", config.build.clean)) if not value]
     if missing:
@@ -87,9 +89,9 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
         comparison = None
         if measure:
             progress("measuring the tuned build against the plain one")
-            comparison = compare(Benchmark.from_config(config), *_run_of(copies[0], binary,
-                                                                          libraries),
-                                 *_run_of(copies[1], binary, libraries), progress)
+            plain, tuned = (_run_of(side, binary, libraries, library_folders)
+                            for side in copies[:2])
+            comparison = compare(Benchmark.from_config(config), *plain, *tuned, progress)
         return Verification(identical, copies[0], copies[1], comparison, len(libraries))
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -108,9 +110,10 @@ def _copy_side(side: str, binary: str, libraries: tuple[str, ...]) -> str:
     return side
 
 
-def _run_of(side: str, binary: str, libraries: tuple[str, ...]) -> tuple[str, dict[str, str]]:
-    env = {"LD_LIBRARY_PATH": side} if libraries else {}
-    return os.path.join(side, os.path.basename(binary)), env
+def _run_of(side: str, binary: str, libraries: tuple[str, ...],
+            library_folders: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    path = os.pathsep.join(([side] if libraries else []) + list(library_folders))
+    return os.path.join(side, os.path.basename(binary)), {"LD_LIBRARY_PATH": path} if path else {}
 
 
 def _same_bytes(a: str, b: str) -> bool:

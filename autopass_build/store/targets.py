@@ -31,6 +31,21 @@ class Target:
     # Those libraries as built (absolute paths): what a run of the binary must find first.
     loaded_libraries: list[str] = field(default_factory=list)
 
+    def prebuilt_library_folders(self, root: str) -> list[str]:
+        """The folders of the shared libraries in the project tree this binary links but
+        no recorded link made (a prebuilt .so): a copy of the binary run elsewhere finds
+        them there, where an rpath such as $ORIGIN no longer leads."""
+        built = {os.path.realpath(p) for p in self.loaded_libraries}
+        inside = os.path.realpath(root) + os.sep
+        folders: list[str] = []
+        for library in self.shared_libraries:
+            path = os.path.realpath(os.path.join(root, library))
+            folder = os.path.dirname(path)
+            if (path not in built and path.startswith(inside) and os.path.isfile(path)
+                    and folder not in folders):
+                folders.append(folder)
+        return folders
+
     def runtime_units(self) -> list[str]:
         return self.units + [u for u in self.loaded_units if u not in self.units]
 
