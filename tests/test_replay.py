@@ -294,6 +294,19 @@ def test_a_program_the_loader_cannot_start_is_a_failed_run_not_an_ok_one(tmp_pat
     assert exits_127.outcome == Outcome.OK and exits_127.status == 127
 
 
+def test_a_failed_training_run_is_said_in_one_line(tmp_path):
+    """BOLT's instrumented x264 died of SIGSEGV: the journal's reason was "exit -11" and
+    the first 300 characters of x264's chatter, cut mid-line across three lines."""
+    from autopass_build.instruments import training
+
+    bench = bench_for(tmp_path, ["{exe}", "-c", "echo 'x264 [info]: 1280x720p' >&2; "
+                                 "echo 'the last line' >&2; kill -SEGV $$"])
+    with pytest.raises(training.TrainingError) as failed:
+        training.run(bench, "/bin/sh", {}, lambda m: None)
+    assert str(failed.value) == ("the training run failed (killed by signal 11): "
+                                 "the last line")
+
+
 def test_s5_api_keys_do_not_reach_the_benchmark(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     bench = bench_for(tmp_path, ["{exe}"])

@@ -370,6 +370,13 @@ def test_the_summary_counts_identical_candidates_apart_from_the_measured() -> No
     assert verdict_words([stage, confirm]) == (
         "no search candidate was measured: the stages took the budget (2 stage evaluations"
         "); a larger --budget leaves some for per-file flags")
+    # x264: a candidate read faster, fresh pairs did not agree, nothing was written
+    faster = Entry(5, Phase.SEARCH, "f", {"me.c": "-O2"}, Outcome.OK, "faster", 0.988,
+                   0.9775, 0.9996, 30)
+    again = Entry(6, Phase.CONFIRM, "f", {"me.c": "-O2"}, Outcome.OK, "unclear", 0.9967,
+                  0.9839, 1.011, 30)
+    assert verdict_words([faster, again]).endswith(
+        f"; 1 faster candidate not confirmed by fresh pairs (#5: {again.interval_text()})")
 
 
 def test_report_text_and_html(project, straight_run, tmp_path) -> None:

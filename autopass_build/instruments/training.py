@@ -37,8 +37,12 @@ def run(bench: Benchmark, binary: str, env: dict[str, str], show) -> None:
     done = proc.run_captured(argv, bench.cwd, env, timeout=bench.run.timeout * 10,
                              stdin=None if bench.run.train else bench.stdin)
     if done.status != 0 or done.timed_out:
-        raise TrainingError(f"the training run failed (exit {done.status}): "
-                            + done.stderr.decode("utf-8", "replace")[-300:])
+        how = ("timed out" if done.timed_out else f"killed by signal {-done.status}"
+               if done.status < 0 else f"exit {done.status}")
+        said = [line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines()
+                if line.strip()]
+        raise TrainingError(f"the training run failed ({how})"
+                            + (f": {said[-1][:200]}" if said else ""))
 
 
 def keep(store: Store, merged: str, kind: str, ext: str) -> tuple[str, str]:

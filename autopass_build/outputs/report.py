@@ -191,7 +191,21 @@ def verdict_words(entries: list[Entry]) -> str:
                       if counts[v])
     best = min(measured, key=lambda e: e.ratio or 1.0)
     return (f"{counted(len(measured), 'search candidate')} measured: {parts}; the lowest "
-            f"estimate was #{best.n}, {best.interval_text()}" + also)
+            f"estimate was #{best.n}, {best.interval_text()}" + also
+            + _not_confirmed(measured, entries))
+
+
+def _not_confirmed(measured: list[Entry], entries: list[Entry]) -> str:
+    """The candidates that read faster and then not in fresh pairs: why a run with a
+    "faster" candidate can write nothing."""
+    confirms = {e.config: e for e in entries if e.phase == Phase.CONFIRM}
+    lost = [(e, confirms[e.config]) for e in measured
+            if e.verdict == FASTER and e.config in confirms
+            and confirms[e.config].verdict != FASTER]
+    if not lost:
+        return ""
+    return (f"; {counted(len(lost), 'faster candidate')} not confirmed by fresh pairs ("
+            + ", ".join(f"#{e.n}: {again.interval_text()}" for e, again in lost) + ")")
 
 
 def evaluation_lines(entries: list[Entry]) -> list[str]:
