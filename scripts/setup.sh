@@ -23,6 +23,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 if [ $want_tests = 1 ]; then
   command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
   command -v valgrind >/dev/null || missing+=(valgrind)
+  command -v ccache >/dev/null || missing+=(ccache)     # builds under a compiler cache
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]} with apt-get"

@@ -5,12 +5,13 @@ RELIABILITY I13)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS, EXAMPLES, write
+from support import AUTOPASS, EXAMPLES, copy_example, write
 
 from autopass_build import config as cfg
 from autopass_build.instruments.evaluate import choose_target
@@ -362,3 +363,32 @@ def test_verify_runs_a_binary_that_finds_a_prebuilt_library_through_origin(tmp_p
     assert done.returncode == 0, done.stderr
     assert "two clean tuned builds are bit-identical" in done.stdout
     assert "tuned vs plain (wall): speedup" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed")
+def test_a_build_under_ccache_is_recorded_and_tuned_every_time(tmp_path) -> None:
+    """CC="ccache cc": the second recording after `make clean` was "recorded 0 units",
+    every object answered from ccache's cache, and an apply build would have taken the
+    plain objects the cache holds for commands whose tuned flags it never saw."""
+    from autopass_build.core import flags_db
+
+    root = copy_example("make-c", tmp_path)
+    env = {**os.environ, "CCACHE_DIR": str(tmp_path / "ccache")}
+    build = ["make", "-j2", "CC=ccache cc"]
+
+    def under_autopass(*command: str) -> str:
+        subprocess.run(["make", "clean"], cwd=root, check=True, capture_output=True)
+        done = subprocess.run([AUTOPASS, *command, "--", *build], cwd=root, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    subprocess.run(build, cwd=root, env=env, check=True, capture_output=True)  # the cache
+    assert "recorded 11 units" in under_autopass("record")
+    assert "recorded 11 units" in under_autopass("record")
+    lz = next(u for u in Store.open_existing(str(root / ".autopass")).units()
+              if u.source_rel == "lib/lz.c")
+    db = flags_db.empty()
+    db.entries["lib/lz.c"] = flags_db.Entry(("-O1",), lz.source_hash)
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    assert "1 command (compiles, links) took the tuned flags" in under_autopass("apply")

@@ -119,6 +119,13 @@ def wrapper_dir(fallback_parent: str) -> str:
     return os.path.join(fallback_parent, "bin")
 
 
+# A compiler cache in the user's build (CC="ccache cc", CMake's compiler launcher) answers
+# a compile it has seen from its cache and never runs the compiler: a second recording
+# captured no unit, and an apply build got the recorded build's objects for commands
+# whose tuned flags the cache could not see.  Under autopass, it calls the compiler.
+CACHE_BYPASS = {"CCACHE_DISABLE": "1"}
+
+
 def record_environment(store_dir: str, root: str, base: dict[str, str] | None = None
                        ) -> dict[str, str]:
     """The environment for `autopass record -- <build>`."""
@@ -135,7 +142,7 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
         "CC": cc, "CXX": cxx,
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
         ENV_STORE: store_dir, ENV_ROOT: root, ENV_MODE: "record",
-        ENV_MASQUERADE_DIR: bin_dir,
+        ENV_MASQUERADE_DIR: bin_dir, **CACHE_BYPASS,
     })
     return env
 
@@ -158,7 +165,7 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
         ENV_ROOT: root, ENV_MODE: "apply", ENV_FLAGS_DB: db,
         ENV_APPLY_POLICY: policy, ENV_MASQUERADE_DIR: bin_dir,
-        ENV_APPLY_TALLY: os.path.join(work_dir, TALLY_NAME),
+        ENV_APPLY_TALLY: os.path.join(work_dir, TALLY_NAME), **CACHE_BYPASS,
     })
     env.pop(ENV_STORE, None)
     if bitcode_archives(db):
