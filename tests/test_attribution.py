@@ -68,8 +68,11 @@ def test_perf_report_lines_and_compiler_clones_map_to_units() -> None:
         " 25.50% | 657 |libz.so.1.2.13      |[.] 0x0000000000004a08\n"
         " 5.32%  | 137 |app    |[.] sum_a\n"
         " 3.84%  | 99  |libz.so.1.2.13      |[.] 0x0000000000004a13\n"
-        " 1.90%  | 49  |libz.so.1.2.13      |[.] adler32_z\n")
-    assert with_objects == {"libz.so.1.2.13 (no symbols)": 756, "sum_a": 137, "adler32_z": 49}
+        " 1.90%  | 49  |libz.so.1.2.13      |[.] adler32_z\n"
+        " 1.00%  | 20  |[JIT] tid 24229     |[.] 0x00007f0e2c001a2b\n"
+        " 0.50%  | 10  |[JIT] tid 24229     |[.] 0x00007f0e2c001b00\n")
+    assert with_objects == {"libz.so.1.2.13 (no symbols)": 756, "sum_a": 137, "adler32_z": 49,
+                            sampling.JIT_CODE: 30}
     units_of = attribution.unit_mapper({"sum_a": ["a.c"], "sum_b": ["b.c"],
                                         "shared": ["a.c", "b.c"]})
     assert units_of("sum_b.llvm.1234") == ["b.c"] and units_of("memcpy") == []

@@ -168,14 +168,15 @@ class Reach:
             return ", ".join(function.units)
         if function.name in self.in_program:
             return "(in the program, not from a recorded unit: assembly or a prebuilt object)"
-        return "(not in the program: a library or the kernel)"
+        return "(not in the program: a library, the kernel or code made at run time)"
 
     def note(self) -> str:
         """A line when most of the run is out of the units' reach, else ""."""
         if self.units >= 50:
             return ""
         why = (f"{self.program:.1f}% in the program's own assembly or objects autopass did "
-               f"not compile, {self.outside:.1f}% in libraries and the kernel")
+               f"not compile, {self.outside:.1f}% outside it: libraries, the kernel, code "
+               "generated at run time")
         ask = ("" if self.program >= self.outside else
                "; is [run].command a benchmark of this project's code?")
         return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "

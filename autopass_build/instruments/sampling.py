@@ -49,6 +49,9 @@ def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
     return parse_report(report.stdout.decode("utf-8", "replace"))
 
 
+JIT_CODE = "code generated at run time (JIT)"   # zpaq compiles its models to x86
+
+
 def parse_report(text: str) -> Samples:
     """`perf report -n -t '|'` lines (' 12.34% | 123 |[.] name', or with the dso
     ' 12.34% | 123 |libz.so.1 |[.] 0x4a08') as samples by symbol; the addresses of an
@@ -62,7 +65,9 @@ def parse_report(text: str) -> Samples:
             else ("", parts[2].strip())
         if symbol[:1] == "[" and "]" in symbol:
             symbol = symbol.split("]", 1)[1].strip()
-        if dso and _is_address(symbol):
+        if dso.startswith("[JIT]"):          # "[JIT] tid 24229": another name each run
+            symbol = JIT_CODE
+        elif dso and _is_address(symbol):
             symbol = f"{dso} (no symbols)"
         samples[symbol] = samples.get(symbol, 0) + int(parts[1])
     return samples
