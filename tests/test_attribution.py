@@ -80,6 +80,28 @@ def test_perf_report_lines_and_compiler_clones_map_to_units() -> None:
     assert per_unit == {"a.c": 104, "b.c": 10, "": 1}
 
 
+def test_the_profile_note_tells_jit_code_from_libraries() -> None:
+    """zpaq spends 88 % in x86 code it generates as it runs: that is the program's own
+    work, beyond any compiler flag, not "a library or the kernel", and not a reason to
+    ask whether the benchmark runs this project's code."""
+    from autopass_build.instruments.hotspots import HotFunction, Profile, Reach
+
+    zpaq = Profile("zpaq", "perf", [HotFunction(sampling.JIT_CODE, 87.8),
+                                    HotFunction("decode", 8.9, ["libzpaq.cpp"]),
+                                    HotFunction("memcpy", 1.1)], "w")
+    reach = Reach.of(zpaq, "/nonexistent/zpaq")
+    assert reach.where(zpaq.functions[0]) == ("(made by the program as it runs: no "
+                                              "compiler flag reaches it)")
+    assert reach.where(zpaq.functions[2]) == "(not in the program: a library or the kernel)"
+    assert reach.note() == ("only 8.9% of the run is in recorded units, where per-file flags "
+                            "act (87.8% in code it generates as it runs, 1.1% in libraries "
+                            "and the kernel)")
+    snappy = Profile("t", "perf", [HotFunction("libz.so.1 (no symbols)", 87.0),
+                                   HotFunction("compress", 6.6, ["snappy.cc"])], "w")
+    assert Reach.of(snappy, "/nonexistent/t").note().endswith(
+        "; is [run].command a benchmark of this project's code?")
+
+
 def simulated_runs(pairs: int, unit_effect: float, rng: random.Random
                    ) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
     """Runs where the machine's speed drifts by up to 2x between runs (both sides of a

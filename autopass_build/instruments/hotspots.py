@@ -19,6 +19,7 @@ from autopass_build.instruments.binaries import debugless_copy
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.measure import run_once
 from autopass_build.instruments.sampling import (
+    JIT_CODE,
     Samples,
     SamplingError,
     callgrind_counts,
@@ -148,37 +149,44 @@ def readable(names: list[str]) -> dict[str, str]:
 @dataclass(frozen=True)
 class Reach:
     """How much of a profile per-file flags can reach: the recorded units' share, the
-    rest of the program's own code (assembly, objects autopass did not compile), and
-    what runs outside the program (its libraries, the kernel)."""
+    rest of the program's own code (assembly, objects autopass did not compile), code it
+    generates at run time (a JIT), and what runs outside it (libraries, the kernel)."""
     units: float
     program: float
+    generated: float
     outside: float
     in_program: frozenset[str]        # the functions the binary itself defines
 
     @classmethod
     def of(cls, result: Profile, binary: str) -> Reach:
         in_program = frozenset(_symbols(binary))
-        units = sum(result.unit_shares().values())
-        program = sum(f.share for f in result.functions if not f.units and f.name in in_program)
-        outside = sum(f.share for f in result.functions if not f.units) - program
-        return cls(units, program, outside, in_program)
+        unreached = [f for f in result.functions if not f.units]
+        program = sum(f.share for f in unreached if f.name in in_program)
+        generated = sum(f.share for f in unreached if f.name == JIT_CODE)
+        outside = sum(f.share for f in unreached) - program - generated
+        return cls(sum(result.unit_shares().values()), program, generated, outside,
+                   in_program)
 
     def where(self, function: HotFunction) -> str:
         if function.units:
             return ", ".join(function.units)
         if function.name in self.in_program:
             return "(in the program, not from a recorded unit: assembly or a prebuilt object)"
-        return "(not in the program: a library, the kernel or code made at run time)"
+        if function.name == JIT_CODE:
+            return "(made by the program as it runs: no compiler flag reaches it)"
+        return "(not in the program: a library or the kernel)"
 
     def note(self) -> str:
         """A line when most of the run is out of the units' reach, else ""."""
         if self.units >= 50:
             return ""
-        why = (f"{self.program:.1f}% in the program's own assembly or objects autopass did "
-               f"not compile, {self.outside:.1f}% outside it: libraries, the kernel, code "
-               "generated at run time")
-        ask = ("" if self.program >= self.outside else
-               "; is [run].command a benchmark of this project's code?")
+        parts = [(self.program, "in the program's own assembly or objects autopass did not "
+                                "compile"),
+                 (self.generated, "in code it generates as it runs"),
+                 (self.outside, "in libraries and the kernel")]
+        why = ", ".join(f"{share:.1f}% {what}" for share, what in parts if share >= 0.05)
+        ask = ("; is [run].command a benchmark of this project's code?"
+               if self.outside > max(self.program, self.generated) else "")
         return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
                 f"flags act ({why}){ask}")
 
