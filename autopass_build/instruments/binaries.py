@@ -1,6 +1,6 @@
-"""The binary a benchmark run starts: a copy without debug info for valgrind, and one
+"""The binary a benchmark run starts: a copy without debug info for valgrind, one
 stable name for the whole process, whichever folder the baseline or a candidate was
-built in."""
+built in, and the name the loader looks for beside a shared library it loads."""
 
 from __future__ import annotations
 
@@ -43,3 +43,27 @@ def stable_name(exe: str) -> str:
     os.symlink(os.path.abspath(exe), fresh)
     os.replace(fresh, link)
     return link
+
+
+def alias_soname(path: str) -> None:
+    """Beside a shared library, the name the loader looks for (its DT_SONAME) when the
+    file has another (libtool links liblzma.so.5.4.1, the loader opens liblzma.so.5),
+    so that LD_LIBRARY_PATH=<its folder> finds it."""
+    soname = _soname(path)
+    if soname and soname != os.path.basename(path):
+        alias = os.path.join(os.path.dirname(path), soname)
+        if not os.path.lexists(alias):
+            os.symlink(os.path.basename(path), alias)
+
+
+def _soname(path: str) -> str | None:
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as handle:
+        for section in ELFFile(handle).iter_sections():
+            if isinstance(section, DynamicSection):
+                for tag in section.iter_tags():
+                    if tag.entry.d_tag == "DT_SONAME":
+                        return str(getattr(tag, "soname"))   # set by pyelftools per tag
+    return None

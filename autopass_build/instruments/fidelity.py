@@ -10,13 +10,16 @@ section that differs, and replay compiles that unit from source instead.
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 
 from elftools.elf.constants import SH_FLAGS
 from elftools.elf.elffile import ELFFile
 
+from autopass_build.capture import archive
+from autopass_build.core.files import hash_bytes, hash_file
 from autopass_build.core.outcome import EvaluationError
-from autopass_build.instruments.replay import Replayer, recorded_object
+from autopass_build.instruments.replay import Replayer
 from autopass_build.store.index import Store, UnitRecord
 
 
@@ -79,3 +82,25 @@ def check(store: Store, units: list[UnitRecord] | None = None,
     store.record_fidelity([(r.unit.id, r.unit.ir_hash, r.reproduced, r.reason)
                            for r in results])
     return results
+
+
+def recorded_object(store: Store, unit: UnitRecord) -> bytes | None:
+    """The bytes of the object the build made for `unit`, wherever they were kept."""
+    if not unit.object_hash:
+        return None
+    kept = store.blob_path("obj", unit.object_hash, ".o")
+    if os.path.exists(kept):
+        with open(kept, "rb") as handle:
+            return handle.read()
+    if unit.output and os.path.isfile(unit.output) and hash_file(unit.output) == unit.object_hash:
+        with open(unit.output, "rb") as handle:
+            return handle.read()
+    for record in store.archives():
+        for index, (_, digest) in enumerate(record.members):
+            if digest == unit.object_hash:
+                blob = store.blob_path("ar", record.hash, ".a")
+                if os.path.exists(blob):
+                    data = archive.read_members(blob)[index].data
+                    if hash_bytes(data) == digest:
+                        return data
+    return None

@@ -36,10 +36,11 @@ from autopass_build.capture.option_table import (
 )
 from autopass_build.capture.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
-from autopass_build.core.files import hash_bytes, hash_file, hash_json
+from autopass_build.core.files import hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.instruments.binaries import alias_soname
 from autopass_build.store.index import LinkRecord, Store, UnitRecord
 from autopass_build.store.targets import ObjectIndex
 
@@ -383,49 +384,3 @@ class Replayer:
             return kept
         raise EvaluationError(Outcome.LINK_FAIL, f"{item.path} was not kept by the recording: "
                               "record the build again")
-
-
-def alias_soname(path: str) -> None:
-    """Beside a shared library, the name the loader looks for (its DT_SONAME) when the
-    file has another (libtool links liblzma.so.5.4.1, the loader opens liblzma.so.5),
-    so that LD_LIBRARY_PATH=<its folder> finds it."""
-    soname = _soname(path)
-    if soname and soname != os.path.basename(path):
-        alias = os.path.join(os.path.dirname(path), soname)
-        if not os.path.lexists(alias):
-            os.symlink(os.path.basename(path), alias)
-
-
-def _soname(path: str) -> str | None:
-    from elftools.elf.dynamic import DynamicSection
-    from elftools.elf.elffile import ELFFile
-
-    with open(path, "rb") as handle:
-        for section in ELFFile(handle).iter_sections():
-            if isinstance(section, DynamicSection):
-                for tag in section.iter_tags():
-                    if tag.entry.d_tag == "DT_SONAME":
-                        return str(getattr(tag, "soname"))   # set by pyelftools per tag
-    return None
-
-
-def recorded_object(store: Store, unit: UnitRecord) -> bytes | None:
-    """The bytes of the object the build made for `unit`, wherever they were kept."""
-    if not unit.object_hash:
-        return None
-    kept = store.blob_path("obj", unit.object_hash, ".o")
-    if os.path.exists(kept):
-        with open(kept, "rb") as handle:
-            return handle.read()
-    if unit.output and os.path.isfile(unit.output) and hash_file(unit.output) == unit.object_hash:
-        with open(unit.output, "rb") as handle:
-            return handle.read()
-    for record in store.archives():
-        for index, (_, digest) in enumerate(record.members):
-            if digest == unit.object_hash:
-                blob = store.blob_path("ar", record.hash, ".a")
-                if os.path.exists(blob):
-                    data = archive.read_members(blob)[index].data
-                    if hash_bytes(data) == digest:
-                        return data
-    return None

@@ -25,8 +25,8 @@ from autopass_build.capture import applier, unseen
 from autopass_build.capture.build_env import applied_count, apply_environment
 from autopass_build.config import Config
 from autopass_build.core import flags_db
+from autopass_build.instruments.binaries import alias_soname
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
-from autopass_build.instruments.replay import alias_soname
 
 
 class VerifyError(Exception):
