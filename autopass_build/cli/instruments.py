@@ -170,8 +170,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print("units by share:")
     for unit, share in list(result.unit_shares().items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")
-    if reach.note():
-        print(reach.note())
+    note = reach.note()
+    if note:
+        print(note)
     return 0
 
 

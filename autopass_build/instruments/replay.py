@@ -42,7 +42,7 @@ from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments.binaries import alias_soname
 from autopass_build.store.index import LinkRecord, Store, UnitRecord
-from autopass_build.store.targets import ObjectIndex
+from autopass_build.store.targets import ObjectIndex, prebuilt_library_folders
 
 OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")
 MAX_TREE_FILE = 1 << 20      # version and linker scripts are small; outputs are not read
@@ -266,15 +266,11 @@ class Replayer:
         first, then the folders of the project's libraries autopass did not see built
         (a prebuilt .so in the tree), which the binary found through an rpath like
         $ORIGIN that does not hold from `folder`."""
-        root = os.path.dirname(os.path.realpath(self.store.dir)) + os.sep
-        folders = [folder] if self._shared_inputs(link) else []
-        for linked in [link] + self._shared_inputs(link):
-            for i in linked.inputs:
-                where = os.path.dirname(os.path.realpath(i.path))
-                if (i.kind == "shared" and self._link_of_shared(i.path) is None
-                        and (where + os.sep).startswith(root) and where not in folders):
-                    folders.append(where)
-        return os.pathsep.join(folders)
+        rebuilt = self._shared_inputs(link)
+        linked = [i.path for made in [link] + rebuilt for i in made.inputs if i.kind == "shared"]
+        prebuilt = prebuilt_library_folders(linked, self.links,
+                                            os.path.dirname(os.path.realpath(self.store.dir)))
+        return os.pathsep.join(([folder] if rebuilt else []) + prebuilt)
 
     def _tree_files(self, link: LinkRecord) -> list[str]:
         """The hashes of the files the link reads from the project tree besides its inputs

@@ -9,6 +9,7 @@ objects) are listed as such, so a reader sees exactly what autopass can tune.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from autopass_build.core.files import relative_to
@@ -32,19 +33,10 @@ class Target:
     loaded_libraries: list[str] = field(default_factory=list)
 
     def prebuilt_library_folders(self, root: str) -> list[str]:
-        """The folders of the shared libraries in the project tree this binary links but
-        no recorded link made (a prebuilt .so): a copy of the binary run elsewhere finds
-        them there, where an rpath such as $ORIGIN no longer leads."""
-        built = {os.path.realpath(p) for p in self.loaded_libraries}
-        inside = os.path.realpath(root) + os.sep
-        folders: list[str] = []
-        for library in self.shared_libraries:
-            path = os.path.realpath(os.path.join(root, library))
-            folder = os.path.dirname(path)
-            if (path not in built and path.startswith(inside) and os.path.isfile(path)
-                    and folder not in folders):
-                folders.append(folder)
-        return folders
+        """The folders of the prebuilt shared libraries in the project tree this binary
+        links (see `prebuilt_library_folders`)."""
+        return prebuilt_library_folders((os.path.join(root, p) for p in self.shared_libraries),
+                                        self.loaded_libraries, root)
 
     def runtime_units(self) -> list[str]:
         return self.units + [u for u in self.loaded_units if u not in self.units]
@@ -99,6 +91,24 @@ class ObjectIndex:
                 if unit.output and os.path.realpath(unit.output) == wanted:
                     return unit
         return found[0] if found else None
+
+
+def prebuilt_library_folders(linked: Iterable[str], built: Iterable[str], root: str
+                             ) -> list[str]:
+    """The folders of the shared libraries `linked` that lie in the project tree under
+    `root` and that no recorded link made (`built`): prebuilt .so files.  A copy of the
+    binary run elsewhere finds them there, where an rpath such as $ORIGIN no longer
+    leads."""
+    made = {os.path.realpath(p) for p in built}
+    inside = os.path.realpath(root) + os.sep
+    folders: list[str] = []
+    for library in linked:
+        path = os.path.realpath(library)
+        folder = os.path.dirname(path)
+        if (path not in made and path.startswith(inside) and os.path.isfile(path)
+                and folder not in folders):
+            folders.append(folder)
+    return folders
 
 
 def gone(unit: UnitRecord) -> bool:
