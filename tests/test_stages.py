@@ -171,6 +171,45 @@ def test_identical_twin_objects_map_to_the_unit_the_link_named(tmp_path, library
     assert ran.stdout == "42\n", ran.stderr
 
 
+SAME_NAME_MEMBERS = """CC ?= cc
+all: prog libsub.so
+prog: main.c x86/feat.c arm/feat.c
+	$(CC) -O2 -c x86/feat.c -o x86/feat.o
+	$(CC) -O2 -c arm/feat.c -o arm/feat.o
+	$(CC) -O2 -fPIC -c x86/feat.c -o x86/feat.shlib.o
+	$(CC) -O2 -fPIC -c arm/feat.c -o arm/feat.shlib.o
+	ar cr libsub.a x86/feat.o arm/feat.o
+	$(CC) -O2 -o $@ main.c libsub.a
+libsub.so: prog
+	$(CC) -shared -o $@ x86/feat.shlib.o arm/feat.shlib.o
+"""
+
+
+def test_archive_members_of_one_name_map_to_their_own_units(tmp_path) -> None:
+    """libdeflate 1.14 archives lib/x86/cpu_features.o and lib/arm/cpu_features.o: two
+    members named cpu_features.o, neither in the folder of the other members, each
+    byte-identical to its PIC twin cpu_features.shlib.o (made later, for the shared
+    library).  The members mapped to the twins, and `units` said the objects the archive
+    holds were "in no recorded link" (F26).  The member's own name picks the unit."""
+    root = tmp_path / "same"
+    for arch in ("x86", "arm"):
+        (root / arch).mkdir(parents=True)
+        (root / arch / "feat.c").write_text(f"int feat_{arch}(void) {{ return 3; }}\n")
+    (root / "main.c").write_text("int feat_x86(void); int feat_arm(void);\n"
+                                 "int main(void) { return feat_x86() - feat_arm(); }\n")
+    (root / "Makefile").write_text(SAME_NAME_MEMBERS)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
+                   capture_output=True)
+    assert (root / "x86/feat.o").read_bytes() == (root / "x86/feat.shlib.o").read_bytes()
+    store = Store.open_existing(str(root / ".autopass"))
+    units = {u.id: u for u in store.units()}
+    [prog] = [t for t in resolve(store, str(root)) if t.output_rel == "prog"]
+    assert sorted(os.path.relpath(units[u].output, root) for u in prog.units
+                  if units[u].source_rel != "main.c") == ["arm/feat.o", "x86/feat.o"]
+    listed = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
+    assert "4 units are" not in listed.stdout and "no recorded link" not in listed.stdout
+
+
 SEVERAL_AT_ONCE = {
     "compile and link": "ltomini: main.c ops.c\n\t$(CC) $(CFLAGS) -o $@ main.c ops.c\n",
     "compile, then link": "ltomini: main.c ops.c\n\t$(CC) $(CFLAGS) -c main.c ops.c\n"

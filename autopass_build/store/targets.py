@@ -90,6 +90,12 @@ class ObjectIndex:
             for unit in found:
                 if unit.output and os.path.realpath(unit.output) == wanted:
                     return unit
+            # Not where the archive's other members were made: the member's own name
+            # still tells `x86/cpu_features.o` from its PIC twin `cpu_features.shlib.o`
+            # (libdeflate archives lib/x86/ and lib/arm/ objects of one name).
+            for unit in found:
+                if unit.output and os.path.basename(unit.output) == os.path.basename(path):
+                    return unit
         return found[0] if found else None
 
 
