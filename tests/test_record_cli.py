@@ -14,8 +14,11 @@ import pytest
 from support import AUTOPASS, EXAMPLES, copy_example, write
 
 from autopass_build import config as cfg
+from autopass_build.instruments import stages
 from autopass_build.instruments.evaluate import choose_target
+from autopass_build.instruments.hotspots import _symbols
 from autopass_build.store.index import Store
+from autopass_build.store.targets import resolve
 
 # A configure script in the style of zlib's: it compiles and links a probe under a name
 # of its own (ztest$$.c), deletes it, then the build proper runs.
@@ -315,6 +318,30 @@ def test_profile_names_a_library_without_symbols_and_says_the_time_is_out_of_rea
     assert "(not in the program: a library or the kernel)" in hottest
     assert "of the run is in recorded units, where per-file flags act" in done.stdout
     assert "is [run].command a benchmark of this project's code?" in done.stdout
+
+
+@pytest.mark.parametrize("strip", ["-s", "-Wl,-s", "-Wl,--as-needed,--strip-all"])
+def test_a_program_linked_stripped_is_profiled_with_its_symbols(tmp_path, strip) -> None:
+    """mujs's release build links with -Wl,-s: the profile put 60 % of the run in "mujs
+    (no symbols) (not in the program: a library or the kernel)" and 0 % in its units, so
+    nothing could be tuned.  Replayed links keep the symbol table (the code is the same);
+    BOLT, which lld cannot prepare for beside -s, is named unavailable, not tried (F33)."""
+    root = tmp_path / "stripped"
+    write(root / "hot.c", HOT_LIBRARY)
+    write(root / "main.c", "#include <stdio.h>\nunsigned work(unsigned);\n"
+          "int main(void) { printf(\"%u\\n\", work(7)); return 0; }\n")
+    build = f"cc -O2 -c hot.c main.c && cc {strip} main.o hot.o -o app"
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    assert not _symbols(str(root / "app"))           # the user's binary stays stripped
+    subprocess.run([AUTOPASS, "init"], cwd=root, check=True, capture_output=True)
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    hottest = done.stdout.splitlines()[1]
+    assert "spin" in hottest and hottest.endswith("hot.c"), done.stdout
+    store = Store.open_existing(str(root / ".autopass"))
+    [app] = resolve(store, str(root))
+    assert "linked with -s" in stages.unavailable(stages.Stage.BOLT, app)
 
 
 def test_profile_tells_the_programs_own_unrecorded_code_from_libraries(tmp_path) -> None:

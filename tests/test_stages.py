@@ -62,6 +62,18 @@ def test_stage_flags_are_computed_in_one_place() -> None:
     assert stage_flags.flags(("bolt",), "-O2").link_flags == ("-Wl,--emit-relocs",)
 
 
+def test_the_symbol_stripping_part_of_a_link_argument_is_told_apart() -> None:
+    """F33: replayed links drop only what strips the symbol table."""
+    drop = stage_flags.without_strip_all
+    assert drop(("-s",)) == drop(("-Wl,-s",)) == drop(("-Xlinker", "--strip-all")) == ()
+    assert drop(("-Wl,-s,-O1",)) == ("-Wl,-O1",)
+    for kept in (("-Wl,-S",), ("-Wl,--strip-debug",), ("-shared",), ("-Wl,-soname,libs.so",),
+                 ("-Xlinker", "-rpath")):
+        assert drop(kept) == kept
+    assert stage_flags.strips_all(["cc", "-Xlinker", "-s", "a.o"])
+    assert not stage_flags.strips_all(["cc", "-Wl,-S", "-Wl,-soname,s", "a.o"])
+
+
 def test_tune_chooses_a_stage_and_apply_rebuilds_it_bit_for_bit(tmp_path) -> None:
     root = recorded(tmp_path / "mini")
     done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)

@@ -24,6 +24,10 @@ LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' 
 # bitcode-only object (jq) they read nothing (an older LLVM plugin, or none), the export
 # list is empty and the link fails -- and a plain link, the fallback, cannot read bitcode.
 FAT = "-ffat-lto-objects"
+# The link options that drop the symbol table (mujs's release build links with -Wl,-s).
+# lld refuses them beside --emit-relocs, and without symbols neither perf nor BOLT can
+# tell one function from another.
+STRIP_ALL = frozenset({"-s", "--strip-all"})
 
 
 class StageFlags(Record):
@@ -62,3 +66,22 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
     if BOLT in stages:
         link += BOLT_LINK_FLAGS
     return StageFlags(tuple(unit), tuple(link))
+
+
+def without_strip_all(tokens: tuple[str, ...]) -> tuple[str, ...]:
+    """One link argument without its symbol-stripping part: `-s`, `-Wl,-s` and
+    `-Xlinker --strip-all` become (), `-Wl,-s,-O1` becomes `-Wl,-O1`; anything else
+    comes back as it was."""
+    if len(tokens) == 1 and tokens[0] in STRIP_ALL:
+        return ()
+    if len(tokens) == 2 and tokens[0] == "-Xlinker" and tokens[1] in STRIP_ALL:
+        return ()
+    if len(tokens) == 1 and tokens[0].startswith("-Wl,"):
+        kept = [part for part in tokens[0][4:].split(",") if part not in STRIP_ALL]
+        return ("-Wl," + ",".join(kept),) if kept else ()
+    return tokens
+
+
+def strips_all(argv: list[str] | tuple[str, ...]) -> bool:
+    """Whether a link command drops the symbol table (see STRIP_ALL)."""
+    return any(without_strip_all((arg,)) != (arg,) for arg in argv)   # -Xlinker -s: "-s"

@@ -38,6 +38,7 @@ from autopass_build.capture.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
 from autopass_build.core.files import hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
+from autopass_build.core.stage_flags import without_strip_all
 from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments.binaries import alias_soname
@@ -244,6 +245,10 @@ class Replayer:
         return out
 
     # -- links --------------------------------------------------------------------------
+    # In the key of a replayed binary: a change to how links are replayed must not reuse
+    # binaries made the old way (2: the symbol table kept where the link said -s).
+    LINK_RULES = 2
+
     def build(self, target: str, flags_by_unit: dict[str, Flags] | None = None,
               link_flags: Flags = ()) -> Candidate:
         """Rebuild the recorded binary `target` (absolute path) with per-unit flags;
@@ -252,7 +257,8 @@ class Replayer:
         link = self.links.get(target)
         if link is None:
             raise EvaluationError(Outcome.LINK_FAIL, f"no recorded link produces {target}")
-        key = hash_json([target, sorted((k, list(v)) for k, v in flags_by_unit.items()),
+        key = hash_json([self.LINK_RULES, target,
+                         sorted((k, list(v)) for k, v in flags_by_unit.items()),
                          link.output_hash, self.compiler_override or "",
                          list(link_flags), self._tree_files(link)])[:20]
         folder = os.path.join(self.work, key)
@@ -352,8 +358,8 @@ class Replayer:
             elif arg.role == R_LINK and arg.tokens[0].startswith("-l"):
                 args += self._replaced_library(arg.tokens, lib_dirs, static, by_path,
                                                flags_by_unit, folder)
-            else:
-                args.extend(arg.tokens)
+            else:   # symbols kept: perf, attribution and BOLT read them (STRIP_ALL)
+                args.extend(without_strip_all(arg.tokens))
         return args
 
     def _replaced_library(self, tokens: tuple[str, ...], lib_dirs: list[str], static: bool,

@@ -78,6 +78,9 @@ def unavailable(stage: Stage, target: Target) -> str:
     if stage == Stage.BOLT:
         if target.kind != "executable":
             return f"{target.output_rel} is a {target.kind}; BOLT is tuned on executables"
+        if target.strips:
+            return (f"{target.output_rel} is linked with -s (no symbol table), which BOLT "
+                    "needs; drop -s (or -Wl,-s) from its link to let autopass try BOLT")
         return bolt.missing()
     if stage == Stage.PGO and toolchain.find_tool("llvm-profdata") is None:
         return (f"llvm-profdata not found (sudo apt-get install "

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from autopass_build.core.files import relative_to
+from autopass_build.core.stage_flags import strips_all
 from autopass_build.store.index import LinkRecord, Store, UnitRecord
 
 
@@ -31,6 +32,7 @@ class Target:
     loaded_units: list[str] = field(default_factory=list)
     # Those libraries as built (absolute paths): what a run of the binary must find first.
     loaded_libraries: list[str] = field(default_factory=list)
+    strips: bool = False      # linked with -s: no symbol table (core/stage_flags.STRIP_ALL)
 
     def prebuilt_library_folders(self, root: str) -> list[str]:
         """The folders of the prebuilt shared libraries in the project tree this binary
@@ -167,7 +169,8 @@ def _add_loaded_units(targets: list[Target], links: list[LinkRecord]) -> None:
 
 def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
                   by_object: ObjectIndex, root: str) -> Target:
-    target = Target(link.output, relative_to(link.output, root), link.kind)
+    target = Target(link.output, relative_to(link.output, root), link.kind,
+                    strips=strips_all(link.argv))
 
     def add(unit: UnitRecord | None, label: str) -> None:
         if unit is None:
