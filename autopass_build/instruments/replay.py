@@ -38,9 +38,9 @@ from autopass_build.capture.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
 from autopass_build.core.files import hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
-from autopass_build.core.stage_flags import without_strip_all
 from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.core.stage_flags import without_strip_all
 from autopass_build.instruments.binaries import alias_soname
 from autopass_build.store.index import LinkRecord, Store, UnitRecord
 from autopass_build.store.targets import ObjectIndex, prebuilt_library_folders
