@@ -104,6 +104,20 @@ def test_units_says_which_units_no_recorded_link_holds(tmp_path, clang) -> None:
     assert "1 units are in no recorded link (s.c)" in said
 
 
+def test_units_tells_a_second_compile_of_a_linked_source_apart(tmp_path) -> None:
+    """opus 1.3.1 under libtool: 148 plain objects archived into libopus.a, which nothing
+    in the build links, beside the PIC ones of libopus.so.  `units` said "148 units are
+    in no recorded link" with advice about linking past the wrapper; they are second
+    compiles of linked sources, and said so."""
+    (tmp_path / "s.c").write_text("int main(void) { return 0; }\n")
+    env = env_with_autopass()
+    sh([AUTOPASS, "record", "--", "sh", "-c",
+        "cc -c s.c -o plain.o && cc -fPIC -c s.c -o pic.o && cc pic.o -o s"], tmp_path, env)
+    said = sh([AUTOPASS, "units"], tmp_path, env)
+    assert "1 units compile a source again whose other compile is linked" in said
+    assert "in no recorded link" not in said
+
+
 OLD_LLVM_AR = """#!/bin/sh
 # An llvm-ar of an older LLVM, as Debian's default `llvm` package puts on PATH: it cannot
 # read LLVM 19 bitcode members (the tuned build's LTO objects).

@@ -165,6 +165,32 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
     return len(units) + len(links), len(skipped)
 
 
+def _loose_units_note(store: Store, root: str, units: list) -> str:
+    """What to say of the units no recorded link uses ("" when there are none).  A
+    second compile of a source whose other compile is linked is the common case (libtool
+    archives opus's plain objects into libopus.a, which nothing here links, beside the
+    PIC ones of libopus.so): said apart from units whose program may have been linked
+    past the wrapper."""
+    linked = {uid for t in resolve(store, root) for uid in t.runtime_units()}
+    linked_sources = {u.source for u in units if u.id in linked}
+    loose = [u for u in units if u.id not in linked]
+    twins = [u for u in loose if u.source in linked_sources]
+    other = [u.source_rel for u in loose if u.source not in linked_sources]
+    lines = []
+    if twins:
+        lines.append(f"{len(twins)} units compile a source again whose other compile is "
+                     "linked (libtool's static-library objects beside its shared "
+                     "library's, for one): only the linked compile is tuned")
+    if other:
+        lines.append(f"{len(other)} units are in no recorded link ({', '.join(other[:5])}"
+                     f"{', ...' if len(other) > 5 else ''}): no program this build linked "
+                     "through autopass uses them, so they cannot be tuned or given "
+                     "whole-program stages. Either nothing links them in this build (a test "
+                     "library that only `make check` links: fine), or their program was "
+                     "linked without the wrapper: link through $(CC) under `autopass record`")
+    return "\n".join(lines)
+
+
 def cmd_units(args: argparse.Namespace) -> int:
     store = open_store(args)
     root = root_of(store)
@@ -196,15 +222,9 @@ def cmd_units(args: argparse.Namespace) -> int:
               f"deleted after the build, configure probes ({', '.join(deleted[:5])}"
               f"{', ...' if len(deleted) > 5 else ''})")
     if units:
-        linked = {uid for t in resolve(store, root) for uid in t.runtime_units()}
-        loose = [u.source_rel for u in units if u.id not in linked]
-        if loose:
-            print(f"{len(loose)} units are in no recorded link ({', '.join(loose[:5])}"
-                  f"{', ...' if len(loose) > 5 else ''}): no program this build linked "
-                  "through autopass uses them, so they cannot be tuned or given "
-                  "whole-program stages. Either nothing links them in this build (a test "
-                  "library that only `make check` links: fine), or their program was "
-                  "linked without the wrapper: link through $(CC) under `autopass record`")
+        note = _loose_units_note(store, root, units)
+        if note:
+            print(note)
     if skipped:
         print(f"\nskipped ({len(skipped)}):")
         for s in skipped:
