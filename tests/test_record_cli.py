@@ -40,6 +40,21 @@ def _recorded_project(root: Path) -> Path:
     return root
 
 
+def test_a_probe_compiled_outside_the_tree_is_not_an_out_of_tree_build(tmp_path) -> None:
+    """Meson compiles its compiler checks in /tmp/tmpXXXX and deletes them (jsoncpp
+    1.9.5): `record` counted that probe as a unit and, its source being outside the
+    tree, told the user to record again with --root /tmp."""
+    root = tmp_path / "m"
+    write(root / "app.c", "int main(void) { return 0; }\n")
+    probe = ('d=$(mktemp -d) && echo "int main(void){return 0;}" > $d/testfile.c && '
+             'cc -c $d/testfile.c -o $d/output.obj && rm -rf $d && cc app.c -o app')
+    done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", probe], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "recorded 1 units and 1 links (and 1 configure probes" in done.stderr
+    assert "outside the project root" not in done.stderr and "--root" not in done.stderr
+
+
 def test_probes_deleted_after_the_build_are_left_out(tmp_path) -> None:
     """The probe's unit and link were recorded (no name rule knows ztest$$.c); its source
     and binary are gone, so it is neither a target nor a unit to tune, and `init`

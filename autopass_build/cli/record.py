@@ -136,11 +136,15 @@ def _configured_build(args: argparse.Namespace) -> tuple[list[str], str]:
 def _print_record_summary(store: Store, started: float, log_before: int) -> tuple[int, int]:
     """Says what this build recorded: (units and links recorded, commands skipped)."""
     all_units, all_links = store.units(), store.links()
-    units = [u for u in all_units if u.recorded_at >= started]
+    recorded = [u for u in all_units if u.recorded_at >= started]
+    units = [u for u in recorded if not gone(u)]     # a probe in meson's /tmp/tmpXXXX
     skipped = [s for s in store.skipped() if s.recorded_at >= started]
     links = [link for link in all_links if link.recorded_at >= started]
     reasons = collections.Counter(s.reason for s in skipped)
     line = f"autopass: recorded {len(units)} units and {len(links)} links"
+    if len(recorded) > len(units):
+        line += (f" (and {len(recorded) - len(units)} configure probes, deleted after the "
+                 "build: left out)")
     if reasons:
         line += "; skipped " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
     if len(all_units) != len(units) or len(all_links) != len(links):
@@ -162,7 +166,7 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
         print(f"autopass: {len(failures)} problems logged in "
               f"{os.path.join(store.dir, 'autopass.log')}; the build was not affected. "
               f"First: {failures[0]}", file=sys.stderr)
-    return len(units) + len(links), len(skipped)
+    return len(recorded) + len(links), len(skipped)
 
 
 def _loose_units_note(store: Store, root: str, units: list) -> str:
