@@ -16,7 +16,7 @@ from support import AUTOPASS, EXAMPLES, copy_example, write
 from autopass_build import config as cfg
 from autopass_build.instruments import stages
 from autopass_build.instruments.evaluate import choose_target
-from autopass_build.instruments.hotspots import _symbols
+from autopass_build.instruments.hotspots import _symbols, shortened
 from autopass_build.store.index import Store
 from autopass_build.store.targets import resolve
 
@@ -357,6 +357,20 @@ def test_a_program_linked_stripped_is_profiled_with_its_symbols(tmp_path, strip)
     store = Store.open_existing(str(root / ".autopass"))
     [app] = resolve(store, str(root))
     assert "linked with -s" in stages.unavailable(stages.Stage.BOLT, app)
+
+
+def test_long_cxx_names_are_shortened_for_the_profile_table() -> None:
+    """jsoncpp's hottest function read as 300 characters of std::_Rb_tree<...> template
+    arguments, pushing its unit off the screen.  Templates go first, then parameters;
+    short names and unbalanced brackets (operator<) stay readable."""
+    tree = ("std::_Rb_tree<Json::Value::CZString, std::pair<Json::Value::CZString const, "
+            "Json::Value>, std::less<Json::Value::CZString>>::_M_erase(std::_Rb_tree_node<"
+            "std::pair<Json::Value::CZString const, Json::Value>>*)")
+    assert shortened(tree) == "std::_Rb_tree<…>::_M_erase(…)"
+    assert shortened("deflate_optimize_block") == "deflate_optimize_block"
+    assert shortened("bool operator<(Foo const&, Bar const&) const noexcept, and so on") \
+        == "bool operator<(…) const noexcept, and so on"
+    assert len(shortened("x" * 300)) == 48
 
 
 def test_profile_tells_the_programs_own_unrecorded_code_from_libraries(tmp_path) -> None:

@@ -145,7 +145,13 @@ def cmd_try(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-    from autopass_build.instruments.hotspots import ProfileError, Reach, profile, readable
+    from autopass_build.instruments.hotspots import (
+        ProfileError,
+        Reach,
+        profile,
+        readable,
+        shortened,
+    )
     from autopass_build.instruments.measure import MeasureError
 
     store = open_store(args)
@@ -166,7 +172,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     names = readable([f.name for f in shown])
     reach = Reach.of(result, evaluator.baseline().binary)
     for f in shown:
-        print(f"  {f.share:5.1f}%  {names.get(f.name, f.name):<32} {reach.where(f)}")
+        print(f"  {f.share:5.1f}%  {shortened(names.get(f.name, f.name)):<32} "
+              f"{reach.where(f)}")
     print("units by share:")
     for unit, share in list(result.unit_shares().items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")
