@@ -419,6 +419,22 @@ def test_a_benchmark_of_a_few_milliseconds_gets_a_note_with_the_fix(tmp_path) ->
     assert "give it a bigger input" in done.stderr
 
 
+def test_a_benchmark_that_prints_nothing_gets_a_note_that_its_output_is_unchecked(
+        tmp_path) -> None:
+    """jsoncpp's jsontestrunner writes its result to files and prints nothing: the
+    output check compared exit codes only, and nothing said so."""
+    from support import recorded_tune_mini
+
+    root = recorded_tune_mini(tmp_path / "mini",
+                              '[run]\ncommand = ["sh", "-c", "{exe} 1 > /dev/null"]\n'
+                              '[measure]\nmin_pairs = 2\nmax_pairs = 2\n', profile=False)
+    done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("note: the benchmark prints nothing on stdout") == 1
+    assert '[check] mode = "command"' in done.stderr
+
+
 ARGV0_PROGRAM = r"""
 #include <stdio.h>
 int main(int argc, char **argv) {

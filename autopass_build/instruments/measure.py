@@ -296,6 +296,22 @@ def _note_a_short_run(wall: float, progress: Progress) -> None:
                  "command), so that a run takes 0.5-5 s")
 
 
+_said_unchecked: list[bool] = []
+
+
+def _note_an_unchecked_output(bench: Benchmark, reference: Reference,
+                              progress: Progress) -> None:
+    """A benchmark that prints nothing (jsoncpp's test runner writes its result to files)
+    leaves [check] mode = "output" only the exit code to compare: a candidate computing
+    a wrong result would pass.  Said once, with the fixes."""
+    if bench.check.mode == "output" and not reference.stdout.strip() and not _said_unchecked:
+        _said_unchecked.append(True)
+        progress("note: the benchmark prints nothing on stdout, so the output check compares "
+                 "exit codes only: have [run].command print its result (e.g. `sh -c "
+                 "'{exe} ... && cat OUTFILE'`), or check the files it writes with [check] "
+                 "mode = \"command\"")
+
+
 def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe: str,
             cand_env: dict[str, str], progress: Progress | None = None,
             level: float = 0.95, baseline_memo: list[float] | None = None) -> Comparison:
@@ -310,6 +326,8 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
     reference, base_wall = baseline_reference(bench, base_exe, base_env, cpu)
     if progress and cfg.metric in ("wall", "cpu"):
         _note_a_short_run(base_wall, progress)
+    if progress:
+        _note_an_unchecked_output(bench, reference, progress)
     cand_timeout = max(1.0, cfg.timeout_factor * base_wall)
     runs = 1
     first = run_once(bench, cand_exe, cand_env, cand_timeout, metric="wall", cpu=cpu)
