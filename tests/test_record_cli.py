@@ -85,6 +85,24 @@ def test_init_writes_the_build_that_was_recorded(tmp_path) -> None:
     assert config.build.command == ("sh", "-c", "sh ./configure-and-build.sh")
 
 
+def test_init_says_its_build_command_is_a_guess_when_no_recorded_build_succeeded(
+        tmp_path) -> None:
+    """gawk 5.2.1's `./configure && make` fails in doc/ (Debian's tarball lacks its
+    sources) after the program is built: the failed build is not remembered, and `init`
+    wrote `make -j2` as if it were the recorded one."""
+    root = tmp_path / "failed"
+    write(root / "app.c", "int main(void) { return 0; }\n")
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", "cc app.c -o app && false"],
+                   cwd=root, capture_output=True)
+    done = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "build: make -j2, a guess: no build here succeeded" in done.stdout
+    assert "put the command that builds the program in [build].command" in done.stdout
+    recorded = _recorded_project(tmp_path / "p")
+    done = subprocess.run([AUTOPASS, "init"], cwd=recorded, capture_output=True, text=True)
+    assert "a guess" not in done.stdout
+
+
 def test_init_writes_any_argument_vector_back_exactly(tmp_path) -> None:
     odd = ["make", "-C", 'dir with "quotes"', "CFLAGS=-O3 -DX=\\\\1"]
     config = cfg.parse(cfg.starter_text(odd, 'bin/a"b'))

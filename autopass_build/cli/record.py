@@ -278,17 +278,21 @@ def cmd_init(args: argparse.Namespace) -> int:
     build: str | list[str] = args.build or "make -j2"
     folder = store_dir(args)
     executables = []
+    guessed = args.build is None
     if os.path.isdir(folder):
         store = Store.open_existing(folder)
         executables = [t for t in resolve(store, os.getcwd()) if t.kind == "executable"]
         target = executables[0].output_rel if len(executables) == 1 else ""
         recorded = store.recorded_build()
         if args.build is None and recorded and _same_folder(recorded.cwd, os.getcwd()):
-            build = _as_configured(recorded.argv)
+            build, guessed = _as_configured(recorded.argv), False
     clean = clean_command(build)
     with open(path, "w") as handle:
         handle.write(configuration.starter_text(build, target, clean))
     said = build if isinstance(build, str) else " ".join(build)
+    if guessed:    # gawk: its recorded build failed (doc/ needs files Debian removed)
+        said += (", a guess: no build here succeeded under `autopass record`; put the "
+                 "command that builds the program in [build].command")
     print(f"wrote {path} (build: {said}; clean: {clean or 'not known'}): set [run].command "
           "to your benchmark, then `autopass profile` (does it run, where does the time go?) "
           "and `autopass tune`")
