@@ -43,7 +43,7 @@ def _recorded_project(root: Path) -> Path:
 def test_a_probe_compiled_outside_the_tree_is_not_an_out_of_tree_build(tmp_path) -> None:
     """Meson compiles its compiler checks in /tmp/tmpXXXX and deletes them (jsoncpp
     1.9.5): `record` counted that probe as a unit and, its source being outside the
-    tree, told the user to record again with --root /tmp."""
+    tree, told the user to record again with --root /tmp (I13)."""
     root = tmp_path / "m"
     write(root / "app.c", "int main(void) { return 0; }\n")
     probe = ('d=$(mktemp -d) && echo "int main(void){return 0;}" > $d/testfile.c && '
