@@ -193,6 +193,25 @@ def test_apply_on_a_folder_configured_before_says_nothing_took_the_flags(tmp_pat
            "object " in done.stderr and "under `autopass apply`" in done.stderr
 
 
+def test_verify_names_the_build_setting_that_failed(tmp_path) -> None:
+    """gawk's `make gawk` builds only on a tree where `make` already built support/:
+    after `make clean` it fails, and verify said "set [build].build", a key no
+    autopass.toml has."""
+    from autopass_build.core import flags_db
+
+    root = _recorded_project(tmp_path / "p")
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("app", ("lto",), "-O2", ("app.c",))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    (root / "autopass.toml").write_text('[build]\ncommand = "echo no rule >&2; exit 2"\n'
+                                        'clean = "true"\n[run]\ncommand = ["{exe}"]\n')
+    done = subprocess.run([AUTOPASS, "verify", "--no-measure"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "[build].command failed (2): no rule; set [build].command in" in done.stderr
+    assert "[build].build" not in done.stderr
+
+
 def test_verify_of_a_build_that_took_no_tuned_flags_says_so(tmp_path) -> None:
     """verify's [build].command rebuilds a folder CMake configured without autopass: the
     "tuned" builds are plain, and verify compared plain with plain ("same").  It stops

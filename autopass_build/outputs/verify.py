@@ -43,15 +43,17 @@ class Verification:
 
 
 def _build(config: Config, env: dict[str, str], folder: str, progress: Progress) -> None:
-    for what, command in (("clean", config.build.clean), ("build", config.build.command)):
+    for what, key, command in (("clean", "clean", config.build.clean),
+                               ("build", "command", config.build.command)):
         progress(f"{what}: {' '.join(command)}")
         done = subprocess.run(list(command), cwd=folder, env=env, capture_output=True)
         if done.returncode != 0:
             tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-            raise VerifyError(f"[build].{what} failed ({done.returncode}): " + " | ".join(tail)
-                              + f"; set [build].{what} in {config.path or 'autopass.toml'} to "
+            raise VerifyError(f"[build].{key} failed ({done.returncode}): " + " | ".join(tail)
+                              + f"; set [build].{key} in {config.path or 'autopass.toml'} to "
                               + ("the command that brings the tree back to clean"
-                                 if what == "clean" else "the build that works by hand"))
+                                 if what == "clean" else "the command that builds the "
+                                 "program from a tree that [build].clean cleaned"))
 
 
 def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
