@@ -16,6 +16,7 @@ independent A/B: what a user of `autopass tune` gets over the build they had.
     python bench/attributed.py --programs lame --budget 20
     python bench/attributed.py --programs bzip2,lua5.4 --stages --budget 20
     python bench/attributed.py --programs lame --stages --stage-set pgo --methods attributed
+    python bench/attributed.py --programs lame --native     # -march=native in the space
 
 Under LTO or ThinLTO, attribution is off (tune says why: functions cross units at link
 time), so on a stages baseline with link-time optimization both methods tune alike.
@@ -45,10 +46,10 @@ LINK_TIME_STAGES = tuple(s for s in STAGES if s != "bolt")   # BOLT: not the poi
 
 
 def tune(store, config, name: str, work: Path, strategy: str, budget: int, seed: int,
-         attribute: bool, stages: tuple[str, ...]) -> dict:
+         attribute: bool, stages: tuple[str, ...], native: bool = False) -> dict:
     label = "attributed" if attribute else "whole-program"
     request = TuneRequest(strategy=strategy, budget=budget, seed=seed, max_units=4,
-                          stages=stages, attribute=attribute,
+                          stages=stages, attribute=attribute, native=native,
                           flags_db=str(work / f"{name}-{label}.flags.json"))
     started = time.monotonic()
     tuner = Tuner(store, config, request,
@@ -110,7 +111,8 @@ def speed_text(result: dict | None) -> str:
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"Attributed vs whole-program tuning ({meta['strategy']}, budget "
              f"{meta['budget']}, seed {meta['seed']}, {meta['minutes']} min"
-             + (", on top of the chosen stages" if meta["stages"] else "") + ")", "",
+             + (", on top of the chosen stages" if meta["stages"] else "")
+             + (", -march=native allowed" if meta.get("native") else "") + ")", "",
              "| program | method | stages | written | verified speedup [interval] | "
              "stages + written over -O3 | per-unit effects (faster) | composite | tuning min |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -150,6 +152,9 @@ def main() -> int:
                              "(default %(default)s; pgo alone keeps attribution on)")
     parser.add_argument("--methods", default="whole-program,attributed",
                         help="which of whole-program,attributed to run")
+    parser.add_argument("--native", action="store_true",
+                        help="let the search try -march=native (tune --native: the result "
+                             "runs on this CPU family only)")
     parser.add_argument("--out", default="attributed-out")
     args = parser.parse_args()
     stages = tuple(s for s in args.stage_set.split(",") if s) if args.stages else ()
@@ -165,12 +170,13 @@ def main() -> int:
             store, config = tc.prepare(name, work, "cpu")
             for attribute in [m == "attributed" for m in args.methods.split(",")]:
                 row = tune(store, config, name, work, args.strategy, args.budget, args.seed,
-                           attribute, stages)
+                           attribute, stages, args.native)
                 row.update(verify(store, config, row))
                 if stages:
                     row["over_o3"] = verify(store, config, row, over_o3=True)
                 rows.append(row)
     meta = {"strategy": args.strategy, "budget": args.budget, "seed": args.seed,
+            "native": args.native,
             "stages": ",".join(stages), "minutes": round((time.monotonic() - started) / 60, 1)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
