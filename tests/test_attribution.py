@@ -100,6 +100,18 @@ def test_the_profile_note_tells_jit_code_from_libraries() -> None:
                                    HotFunction("compress", 6.6, ["snappy.cc"])], "w")
     assert Reach.of(snappy, "/nonexistent/t").note().endswith(
         "; is [run].command a benchmark of this project's code?")
+    flex = Profile("flex", "perf", [HotFunction("m4 (no symbols)", 23.1),
+                                    HotFunction("[kernel.kallsyms] (no symbols)", 4.0),
+                                    HotFunction("libc.so.6 (no symbols)", 8.7),
+                                    HotFunction("snstods", 1.9, ["src/dfa.c"])], "w")
+    reach = Reach.of(flex, "/nonexistent/flex")     # flex pipes its output through m4
+    assert reach.where(flex.functions[0]) == "(another program the benchmark runs)"
+    assert [reach.where(f) for f in flex.functions[1:3]] == [
+        "(not in the program: a library or the kernel)"] * 2
+    assert reach.note() == ("only 1.9% of the run is in recorded units, where per-file flags "
+                            "act (23.1% in other programs it runs, 12.7% in libraries and "
+                            "the kernel); is [run].command a benchmark of this project's "
+                            "code?")
 
 
 def simulated_runs(pairs: int, unit_effect: float, rng: random.Random

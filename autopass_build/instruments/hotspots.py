@@ -20,6 +20,7 @@ from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.measure import run_once
 from autopass_build.instruments.sampling import (
     JIT_CODE,
+    NO_SYMBOLS,
     Samples,
     SamplingError,
     callgrind_counts,
@@ -180,10 +181,12 @@ def _collapsed(name: str, opening: str, closing: str) -> str:
 class Reach:
     """How much of a profile per-file flags can reach: the recorded units' share, the
     rest of the program's own code (assembly, objects autopass did not compile), code it
-    generates at run time (a JIT), and what runs outside it (libraries, the kernel)."""
+    generates at run time (a JIT), other programs the benchmark runs (flex pipes its
+    output through m4), and libraries and the kernel."""
     units: float
     program: float
     generated: float
+    others: float
     outside: float
     in_program: frozenset[str]        # the functions the binary itself defines
 
@@ -193,8 +196,9 @@ class Reach:
         unreached = [f for f in result.functions if not f.units]
         program = sum(f.share for f in unreached if f.name in in_program)
         generated = sum(f.share for f in unreached if f.name == JIT_CODE)
-        outside = sum(f.share for f in unreached) - program - generated
-        return cls(sum(result.unit_shares().values()), program, generated, outside,
+        others = sum(f.share for f in unreached if _another_program(f.name))
+        outside = sum(f.share for f in unreached) - program - generated - others
+        return cls(sum(result.unit_shares().values()), program, generated, others, outside,
                    in_program)
 
     def where(self, function: HotFunction) -> str:
@@ -204,6 +208,8 @@ class Reach:
             return "(in the program, not from a recorded unit: assembly or a prebuilt object)"
         if function.name == JIT_CODE:
             return "(made by the program as it runs: no compiler flag reaches it)"
+        if _another_program(function.name):
+            return "(another program the benchmark runs)"
         return "(not in the program: a library or the kernel)"
 
     def note(self) -> str:
@@ -213,12 +219,24 @@ class Reach:
         parts = [(self.program, "in the program's own assembly or objects autopass did not "
                                 "compile"),
                  (self.generated, "in code it generates as it runs"),
+                 (self.others, "in other programs it runs"),
                  (self.outside, "in libraries and the kernel")]
         why = ", ".join(f"{share:.1f}% {what}" for share, what in parts if share >= 0.05)
         ask = ("; is [run].command a benchmark of this project's code?"
-               if self.outside > max(self.program, self.generated) else "")
+               if self.outside + self.others > max(self.program, self.generated) else "")
         return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
                 f"flags act ({why}){ask}")
+
+
+def _another_program(name: str) -> bool:
+    """Whether a profile entry is an executable other than the benchmarked one: perf
+    names the samples of a stripped object "OBJECT (no symbols)" (sampling), and an
+    object that is neither a shared library nor perf's own [kernel.kallsyms], [vdso]...
+    is a program the benchmark started (Debian's m4, stripped, under flex)."""
+    if not name.endswith(NO_SYMBOLS):
+        return False
+    dso = name[:-len(NO_SYMBOLS)]
+    return not dso.startswith("[") and ".so" not in dso
 
 
 def _symbols(binary: str) -> set[str]:

@@ -50,6 +50,7 @@ def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
 
 
 JIT_CODE = "code generated at run time (JIT)"   # zpaq compiles its models to x86
+NO_SYMBOLS = " (no symbols)"     # after an object's name: the samples of its bare addresses
 
 
 def parse_report(text: str) -> Samples:
@@ -68,7 +69,7 @@ def parse_report(text: str) -> Samples:
         if dso.startswith("[JIT]"):          # "[JIT] tid 24229": another name each run
             symbol = JIT_CODE
         elif dso and _is_address(symbol):
-            symbol = f"{dso} (no symbols)"
+            symbol = dso + NO_SYMBOLS
         samples[symbol] = samples.get(symbol, 0) + int(parts[1])
     return samples
 
