@@ -4,7 +4,8 @@ lists (never from flags stored in it).  Runs in apply mode's compiles: no import
 core.
 
     pgo      every unit with -fprofile-instr-use=<profile>
-    lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2;
+    lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2
+             (as lenient as GNU ld with a version script naming absent symbols);
              the objects are "fat" (-ffat-lto-objects: machine code too, the bitcode in a
              section) so that the build's own `ar`, `nm` and linkers of any LLVM version
              still read them, and lld is told to use the bitcode (--fat-lto-objects)
@@ -24,6 +25,11 @@ LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' 
 # bitcode-only object (jq) they read nothing (an older LLVM plugin, or none), the export
 # list is empty and the link fails -- and a plain link, the fallback, cannot read bitcode.
 FAT = "-ffat-lto-objects"
+# The build linked with GNU ld, which lets a version script name symbols the library does
+# not define; lld refuses by default (libxml2's libxml2.syms lists functions its
+# configure left out: the LTO link of libxml2.so failed).  The stages switch the linker,
+# not the build's rules.
+LENIENT_VERSION_SCRIPTS = "-Wl,--undefined-version"
 # The link options that drop the symbol table (mujs's release build links with -Wl,-s).
 # lld refuses them beside --emit-relocs, and without symbols neither perf nor BOLT can
 # tell one function from another.
@@ -62,7 +68,7 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
         level = opt_level if opt_level in LTO_LEVELS else "-O2"
         unit += [lto, FAT]
         link += [lto, FAT, f"--ld-path={lld}" if lld else "-fuse-ld=lld",
-                 "-Wl,--fat-lto-objects", level]
+                 "-Wl,--fat-lto-objects", LENIENT_VERSION_SCRIPTS, level]
     if BOLT in stages:
         link += BOLT_LINK_FLAGS
     return StageFlags(tuple(unit), tuple(link))
