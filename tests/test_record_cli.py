@@ -53,6 +53,7 @@ def test_a_probe_compiled_outside_the_tree_is_not_an_out_of_tree_build(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "recorded 1 units and 1 links (and 1 configure probes" in done.stderr
     assert "outside the project root" not in done.stderr and "--root" not in done.stderr
+    assert "the store now holds" not in done.stderr     # a first recording, probe and all
 
 
 def test_probes_deleted_after_the_build_are_left_out(tmp_path) -> None:

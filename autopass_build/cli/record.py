@@ -25,7 +25,7 @@ from autopass_build.cli.common import (
 from autopass_build.core import toolchain
 from autopass_build.core.clean_command import clean_command
 from autopass_build.core.names import STORE_DIRNAME
-from autopass_build.store.index import Store, StoreError
+from autopass_build.store.index import Store, StoreError, UnitRecord
 from autopass_build.store.targets import gone, resolve
 
 
@@ -147,7 +147,7 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
                  "build: left out)")
     if reasons:
         line += "; skipped " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
-    if len(all_units) != len(units) or len(all_links) != len(links):
+    if len(all_units) != len(recorded) or len(all_links) != len(links):
         line += f" (the store now holds {len(all_units)} units, {len(all_links)} links)"
     print(line, file=sys.stderr)
     outside = [u.source for u in units if os.path.isabs(u.source_rel)]
@@ -169,7 +169,7 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
     return len(recorded) + len(links), len(skipped)
 
 
-def _loose_units_note(store: Store, root: str, units: list) -> str:
+def _loose_units_note(store: Store, root: str, units: list[UnitRecord]) -> str:
     """What to say of the units no recorded link uses ("" when there are none).  A
     second compile of a source whose other compile is linked is the common case (libtool
     archives opus's plain objects into libopus.a, which nothing here links, beside the
