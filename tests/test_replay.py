@@ -408,31 +408,30 @@ def test_the_benchmark_reads_its_standard_input_from_run_stdin(tmp_path) -> None
 def test_a_benchmark_of_a_few_milliseconds_gets_a_note_with_the_fix(tmp_path) -> None:
     """tune-mini runs in ~5 ms: start-up and timer noise outweigh any flag, so every
     verdict would read UNCLEAR without saying why.  `try` says it once, and what to do."""
-    from support import recorded_tune_mini
-
-    root = recorded_tune_mini(tmp_path / "mini", '[run]\ncommand = ["{exe}", "1"]\n'
-                              '[measure]\nmin_pairs = 2\nmax_pairs = 2\n', profile=False)
-    done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.count("note: the benchmark runs in") == 1
-    assert "give it a bigger input" in done.stderr
+    said = _try_on_tune_mini(tmp_path, '["{exe}", "1"]')
+    assert said.count("note: the benchmark runs in") == 1
+    assert "give it a bigger input" in said
 
 
 def test_a_benchmark_that_prints_nothing_gets_a_note_that_its_output_is_unchecked(
         tmp_path) -> None:
     """jsoncpp's jsontestrunner writes its result to files and prints nothing: the
     output check compared exit codes only, and nothing said so."""
+    said = _try_on_tune_mini(tmp_path, '["sh", "-c", "{exe} 1 > /dev/null"]')
+    assert said.count("note: the benchmark prints nothing on stdout") == 1
+    assert '[check] mode = "command"' in said
+
+
+def _try_on_tune_mini(tmp_path, command: str) -> str:
+    """`autopass try` once on tune-mini with this [run].command (two pairs): its stderr."""
     from support import recorded_tune_mini
 
-    root = recorded_tune_mini(tmp_path / "mini",
-                              '[run]\ncommand = ["sh", "-c", "{exe} 1 > /dev/null"]\n'
+    root = recorded_tune_mini(tmp_path / "mini", f'[run]\ncommand = {command}\n'
                               '[measure]\nmin_pairs = 2\nmax_pairs = 2\n', profile=False)
     done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("note: the benchmark prints nothing on stdout") == 1
-    assert '[check] mode = "command"' in done.stderr
+    return done.stderr
 
 
 ARGV0_PROGRAM = r"""

@@ -283,20 +283,22 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
 
 
 SHORT_RUN_S = 0.05
-_said_short: list[bool] = []      # the note is said once per process
+_said: set[str] = set()      # the notes said in this process: each is said once
+
+
+def _note_once(key: str, message: str, progress: Progress) -> None:
+    if key not in _said:
+        _said.add(key)
+        progress(message)
 
 
 def _note_a_short_run(wall: float, progress: Progress) -> None:
     """Below ~50 ms, process start-up and timer noise outweigh the code a candidate
     changes: say so once, with the fix, rather than let every verdict read UNCLEAR."""
-    if wall < SHORT_RUN_S and not _said_short:
-        _said_short.append(True)
-        progress(f"note: the benchmark runs in {wall * 1000:.0f} ms, where start-up and "
-                 "timer noise weigh more than the code: give it a bigger input ([run]."
-                 "command), so that a run takes 0.5-5 s")
-
-
-_said_unchecked: list[bool] = []
+    if wall < SHORT_RUN_S:
+        _note_once("short", f"note: the benchmark runs in {wall * 1000:.0f} ms, where "
+                   "start-up and timer noise weigh more than the code: give it a bigger "
+                   "input ([run].command), so that a run takes 0.5-5 s", progress)
 
 
 def _note_an_unchecked_output(bench: Benchmark, reference: Reference,
@@ -304,12 +306,11 @@ def _note_an_unchecked_output(bench: Benchmark, reference: Reference,
     """A benchmark that prints nothing (jsoncpp's test runner writes its result to files)
     leaves [check] mode = "output" only the exit code to compare: a candidate computing
     a wrong result would pass.  Said once, with the fixes."""
-    if bench.check.mode == "output" and not reference.stdout.strip() and not _said_unchecked:
-        _said_unchecked.append(True)
-        progress("note: the benchmark prints nothing on stdout, so the output check compares "
-                 "exit codes only: have [run].command print its result (e.g. `sh -c "
-                 "'{exe} ... && cat OUTFILE'`), or check the files it writes with [check] "
-                 "mode = \"command\"")
+    if bench.check.mode == "output" and not reference.stdout.strip():
+        _note_once("unchecked", "note: the benchmark prints nothing on stdout, so the output "
+                   "check compares exit codes only: have [run].command print its result "
+                   "(e.g. `sh -c '{exe} ... && cat OUTFILE'`), or check the files it writes "
+                   "with [check] mode = \"command\"", progress)
 
 
 def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe: str,
