@@ -41,7 +41,7 @@ SKIP_ROWS = [
     ("I7 --coverage", ["--coverage", "-c", "a.c"], ca.PROFILE),
     ("I7 pch header", ["-x", "c-header", "-c", "pch.h", "-o", "pch.h.pch"], ca.PCH),
     ("I7 pch header by extension", ["-c", "all.h"], ca.PCH),
-    ("I7 -include-pch", ["-include-pch", "p.pch", "-c", "a.c"], ca.PCH),
+    ("F35 pch header without -c", ["-O3", "-x", "c-header", "all.h", "-o", "all.h.pch"], ca.PCH),
     ("I7 modules", ["-fmodules", "-c", "a.m"], ca.MODULES),
     ("I7 module interface", ["-std=c++20", "-c", "m.cppm"], ca.MODULES),
     ("I7 IR input", ["-c", "x.bc", "-o", "x.o"], ca.EMIT_LLVM),
@@ -111,6 +111,11 @@ COMPILE_ROWS = [
     ("I6 deps", ["-MD", "-MF", "x.d", "-MT", "y", "-c", "a.c"], False, ca.COMPILE,
      [("a.c", "c")], None, "a.o"),
     ("-c with a .S and a .c", ["-c", "a.c", "b.S"], False, ca.COMPILE, [("a.c", "c")], None, "a.o"),
+    ("F35 -include-pch: a unit like any other", ["-include-pch", "p.pch", "-c", "a.c"], False,
+     ca.COMPILE, [("a.c", "c")], None, "a.o"),
+    ("F35 CMake's PCH", ["-Xclang", "-include-pch", "-Xclang", "/b/cmake_pch.hxx.pch", "-Xclang",
+                         "-include", "-Xclang", "/b/cmake_pch.hxx", "-c", "a.cpp"], False,
+     ca.COMPILE, [("a.cpp", "c++")], None, "a.o"),
 ]
 
 

@@ -5,6 +5,7 @@ those flags appended produces (what apply mode does).  What we measure is what s
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import time
@@ -15,7 +16,7 @@ import pytest
 from support import AUTOPASS, EXAMPLES
 
 from autopass_build.core import toolchain
-from autopass_build.core.flags import replayable_from_ir
+from autopass_build.core.flags import replayable_from_ir, uses_precompiled_header
 from autopass_build.instruments.fidelity import compare_objects
 from autopass_build.instruments.replay import Replayer
 from autopass_build.store.index import Store
@@ -80,6 +81,41 @@ def test_front_end_knobs_are_marked() -> None:
     assert space["march"].front_end("-O2")         # target-cpu attributes
     assert not space["inline_threshold"].front_end("-O2")
     assert not space["vectorize"].front_end("-O2")
+
+
+def test_a_precompiled_header_forbids_exactly_the_values_that_do_not_compile(tmp_path) -> None:
+    """F35, with real clang: against a PCH built at -O3, every value of every knob compiles
+    exactly when the unit's space allows it (-Os and -march=native do not)."""
+    clang = toolchain.find_tool("clang")
+    (tmp_path / "all.h").write_text("static inline int twice(int x) { return 2 * x; }\n")
+    (tmp_path / "a.c").write_text("int f(int *a, int n) { int s = 0;"
+                                  " for (int i = 0; i < n; i++) s += twice(a[i]); return s; }\n")
+    subprocess.run([clang, "-O3", "-x", "c-header", "all.h", "-o", "all.h.pch"],
+                   cwd=tmp_path, check=True)
+    argv = ["-O3", "-include-pch", "all.h.pch", "-c", "a.c"]
+    assert uses_precompiled_header(argv)
+    assert uses_precompiled_header(["-Xclang", "-include-pch", "-Xclang", "x.pch", "-c", "a.c"])
+    space = default_space(native=True).with_precompiled_header("-O3")
+    forbidden = {(f.knob, i) for f in space.forbidden for i in f.values}
+    assert {("opt", 4), ("march", 1), ("march", 2)} <= forbidden    # -Os, -march=native
+
+    def compiles(tokens: tuple[str, ...], n: int) -> bool:
+        done = subprocess.run([clang, *argv, *tokens, "-o", f"a{n}.o"], cwd=tmp_path,
+                              capture_output=True)
+        return done.returncode == 0
+
+    values = [(k.name, i, v) for k in space.knobs for i, v in enumerate(k.values) if i]
+    with ThreadPoolExecutor(4) as pool:
+        built = list(pool.map(compiles, [v for _, _, v in values], range(len(values))))
+    wrong = [(name, v) for (name, i, v), ok in zip(values, built) if ok == ((name, i) in forbidden)]
+    assert not wrong, wrong
+    rng = random.Random(0)
+    assert all(space.valid(space.sample(rng)) for _ in range(200))
+    point = list(space.default())
+    point[[k.name for k in space.knobs].index("opt")] = 4
+    assert not space.valid(tuple(point)) and space.valid(space.repair(tuple(point)))
+    on_size = default_space().with_precompiled_header("-Os")      # a header built at -Os
+    assert {f.knob: f.values for f in on_size.forbidden}["opt"] == frozenset({1, 2, 3})
 
 
 _FUSABLE = """#include <stdio.h>

@@ -169,7 +169,6 @@ def test_i6_dependency_files_are_the_plain_compiles(rec, clang, dep_args, depfil
     (["-emit-llvm", "-c", "a.c", "-o", "a.o"], ca.EMIT_LLVM),
     (["-save-temps", "-c", "a.c", "-o", "a.o"], ca.SAVE_TEMPS),
     (["-fprofile-instr-generate", "-c", "a.c", "-o", "a.o"], ca.PROFILE),
-    (["-x", "c-header", "-c", "h.h", "-o", "a.o"], ca.PCH),
 ])
 def test_i7_unsupported_is_recorded_with_a_reason_and_untouched(rec, clang, args, reason):
     write(rec.root / "a.c", HELLO)
@@ -177,6 +176,16 @@ def test_i7_unsupported_is_recorded_with_a_reason_and_untouched(rec, clang, args
     assert_same(*both(rec, clang, args, ["a.o"]))
     assert rec.units() == []
     assert [s.reason for s in rec.skipped()] == [reason]
+
+
+@pytest.mark.parametrize("args", [["-x", "c-header", "-c", "h.h", "-o", "h.pch"],
+                                  ["-x", "c-header", "h.h", "-o", "h.pch"]])
+def test_i7_a_precompiled_header_is_built_untouched_and_quietly(rec, clang, args):
+    """F35: the header's compile holds nothing to tune (the sources that include it are
+    units), so it is passed through and not counted as a skip, with -c or without."""
+    write(rec.root / "h.h", "int h(void);\n")
+    assert_same(*both(rec, clang, args, ["h.pch"]))
+    assert rec.units() == [] and rec.skipped() == [] and rec.links() == []
 
 
 # ---- I8 ----------------------------------------------------------------------------------

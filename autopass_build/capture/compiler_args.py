@@ -78,14 +78,15 @@ FIXES = {
     LTO: "build without -flto: the lto and thinlto stages of `autopass tune` add it back, "
          "measured",
     PROFILE: "build without -fprofile-*: the pgo stage of `autopass tune` trains its own",
-    PCH: "build without precompiled headers (CMake: -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON)",
     MODULES: "build without -fmodules / C++ modules",
     SAVE_TEMPS: "build without -save-temps",
     EMBED_BITCODE: "build without -fembed-bitcode",
 }
 
+# A precompiled header's own compile is quiet too: it holds no code of its own to tune,
+# and the sources that include it are recorded with it.
 QUIET_REASONS = frozenset({QUERY, VERBOSE, PREPROCESS, DEPENDENCY_ONLY, SYNTAX_ONLY, PROBE,
-                           ASSEMBLY_OUTPUT, ASSEMBLER_SOURCE})
+                           ASSEMBLY_OUTPUT, ASSEMBLER_SOURCE, PCH})
 
 SOURCE_LANGUAGES = {
     ".c": "c", ".i": "cpp-output",
@@ -307,8 +308,6 @@ def _classify(tokens: list[str], cwd: str, cxx_driver: bool) -> Invocation | Ski
                 forced_language = None if value == "none" else value
             elif name == "-Wp," and any(p.startswith("-M") for p in token[4:].split(",")):
                 dependency_file, role = True, R_DEPENDENCY
-            elif name == "-include-pch":
-                unsupported = unsupported or PCH
             elif name == "-arch":
                 arch_count += 1
             elif name == "-Xclang" and value is not None:
@@ -378,6 +377,8 @@ def _classify(tokens: list[str], cwd: str, cxx_driver: bool) -> Invocation | Ski
     if not sources and skipped:
         if all(s.reason == ASSEMBLER_SOURCE for s in skipped):
             return Skip(ASSEMBLER_SOURCE, "", all_sources)
+        if all(s.reason == PCH for s in skipped) and not link_inputs:
+            return Skip(PCH, "", all_sources)     # with -c or without: clang stops at the PCH
         if stage == "-c":
             return skipped[0]
     if stage == "-c":

@@ -112,7 +112,7 @@ OPTIONS: tuple[tuple[str, int, str], ...] = (
     ("-imacros", SEPARATE | JOINED, _P),
     ("-imultilib", SEPARATE, _P),
     ("-include", SEPARATE | JOINED, _P),
-    ("-include-pch", SEPARATE, _P),   # precompiled headers cannot be captured
+    ("-include-pch", SEPARATE, _P),   # its code is in the unit's IR (flags.pch_conflict)
     ("-install_name", SEPARATE, _L),
     ("-iprefix", SEPARATE, _P),
     ("-iquote", SEPARATE | JOINED, _P),

@@ -57,6 +57,42 @@ MIDDLE_END_FLAGS = frozenset({
 })
 # -O levels replay from IR only between these (the IR was emitted at one of them).
 IR_COMPATIBLE_LEVELS = frozenset({"-O2", "-O3"})
+# Flags a unit compiled against a precompiled header can take.  clang refuses a PCH whose
+# predefined macros or target differ from the compile's: -Os defines __OPTIMIZE_SIZE__,
+# -march and -mtune change the target CPU, and the compile fails ("... was disabled in
+# PCH file but is currently enabled"; measured with clang 19 on CMake's PCH of yaml-cpp).
+# These change neither (each compiled against that PCH); so do -mllvm options and -O
+# levels of the recorded one's kind (`pch_conflict`).
+PCH_SAFE_FLAGS = MIDDLE_END_FLAGS | frozenset({
+    "-fno-unroll-loops", "-finline-functions", "-fno-inline-functions",
+    "-ffp-contract=off", "-ffp-contract=on", "-ffp-contract=fast",
+})
+_SIZE_LEVELS = frozenset({"-Os", "-Oz"})
+
+
+def uses_precompiled_header(argv: list[str]) -> bool:
+    """Whether a recorded compile includes a precompiled header (`-include-pch`, also as
+    CMake passes it: `-Xclang -include-pch`)."""
+    return any(t == "-include-pch" or t.startswith("-include-pch=") for t in argv)
+
+
+def pch_conflict(tokens: tuple[str, ...], recorded_level: str) -> str:
+    """Why a unit recorded at `recorded_level` against a precompiled header cannot take
+    `tokens` (the header was built without them), or "" when it can."""
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "-mllvm":
+            i += 2
+            continue
+        if token in OPT_LEVELS:
+            if (token in _SIZE_LEVELS) != (recorded_level in _SIZE_LEVELS) or \
+                    (token == "-O0") != (recorded_level == "-O0"):
+                return f"{token} changes the predefined macros the header was built with"
+        elif token not in PCH_SAFE_FLAGS:
+            return f"{token} may change what the header was built for"
+        i += 1
+    return ""
 
 
 def replayable_from_ir(tokens: tuple[str, ...], recorded_level: str) -> bool:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autopass_build.core import flags as flagset
 from autopass_build.core import proc
@@ -65,6 +65,14 @@ class Requires:
     knob: str
     values: frozenset[int]
     defaults: tuple[str, ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class Forbids:
+    """One unit cannot take these `values` of `knob` (its precompiled header fixes them)."""
+    knob: str
+    values: frozenset[int]
     why: str
 
 
@@ -143,13 +151,14 @@ class Space:
     knobs: tuple[Knob, ...]
     constraints: tuple[Requires, ...] = ()
     notes: list[str] = field(default_factory=list)   # knobs dropped, and why
+    forbidden: tuple[Forbids, ...] = ()               # values this unit cannot take
 
     def __post_init__(self) -> None:
         self._index = {k.name: i for i, k in enumerate(self.knobs)}
-        for c in self.constraints:
-            for name in (c.knob,) + c.defaults:
-                if name not in self._index:
-                    raise SpaceError(f"constraint on unknown knob {name!r}")
+        names = [n for c in self.constraints for n in (c.knob,) + c.defaults]
+        for name in names + [f.knob for f in self.forbidden]:
+            if name not in self._index:
+                raise SpaceError(f"constraint on unknown knob {name!r}")
 
     @property
     def dims(self) -> list[int]:
@@ -168,12 +177,18 @@ class Space:
                 bad.append(c)
         return bad
 
+    def forbids(self, point: Point) -> list[Forbids]:
+        self._check_shape(point)
+        return [f for f in self.forbidden if point[self._index[f.knob]] in f.values]
+
     def valid(self, point: Point) -> bool:
-        return not self.violations(point)
+        return not self.violations(point) and not self.forbids(point)
 
     def repair(self, point: Point) -> Point:
         """The nearest valid point: knobs a constraint forbids go back to as-recorded."""
         fixed = list(self._check_shape(point))
+        for f in self.forbids(point):
+            fixed[self._index[f.knob]] = 0
         changed = True
         while changed:  # a reset can never create a violation, but stay safe
             changed = False
@@ -206,6 +221,18 @@ class Space:
             raise SpaceError(f"point {point} does not fit the space {self.dims}")
         return point
 
+    def with_precompiled_header(self, recorded_level: str) -> "Space":
+        """This space for a unit compiled against a precompiled header: no value that the
+        header fixes (`flags.pch_conflict`), which would fail to compile."""
+        forbidden = []
+        for knob in self.knobs:
+            why = {i: flagset.pch_conflict(v, recorded_level) for i, v in enumerate(knob.values)}
+            values = frozenset(i for i, reason in why.items() if reason)
+            if values:
+                reason = why[min(values)]
+                forbidden.append(Forbids(knob.name, values, f"precompiled header: {reason}"))
+        return replace(self, forbidden=self.forbidden + tuple(forbidden))
+
     def without(self, dropped: set[str], why: str) -> "Space":
         knobs = tuple(k for k in self.knobs if k.name not in dropped)
         kept = {k.name for k in knobs}
@@ -213,7 +240,8 @@ class Space:
             Requires(c.knob, c.values, tuple(d for d in c.defaults if d in kept), c.why)
             for c in self.constraints if c.knob in kept)
         notes = self.notes + [f"knob {name} dropped: {why}" for name in sorted(dropped)]
-        return Space(knobs, constraints, notes)
+        return Space(knobs, constraints, notes,
+                     tuple(f for f in self.forbidden if f.knob in kept))
 
 
 class JointSpace:

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from autopass_build.config import Config
+from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import hash_json
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
@@ -143,7 +144,8 @@ class Tuner:
         elif self.request.attribute:
             self.measurements.attributor = Attributor(evaluator.bench)
         run = RunContext(self.store, self.config, evaluator, journal,
-                         JointSpace([(s, space) for s in sources]), load_profile(self.store.dir),
+                         self._joint_space(evaluator, sources, space),
+                         load_profile(self.store.dir),
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run)
         final, winners = conclude(best, self.measurements) if best else (None, [])
@@ -309,6 +311,23 @@ class Tuner:
                          toolchain.stamp_of(compiler))
         except OSError as error:
             raise TuneError(f"cannot probe {compiler}: {error}") from None
+
+    def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space) -> JointSpace:
+        """One block per tuned source; a source compiled against a precompiled header
+        does not get the values the header fixes (they would not compile)."""
+        blocks = []
+        for source in sources:
+            block = space
+            with_pch = [u for u in evaluator.units
+                        if u.source_rel == source and flagset.uses_precompiled_header(u.argv)]
+            if with_pch:
+                block = space.with_precompiled_header(with_pch[0].opt_level)
+            if block.forbidden:
+                kept_out = ", ".join(sorted({f.knob for f in block.forbidden}))
+                self.show(f"{source} is compiled with a precompiled header: {kept_out} "
+                          "keep only the values the header was built with")
+            blocks.append((source, block))
+        return JointSpace(blocks)
 
     def _header(self, evaluator: Evaluator, sources: list[str], space: Space) -> dict:
         r = self.request

@@ -138,8 +138,13 @@ class AgentStrategy(Strategy):
                                          + ", ".join(knob.short(i) for i in range(len(knob.values))))
                     return None
                 point[coords[names.index(name)]] = index
+        kept_out = [f"{label}: {f.knob} ({f.why})" for label, space, block
+                    in self.space.split(tuple(point)) for f in space.forbids(block)]
         repaired = self.space.repair(tuple(point))
-        if repaired != tuple(point):
+        if kept_out:
+            self.feedback.append("not for these units, reset to as recorded: "
+                                 + "; ".join(kept_out))
+        elif repaired != tuple(point):
             self.feedback.append(f"{proposal.changes} breaks a constraint (see limited_by in "
                                  "the knob table); dependent knobs were reset")
         return repaired
