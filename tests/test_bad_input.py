@@ -394,3 +394,18 @@ def test_a_benchmark_whose_output_varies_is_one_line_not_all_wrong_output(projec
     [line] = done.stderr.strip().splitlines()[-1:]
     assert line.startswith("autopass: error: the benchmark's output changes from run to run")
     assert '[check] mode = "exit-code"' in line
+
+
+def test_a_binary_output_that_varies_is_told_by_byte_not_by_line(project, tmp_path):
+    """C9 with an encoder's stream (libvorbis's encoder_example seeds its Ogg serial number
+    with the clock): the message quoted 'lines' of binary, cut mid-escape; it now names
+    the first differing byte in hex."""
+    config = tmp_path / "varies.toml"
+    config.write_text('[run]\ncommand = ["sh", "-c", "{exe} 20; printf \'OggS\\\\0\\\\2\'; date +%N"]\n'
+                      '[measure]\nmetric = "cpu"\nmin_pairs = 2\nmax_pairs = 2\n')
+    done = subprocess.run([AUTOPASS, "try", "--config", str(config), "--flags", "hot.c=-O2"],
+                          cwd=project, capture_output=True, text=True)
+    no_traceback(done)
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert line.startswith("autopass: error: the benchmark's output changes from run to run")
+    assert "(stdout (binary) differs first at byte " in line and "expected 3" in line, line

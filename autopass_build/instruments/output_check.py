@@ -53,11 +53,26 @@ def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> s
 
 
 def _first_difference(expected: bytes, got: bytes) -> str:
+    if _binary(expected) or _binary(got):    # an encoder's stream has no lines to quote
+        at = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), None)
+        if at is None:
+            return f"stdout (binary) has {len(got)} bytes, the baseline's {len(expected)}"
+        return (f"stdout (binary) differs first at byte {at} of {len(expected)}: expected "
+                f"{expected[at:at + 8].hex(' ')}, got {got[at:at + 8].hex(' ')}")
     for number, (a, b) in enumerate(zip(expected.splitlines(), got.splitlines()), 1):
         if a != b:
             return (f"stdout line {number}: expected {a[:80].decode('utf-8', 'replace')!r}, "
                     f"got {b[:80].decode('utf-8', 'replace')!r}")
     return f"stdout has {len(got)} bytes, the baseline's {len(expected)}"
+
+
+def _binary(data: bytes) -> bool:
+    head = data[:4096]
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.start < len(head) - 3      # not a character cut at the 4 KiB edge
+    return b"\0" in head
 
 
 def _run_check_command(bench: Benchmark, result: RunResult) -> str:
