@@ -277,6 +277,18 @@ def test_slow_endpoint_and_budget_hand_over_to_rules(project, tmp_path) -> None:
         spent.analyse(context)
 
 
+def test_resuming_without_budget_keeps_the_runs_own_budget(project) -> None:
+    """A run of --budget 2 resumed with a bare --resume took [tune].budget (40 by default)
+    and went on measuring (libvorbis: "[1/33]" after a budget-8 run); only --budget raises."""
+    first = tune(project, "--seed", "7", "--budget", "2")
+    assert first.returncode == 0, first.stderr
+    before = search_flags(project)
+    resumed = tune(project, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert search_flags(project) == before and len(before) <= 2
+    assert Journal.latest(str(project / ".autopass")).header["budget"] == 2
+
+
 def test_resuming_an_llm_run_replays_its_transcript_first(project) -> None:
     """A resumed openai run asks the endpoint only for what comes after the journal."""
     with ScriptedServer(openai_script()) as server:

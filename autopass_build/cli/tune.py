@@ -67,7 +67,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-attribute", dest="attribute", action="store_false",
                    help="whole-program measurements only")
     p.add_argument("--resume", action="store_true",
-                   help="continue the latest run where it stopped (its own settings)")
+                   help="continue the latest run where it stopped, with its own settings "
+                        "and budget (--budget N raises the budget to N)")
     p.add_argument("--list-strategies", action="store_true",
                    help="print the strategies and their options, then exit")
     p.set_defaults(func=cmd_tune)

@@ -66,6 +66,7 @@ class TuneRequest:
     screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
     stages: tuple[str, ...] = STAGES   # whole-program stages to try first ([]: none)
     attribute: bool = False  # per-unit attribution, and the composite of its winners
+    budget_given: bool = False   # --budget on the command line: it may raise a resumed run's
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
@@ -79,7 +80,8 @@ class TuneRequest:
                       stages=tune.stages, attribute=tune.attribute)
         if given.get("strategy") not in (None, tune.strategy):
             request = replace(request, options={})
-        return replace(request, **{k: v for k, v in given.items() if v is not None})
+        return replace(request, **{k: v for k, v in given.items() if v is not None},
+                       budget_given=given.get("budget") is not None)
 
 
 @dataclass
@@ -339,13 +341,15 @@ class Tuner:
                 "screen": r.screen, "stages": list(r.stages), "attribute": r.attribute}
 
     def _adopt(self, header: dict) -> None:
-        """--resume: the run's own settings win (the budget may be raised)."""
+        """--resume: the run's own settings win; only --budget raises its budget ([tune]
+        budget is what new runs get, not this one)."""
         self.request = replace(self.request, strategy=header["strategy"], seed=header["seed"],
                                options=header["options"], native=bool(header.get("native")),
                                pgo=bool(header.get("pgo")), screen=bool(header.get("screen")),
                                stages=tuple(header.get("stages") or ()),
                                attribute=bool(header.get("attribute")),
-                               budget=max(self.request.budget, header["budget"]))
+                               budget=max(self.request.budget, header["budget"])
+                               if self.request.budget_given else header["budget"])
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))
 
