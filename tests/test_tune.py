@@ -391,3 +391,39 @@ def test_report_text_and_html(project, straight_run, tmp_path) -> None:
     bad = subprocess.run([AUTOPASS, "report", "no-such-run"], cwd=project, capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "runs are listed in" in bad.stderr
+
+
+FAST_MATH_SUM = """#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 1000000;
+    float *a = malloc(sizeof(float) * n), sum = 0.0f;
+    for (int i = 0; i < n; i++) a[i] = (float)(i % 1000) * 0.001f + 1e-4f * (float)(i % 7);
+    for (int i = 0; i < n; i++) sum += a[i];    /* -ffast-math: clang vectorizes the sum */
+    printf("%.9g\\n", sum);
+    return 0;
+}
+"""
+
+
+def test_wrong_output_under_fast_math_is_explained(tmp_path) -> None:
+    """libvorbis builds with -ffast-math, and its PGO build encoded other bytes: the
+    summary said only 'WRONG_OUTPUT'.  When the tuned units reorder floating point, it
+    says why, and what lets such builds be measured."""
+    root = tmp_path / "fm"
+    root.mkdir()
+    (root / "sum.c").write_text(FAST_MATH_SUM)
+    build = "cc -O3 -ffast-math -c sum.c -o sum.o && cc sum.o -o sum"
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text(
+        '[run]\ncommand = ["{exe}", "3000000"]\n[measure]\nmetric = "cpu"\nmin_pairs = 2\n'
+        'max_pairs = 2\n[tune]\nstages = []\n')
+    done = tune(root, "--strategy", "random", "--budget", "6", "--seed", "1")
+    assert done.returncode == 0, done.stderr
+    journal = Journal.latest(str(root / ".autopass"))
+    assert any(e.outcome == Outcome.WRONG_OUTPUT for e in journal.entries)
+    assert ("wrong output explained: sum.c is compiled with -ffast-math, so floating-point "
+            "results depend on how the code is optimized") in done.stdout, done.stdout
+    assert flagset.loose_floating_point(["-O3", "-ffast-math", "-fno-fast-math"]) == ""
+    assert flagset.loose_floating_point(["-Ofast", "-c", "a.c"]) == "-Ofast"

@@ -205,6 +205,8 @@ def _print_result(result, metric: str) -> None:
                      if e.ratio is None and e.outcome != Outcome.SCREENED)
     if failed:
         print("  rejected: " + ", ".join(f"{n} {o}" for o, n in sorted(failed.items())))
+    for note in result.notes:
+        print("  " + note)
     print("  " + verdict_words(journal.entries))
     for line in stage_lines(journal.entries) + versus_lines(
             {e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}):

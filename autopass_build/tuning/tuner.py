@@ -23,6 +23,7 @@ from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import hash_json
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
+from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
@@ -95,6 +96,7 @@ class TuneResult:
     flags_db: str | None               # where the winners were written
     stages: str = ""                   # the whole-program stages written (BOLT included)
     searched_on: str = ""              # the stages the per-file search ran on
+    notes: tuple[str, ...] = ()        # what the summary should explain
 
 
 class Tuner:
@@ -156,7 +158,8 @@ class Tuner:
         written = self._ship(final, winners)
         measured = counted(journal)
         return TuneResult(journal, sources, measured, best, final, winners, written,
-                          self.chosen.name if self.chosen else "", searched_on)
+                          self.chosen.name if self.chosen else "", searched_on,
+                          self._notes(evaluator, sources, journal))
 
     def _settle(self, final: Entry | None, winners: list[Winner]) -> None:
         """The result against the recorded build (stages with the winners), then BOLT on
@@ -313,6 +316,24 @@ class Tuner:
                          toolchain.stamp_of(compiler))
         except OSError as error:
             raise TuneError(f"cannot probe {compiler}: {error}") from None
+
+    def _notes(self, evaluator: Evaluator, sources: list[str], journal: Journal
+               ) -> tuple[str, ...]:
+        """Why candidates were WRONG_OUTPUT, when the units say: floating-point results
+        that depend on optimization (libvorbis builds with -ffast-math: its PGO build
+        encodes other bytes)."""
+        if not any(e.outcome == Outcome.WRONG_OUTPUT for e in journal.entries):
+            return ()
+        loose = {u.source_rel: flagset.loose_floating_point(u.argv) for u in evaluator.units
+                 if u.source_rel in sources and flagset.loose_floating_point(u.argv)}
+        if not loose:
+            return ()
+        flag = sorted(set(loose.values()))[0]
+        return (f"wrong output explained: {', '.join(sorted(loose))} "
+                f"{'is' if len(loose) == 1 else 'are'} compiled with {flag}, so "
+                "floating-point results depend on how the code is optimized and other stages "
+                "or flags change the output; if small differences are acceptable, a [check] "
+                "command that compares with a tolerance lets such builds be measured",)
 
     def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space) -> JointSpace:
         """One block per tuned source; a source compiled against a precompiled header
