@@ -24,6 +24,7 @@ if [ $want_tests = 1 ]; then
   command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
   command -v valgrind >/dev/null || missing+=(valgrind)
   command -v ccache >/dev/null || missing+=(ccache)     # builds under a compiler cache
+  command -v gcc >/dev/null || missing+=(gcc)           # builds that name gcc (F36)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]} with apt-get"

@@ -14,6 +14,7 @@ import pytest
 from support import AUTOPASS, EXAMPLES, copy_example, write
 
 from autopass_build import config as cfg
+from autopass_build.capture.applier import carries_bitcode
 from autopass_build.instruments import stages
 from autopass_build.instruments.evaluate import choose_target
 from autopass_build.instruments.hotspots import _symbols, shortened
@@ -486,3 +487,45 @@ def test_a_build_under_ccache_is_recorded_and_tuned_every_time(tmp_path) -> None
     db.entries["lib/lz.c"] = flags_db.Entry(("-O1",), lz.source_hash)
     flags_db.save(str(root / "autopass.flags.json"), db)
     assert "1 command (compiles, links) took the tuned flags" in under_autopass("apply")
+
+
+GCC_ONLY_MAKEFILE = """\
+all:
+\tgcc -O2 -fipa-pta -Wall -Werror -c main.c -o main.o
+\tgcc -O2 -c twice.c -o twice.o
+\tgcc main.o twice.o -o app
+"""
+
+
+def test_a_build_that_names_gcc_with_gcc_only_options_still_builds(tmp_path) -> None:
+    """F36: record and apply put a `gcc` link to clang first on PATH; a Makefile that
+    names gcc with an option clang does not know (`-fipa-pta`) failed under autopass,
+    and the user's build was broken.  That command now goes to the real gcc, is named as
+    skipped with clang's error, and the rest is recorded and applied as usual."""
+    root = tmp_path / "g"
+    write(root / "main.c", "int twice(int);\nint main(int c, char **v) { return twice(c) - 2; }\n")
+    write(root / "twice.c", "int twice(int x) { return 2 * x; }\n")
+    write(root / "Makefile", GCC_ONLY_MAKEFILE)
+    done = subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and (root / "app").exists(), done.stderr
+    assert "recorded 1 units and 1 links; skipped 1 clang_rejects" in done.stderr
+    assert "unknown argument" not in done.stderr          # clang's refusal is held back
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True,
+                           check=True).stdout
+    assert "clang_rejects    main.c  (clang-19: error: unknown argument: '-fipa-pta')" in units
+    assert b"GCC:" in (root / "main.o").read_bytes()      # gcc's object, by its comment
+    subprocess.run(["make", "-s", "clean"], cwd=root, capture_output=True)
+    for name in ("main.o", "twice.o", "app"):
+        (root / name).unlink(missing_ok=True)
+    (root / "autopass.toml").write_text('[build]\ncommand = "make"\n')
+    stages = '{"bolt": null, "opt_level": "-O2", "output": "app", "stages": ["lto"], ' \
+             '"units": ["twice.c"]}'
+    (root / "autopass.flags.json").write_text(
+        '{"schema": 1, "cpu": null, "profile": null, "entries": {}, "target": ' + stages + '}')
+    applied = subprocess.run([AUTOPASS, "apply", "--", "make"], cwd=root, capture_output=True,
+                             text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert subprocess.run([str(root / "app")]).returncode == 0
+    assert carries_bitcode((root / "twice.o").read_bytes())    # the LTO stage: applied
+    assert not carries_bitcode((root / "main.o").read_bytes())  # gcc's, as recorded

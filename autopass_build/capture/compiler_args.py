@@ -68,6 +68,7 @@ PCH = "pch"
 MODULES = "modules"
 MULTIPLE_ARCH = "multiple_arch"
 STDIN_INPUT = "stdin_input"
+CLANG_REJECTS = "clang_rejects"        # the build named gcc; clang refused, gcc built it
 STDOUT_OUTPUT = "stdout_output"        # -o -: the object goes to standard output
 UNSUPPORTED_LANGUAGE = "unsupported_language"
 EMBED_BITCODE = "embed_bitcode"
@@ -79,6 +80,9 @@ FIXES = {
          "measured",
     PROFILE: "build without -fprofile-*: the pgo stage of `autopass tune` trains its own",
     MODULES: "build without -fmodules / C++ modules",
+    CLANG_REJECTS: "the build names gcc, and clang refused these commands (gcc-only options, "
+                   "or -Werror with a gcc-only warning), so gcc built them; drop or guard "
+                   "those options to tune them (`autopass units` shows clang's error)",
     SAVE_TEMPS: "build without -save-temps",
     EMBED_BITCODE: "build without -fembed-bitcode",
 }

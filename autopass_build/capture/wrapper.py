@@ -10,7 +10,9 @@ The rule that matters most: never break the build.  The real compiler always run
 the byte-exact original arguments.  Queries, probes and anything we do not capture are
 handed over with `exec` (no extra process, not one byte added to the output).  Compiles
 run first, untouched; only after they succeed is the IR captured, and any failure of
-ours is logged to the store and ignored.  Only foundations are imported here.
+ours is logged to the store and ignored.  A build that names gcc and gets clang through
+the masquerade link: a compile or link clang refuses goes to that gcc, and is recorded as
+a skip with clang's error.  Only foundations are imported here.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from autopass_build.capture.compiler_args import Invocation, Skip, classify
+from autopass_build.capture.compiler_args import CLANG_REJECTS, Invocation, Skip, classify
 from autopass_build.capture.spool import Spool, find_store_dir
 from autopass_build.core import proc, toolchain
 from autopass_build.core.names import (
@@ -85,6 +87,15 @@ def looks_like_compiler(name: str) -> bool:
     return base.rpartition("-")[2] in COMPILER_BASES  # drop a target-triple prefix
 
 
+def _gcc_name(argv0: str) -> str:
+    """The basename when the build called a gcc by name (gcc, cc, g++, c++,
+    x86_64-linux-gnu-gcc-12), else ""."""
+    base = os.path.basename(argv0)
+    if base in WRAPPER_NAMES or "clang" in base or not looks_like_compiler(base):
+        return ""
+    return base
+
+
 def _launcher_compiler(first: str, env: dict[str, str]) -> str | None:
     """The compiler named by a launcher-style call (`autopass-cc clang-19 ...`)."""
     if first.startswith("-") or not looks_like_compiler(first):
@@ -114,6 +125,11 @@ class Plan:
             self.cxx = is_cxx_name(named)
         else:
             self.cxx = is_cxx_name(named if launched else argv[0])
+        # Record and apply put `gcc`/`cc` links to us first on PATH, so a build that names
+        # gcc gets clang; where clang refuses a command (gcc-only options), that name's
+        # real compiler builds it (`named_compiler`): the build never breaks over it.
+        self.gcc_named = "" if launched else _gcc_name(argv[0])
+        self._self_paths = self_paths
         if launched:
             self.compiler_argv0, self.compiler_path, self.args = named, launched, rest[1:]
         else:
@@ -139,6 +155,16 @@ class Plan:
         self.root = (env.get(ENV_ROOT) or options.get("autopass-root")
                      or (os.path.dirname(os.path.abspath(self.store_dir))
                          if self.store_dir else cwd))
+
+    def named_compiler(self) -> str | None:
+        """The real compiler of the gcc name the build called, when that is not the
+        clang that runs in its place (None otherwise)."""
+        if not self.gcc_named:
+            return None
+        found = toolchain.which(self.gcc_named, self.env.get("PATH", ""), self._self_paths)
+        if not found or os.path.realpath(found) == os.path.realpath(self.compiler_path):
+            return None
+        return found
 
     def child_env(self) -> dict[str, str]:
         return {**self.env, ENV_GUARD: "1"}
@@ -187,8 +213,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compile_and_record(plan: Plan, inv: Invocation) -> int:
     try:
-        done = proc.run_inherit(plan.compiler_path, [plan.compiler_argv0] + plan.args,
-                                plan.child_env())
+        if plan.gcc_named:
+            done = _clang_or_the_named_gcc(plan, inv)
+            if done is None:
+                return 0     # gcc built it: recorded as a skip, with clang's reason
+        else:
+            done = proc.run_inherit(plan.compiler_path, [plan.compiler_argv0] + plan.args,
+                                    plan.child_env())
     except OSError as error:  # what exec would have said, without a traceback
         sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: cannot run "
                          f"{plan.compiler_path}: {error.strerror}\n")
@@ -205,22 +236,46 @@ def _compile_and_record(plan: Plan, inv: Invocation) -> int:
     return 0
 
 
+def _clang_or_the_named_gcc(plan: Plan, inv: Invocation) -> proc.Finished | None:
+    """A compile the build addressed to gcc: clang first, its output held back; when clang
+    refuses it and the named gcc builds it, the skip is recorded and None returned."""
+    argv = [plan.compiler_argv0] + plan.args
+    done, out, err = proc.run_buffered(plan.compiler_path, argv, plan.child_env())
+    gcc = plan.named_compiler() if done.status > 0 else None
+    if gcc is not None:
+        by_gcc = proc.run_inherit(gcc, [gcc] + plan.args, plan.child_env())
+        if by_gcc.status == 0:
+            if plan.mode == "record":
+                first = (err.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
+                _try_record_skip(plan, Skip(CLANG_REJECTS, first[:300],
+                                            tuple(s.path for s in inv.sources)))
+            return None
+        return by_gcc
+    sys.stdout.buffer.write(out)
+    sys.stderr.buffer.write(err)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return done
+
+
 def _apply(plan: Plan) -> int:
     """Apply mode: this source's tuned flags appended; any doubt -> the plain compile."""
+    parsed: Invocation | Skip | None = None
     try:
-        decision = _decide(plan)
+        parsed = classify(plan.args, plan.cwd, plan.cxx)
+        decision = _decide(plan, parsed)
     except Exception as error:  # our bug must not break the build
         decision = None
         sys.stderr.write(f"autopass: warning: apply failed ({error!r}); default flags\n")
     if decision is None:
-        return plan.exec_compiler()
+        return _plain(plan, parsed)
     if decision.warning:
         sys.stderr.write(f"autopass: {'error' if decision.error else 'warning'}: "
                          f"{decision.warning}\n")
         if decision.error:
             return 1
     if not decision.flags:
-        return plan.exec_compiler()
+        return _plain(plan, parsed)
     if proc.wants_fixed_layout(decision.flags):
         proc.fix_address_layout()   # LTO objects are otherwise not reproducible
     # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
@@ -231,7 +286,7 @@ def _apply(plan: Plan) -> int:
     except OSError as error:   # E2BIG and the like: the plain compile is still ours to run
         sys.stderr.write(f"autopass: warning: cannot run the compiler with the tuned flags "
                          f"({error.strerror}); compiling with the default flags\n")
-        return plan.exec_compiler()
+        return _plain(plan, parsed)
     if done.status == 0:
         _tally(plan)
         notes = []
@@ -255,7 +310,16 @@ def _apply(plan: Plan) -> int:
     sys.stderr.write(f"autopass: warning: the compiler rejected the tuned flags "
                      f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
                      "default flags\n")
-    return plan.exec_compiler()
+    return _plain(plan, parsed)
+
+
+def _plain(plan: Plan, parsed: Invocation | Skip | None) -> int:
+    """The command as the build gave it; a compile or link addressed to gcc that clang
+    refuses goes to that gcc (probes and queries stay clang's, as when recorded)."""
+    if not plan.gcc_named or not isinstance(parsed, Invocation):
+        return plan.exec_compiler()
+    done = _clang_or_the_named_gcc(plan, parsed)
+    return 0 if done is None else proc.exit_like(done.status)
 
 
 def _tally(plan: Plan) -> None:
@@ -270,13 +334,13 @@ def _tally(plan: Plan) -> None:
             pass
 
 
-def _decide(plan: Plan):
+def _decide(plan: Plan, parsed: Invocation | Skip):
     from autopass_build.capture import applier
 
     if plan.policy not in APPLY_POLICIES:
         raise WrapperError(f"AUTOPASS_APPLY_POLICY={plan.policy!r}: use one of "
                            + ", ".join(APPLY_POLICIES))
-    return applier.decide_call(classify(plan.args, plan.cwd, plan.cxx), plan.cwd, plan.root,
+    return applier.decide_call(parsed, plan.cwd, plan.root,
                                plan.db, plan.policy, plan.compiler_path)
 
 
