@@ -272,8 +272,12 @@ def test_clean_command_follows_the_build_tool() -> None:
     from autopass_build.core.clean_command import clean_command
     cases = {
         "make -j2": "make clean",
-        "CFLAGS='-O3 -g' ./configure -q >/dev/null && make -j2 CC=clang": "make clean",
+        "CFLAGS='-O3 -g' ./configure -q >/dev/null && make -j2 CC=clang": "make CC=clang clean",
         "make -C src -j2 all 2>&1": "make -C src clean",
+        # 7-Zip: the makefile is chosen with -f (the folder's own `makefile` is nmake's)
+        "make -C CPP/Alone -f ../../cmpl_clang.mak -j2 CFLAGS_WARN_WALL=-Wall":
+            "make -C CPP/Alone -f ../../cmpl_clang.mak CFLAGS_WARN_WALL=-Wall clean",
+        "make -Csrc --file=GNUmakefile O=out all": "make -Csrc --file=GNUmakefile O=out clean",
         "cmake -S . -B out -G Ninja >/dev/null && ninja -C out": "ninja -C out -t clean",
         "cmake -B 'my build' && cmake --build 'my build' -j2":
             "cmake --build 'my build' --target clean",

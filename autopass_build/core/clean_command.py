@@ -3,7 +3,7 @@
 `autopass verify` builds from scratch, so `autopass init` writes a [build].clean next to
 the recorded [build].command.  `make clean` is right for a Makefile and wrong for CMake
 or Meson with Ninja (no Makefile there: verify then stops).  The last build tool the
-command runs decides, with its build folder: `make -C d` -> `make -C d clean`, `ninja -C
+command runs decides, with its build folder: `make -C d -f m` -> `make -C d -f m clean`, `ninja -C
 d` -> `ninja -C d -t clean`, `cmake --build d` -> `cmake --build d --target clean`,
 `meson compile -C d` -> `meson compile -C d --clean`, after the same `cd`s as the build.
 Anything else: no guess.
@@ -71,10 +71,33 @@ def _folder(command: list[str], option: str) -> list[str]:
     return []
 
 
+_MAKE_VALUED = ("-C", "-f", "--directory", "--file", "--makefile")
+
+
+def _make_choices(words: list[str]) -> list[str]:
+    """What makes `make` read the same makefile in the same folder with the same
+    variables: -C, -f (7-Zip: `make -C Bundles/Alone -f ../../cmpl_clang.mak`; its own
+    `makefile` there is for nmake) and VAR=value (`make O=out`); not -j or targets."""
+    kept: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _MAKE_VALUED and i + 1 < len(words):
+            kept += words[i:i + 2]
+            i += 2
+            continue
+        joined = word[:2] in ("-C", "-f") and len(word) > 2 or \
+            word.startswith(tuple(f"{o}=" for o in _MAKE_VALUED[2:]))
+        if joined or "=" in word and not word.startswith("-"):
+            kept.append(word)
+        i += 1
+    return kept
+
+
 def _clean_for(command: list[str]) -> str | None:
     tool = os.path.basename(command[0])
     if tool in ("make", "gmake"):
-        return shlex.join(["make", *_folder(command, "-C"), "clean"])
+        return shlex.join(["make", *_make_choices(command[1:]), "clean"])
     if tool.startswith("ninja"):
         return shlex.join([tool, *_folder(command, "-C"), "-t", "clean"])
     if tool == "cmake" and "--build" in command:
