@@ -221,7 +221,8 @@ class RecordedMeasurements:
         self.asked: list[str] = []
         from types import SimpleNamespace
         self.units = [SimpleNamespace(id="u1", source_rel="a.c", source_hash="h",
-                                      compiler="/nonexistent/clang")]
+                                      compiler="/nonexistent/clang", opt_level="-O2",
+                                      argv=["-O2", "-c", "a.c", "-o", "a.o"])]
         self.target = SimpleNamespace(output_rel="prog")
 
     def evaluate(self, by_unit, progress=None, measure=None, link_flags=(), post_link=None, attribute=None):
