@@ -70,25 +70,6 @@ PCH_SAFE_FLAGS = MIDDLE_END_FLAGS | frozenset({
 _SIZE_LEVELS = frozenset({"-Os", "-Oz"})
 
 
-# Flags under which clang may reorder floating-point arithmetic: a unit's results then
-# depend on how it is optimized (inlining, vectorization, a profile), not only on its source.
-LOOSE_FP_FLAGS = frozenset({"-ffast-math", "-Ofast", "-funsafe-math-optimizations",
-                            "-fassociative-math", "-freciprocal-math", "-ffp-contract=fast"})
-_STRICT_FP_FLAGS = frozenset({"-fno-fast-math", "-fno-unsafe-math-optimizations",
-                              "-fno-associative-math", "-ffp-contract=off", "-ffp-contract=on"})
-
-
-def loose_floating_point(argv: list[str]) -> str:
-    """The flag that lets a compile reorder floating-point arithmetic, or ""."""
-    loose = ""
-    for token in argv:
-        if token in LOOSE_FP_FLAGS:
-            loose = token
-        elif token in _STRICT_FP_FLAGS:
-            loose = ""
-    return loose
-
-
 def uses_precompiled_header(argv: list[str]) -> bool:
     """Whether a recorded compile includes a precompiled header (`-include-pch`, also as
     CMake passes it: `-Xclang -include-pch`)."""
@@ -112,6 +93,24 @@ def pch_conflict(tokens: tuple[str, ...], recorded_level: str) -> str:
             return f"{token} may change what the header was built for"
         i += 1
     return ""
+
+
+# Flags under which clang may reorder floating-point arithmetic: a unit's results then
+# depend on how it is optimized (inlining, vectorization, a profile), not only on its source.
+LOOSE_FP_FLAGS = frozenset({"-ffast-math", "-Ofast", "-funsafe-math-optimizations",
+                            "-fassociative-math", "-freciprocal-math", "-ffp-contract=fast"})
+_STRICT_FP_FLAGS = frozenset({"-fno-fast-math", "-fno-unsafe-math-optimizations"})
+
+
+def loose_floating_point(argv: list[str]) -> str:
+    """The flag that lets a compile reorder floating-point arithmetic, or ""."""
+    loose = ""
+    for token in argv:
+        if token in LOOSE_FP_FLAGS:
+            loose = token
+        elif token in _STRICT_FP_FLAGS:
+            loose = ""
+    return loose
 
 
 def replayable_from_ir(tokens: tuple[str, ...], recorded_level: str) -> bool:
