@@ -28,7 +28,7 @@ try:
 except ImportError:  # pragma: no cover - Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
-CHECK_MODES = ("output", "exit-code", "command")
+CHECK_MODES = ("output", "numbers", "exit-code", "command")
 
 
 class ConfigError(Exception):
@@ -59,6 +59,7 @@ class RunConfig:
 class CheckConfig:
     mode: str = "output"            # output: exit code and stdout equal the baseline's
     command: tuple[str, ...] = ()   # mode=command: gets "{outdir}" holding stdout/stderr/code
+    tolerance: float = 1e-6         # mode=numbers: the relative difference a number may have
 
 
 @dataclass(frozen=True)
@@ -329,6 +330,8 @@ timeout = 120
 
 [check]
 # "output": exit code and stdout must equal the baseline's (the default).
+# "numbers": the same, but the numbers in stdout may differ by the relative `tolerance`
+#            (a program built with -ffast-math rounds differently under other flags).
 # "exit-code": only the exit code must match.
 # "command": run a checker that gets "{{outdir}}" (holding stdout, stderr, exit_code);
 #            it must exit 0 for a correct result, e.g. command = ["./check.sh", "{{outdir}}"]

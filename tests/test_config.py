@@ -48,6 +48,8 @@ max_pairs = 9
     ("[run]\ncommand = 'unterminated \"quote'", "write it as a list of strings"),
     ("[run]\ntimeout = -1", "[run].timeout must be a positive number"),
     ("[check]\nmode = 'command'", "needs [check].command"),
+    ("[check]\nmode = 'numbers'\ntolerance = 0", "[check].tolerance must be a positive number"),
+    ("[check]\nmode = 'approx'", "is not one of output, numbers, exit-code, command"),
     ("[measure]\npin_cpu = 'yes'", "[measure].pin_cpu must be true or false"),
     ("[run\n", "not valid TOML"),
 ])

@@ -428,3 +428,22 @@ def test_wrong_output_under_fast_math_is_explained(tmp_path) -> None:
             "results depend on how the code is optimized") in done.stdout, done.stdout
     assert flagset.loose_floating_point(["-O3", "-ffast-math", "-fno-fast-math"]) == ""
     assert flagset.loose_floating_point(["-Ofast", "-c", "a.c"]) == "-Ofast"
+    # The fix it names: numbers compared with a tolerance (the sums differ by ~5e-5).
+    (root / "autopass.toml").write_text((root / "autopass.toml").read_text()
+                                        + '[check]\nmode = "numbers"\ntolerance = 1e-3\n')
+    again = tune(root, "--strategy", "random", "--budget", "6", "--seed", "1")
+    assert again.returncode == 0, again.stderr
+    searched = Journal.latest(str(root / ".autopass")).of_phase(Phase.SEARCH)
+    assert searched and all(e.outcome == Outcome.OK for e in searched), \
+        [e.interval_text() for e in searched]
+
+
+def test_numbers_mode_compares_text_exactly_and_numbers_within_the_tolerance() -> None:
+    from autopass_build.instruments.output_check import numbers_differ
+    assert numbers_differ(b"sum 1499406.5\nn=3\n", b"sum 1499335.75\nn=3\n", 1e-3) == ""
+    assert "more than the relative tolerance 1e-06" in numbers_differ(
+        b"sum 1499406.5\n", b"sum 1499335.75\n", 1e-6)
+    assert "line 2: text differs" in numbers_differ(b"a 1\nb 2\n", b"a 1\nc 2\n", 0.1)
+    assert "stdout has 1 numbers, the baseline's 2" in numbers_differ(b"1 2", b"1 x", 0.1)
+    assert numbers_differ(b"x=nan inf -2e-05", b"x=nan inf -2.00001e-05", 1e-3) == ""
+    assert numbers_differ(b"information", b"information", 1e-9) == ""

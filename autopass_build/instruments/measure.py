@@ -306,7 +306,7 @@ def _note_an_unchecked_output(bench: Benchmark, reference: Reference,
     """A benchmark that prints nothing (jsoncpp's test runner writes its result to files)
     leaves [check] mode = "output" only the exit code to compare: a candidate computing
     a wrong result would pass.  Said once, with the fixes."""
-    if bench.check.mode == "output" and not reference.stdout.strip():
+    if bench.check.mode in ("output", "numbers") and not reference.stdout.strip():
         _note_once("unchecked", "note: the benchmark prints nothing on stdout, so the output "
                    "check compares exit codes only: have [run].command print its result "
                    "(e.g. `sh -c '{exe} ... && cat OUTFILE'`), or check the files it writes "

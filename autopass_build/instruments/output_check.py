@@ -1,13 +1,16 @@
 """Is a candidate's run correct?  Its exit code and output against the baseline's.
 
 `[check] mode`: "output" (exit code and stdout equal the baseline's, the default),
-"exit-code" (only the exit code), or "command" (the user's checker gets a folder with
-stdout, stderr and exit_code, and must exit 0).
+"numbers" (the same, except that each number in stdout may differ from the baseline's by
+the relative `[check] tolerance`), "exit-code" (only the exit code), or "command" (the
+user's checker gets a folder with stdout, stderr and exit_code, and must exit 0).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from typing import Protocol
@@ -47,6 +50,8 @@ def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> s
         return f"exit code {result.status}, the baseline's was {reference.status}"
     if mode == "output" and result.stdout != reference.stdout:
         return _first_difference(reference.stdout, result.stdout)
+    if mode == "numbers" and result.stdout != reference.stdout:
+        return numbers_differ(reference.stdout, result.stdout, bench.check.tolerance)
     if mode == "command":
         return _run_check_command(bench, result)
     return ""
@@ -64,6 +69,33 @@ def _first_difference(expected: bytes, got: bytes) -> str:
             return (f"stdout line {number}: expected {a[:80].decode('utf-8', 'replace')!r}, "
                     f"got {b[:80].decode('utf-8', 'replace')!r}")
     return f"stdout has {len(got)} bytes, the baseline's {len(expected)}"
+
+
+# A decimal number as programs print them (12, -3.5, 1e-07, .5, inf, nan); captured, so
+# that splitting gives text and numbers in turn.
+_NUMBER = re.compile(rb"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)\b)")
+
+
+def numbers_differ(expected: bytes, got: bytes, tolerance: float) -> str:
+    """"" when `got` is `expected` with each number within the relative `tolerance`,
+    else the first difference."""
+    want, have = _NUMBER.split(expected), _NUMBER.split(got)
+    if len(want) != len(have):
+        return (f"stdout has {len(have) // 2} numbers, the baseline's {len(want) // 2} "
+                f"([check] mode = \"numbers\")")
+    for i, (a, b) in enumerate(zip(want, have)):
+        if a == b:
+            continue
+        start = sum(len(p) for p in want[:i])
+        same = len(os.path.commonprefix([a, b])) if i % 2 == 0 else 0
+        line = expected[:start + same].count(b"\n") + 1
+        if i % 2 == 0:
+            return f"stdout line {line}: text differs: expected {a[:60]!r}, got {b[:60]!r}"
+        x, y = float(a), float(b)
+        if not math.isclose(x, y, rel_tol=tolerance) and not (math.isnan(x) and math.isnan(y)):
+            return (f"stdout line {line}: {b.decode()} against the baseline's {a.decode()}, "
+                    f"more than the relative tolerance {tolerance:g}")
+    return ""
 
 
 def _binary(data: bytes) -> bool:

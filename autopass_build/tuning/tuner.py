@@ -332,8 +332,9 @@ class Tuner:
         return (f"wrong output explained: {', '.join(sorted(loose))} "
                 f"{'is' if len(loose) == 1 else 'are'} compiled with {flag}, so "
                 "floating-point results depend on how the code is optimized and other stages "
-                "or flags change the output; if small differences are acceptable, a [check] "
-                "command that compares with a tolerance lets such builds be measured",)
+                "or flags change the output; if small differences are acceptable, "
+                '[check] mode = "numbers" (with a tolerance) or a [check] command lets such '
+                "builds be measured",)
 
     def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space) -> JointSpace:
         """One block per tuned source; a source compiled against a precompiled header
