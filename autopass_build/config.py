@@ -336,6 +336,7 @@ timeout = 120
 # "command": run a checker that gets "{{outdir}}" (holding stdout, stderr, exit_code);
 #            it must exit 0 for a correct result, e.g. command = ["./check.sh", "{{outdir}}"]
 mode = "output"
+# tolerance = 1e-6   # mode = "numbers": how far (relative) a number may be from the baseline's
 
 [measure]
 # wall | cpu (user+sys of the whole process tree) | instructions (callgrind: slow but
