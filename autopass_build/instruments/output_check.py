@@ -83,19 +83,21 @@ def numbers_differ(expected: bytes, got: bytes, tolerance: float) -> str:
     if len(want) != len(have):
         return (f"stdout has {len(have) // 2} numbers, the baseline's {len(want) // 2} "
                 f"([check] mode = \"numbers\")")
+    offset = 0                          # of piece i in `expected`, to name its line
     for i, (a, b) in enumerate(zip(want, have)):
-        if a == b:
-            continue
-        start = sum(len(p) for p in want[:i])
-        same = len(os.path.commonprefix([a, b])) if i % 2 == 0 else 0
-        line = expected[:start + same].count(b"\n") + 1
-        if i % 2 == 0:
+        if a != b and i % 2 == 0:
+            line = expected[:offset + len(os.path.commonprefix([a, b]))].count(b"\n") + 1
             return f"stdout line {line}: text differs: expected {a[:60]!r}, got {b[:60]!r}"
-        x, y = float(a), float(b)
-        if not math.isclose(x, y, rel_tol=tolerance) and not (math.isnan(x) and math.isnan(y)):
+        if a != b and not _close(float(a), float(b), tolerance):
+            line = expected[:offset].count(b"\n") + 1
             return (f"stdout line {line}: {b.decode()} against the baseline's {a.decode()}, "
                     f"more than the relative tolerance {tolerance:g}")
+        offset += len(a)
     return ""
+
+
+def _close(x: float, y: float, tolerance: float) -> bool:
+    return math.isclose(x, y, rel_tol=tolerance) or (math.isnan(x) and math.isnan(y))
 
 
 def _binary(data: bytes) -> bool:
