@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 from openai_server import ScriptedServer
-from support import AUTOPASS, recorded_tune_mini
+from support import AUTOPASS, fix_tune_mini_profile, recorded_tune_mini
 
-from autopass_build import config as cfg
 from autopass_build.core import flags as flagset
-from autopass_build.instruments.measure import Benchmark
 from autopass_build.store.index import Store
 from autopass_build.tuning.agents import (
     AgentUnavailable,
@@ -54,14 +52,7 @@ timeout = 20
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     root = recorded_tune_mini(tmp_path_factory.mktemp("agents") / "mini", CONFIG, profile=False)
-    # A fixed profile (what callgrind reports for this program), so that which units are
-    # tuned does not depend on a few perf samples of a 5 ms run.
-    (root / ".autopass" / "profile.json").write_text(json.dumps({
-        "target": "mini", "method": "callgrind", "functions": [
-            {"name": "hot_checksum", "share": 62.0, "units": ["hot.c"]},
-            {"name": "warm_sort_blocks", "share": 31.0, "units": ["warm.c"]},
-            {"name": "hot_scale", "share": 4.0, "units": ["hot.c"]}],
-        "workload": Benchmark.from_config(cfg.load(str(root / "autopass.toml"))).workload()}))
+    fix_tune_mini_profile(root)
     return root
 
 

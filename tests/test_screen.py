@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from scipy.stats import kendalltau
-from support import AUTOPASS, recorded_tune_mini
+from support import AUTOPASS, fix_tune_mini_profile, recorded_tune_mini
 
 from autopass_build import config as cfg
 from autopass_build.core import toolchain
@@ -52,7 +52,9 @@ FROZEN = Path(__file__).parent / "data" / "screen-evaluations.json"
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    return recorded_tune_mini(tmp_path_factory.mktemp("screen") / "mini", CONFIG)
+    root = recorded_tune_mini(tmp_path_factory.mktemp("screen") / "mini", CONFIG, profile=False)
+    fix_tune_mini_profile(root)
+    return root
 
 
 def measure_evaluations(project: Path) -> list[dict]:
