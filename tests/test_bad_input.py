@@ -384,28 +384,28 @@ def test_a_benchmark_whose_output_varies_is_one_line_not_all_wrong_output(projec
     """C9: the benchmark prints something that changes every run (here the clock): every
     candidate's output would differ and tune would reject all of them as WRONG_OUTPUT
     without saying why.  The baseline, run again, shows it: one line naming the fix."""
+    line = _last_line_of_try_with(project, tmp_path, "{exe} 20; date +%N")
+    assert line.startswith("autopass: error: the benchmark's output changes from run to run")
+    assert '[check] mode = "exit-code"' in line
+
+
+def _last_line_of_try_with(project: Path, tmp_path: Path, shell_command: str) -> str:
+    """`autopass try` with `sh -c shell_command` as the benchmark: it must stop (status
+    2, no traceback); its last line of stderr."""
     config = tmp_path / "varies.toml"
-    config.write_text('[run]\ncommand = ["sh", "-c", "{exe} 20; date +%N"]\n'
+    config.write_text(f'[run]\ncommand = ["sh", "-c", {json.dumps(shell_command)}]\n'
                       '[measure]\nmetric = "cpu"\nmin_pairs = 2\nmax_pairs = 2\n')
     done = subprocess.run([AUTOPASS, "try", "--config", str(config), "--flags", "hot.c=-O2"],
                           cwd=project, capture_output=True, text=True)
     no_traceback(done)
     assert done.returncode == 2, done.stdout + done.stderr
-    [line] = done.stderr.strip().splitlines()[-1:]
-    assert line.startswith("autopass: error: the benchmark's output changes from run to run")
-    assert '[check] mode = "exit-code"' in line
+    return done.stderr.strip().splitlines()[-1]
 
 
 def test_a_binary_output_that_varies_is_told_by_byte_not_by_line(project, tmp_path):
     """C9 with an encoder's stream (libvorbis's encoder_example seeds its Ogg serial number
     with the clock): the message quoted 'lines' of binary, cut mid-escape; it now names
     the first differing byte in hex."""
-    config = tmp_path / "varies.toml"
-    config.write_text('[run]\ncommand = ["sh", "-c", "{exe} 20; printf \'OggS\\\\0\\\\2\'; date +%N"]\n'
-                      '[measure]\nmetric = "cpu"\nmin_pairs = 2\nmax_pairs = 2\n')
-    done = subprocess.run([AUTOPASS, "try", "--config", str(config), "--flags", "hot.c=-O2"],
-                          cwd=project, capture_output=True, text=True)
-    no_traceback(done)
-    [line] = done.stderr.strip().splitlines()[-1:]
+    line = _last_line_of_try_with(project, tmp_path, "{exe} 20; printf 'OggS\\0\\2'; date +%N")
     assert line.startswith("autopass: error: the benchmark's output changes from run to run")
     assert "(stdout (binary) differs first at byte " in line and "expected 3" in line, line

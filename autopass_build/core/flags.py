@@ -79,19 +79,13 @@ def uses_precompiled_header(argv: list[str]) -> bool:
 def pch_conflict(tokens: tuple[str, ...], recorded_level: str) -> str:
     """Why a unit recorded at `recorded_level` against a precompiled header cannot take
     `tokens` (the header was built without them), or "" when it can."""
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if token == "-mllvm":
-            i += 2
-            continue
+    for token in _outside_mllvm(tokens):
         if token in OPT_LEVELS:
             if (token in _SIZE_LEVELS) != (recorded_level in _SIZE_LEVELS) or \
                     (token == "-O0") != (recorded_level == "-O0"):
                 return f"{token} changes the predefined macros the header was built with"
         elif token not in PCH_SAFE_FLAGS:
             return f"{token} may change what the header was built for"
-        i += 1
     return ""
 
 
@@ -115,19 +109,22 @@ def loose_floating_point(argv: list[str]) -> str:
 
 def replayable_from_ir(tokens: tuple[str, ...], recorded_level: str) -> bool:
     """Whether compiling the unit's IR with `tokens` equals compiling its source with them."""
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if token == "-mllvm":
-            i += 2
-            continue
-        if token in IR_COMPATIBLE_LEVELS and recorded_level in IR_COMPATIBLE_LEVELS:
-            i += 1
-            continue
-        if token not in MIDDLE_END_FLAGS:
-            return False
-        i += 1
-    return True
+    same_level_kind = recorded_level in IR_COMPATIBLE_LEVELS
+    return all(t in MIDDLE_END_FLAGS or (t in IR_COMPATIBLE_LEVELS and same_level_kind)
+               for t in _outside_mllvm(tokens))
+
+
+def _outside_mllvm(tokens: tuple[str, ...]):
+    """The tokens that are not `-mllvm <option>` pairs (-mllvm options act in the middle
+    and back end only: they replay from IR and leave a precompiled header valid)."""
+    after_mllvm = False
+    for token in tokens:
+        if after_mllvm:
+            after_mllvm = False
+        elif token == "-mllvm":
+            after_mllvm = True
+        else:
+            yield token
 
 
 class FlagError(ValueError):

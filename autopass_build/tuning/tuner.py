@@ -324,8 +324,8 @@ class Tuner:
         encodes other bytes)."""
         if not any(e.outcome == Outcome.WRONG_OUTPUT for e in journal.entries):
             return ()
-        loose = {u.source_rel: flagset.loose_floating_point(u.argv) for u in evaluator.units
-                 if u.source_rel in sources and flagset.loose_floating_point(u.argv)}
+        loose = {u.source_rel: flag for u in evaluator.units if u.source_rel in sources
+                 for flag in [flagset.loose_floating_point(u.argv)] if flag}
         if not loose:
             return ()
         flag = sorted(set(loose.values()))[0]
