@@ -172,6 +172,36 @@ def test_a_build_that_compiled_past_the_wrapper_or_nothing_says_which(tmp_path) 
     assert "nothing was compiled: if the build was up to date, clean it first" in again.stderr
 
 
+def test_a_build_that_names_a_versioned_gcc_is_recorded(tmp_path) -> None:
+    """`make CC=gcc-12` compiled past the wrapper: only unversioned names were linked
+    first on PATH, and record said nothing went through it.  The versioned gcc names
+    on the build's PATH are linked too."""
+    from autopass_build.capture.build_env import versioned_gcc_names
+
+    named = [n for n in versioned_gcc_names(os.environ["PATH"], "") if n.startswith("gcc-")]
+    if not named:
+        pytest.skip("no versioned gcc on PATH (scripts/setup.sh --test installs gcc)")
+    root = tmp_path / "v"
+    write(root / "app.c", "int main(void) { return 0; }\n")
+    done = subprocess.run([AUTOPASS, "record", "--", named[0], "-O2", "-o", "app", "app.c"],
+                          cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0 and "recorded 1 unit" in done.stderr, done.stderr
+
+
+def test_a_compiler_named_by_its_path_is_told_to_pass_the_wrapper(tmp_path) -> None:
+    """A plain Makefile run as `make CC=/usr/bin/cc` never meets the wrapper; the advice
+    was to configure CMake in a fresh folder.  It now says the compiler is named by
+    its path and shows the CC= to pass."""
+    root = tmp_path / "p"
+    write(root / "app.c", "int main(void) { return 0; }\n")
+    compiler = os.path.realpath(shutil.which("cc") or "/usr/bin/cc")
+    done = subprocess.run([AUTOPASS, "record", "--", compiler, "-O2", "-c", "app.c"],
+                          cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0 and (root / "app.o").exists()
+    assert "the build names its compiler by a full path" in done.stderr
+    assert "`autopass record -- make CC=autopass-cc CXX=autopass-c++`" in done.stderr
+
+
 def test_apply_on_a_folder_configured_before_says_nothing_took_the_flags(tmp_path) -> None:
     """The same trap in apply mode is worse: the "tuned" build is the plain one, silently.
     `autopass apply` counts the commands that took the tuned flags and, when none did,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
+from autopass_build.capture.wrapper import is_cxx_name
 from autopass_build.core import toolchain
 from autopass_build.core.files import hash_bytes, user_cache_dir
 from autopass_build.core.names import (
@@ -31,6 +32,10 @@ from autopass_build.core.names import (
 C_NAMES = ("cc", "gcc", "clang", "clang-19", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-cc")
 CXX_NAMES = ("c++", "g++", "clang++", "clang++-19", "x86_64-linux-gnu-g++",
              "x86_64-linux-gnu-c++")
+# A build may name its gcc with the version (`CC = gcc-12`, Debian's
+# x86_64-linux-gnu-gcc-12): those names found on PATH get a link too.  Before, such a
+# build compiled past the wrapper and record said only that nothing went through it.
+VERSIONED_GCC_NAMES = ("gcc", "g++", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g++")
 ARCHIVERS = ("llvm-ar", "llvm-ranlib")
 MAX_SHEBANG = 120
 
@@ -48,8 +53,9 @@ def package_parent() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(autopass_build.__file__)))
 
 
-def write_wrappers(bin_dir: str) -> tuple[str, str]:
-    """Create the wrapper scripts and compiler-named symlinks; return (cc, c++)."""
+def write_wrappers(bin_dir: str, search_path: str = "") -> tuple[str, str]:
+    """Create the wrapper scripts and compiler-named symlinks; return (cc, c++).
+    `search_path`: the build's PATH, where versioned gcc names are looked for."""
     os.makedirs(bin_dir, exist_ok=True)
     python = sys.executable
     if len(python) + 8 > MAX_SHEBANG or " " in python:
@@ -66,8 +72,9 @@ def write_wrappers(bin_dir: str) -> tuple[str, str]:
             handle.write(text)
         os.chmod(tmp, 0o755)
         os.replace(tmp, path)
+    versioned = versioned_gcc_names(search_path, exclude=bin_dir)
     for names, target in ((C_NAMES, "autopass-cc"), (CXX_NAMES, "autopass-c++")):
-        for name in names:
+        for name in (*names, *(v for v in versioned if is_cxx_name(v) == (names is CXX_NAMES))):
             _relink(os.path.join(bin_dir, name), target)
     # CMake takes the archiver beside the compiler it found (this folder), else the first
     # `llvm-ar` on PATH: on a machine with an older default LLVM that one cannot read
@@ -78,6 +85,24 @@ def write_wrappers(bin_dir: str) -> tuple[str, str]:
         if found:
             _relink(os.path.join(bin_dir, tool), os.path.abspath(found))
     return paths[0], paths[1]
+
+
+def versioned_gcc_names(search_path: str, exclude: str) -> list[str]:
+    """gcc-12, g++-12, x86_64-linux-gnu-gcc-12, ...: the versioned gcc names on
+    `search_path`, outside the folder `exclude` (ours)."""
+    found: set[str] = set()
+    for folder in search_path.split(os.pathsep):
+        if not folder or os.path.realpath(folder) == os.path.realpath(exclude):
+            continue
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            base, _, version = entry.rpartition("-")
+            if base in VERSIONED_GCC_NAMES and version.replace(".", "").isdigit():
+                found.add(entry)
+    return sorted(found)
 
 
 def _holds(path: str, text: str) -> bool:
@@ -131,7 +156,7 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
     """The environment for `autopass record -- <build>`."""
     env = dict(os.environ if base is None else base)
     bin_dir = wrapper_dir(store_dir)
-    cc, cxx = write_wrappers(bin_dir)
+    cc, cxx = write_wrappers(bin_dir, env.get("PATH", ""))
     clang = toolchain.find_tool("clang", env=env, exclude=frozenset({bin_dir}))
     clangxx = toolchain.find_tool("clang++", env=env, exclude=frozenset({bin_dir}))
     if clang:
@@ -155,7 +180,7 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
     env = dict(os.environ if base is None else base)
     os.makedirs(work_dir, exist_ok=True)      # the tally is written there
     bin_dir = wrapper_dir(work_dir)
-    cc, cxx = write_wrappers(bin_dir)
+    cc, cxx = write_wrappers(bin_dir, env.get("PATH", ""))
     for tool, key in (("clang", ENV_CC), ("clang++", ENV_CXX)):
         found = toolchain.find_tool(tool, env=env, exclude=frozenset({bin_dir}))
         if found:

@@ -61,11 +61,18 @@ def advice(folder: str, since: float, command: str = "record") -> str:
         return ("nothing was compiled: if the build was up to date, clean it first (e.g. "
                 f"`make clean`) and run `autopass {command}` again, so that every compile "
                 "runs under autopass")
-    where = (f" (a folder {unseen.configured_by} configured before, which names the "
-             "compiler by its full path)" if unseen.configured_by else "")
-    fix = (f"configure the build under `autopass {command}` too, in a fresh folder "
-           f"(`autopass {command} -- sh -c \"cmake -S . -B build && ninja -C build\"`), or "
-           "pass the compiler as CC=autopass-cc / CXX=autopass-c++")
+    if unseen.configured_by:
+        where = (f" (a folder {unseen.configured_by} configured before, which names the "
+                 "compiler by its full path)")
+        fix = (f"configure the build under `autopass {command}` too, in a fresh folder "
+               f"(`autopass {command} -- sh -c \"cmake -S . -B build && ninja -C build\"`),"
+               " or pass the compiler as CC=autopass-cc / CXX=autopass-c++")
+    else:   # `make CC=/usr/bin/gcc`, or a name that is no compiler's (`CC = mycc`)
+        where = (" (the build names its compiler by a full path, or by a name autopass "
+                 "does not stand in for: it answers to cc, gcc, g++, clang, clang++ and "
+                 "their versioned names)")
+        fix = (f"pass the compiler as CC=autopass-cc / CXX=autopass-c++ (`autopass "
+               f"{command} -- make CC=autopass-cc CXX=autopass-c++`)")
     if command == "verify":
         fix = ("let [build].command configure a fresh build folder too, and [build].clean "
                "remove it, so that the compiler it caches is autopass's")
