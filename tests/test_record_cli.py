@@ -202,6 +202,29 @@ def test_a_compiler_named_by_its_path_is_told_to_pass_the_wrapper(tmp_path) -> N
     assert "`autopass record -- make CC=autopass-cc CXX=autopass-c++`" in done.stderr
 
 
+def test_an_scons_build_is_told_to_pass_its_environment_on(tmp_path) -> None:
+    """SCons runs the compiler with a PATH of its own and ignores $CC: nothing went
+    through autopass and the advice was to pass CC=.  It now names SCons and the line
+    for SConstruct, and with that line the build records."""
+    scons = shutil.which("scons", path=str(Path(AUTOPASS).parent)) or shutil.which("scons")
+    assert scons, "scons is a test dependency (pyproject [test])"
+    root = tmp_path / "sc"
+    write(root / "app.c", "int main(void) { return 0; }\n")
+    write(root / "SConstruct", "env = Environment(CCFLAGS='-O2')\nenv.Program('app', ['app.c'])\n")
+    past = subprocess.run([AUTOPASS, "record", "--", scons, "-Q"], cwd=root,
+                          capture_output=True, text=True)
+    assert past.returncode == 0 and (root / "app").exists()
+    assert "(SCons runs the compiler with a PATH of its own and ignores $CC): let " \
+           "SConstruct pass the build's environment on: `env = Environment(ENV=os.environ)`" \
+           in past.stderr, past.stderr
+    write(root / "SConstruct", "import os\nenv = Environment(ENV=os.environ, CCFLAGS='-O2')\n"
+                               "env.Program('app', ['app.c'])\n")
+    subprocess.run([scons, "-Q", "-c"], cwd=root, check=True, capture_output=True)
+    fixed = subprocess.run([AUTOPASS, "record", "--", scons, "-Q"], cwd=root,
+                           capture_output=True, text=True)
+    assert "recorded 1 unit" in fixed.stderr, fixed.stderr
+
+
 def test_apply_on_a_folder_configured_before_says_nothing_took_the_flags(tmp_path) -> None:
     """The same trap in apply mode is worse: the "tuned" build is the plain one, silently.
     `autopass apply` counts the commands that took the tuned flags and, when none did,
