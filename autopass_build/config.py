@@ -60,6 +60,7 @@ class CheckConfig:
     mode: str = "output"            # output: exit code and stdout equal the baseline's
     command: tuple[str, ...] = ()   # mode=command: gets "{outdir}" holding stdout/stderr/code
     tolerance: float = 1e-6         # mode=numbers: the relative difference a number may have
+    files: tuple[str, ...] = ()     # files the benchmark writes, equal to the baseline's (any mode)
 
 
 @dataclass(frozen=True)
@@ -168,9 +169,10 @@ def _coerce(section: str, name: str, kind: str, value: object) -> object:
             raise ConfigError(f"{where} must be a list of stages from {', '.join(STAGES)}, "
                               'e.g. stages = ["pgo", "lto"] (or [] for none)')
         return tuple(dict.fromkeys(value))
-    if name == "inputs":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f'{where} must be a list of paths, e.g. ["data/input.bin"]')
+    if name in ("inputs", "files"):
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            example = "out.bin" if name == "files" else "data/input.bin"
+            raise ConfigError(f'{where} must be a list of paths, e.g. ["{example}"]')
         return tuple(value)
     if kind == "int":
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -337,6 +339,9 @@ timeout = 120
 #            it must exit 0 for a correct result, e.g. command = ["./check.sh", "{{outdir}}"]
 mode = "output"
 # tolerance = 1e-6   # mode = "numbers": how far (relative) a number may be from the baseline's
+# Files the benchmark writes (relative to [run].cwd), in any mode: each run must write
+# them anew, byte for byte the baseline's, e.g. files = ["out.j2k"]
+# files = []
 
 [measure]
 # wall | cpu (user+sys of the whole process tree) | instructions (callgrind: slow but

@@ -50,6 +50,7 @@ max_pairs = 9
     ("[check]\nmode = 'command'", "needs [check].command"),
     ("[check]\nmode = 'numbers'\ntolerance = 0", "[check].tolerance must be a positive number"),
     ("[check]\nmode = 'approx'", "is not one of output, numbers, exit-code, command"),
+    ("[check]\nfiles = 'out.j2k'", '[check].files must be a list of paths, e.g. ["out.bin"]'),
     ("[measure]\npin_cpu = 'yes'", "[measure].pin_cpu must be true or false"),
     ("[run\n", "not valid TOML"),
 ])

@@ -229,6 +229,43 @@ def test_f6_wrong_output_and_crashes_are_never_fast(tmp_path, body, outcome):
     assert result.outcome == outcome and result.verdict is None
 
 
+def _files_bench(tmp_path: Path, files: str = '["out/result.bin"]') -> Benchmark:
+    config = cfg.parse('[run]\ncommand = ["{exe}"]\ntimeout = 30\n'
+                       f'[check]\nmode = "exit-code"\nfiles = {files}\n'
+                       "[measure]\nmin_pairs = 2\nmax_pairs = 4\n", project_dir=str(tmp_path))
+    return Benchmark.from_config(config)
+
+
+@pytest.mark.parametrize("body, why", [
+    ("printf 'B\\0' > out/result.bin; echo took $$ ms\n",
+     "out/result.bin differs from the baseline's ([check].files)"),
+    # writes nothing: the baseline's file, still there from the run before, must not pass
+    ("echo took $$ ms\n", "out/result.bin was not written by this run ([check].files)"),
+])
+def test_files_the_benchmark_writes_are_checked_in_every_run(tmp_path, body, why):
+    """opj_compress writes its output to `-o out.j2k` and prints "encode time: 1556 ms":
+    stdout varies, and mode = "exit-code" left the output itself unchecked.  [check].files
+    holds each run to the baseline's files, byte for byte."""
+    (tmp_path / "out").mkdir()
+    good = script(tmp_path, "good", "printf 'A\\0' > out/result.bin; echo took $$ ms\n")
+    bad = script(tmp_path, "bad", body)
+    bench = _files_bench(tmp_path)
+    assert compare(bench, good, {}, good, {}).outcome == Outcome.OK
+    result = compare(bench, good, {}, bad, {})
+    assert result.outcome == Outcome.WRONG_OUTPUT and result.detail == why
+    assert (tmp_path / "out" / "result.bin").exists()     # nothing deleted
+
+
+def test_a_check_file_the_baseline_does_not_write_is_named(tmp_path):
+    """A path named by mistake (the input, a typo) is one line, and is never deleted."""
+    (tmp_path / "input.txt").write_text("data\n")
+    reads = script(tmp_path, "reads", "cat input.txt > /dev/null\n")
+    with pytest.raises(MeasureError, match=r"\[check\].files names input.txt, which the "
+                                           r"baseline's run did not write"):
+        compare(_files_bench(tmp_path, '["input.txt"]'), reads, {}, reads, {})
+    assert (tmp_path / "input.txt").read_text() == "data\n"
+
+
 def test_a_broken_baseline_is_a_clear_error(tmp_path):
     broken = script(tmp_path, "broken", "exit 1\n")
     crash = script(tmp_path, "crash", "kill -SEGV $$\n")

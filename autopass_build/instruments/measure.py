@@ -30,7 +30,13 @@ from autopass_build.core.files import hash_json
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import stats
 from autopass_build.instruments.binaries import debugless_copy, stable_name
-from autopass_build.instruments.output_check import Reference, check_output
+from autopass_build.instruments.output_check import (
+    UNWRITTEN,
+    Reference,
+    check_output,
+    file_signatures,
+    written_files,
+)
 
 # Metrics that give the same value for the same binary and input every time.
 DETERMINISTIC_METRICS = frozenset({"instructions"})
@@ -49,6 +55,7 @@ class RunResult:
     stdout: bytes
     stderr: bytes
     detail: str = ""
+    files: tuple[tuple[str, str], ...] = ()   # [check].files: (path, digest) after the run
 
 
 @dataclass
@@ -195,6 +202,7 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
         if metric == "instructions":
             exe = debugless_copy(exe, scratch)
         argv = metric_prefix(metric, metric_file) + bench.argv(stable_name(exe))
+        outputs_before = file_signatures(bench)
         with open(out_path, "wb") as out, open(err_path, "wb") as err, \
                 open(bench.stdin or os.devnull, "rb") as source:
             started = time.perf_counter()
@@ -236,7 +244,8 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
             value = usage.ru_utime + usage.ru_stime
         else:
             value = read_metric(metric, metric_file)
-        return RunResult(Outcome.OK, value, wall, code, stdout, stderr)
+        return RunResult(Outcome.OK, value, wall, code, stdout, stderr,
+                         files=written_files(bench, outputs_before))
 
 
 def _pin(pid: int, cpu: int) -> None:
@@ -279,7 +288,12 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
     if result.outcome != Outcome.OK:
         raise MeasureError(f"the baseline does not run: {result.outcome} {result.detail}; "
                            f"stderr: {result.stderr[-300:].decode('utf-8', 'replace')}")
-    return Reference(result.status, result.stdout, result.stderr), result.wall
+    unwritten = [name for name, digest in result.files if digest == UNWRITTEN]
+    if unwritten:
+        raise MeasureError(f"[check].files names {unwritten[0]}, which the baseline's run "
+                           f"did not write (in {bench.cwd}): list the files the benchmark "
+                           "writes, relative to [run].cwd")
+    return Reference(result.status, result.stdout, result.stderr, result.files), result.wall
 
 
 SHORT_RUN_S = 0.05
@@ -306,11 +320,12 @@ def _note_an_unchecked_output(bench: Benchmark, reference: Reference,
     """A benchmark that prints nothing (jsoncpp's test runner writes its result to files)
     leaves [check] mode = "output" only the exit code to compare: a candidate computing
     a wrong result would pass.  Said once, with the fixes."""
-    if bench.check.mode in ("output", "numbers") and not reference.stdout.strip():
+    if bench.check.mode in ("output", "numbers") and not reference.stdout.strip() \
+            and not bench.check.files:
         _note_once("unchecked", "note: the benchmark prints nothing on stdout, so the output "
                    "check compares exit codes only: have [run].command print its result "
-                   "(e.g. `sh -c '{exe} ... && cat OUTFILE'`), or check the files it writes "
-                   "with [check] mode = \"command\"", progress)
+                   "(e.g. `sh -c '{exe} ... && cat OUTFILE'`), or name the files it writes "
+                   "in [check].files", progress)
 
 
 def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe: str,
@@ -400,10 +415,13 @@ def _baseline_output_holds(bench: Benchmark, exe: str, env: dict[str, str],
                            f"({why[:120]}): fix the check, so that it passes the program "
                            "as recorded")
     if why:
+        fix = ("take that file out of [check].files, or check it with a [check] command "
+               "that ignores what varies" if "([check].files)" in why else
+               "set [check] mode = \"exit-code\" (with [check].files naming the files it "
+               "writes), or a [check] command that ignores what varies")
         raise MeasureError(f"the benchmark's output changes from run to run of the same "
                            f"binary ({why[:120]}), so no candidate can pass the output "
-                           "check: set [check] mode = \"exit-code\", or a [check] command "
-                           "that ignores what varies")
+                           f"check: {fix}")
 
 
 def _metric_slowdown(cfg: MeasureConfig) -> float:

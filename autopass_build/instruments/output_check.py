@@ -4,6 +4,8 @@
 "numbers" (the same, except that each number in stdout may differ from the baseline's by
 the relative `[check] tolerance`), "exit-code" (only the exit code), or "command" (the
 user's checker gets a folder with stdout, stderr and exit_code, and must exit 0).
+In every mode, the files named by `[check] files` (what an encoder writes with
+`-o out.j2k`) must be written anew by each run and equal the baseline's.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Protocol
 
 from autopass_build.config import CheckConfig, RunConfig
 from autopass_build.core import proc
+from autopass_build.core.files import hash_file
+
+UNWRITTEN = "not written by the run"    # a [check].files digest: the file was left as it was
 
 
 class Benchmark(Protocol):
@@ -24,6 +29,9 @@ class Benchmark(Protocol):
     check: CheckConfig
     run: RunConfig
     project_dir: str
+
+    @property
+    def cwd(self) -> str: ...
 
     def env(self, candidate_env: dict[str, str]) -> dict[str, str]: ...
 
@@ -33,6 +41,7 @@ class RunResult(Protocol):
     status: int
     stdout: bytes
     stderr: bytes
+    files: tuple[tuple[str, str], ...]
 
 
 @dataclass
@@ -41,6 +50,7 @@ class Reference:
     status: int
     stdout: bytes
     stderr: bytes
+    files: tuple[tuple[str, str], ...] = ()   # ([check].files path, content digest)
 
 
 def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> str:
@@ -48,6 +58,8 @@ def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> s
     mode = bench.check.mode
     if result.status != reference.status:
         return f"exit code {result.status}, the baseline's was {reference.status}"
+    if result.files != reference.files:
+        return _file_difference(reference.files, result.files)
     if mode == "output" and result.stdout != reference.stdout:
         return _first_difference(reference.stdout, result.stdout)
     if mode == "numbers" and result.stdout != reference.stdout:
@@ -55,6 +67,46 @@ def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> s
     if mode == "command":
         return _run_check_command(bench, result)
     return ""
+
+
+Signature = tuple[int, int, int] | None    # (inode, size, mtime_ns), None: absent
+
+
+def file_signatures(bench: Benchmark) -> dict[str, Signature]:
+    """Each [check].files path as it is before a run: what the run must change."""
+    return {name: _signature(os.path.join(bench.cwd, name)) for name in bench.check.files}
+
+
+def written_files(bench: Benchmark, before: dict[str, Signature]
+                  ) -> tuple[tuple[str, str], ...]:
+    """(path, content digest) of each [check].files path after a run, UNWRITTEN for one
+    the run left as it was: a stale file from the run before must not pass for its
+    output (nothing is deleted, so a path named by mistake loses nothing)."""
+    written = []
+    for name, old in before.items():
+        path = os.path.join(bench.cwd, name)
+        new = _signature(path)
+        written.append((name, hash_file(path) if new is not None and new != old
+                        else UNWRITTEN))
+    return tuple(written)
+
+
+def _signature(path: str) -> Signature:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _file_difference(expected: tuple[tuple[str, str], ...],
+                     got: tuple[tuple[str, str], ...]) -> str:
+    for (name, want), (_, have) in zip(expected, got):
+        if have == UNWRITTEN:
+            return f"{name} was not written by this run ([check].files)"
+        if have != want:
+            return f"{name} differs from the baseline's ([check].files)"
+    return "[check].files differ"
 
 
 def _first_difference(expected: bytes, got: bytes) -> str:
