@@ -257,13 +257,18 @@ def test_files_the_benchmark_writes_are_checked_in_every_run(tmp_path, body, why
 
 
 def test_a_check_file_the_baseline_does_not_write_is_named(tmp_path):
-    """A path named by mistake (the input, a typo) is one line, and is never deleted."""
+    """A path named by mistake (the input, a typo, the folder the output goes to) is one
+    line, and is never deleted."""
     (tmp_path / "input.txt").write_text("data\n")
-    reads = script(tmp_path, "reads", "cat input.txt > /dev/null\n")
+    reads = script(tmp_path, "reads", "cat input.txt > /dev/null; mkdir -p out; "
+                                      "date +%N > out/a\n")
     with pytest.raises(MeasureError, match=r"\[check\].files names input.txt, which the "
                                            r"baseline's run did not write"):
         compare(_files_bench(tmp_path, '["input.txt"]'), reads, {}, reads, {})
     assert (tmp_path / "input.txt").read_text() == "data\n"
+    with pytest.raises(MeasureError, match=r"names out, which cannot be read as a file "
+                                           r"\(Is a directory\)"):
+        compare(_files_bench(tmp_path, '["out"]'), reads, {}, reads, {})
 
 
 def test_a_broken_baseline_is_a_clear_error(tmp_path):

@@ -31,6 +31,7 @@ from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import stats
 from autopass_build.instruments.binaries import debugless_copy, stable_name
 from autopass_build.instruments.output_check import (
+    UNREADABLE,
     UNWRITTEN,
     Reference,
     check_output,
@@ -288,11 +289,12 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
     if result.outcome != Outcome.OK:
         raise MeasureError(f"the baseline does not run: {result.outcome} {result.detail}; "
                            f"stderr: {result.stderr[-300:].decode('utf-8', 'replace')}")
-    unwritten = [name for name, digest in result.files if digest == UNWRITTEN]
-    if unwritten:
-        raise MeasureError(f"[check].files names {unwritten[0]}, which the baseline's run "
-                           f"did not write (in {bench.cwd}): list the files the benchmark "
-                           "writes, relative to [run].cwd")
+    for name, digest in result.files:
+        if digest == UNWRITTEN or digest.startswith(UNREADABLE):
+            why = "the baseline's run did not write" if digest == UNWRITTEN else digest
+            raise MeasureError(f"[check].files names {name}, which {why}"
+                               f" (in {bench.cwd}): list the files the benchmark writes, "
+                               "relative to [run].cwd")
     return Reference(result.status, result.stdout, result.stderr, result.files), result.wall
 
 

@@ -22,6 +22,7 @@ from autopass_build.core import proc
 from autopass_build.core.files import hash_file
 
 UNWRITTEN = "not written by the run"    # a [check].files digest: the file was left as it was
+UNREADABLE = "cannot be read as a file"  # ... and, with the reason, a folder or unreadable
 
 
 class Benchmark(Protocol):
@@ -86,9 +87,17 @@ def written_files(bench: Benchmark, before: dict[str, Signature]
     for name, old in before.items():
         path = os.path.join(bench.cwd, name)
         new = _signature(path)
-        written.append((name, hash_file(path) if new is not None and new != old
+        changed = new is not None and new != old
+        written.append((name, _digest(path) if changed or os.path.isdir(path)
                         else UNWRITTEN))
     return tuple(written)
+
+
+def _digest(path: str) -> str:
+    try:
+        return hash_file(path)
+    except OSError as error:            # a folder, or no permission to read
+        return f"{UNREADABLE} ({error.strerror or error})"
 
 
 def _signature(path: str) -> Signature:
@@ -104,6 +113,8 @@ def _file_difference(expected: tuple[tuple[str, str], ...],
     for (name, want), (_, have) in zip(expected, got):
         if have == UNWRITTEN:
             return f"{name} was not written by this run ([check].files)"
+        if have.startswith(UNREADABLE):
+            return f"{name} {have} ([check].files)"
         if have != want:
             return f"{name} differs from the baseline's ([check].files)"
     return "[check].files differ"
