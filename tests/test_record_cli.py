@@ -172,6 +172,26 @@ def test_a_build_that_compiled_past_the_wrapper_or_nothing_says_which(tmp_path) 
     assert "nothing was compiled: if the build was up to date, clean it first" in again.stderr
 
 
+def test_a_cmake_build_with_link_time_optimization_still_builds(tmp_path) -> None:
+    """CMake's INTERPROCEDURAL_OPTIMIZATION looks for the archiver under the compiler's
+    prefix ("autopass-llvm-ar" beside autopass-c++): it found none, archived with
+    "CMAKE_CXX_COMPILER_AR-NOTFOUND", and the user's build failed under autopass."""
+    root = tmp_path / "ipo"
+    write(root / "CMakeLists.txt", "cmake_minimum_required(VERSION 3.13)\nproject(t CXX)\n"
+                                   "add_library(part STATIC part.cpp)\n"
+                                   "add_executable(app main.cpp)\n"
+                                   "target_link_libraries(app part)\n")
+    write(root / "part.cpp", "int part(int x) { return x * 3; }\n")
+    write(root / "main.cpp", "int part(int);\nint main(int c, char **) { return part(c) - 3; }\n")
+    build = ("cmake -S . -B build -G Ninja -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON "
+             "&& ninja -C build")
+    done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert subprocess.run([root / "build" / "app"]).returncode == 0
+    assert "CMake: -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF" in done.stderr
+
+
 def test_a_build_that_names_a_versioned_gcc_is_recorded(tmp_path) -> None:
     """`make CC=gcc-12` compiled past the wrapper: only unversioned names were linked
     first on PATH, and record said nothing went through it.  The versioned gcc names

@@ -80,10 +80,15 @@ def write_wrappers(bin_dir: str, search_path: str = "") -> tuple[str, str]:
     # `llvm-ar` on PATH: on a machine with an older default LLVM that one cannot read
     # LLVM 19 bitcode, and the tuned (LTO) build of a static library fails.  The
     # compiler's own llvm-ar and llvm-ranlib go here, by their plain names.
+    # CMake's link-time optimization (INTERPROCEDURAL_OPTIMIZATION) looks for the
+    # archiver under the compiler's own prefix, "autopass-llvm-ar" beside autopass-c++;
+    # without it the archive step ran "CMAKE_CXX_COMPILER_AR-NOTFOUND" and the user's
+    # build failed under autopass.
     for tool in ARCHIVERS:
         found = toolchain.find_tool(tool, exclude=frozenset({os.path.realpath(bin_dir)}))
         if found:
-            _relink(os.path.join(bin_dir, tool), os.path.abspath(found))
+            for name in (tool, f"autopass-{tool}"):
+                _relink(os.path.join(bin_dir, name), os.path.abspath(found))
     return paths[0], paths[1]
 
 

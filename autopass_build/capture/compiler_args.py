@@ -76,7 +76,8 @@ EMBED_BITCODE = "embed_bitcode"
 # What a user changes in the build so that such compiles are recorded (record's summary,
 # `units`, and the error of a command that found nothing to tune say it).
 FIXES = {
-    LTO: "build without -flto: the lto and thinlto stages of `autopass tune` add it back, "
+    LTO: "build without -flto (CMake: -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF; Meson: "
+         "-Db_lto=false): the lto and thinlto stages of `autopass tune` add it back, "
          "measured",
     PROFILE: "build without -fprofile-*: the pgo stage of `autopass tune` trains its own",
     MODULES: "build without -fmodules / C++ modules",
