@@ -19,6 +19,10 @@ command -v make >/dev/null || missing+=(make)
 command -v ld.lld-$LLVM >/dev/null || missing+=(lld-$LLVM)   # the LTO stages
 command -v llvm-bolt-$LLVM >/dev/null || missing+=(bolt-$LLVM)   # the BOLT stage
 command -v cmake >/dev/null || missing+=(cmake)
+# clang's OpenMP runtime: under autopass a build's -fopenmp goes to clang, and without it
+# configure finds no OpenMP and the program builds single-threaded
+echo '#include <omp.h>' | clang-$LLVM -fopenmp -E -x c -o /dev/null - 2>/dev/null \
+  || missing+=(libomp-$LLVM-dev)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 if [ $want_tests = 1 ]; then
   command -v dpkg-source >/dev/null || missing+=(dpkg-dev)

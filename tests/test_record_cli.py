@@ -192,6 +192,35 @@ def test_a_cmake_build_with_link_time_optimization_still_builds(tmp_path) -> Non
     assert "CMake: -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF" in done.stderr
 
 
+OPENMP_SUM = """\
+#include <omp.h>
+#include <stdio.h>
+int main(void) {
+    long sum = 0;
+#pragma omp parallel for reduction(+:sum)
+    for (long i = 0; i < 1000000; i++) sum += i % 7;
+    printf("%ld %d\\n", sum, omp_get_max_threads() > 0);
+    return 0;
+}
+"""
+
+
+def test_an_openmp_build_is_recorded_with_its_threads(tmp_path) -> None:
+    """Under autopass a Makefile's `cc -fopenmp` goes to clang: without clang's OpenMP
+    runtime the compile is refused (omp.h), and a configure check would build the
+    program single-threaded.  scripts/setup.sh installs libomp; doctor names it."""
+    root = tmp_path / "omp"
+    write(root / "sum.c", OPENMP_SUM)
+    done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c",
+                           "cc -O2 -fopenmp -c sum.c && cc -fopenmp -o app sum.o"],
+                          cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0 and "recorded 1 unit" in done.stderr, done.stderr
+    ran = subprocess.run([root / "app"], capture_output=True, text=True, check=True)
+    assert ran.stdout == "2999997 1\n"
+    doctor = subprocess.run([AUTOPASS, "doctor"], capture_output=True, text=True)
+    assert "OpenMP" not in doctor.stdout, doctor.stdout
+
+
 def test_a_build_that_names_a_versioned_gcc_is_recorded(tmp_path) -> None:
     """`make CC=gcc-12` compiled past the wrapper: only unversioned names were linked
     first on PATH, and record said nothing went through it.  The versioned gcc names

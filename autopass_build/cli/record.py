@@ -337,6 +337,25 @@ def _doctor_bolt() -> None:
         print(f"  {'bolt runtime':<14} {bolt.runtime_of(bolt.tool() or '')}")
 
 
+def _doctor_openmp(version: int) -> None:
+    """Under autopass, clang compiles a build that says gcc: one that uses OpenMP
+    (`-fopenmp`) needs clang's own runtime, or its configure check finds no OpenMP and
+    the program builds single-threaded."""
+    clang = toolchain.find_tool("clang", version)
+    if clang is None:
+        return   # the tool list said so
+    try:
+        found = subprocess.run([clang, "-fopenmp", "-E", "-x", "c", "-o", os.devnull, "-"],
+                               input=b"#include <omp.h>\n", capture_output=True,
+                               timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        found = False
+    if not found:
+        print("note: clang has no OpenMP (omp.h): a build using -fopenmp finds none under "
+              "autopass and builds without it (sudo apt-get install "
+              f"libomp-{version}-dev)")
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     version = args.llvm_version
     reports = toolchain.survey(version)
@@ -362,6 +381,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"note: {tool} missing: {needed_by} skipped without it "
                   f"(sudo apt-get install {package.format(v=version)})")
     _doctor_bolt()
+    _doctor_openmp(version)
     if len(majors) > 1:
         print(f"error: the tools come from different LLVM versions {sorted(majors)}; "
               "set AUTOPASS_CC, AUTOPASS_CXX, AUTOPASS_OPT, AUTOPASS_PROFDATA to one version")
