@@ -443,6 +443,18 @@ def test_a_libtool_wrapper_script_names_the_program_behind_it(tmp_path) -> None:
     assert choose_target(store, "./src/prog").output_rel == "src/.libs/prog"
 
 
+def test_a_link_to_the_program_names_the_program(tmp_path) -> None:
+    """draco 1.5.5: CMake links build/draco_encoder-1.5.5 and makes build/draco_encoder a
+    symlink to it; the name a user runs was "not found" as [run].target."""
+    root = tmp_path / "ln"
+    write(root / "main.c", "int main(void) { return 0; }\n")
+    build = "cc -O2 -c main.c && cc main.o -o tool-1.5 && ln -s tool-1.5 tool"
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    store = Store.open_existing(str(root / ".autopass"))
+    assert choose_target(store, "tool").output_rel == "tool-1.5"
+
+
 HOT_LIBRARY = """\
 __attribute__((noinline)) static unsigned spin(unsigned x) {
     for (unsigned i = 0; i < 150000000u; i++) x = x * 31 + i;

@@ -65,6 +65,9 @@ def choose_target(store: Store, wanted: str) -> Target:
                        if os.path.basename(t.output).startswith(wanted + ".")]
         if not matches:  # "src/xz/xz", libtool's wrapper script, for the program it runs
             matches = [t for t in targets if t.output_rel in _libtool_programs(wanted)]
+        if not matches:  # "build/draco_encoder", CMake's link to draco_encoder-1.5.5
+            real = os.path.realpath(os.path.join(root, wanted))
+            matches = [t for t in targets if os.path.realpath(t.output) == real]
         if len(matches) == 1:
             return matches[0]
         names = ", ".join(t.output_rel for t in executables) or "(none)"
