@@ -461,7 +461,7 @@ def test_a_benchmark_that_prints_nothing_gets_a_note_that_its_output_is_unchecke
     output check compared exit codes only, and nothing said so."""
     said = _try_on_tune_mini(tmp_path, '["sh", "-c", "{exe} 1 > /dev/null"]')
     assert said.count("note: the benchmark prints nothing on stdout") == 1
-    assert '[check] mode = "command"' in said
+    assert "or name the files it writes in [check].files" in said
 
 
 def _try_on_tune_mini(tmp_path, command: str) -> str:
