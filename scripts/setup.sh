@@ -29,6 +29,7 @@ if [ $want_tests = 1 ]; then
   command -v valgrind >/dev/null || missing+=(valgrind)
   command -v ccache >/dev/null || missing+=(ccache)     # builds under a compiler cache
   command -v gcc >/dev/null || missing+=(gcc)           # builds that name gcc (F36)
+  command -v dwz >/dev/null || missing+=(dwz)           # Debian packaging's dh_dwz (F42)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]} with apt-get"

@@ -221,6 +221,30 @@ def test_an_openmp_build_is_recorded_with_its_threads(tmp_path) -> None:
     assert "OpenMP" not in doctor.stdout, doctor.stdout
 
 
+DEBIAN_RULES = """\
+#!/usr/bin/make -f
+CFLAGS := $(shell dpkg-buildflags --get CFLAGS)
+build:
+\tcc $(CFLAGS) -o app main.c
+\tcp app app.dwz && dwz app.dwz
+"""
+
+
+def test_a_debian_package_build_passes_dh_dwz(tmp_path) -> None:
+    """`autopass record -- dpkg-buildpackage` (speex 1.2.1) failed at dh_dwz: bookworm's
+    dwz cannot read the .debug_addr section of clang 19's DWARF 5.  A packaging build
+    now gets -gdwarf-4 through dpkg-buildflags' own DEB_CFLAGS_APPEND, and says so."""
+    root = tmp_path / "pkg"
+    write(root / "main.c", "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n")
+    write(root / "debian" / "rules", DEBIAN_RULES)
+    (root / "debian" / "rules").chmod(0o755)
+    done = subprocess.run([AUTOPASS, "record", "--", "debian/rules", "build"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "DEB_CFLAGS_APPEND and DEB_CXXFLAGS_APPEND get -gdwarf-4" in done.stderr
+    assert "recorded 1 unit" in done.stderr
+
+
 def test_a_build_that_names_a_versioned_gcc_is_recorded(tmp_path) -> None:
     """`make CC=gcc-12` compiled past the wrapper: only unversioned names were linked
     first on PATH, and record said nothing went through it.  The versioned gcc names

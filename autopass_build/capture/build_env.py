@@ -156,6 +156,29 @@ def wrapper_dir(fallback_parent: str) -> str:
 CACHE_BYPASS = {"CCACHE_DISABLE": "1"}
 
 
+# Debian packaging runs dh_dwz on what it built; bookworm's dwz (0.15) cannot read the
+# .debug_addr section of clang 19's DWARF 5 (gcc 12's DWARF 5 has none), so under
+# autopass `dpkg-buildpackage` failed at dh_dwz.  Its own way to add a flag is used.
+PACKAGING_TOOLS = ("dpkg-buildpackage", "debuild", "debian/rules")
+DWARF_FOR_DWZ = "-gdwarf-4"
+
+
+def for_debian_packaging(command: list[str], env: dict[str, str]) -> str:
+    """Add -gdwarf-4 through DEB_{C,CXX}FLAGS_APPEND when `command` builds a Debian package
+    and the user chose no DWARF version there; the note to print, else ""."""
+    if not any(tool in " ".join(command) for tool in PACKAGING_TOOLS):
+        return ""
+    added = []
+    for key in ("DEB_CFLAGS_APPEND", "DEB_CXXFLAGS_APPEND"):
+        if "-gdwarf" not in env.get(key, ""):
+            env[key] = f"{env.get(key, '')} {DWARF_FOR_DWZ}".strip()
+            added.append(key)
+    if not added:
+        return ""
+    return (f"a Debian package build: {' and '.join(added)} get {DWARF_FOR_DWZ}, since "
+            "dh_dwz (dwz 0.15) cannot read clang's DWARF 5")
+
+
 def record_environment(store_dir: str, root: str, base: dict[str, str] | None = None
                        ) -> dict[str, str]:
     """The environment for `autopass record -- <build>`."""

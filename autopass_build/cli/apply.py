@@ -85,7 +85,11 @@ def _paths(args: argparse.Namespace) -> tuple[str, str]:
 def cmd_apply(args: argparse.Namespace) -> int:
     import subprocess
 
-    from autopass_build.capture.build_env import applied_count, apply_environment
+    from autopass_build.capture.build_env import (
+        applied_count,
+        apply_environment,
+        for_debian_packaging,
+    )
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -112,6 +116,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
     work = tempfile.mkdtemp(prefix="autopass-apply-")
     try:
         env = apply_environment(root, db, args.policy, work)
+        packaging = for_debian_packaging(command, env)
+        if packaging:
+            print(f"autopass: {packaging}", file=sys.stderr)
         started = time.time()
         status = subprocess.call(command, env=env)
         if status == 0 and flags_db.applies_anything(usable):

@@ -12,7 +12,11 @@ import time
 
 from autopass_build import config as configuration
 from autopass_build.capture import unseen
-from autopass_build.capture.build_env import record_environment, wrapper_dir
+from autopass_build.capture.build_env import (
+    for_debian_packaging,
+    record_environment,
+    wrapper_dir,
+)
 from autopass_build.capture.compiler_args import FIXES
 from autopass_build.cli.common import (
     CliError,
@@ -98,6 +102,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     started = time.time()
     log_before = len(store.log_lines())
     print(f"autopass: recording into {store_dir}", file=sys.stderr)
+    packaging = for_debian_packaging(command, env)
+    if packaging:
+        print(f"autopass: {packaging}", file=sys.stderr)
     try:
         status = subprocess.call(command, env=env, cwd=folder)
     except FileNotFoundError:

@@ -22,7 +22,11 @@ import time
 from dataclasses import dataclass
 
 from autopass_build.capture import applier, unseen
-from autopass_build.capture.build_env import applied_count, apply_environment
+from autopass_build.capture.build_env import (
+    applied_count,
+    apply_environment,
+    for_debian_packaging,
+)
 from autopass_build.config import Config
 from autopass_build.core import flags_db
 from autopass_build.instruments.binaries import alias_soname
@@ -79,6 +83,7 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
         for i, database in enumerate([os.path.join(keep, "none.json"), db, db]):
             work = os.path.join(keep, f"w{i}")
             env = apply_environment(root, database, "warn", work)
+            for_debian_packaging(list(config.build.command), env)
             started = time.time()
             _build(config, env, folder, progress)
             if i == 1 and has_content and not applied_count(work):   # plain vs plain
