@@ -83,7 +83,9 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
         for i, database in enumerate([os.path.join(keep, "none.json"), db, db]):
             work = os.path.join(keep, f"w{i}")
             env = apply_environment(root, database, "warn", work)
-            for_debian_packaging(list(config.build.command), env)
+            packaging = for_debian_packaging(list(config.build.command), env)
+            if packaging and i == 0:
+                progress(packaging)
             started = time.time()
             _build(config, env, folder, progress)
             if i == 1 and has_content and not applied_count(work):   # plain vs plain
