@@ -31,9 +31,8 @@ from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import stats
 from autopass_build.instruments.binaries import debugless_copy, stable_name
 from autopass_build.instruments.output_check import (
-    UNREADABLE,
-    UNWRITTEN,
     Reference,
+    baseline_files_problem,
     check_output,
     file_signatures,
     written_files,
@@ -289,12 +288,10 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
     if result.outcome != Outcome.OK:
         raise MeasureError(f"the baseline does not run: {result.outcome} {result.detail}; "
                            f"stderr: {result.stderr[-300:].decode('utf-8', 'replace')}")
-    for name, digest in result.files:
-        if digest == UNWRITTEN or digest.startswith(UNREADABLE):
-            why = "the baseline's run did not write" if digest == UNWRITTEN else digest
-            raise MeasureError(f"[check].files names {name}, which {why}"
-                               f" (in {bench.cwd}): list the files the benchmark writes, "
-                               "relative to [run].cwd")
+    problem = baseline_files_problem(result.files)
+    if problem:
+        raise MeasureError(f"{problem} (in {bench.cwd}): list the files the benchmark "
+                           "writes, relative to [run].cwd")
     return Reference(result.status, result.stdout, result.stderr, result.files), result.wall
 
 

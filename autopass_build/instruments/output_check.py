@@ -108,6 +108,16 @@ def _signature(path: str) -> Signature:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
+def baseline_files_problem(files: tuple[tuple[str, str], ...]) -> str:
+    """Why the baseline's [check].files cannot be the reference (a path it did not write,
+    a folder), or ""."""
+    for name, digest in files:
+        if digest == UNWRITTEN or digest.startswith(UNREADABLE):
+            why = "the baseline's run did not write" if digest == UNWRITTEN else digest
+            return f"[check].files names {name}, which {why}"
+    return ""
+
+
 def _file_difference(expected: tuple[tuple[str, str], ...],
                      got: tuple[tuple[str, str], ...]) -> str:
     for (name, want), (_, have) in zip(expected, got):
