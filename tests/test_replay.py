@@ -189,9 +189,11 @@ def test_f4_compiler_crash_or_hang_is_an_outcome(project, tmp_path, clang, behav
 
 
 # ---- F5 / F6 -----------------------------------------------------------------------------
-def bench_for(tmp_path: Path, command: list[str]) -> Benchmark:
+def bench_for(tmp_path: Path, command: list[str], check: str = "") -> Benchmark:
+    """A benchmark running `command` in tmp_path; `check`: a [check] section's lines."""
     config = cfg.parse(f"[run]\ncommand = {command!r}\ntimeout = 30\n"
-                       "[measure]\nmin_pairs = 2\nmax_pairs = 4\ntimeout_factor = 3.0\n",
+                       + (f"[check]\n{check}" if check else "")
+                       + "[measure]\nmin_pairs = 2\nmax_pairs = 4\ntimeout_factor = 3.0\n",
                        project_dir=str(tmp_path))
     return Benchmark.from_config(config)
 
@@ -230,10 +232,7 @@ def test_f6_wrong_output_and_crashes_are_never_fast(tmp_path, body, outcome):
 
 
 def _files_bench(tmp_path: Path, files: str = '["out/result.bin"]') -> Benchmark:
-    config = cfg.parse('[run]\ncommand = ["{exe}"]\ntimeout = 30\n'
-                       f'[check]\nmode = "exit-code"\nfiles = {files}\n'
-                       "[measure]\nmin_pairs = 2\nmax_pairs = 4\n", project_dir=str(tmp_path))
-    return Benchmark.from_config(config)
+    return bench_for(tmp_path, ["{exe}"], f'mode = "exit-code"\nfiles = {files}\n')
 
 
 @pytest.mark.parametrize("body, why", [
