@@ -69,8 +69,9 @@ def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float,
         counts = perf_samples(argv, cwd, env, timeout, frequency=1999, stdin=stdin)
     except SamplingError as error:
         raise ProfileError(str(error)) from None
-    if sum(counts.values()) < MIN_PERF_SAMPLES:
-        raise ProfileError(f"perf took {sum(counts.values())} samples, too few to tell")
+    taken = sum(counts.values())
+    if taken < MIN_PERF_SAMPLES:
+        raise ProfileError(f"perf took {taken} samples, too few to tell")
     return _shares(counts)
 
 
