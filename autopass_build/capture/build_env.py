@@ -73,8 +73,10 @@ def write_wrappers(bin_dir: str, search_path: str = "") -> tuple[str, str]:
         os.chmod(tmp, 0o755)
         os.replace(tmp, path)
     versioned = versioned_gcc_names(search_path, exclude=bin_dir)
-    for names, target in ((C_NAMES, "autopass-cc"), (CXX_NAMES, "autopass-c++")):
-        for name in (*names, *(v for v in versioned if is_cxx_name(v) == (names is CXX_NAMES))):
+    c_names = C_NAMES + tuple(v for v in versioned if not is_cxx_name(v))
+    cxx_names = CXX_NAMES + tuple(v for v in versioned if is_cxx_name(v))
+    for names, target in ((c_names, "autopass-cc"), (cxx_names, "autopass-c++")):
+        for name in names:
             _relink(os.path.join(bin_dir, name), target)
     # CMake takes the archiver beside the compiler it found (this folder), else the first
     # `llvm-ar` on PATH: on a machine with an older default LLVM that one cannot read
