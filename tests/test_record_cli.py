@@ -639,6 +639,41 @@ all:
 """
 
 
+# minisat's Options.h: a string literal glued to a macro, which C++11 reads as a literal
+# suffix.  g++ warns; clang++ stops with -Wreserved-user-defined-literal, an error.
+GLUED_LITERAL = """#include <cinttypes>
+#include <cstdio>
+int main(int argc, char **) { std::printf("%"PRIu64"\\n", (uint64_t)argc); return 0; }
+"""
+
+
+def test_a_make_default_cxx_that_clang_refuses_goes_to_the_compiler_make_would_use(
+        tmp_path) -> None:
+    """F36: a Makefile that compiles with make's default $(CXX) -- g++ for the user, and
+    autopass-c++ under record and apply, which set CXX -- with code only gcc accepts
+    (minisat).  The build failed under autopass; now the command goes to what the build
+    would have had (the user's $CXX, else c++), named skipped with clang's first error."""
+    root = tmp_path / "m"
+    write(root / "main.cc", GLUED_LITERAL)
+    write(root / "other.cc", "int other() { return 1; }\n")
+    write(root / "Makefile", "app: main.o other.o\n\t$(CXX) main.o other.o -o app\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "CXX")}
+    done = subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 0 and (root / "app").exists(), done.stderr
+    assert "recorded 1 units and 1 links; skipped 1 clang_rejects" in done.stderr
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True,
+                           check=True, env=env).stdout
+    assert "clang_rejects    main.cc  (main.cc:3:" in units     # the error, not "In file"
+    assert "[-Wreserved-user-defined-literal]" in units
+    assert b"GCC:" in (root / "main.o").read_bytes()
+    # A $CXX of the user's own that is clang: nothing to hand it to, clang's error stands.
+    (root / "main.o").unlink()
+    plain = subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, capture_output=True,
+                           text=True, env={**env, "CXX": "clang++-19"})
+    assert plain.returncode != 0 and "reserved-user-defined-literal" in plain.stderr
+
+
 def test_a_build_that_names_gcc_with_gcc_only_options_still_builds(tmp_path) -> None:
     """F36: record and apply put a `gcc` link to clang first on PATH; a Makefile that
     names gcc with an option clang does not know (`-fipa-pta`) failed under autopass,

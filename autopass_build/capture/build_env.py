@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from autopass_build.capture.wrapper import is_cxx_name
+from autopass_build.capture.wrapper import is_cxx_name, looks_like_compiler
 from autopass_build.core import toolchain
 from autopass_build.core.files import hash_bytes, user_cache_dir
 from autopass_build.core.names import (
@@ -22,6 +22,8 @@ from autopass_build.core.names import (
     ENV_APPLY_TALLY,
     ENV_CC,
     ENV_CXX,
+    ENV_FALLBACK_CC,
+    ENV_FALLBACK_CXX,
     ENV_FLAGS_DB,
     ENV_MASQUERADE_DIR,
     ENV_MODE,
@@ -194,12 +196,26 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
     if clangxx:
         env[ENV_CXX] = clangxx
     env.update({
+        **fallback_compilers(env),
         "CC": cc, "CXX": cxx,
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
         ENV_STORE: store_dir, ENV_ROOT: root, ENV_MODE: "record",
         ENV_MASQUERADE_DIR: bin_dir, **CACHE_BYPASS,
     })
     return env
+
+
+def fallback_compilers(env: dict[str, str]) -> dict[str, str]:
+    """What the build would have compiled with had autopass not set $CC and $CXX: the
+    compiler word of the user's own (`ccache gcc-12` -> gcc-12), else cc and c++ (make's
+    default C++ compiler is g++, CMake's and autotools' the first of c++/g++ on PATH:
+    gcc on Debian).  The wrapper hands it a command that clang refuses (F36)."""
+    chosen = {}
+    for var, key, default in (("CC", ENV_FALLBACK_CC, "cc"), ("CXX", ENV_FALLBACK_CXX, "c++")):
+        words = env.get(var, "").split()
+        chosen[key] = next((w for w in words if looks_like_compiler(w)),
+                           "" if words else default)
+    return chosen
 
 
 def apply_environment(root: str, db: str, policy: str, work_dir: str,
@@ -216,6 +232,7 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
         if found:
             env[key] = found
     env.update({
+        **fallback_compilers(env),
         "CC": cc, "CXX": cxx,
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
         ENV_ROOT: root, ENV_MODE: "apply", ENV_FLAGS_DB: db,

@@ -81,9 +81,11 @@ FIXES = {
          "measured",
     PROFILE: "build without -fprofile-*: the pgo stage of `autopass tune` trains its own",
     MODULES: "build without -fmodules / C++ modules",
-    CLANG_REJECTS: "the build names gcc, and clang refused these commands (gcc-only options, "
-                   "or -Werror with a gcc-only warning), so gcc built them; drop or guard "
-                   "those options to tune them (`autopass units` shows clang's error)",
+    CLANG_REJECTS: "the build compiles with gcc, and clang refused these commands (a "
+                   "gcc-only option, -Werror with a gcc-only warning, code only gcc "
+                   "accepts), so gcc built them; `autopass units` shows clang's error: "
+                   "drop the option, or add clang's -Wno-<warning> to CFLAGS/CXXFLAGS, "
+                   "to tune them",
     SAVE_TEMPS: "build without -save-temps",
     EMBED_BITCODE: "build without -fembed-bitcode",
 }

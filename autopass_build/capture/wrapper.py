@@ -28,6 +28,8 @@ from autopass_build.core.names import (
     DEFAULT_APPLY_POLICY,
     ENV_APPLY_POLICY,
     ENV_APPLY_TALLY,
+    ENV_FALLBACK_CC,
+    ENV_FALLBACK_CXX,
     ENV_FLAGS_DB,
     ENV_GUARD,
     ENV_MASQUERADE_DIR,
@@ -129,6 +131,11 @@ class Plan:
         # gcc gets clang; where clang refuses a command (gcc-only options), that name's
         # real compiler builds it (`named_compiler`): the build never breaks over it.
         self.gcc_named = "" if launched else _gcc_name(argv[0])
+        if not launched and os.path.basename(argv[0]) in WRAPPER_NAMES:
+            # Called as $CC/$CXX, which record and apply set: the user's build, left
+            # alone, takes the compiler they had there (make's default is g++).
+            fallback = env.get(ENV_FALLBACK_CXX if self.cxx else ENV_FALLBACK_CC, "")
+            self.gcc_named = fallback if _gcc_name(fallback) else ""
         self._self_paths = self_paths
         if launched:
             self.compiler_argv0, self.compiler_path, self.args = named, launched, rest[1:]
@@ -246,8 +253,7 @@ def _clang_or_the_named_gcc(plan: Plan, inv: Invocation) -> proc.Finished | None
         by_gcc = proc.run_inherit(gcc, [gcc] + plan.args, plan.child_env())
         if by_gcc.status == 0:
             if plan.mode == "record":
-                first = (err.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
-                _try_record_skip(plan, Skip(CLANG_REJECTS, first[:300],
+                _try_record_skip(plan, Skip(CLANG_REJECTS, _first_error(err)[:300],
                                             tuple(s.path for s in inv.sources)))
             return None
         return by_gcc
@@ -256,6 +262,12 @@ def _clang_or_the_named_gcc(plan: Plan, inv: Invocation) -> proc.Finished | None
     sys.stdout.flush()
     sys.stderr.flush()
     return done
+
+
+def _first_error(stderr: bytes) -> str:
+    """clang's first "error:" line (its output starts with "In file included from")."""
+    lines = stderr.decode("utf-8", "replace").strip().splitlines() or ["?"]
+    return next((line for line in lines if "error:" in line), lines[0])
 
 
 def _apply(plan: Plan) -> int:

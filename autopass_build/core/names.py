@@ -27,6 +27,10 @@ ENV_APPLY_TALLY = "AUTOPASS_APPLY_TALLY"     # a file: one line per command give
 ENV_IR_TIMEOUT = "AUTOPASS_IR_TIMEOUT"
 ENV_CC = "AUTOPASS_CC"
 ENV_CXX = "AUTOPASS_CXX"
+# The compiler a build reading $CC/$CXX would have used had autopass not set them (the
+# user's own, else cc/c++): the wrapper hands it a command clang refuses (F36).
+ENV_FALLBACK_CC = "AUTOPASS_FALLBACK_CC"
+ENV_FALLBACK_CXX = "AUTOPASS_FALLBACK_CXX"
 ENV_MODEL = "AUTOPASS_MODEL"
 ENV_REPLAY_CC = "AUTOPASS_REPLAY_CC"
 ENV_BOLT = "AUTOPASS_BOLT"                   # llvm-bolt to use (else found beside clang)
