@@ -189,3 +189,24 @@ def test_a_benchmark_of_milliseconds_is_profiled_exactly(recorded) -> None:
     found = profile(evaluator)
     assert found.method == "callgrind"
     assert next(iter(found.unit_shares())) == "hot.c"
+
+
+def test_a_benchmark_that_exits_non_zero_by_design_trains_and_is_sampled(recorded) -> None:
+    """F43: minisat exits 20 for "unsatisfiable", grep 1 for "no match": the training run was
+    called failed on any status but 0 (no PGO, no BOLT), and perf's status, the program's,
+    failed the profile over to callgrind.  The measured runs check the status against the
+    baseline's; training and sampling take it as it comes."""
+    from autopass_build.instruments.sampling import perf_samples
+
+    config = recorded / "exit3.toml"
+    config.write_text((recorded / "autopass.toml").read_text().replace(
+        'command = ["{exe}", "20"]', 'command = ["sh", "-c", "\\"$0\\" 20; exit 3", "{exe}"]'))
+    (recorded / ".autopass" / "pgo.json").unlink(missing_ok=True)   # train afresh
+    evaluator = Evaluator(Store.open_existing(str(recorded / ".autopass")),
+                          cfg.load(str(config)))
+    profile = train(evaluator)
+    assert Path(profile.path).is_file() and profile.runs == 1
+    busy = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exit 3"
+    samples = perf_samples(["sh", "-c", busy], str(recorded), {"PATH": "/usr/bin:/bin"},
+                           60, frequency=999)
+    assert sum(samples.values()) > 20

@@ -378,6 +378,29 @@ def test_callgrind_fallback_reads_a_debug_build(project, tmp_path):
     assert "merge_rec" in samples  # recursion levels merged
 
 
+def test_a_static_debug_binary_is_stripped_for_valgrind(tmp_path):
+    """F44: minisat links -static: llvm-strip 19 refuses the binary ("Link field value 36 in
+    section .rela.plt is not a symbol table"), and valgrind then gave up on its DWARF 5
+    (no profile, no instructions metric).  GNU strip takes over."""
+    from autopass_build.core import toolchain
+    from autopass_build.instruments.binaries import debugless_copy
+    from autopass_build.instruments.hotspots import _callgrind_samples
+
+    source = tmp_path / "st.c"
+    source.write_text("#include <stdio.h>\n#include <string.h>\nint count(const char *s)"
+                      " { return (int)strlen(s); }\nint main(int c, char **v)"
+                      " { printf(\"%d\\n\", count(v[0])); return 0; }\n")
+    binary = tmp_path / "st"
+    subprocess.run([toolchain.find_tool("clang"), "-g", "-O1", "-static", str(source), "-o",
+                    str(binary)], check=True)
+    folder = tmp_path / "stripped"
+    folder.mkdir()
+    stripped = debugless_copy(str(binary), str(folder))
+    assert stripped != str(binary)
+    samples = dict(_callgrind_samples([stripped], str(tmp_path), None, 120))
+    assert sum(samples.values()) > 50        # counted: valgrind read the binary
+
+
 def test_instructions_metric_on_a_debug_build(project, tmp_path):
     bench = bench_for(tmp_path, ["{exe}", "1"])
     result = run_once(bench, str(project / "dataproc"), {}, 300, metric="instructions")

@@ -15,12 +15,18 @@ from autopass_build.core import proc
 def debugless_copy(exe: str, folder: str) -> str:
     """A copy of `exe` without debug info, for valgrind: valgrind 3.19 gives up on the
     DWARF 5 that clang 19 writes with -g.  Same code, same instruction count."""
-    strip = shutil.which("llvm-strip-19") or shutil.which("llvm-strip")
-    if strip is None:
-        return exe
     out = os.path.join(folder, os.path.basename(exe))
-    done = proc.run_captured([strip, "--strip-debug", "-o", out, exe], folder, timeout=120)
-    return out if done.status == 0 and os.path.exists(out) else exe
+    # GNU strip second: llvm-strip 19 refuses some GNU ld binaries ("Link field value 39
+    # in section .rela.plt is not a symbol table": minisat's, linked with -g).
+    for name in ("llvm-strip-19", "llvm-strip", "strip"):
+        strip = shutil.which(name)
+        if strip is None:
+            continue
+        done = proc.run_captured([strip, "--strip-debug", "-o", out, exe], folder,
+                                 timeout=120)
+        if done.status == 0 and os.path.exists(out):
+            return out
+    return exe
 
 
 _stable_folder: list[str] = []   # this process's folder of stable names (see stable_name)

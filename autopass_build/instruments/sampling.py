@@ -36,9 +36,10 @@ def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
         done = proc.run_captured([perf, "record", "-q", "--no-bpf-event", "-e", "cpu-clock",
                                   "-F", str(frequency), "-o", data, "--", *argv],
                                  cwd, env, timeout, stdin=stdin)
-        if done.timed_out or done.status != 0 or not os.path.exists(data):
-            raise SamplingError("perf record failed: "
-                                + done.stderr.decode("utf-8", "replace")[-200:])
+        failed = SamplingError("perf record failed: "
+                               + done.stderr.decode("utf-8", "replace")[-200:])
+        if done.timed_out or not os.path.exists(data):
+            raise failed
         # --no-demangle: objects, remarks and the unit map know C++ functions by their
         # mangled names; perf's "LZ_encoder::get_match_pairs" matched none of them
         # dso too: a library without symbols reads as "libz.so.1 (no symbols)", not as
@@ -46,7 +47,12 @@ def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
         report = proc.run_captured([perf, "report", "-i", data, "-n", "--sort", "dso,sym",
                                     "--stdio", "-q", "--no-children", "-t", "|",
                                     "--no-demangle"], cwd, env, 300)
-    return parse_report(report.stdout.decode("utf-8", "replace"))
+    samples = parse_report(report.stdout.decode("utf-8", "replace"))
+    # perf exits with the program's status: a benchmark that exits 1 by design (grep's
+    # "no match") was sampled all the same; perf's own failure leaves no samples.
+    if done.status != 0 and not samples:
+        raise failed
+    return samples
 
 
 JIT_CODE = "code generated at run time (JIT)"   # zpaq compiles its models to x86
