@@ -167,6 +167,24 @@ def test_bolt_is_tuned_on_executables_only() -> None:
         stages.Stage.BOLT, library)
 
 
+def test_a_static_program_is_not_offered_to_bolt(tmp_path) -> None:
+    """F17: minisat links --static; llvm-bolt -instrument refuses it after a build ("does
+    not support profile output on binary finalization"), which read as a cut-off error.
+    The stage is now skipped before it is built, with the reason."""
+    source = tmp_path / "a.c"
+    source.write_text("int main(void) { return 0; }\n")
+    for name, flags in (("static", ["-static"]), ("dynamic", [])):
+        subprocess.run(["clang-19", *flags, "-o", str(tmp_path / name), str(source)],
+                       check=True)
+    static = SimpleNamespace(kind="executable", output_rel="static", strips=False,
+                             output=str(tmp_path / "static"))
+    assert "static is linked statically (-static)" in stages.unavailable(
+        stages.Stage.BOLT, static)
+    dynamic = SimpleNamespace(kind="executable", output_rel="dynamic", strips=False,
+                              output=str(tmp_path / "dynamic"))
+    assert stages.unavailable(stages.Stage.BOLT, dynamic) == ""
+
+
 def test_the_code_fingerprint_follows_the_code_not_the_file(tmp_path) -> None:
     source = tmp_path / "a.c"
     source.write_text("int main(void) { return 0; }\n")

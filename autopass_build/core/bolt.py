@@ -81,6 +81,17 @@ def code_fingerprint(path: str) -> str:
     return hash_bytes(b"\0".join(parts))
 
 
+def statically_linked(path: str) -> bool:
+    """No dynamic loader named (`-static`): BOLT cannot instrument such a binary (its
+    runtime writes the profile at exit only through the loader's finalization)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        return all(name != ".interp" for name, _ in _sections(data, path))
+    except (OSError, BoltError):
+        return False
+
+
 def _sections(data: bytes, path: str) -> list[tuple[str, bytes]]:
     """(name, contents) of each section of a 64-bit little-endian ELF file (what BOLT
     rewrites).  Read by hand: apply mode runs in an isolated interpreter, without

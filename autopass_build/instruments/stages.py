@@ -81,6 +81,9 @@ def unavailable(stage: Stage, target: Target) -> str:
         if target.strips:
             return (f"{target.output_rel} is linked with -s (no symbol table), which BOLT "
                     "needs; drop -s (or -Wl,-s) from its link to let autopass try BOLT")
+        if bolt.statically_linked(target.output):
+            return (f"{target.output_rel} is linked statically (-static), and BOLT "
+                    "instruments only dynamically linked programs")
         return bolt.missing()
     if stage == Stage.PGO and toolchain.find_tool("llvm-profdata") is None:
         return (f"llvm-profdata not found (sudo apt-get install "
