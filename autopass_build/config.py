@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -61,6 +62,7 @@ class CheckConfig:
     command: tuple[str, ...] = ()   # mode=command: gets "{outdir}" holding stdout/stderr/code
     tolerance: float = 1e-6         # mode=numbers: the relative difference a number may have
     files: tuple[str, ...] = ()     # files the benchmark writes, equal to the baseline's (any mode)
+    ignore: tuple[str, ...] = ()    # regular expressions: stdout lines not compared (a time)
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,27 @@ def _shell_command(value: object, where: str) -> tuple[str, ...]:
     return _command(value, where)
 
 
+MAX_PATTERNS, MAX_PATTERN = 32, 200
+
+
+def _patterns(value: object, where: str) -> tuple[str, ...]:
+    """[check].ignore: regular expressions (Python's `re`), each one checked here."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) \
+            or len(value) > MAX_PATTERNS:
+        raise ConfigError(f'{where} must be a list of at most {MAX_PATTERNS} regular '
+                          'expressions, e.g. ["^Time used:"]')
+    for i, pattern in enumerate(value):
+        if len(pattern) > MAX_PATTERN:
+            raise ConfigError(f"{where}[{i}] is {len(pattern)} characters long; at most "
+                              f"{MAX_PATTERN}")
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ConfigError(f"{where}[{i}] = {pattern[:80]!r} is not a regular expression "
+                              f"({error}); escape a literal ( [ * + ? with a backslash")
+    return tuple(value)
+
+
 def _coerce(section: str, name: str, kind: str, value: object) -> object:
     """`kind` is the field's annotation as text (this module uses postponed annotations)."""
     where = f"[{section}].{name}"
@@ -169,6 +192,8 @@ def _coerce(section: str, name: str, kind: str, value: object) -> object:
             raise ConfigError(f"{where} must be a list of stages from {', '.join(STAGES)}, "
                               'e.g. stages = ["pgo", "lto"] (or [] for none)')
         return tuple(dict.fromkeys(value))
+    if name == "ignore":
+        return _patterns(value, where)
     if name in ("inputs", "files"):
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             example = "out.bin" if name == "files" else "data/input.bin"
@@ -314,6 +339,8 @@ STARTER = '''\
 # is one argument vector, run without a shell.
 command = {build}
 {clean_line}
+# The folder the build runs in, relative to this file (`autopass record` and `verify`).
+# root = "."
 
 [run]
 # The benchmark (required for try/tune). "{{exe}}" is replaced by the binary under test.
@@ -329,6 +356,10 @@ timeout = 120
 # A training run for profile-guided optimization, if it should differ from the benchmark
 # (other inputs). When set, `autopass tune` tunes on top of the PGO build.
 # train = ["{{exe}}", "training-input.txt"]
+# Files the benchmark reads (relative to cwd), checked to exist before anything runs.
+# inputs = ["data/input.bin"]
+# A file fed to the benchmark's standard input on every run (else /dev/null).
+# stdin = "input.txt"
 
 [check]
 # "output": exit code and stdout must equal the baseline's (the default).
@@ -339,9 +370,13 @@ timeout = 120
 #            it must exit 0 for a correct result, e.g. command = ["./check.sh", "{{outdir}}"]
 mode = "output"
 # tolerance = 1e-6   # mode = "numbers": how far (relative) a number may be from the baseline's
+# command = ["./check.sh", "{{outdir}}"]   # mode = "command": the checker
 # Files the benchmark writes (relative to [run].cwd), in any mode: each run must write
 # them anew, byte for byte the baseline's, e.g. files = ["out.j2k"]
 # files = []
+# Regular expressions for stdout lines that are not compared, in modes "output" and
+# "numbers": what a program prints that changes every run (its own timing, a date).
+# ignore = ["^Time used:", "elapsed"]
 
 [measure]
 # wall | cpu (user+sys of the whole process tree) | instructions (callgrind: slow but
@@ -379,6 +414,8 @@ screen = false
 # whole-program A/B then verifies.
 attribute = false
 flags_db = "autopass.flags.json"
+# The strategy's own options (`autopass tune --list-strategies` lists each one's).
+# options = {{ population = 12 }}
 
 [agent]
 # Who plays analyst, planner and diagnoser for --strategy agent:
@@ -392,6 +429,11 @@ base_url = ""
 api_key_env = "OPENAI_API_KEY"
 max_calls = 60
 max_tokens = 400000
+# Seconds per call, and retries (with backoff) on 429, 5xx and timeouts.
+# timeout = 120
+# retries = 3
+# For replay: the transcript to replay, e.g. ".autopass/runs/<run>/transcript.jsonl"
+# transcript = ""
 '''
 
 

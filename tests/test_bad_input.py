@@ -389,12 +389,33 @@ def test_a_benchmark_whose_output_varies_is_one_line_not_all_wrong_output(projec
     assert '[check] mode = "exit-code"' in line
 
 
-def _last_line_of_try_with(project: Path, tmp_path: Path, shell_command: str) -> str:
-    """`autopass try` with `sh -c shell_command` as the benchmark: it must stop (status
-    2, no traceback); its last line of stderr."""
+def test_a_timing_line_is_named_and_then_ignored(project, tmp_path):
+    """C9: glpsol prints "Time used:   1.2 secs" after its answer.  The error suggests
+    the [check].ignore pattern for that line; with it, only that line is left out."""
+    shell = "{exe} 20; echo \"Time used: $(date +%N) secs\"; echo done"
+    line = _last_line_of_try_with(project, tmp_path, shell)
+    assert 'set [check] ignore = ["^Time used:"] to skip that line' in line, line
+    config = tmp_path / "ignored.toml"
+    config.write_text(f'[run]\ncommand = ["sh", "-c", {json.dumps(shell)}]\n'
+                      '[check]\nignore = ["^Time used:"]\n'
+                      '[measure]\nmetric = "cpu"\nmin_pairs = 2\nmax_pairs = 2\n')
+    done = subprocess.run([AUTOPASS, "try", "--config", str(config), "--flags", "hot.c=-O2"],
+                          cwd=project, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "WRONG_OUTPUT" not in done.stdout + done.stderr
+    # The rest of stdout is still compared: a result line that changes is caught.
+    wrong = shell.replace("echo done", "date +%N")
+    line = _last_line_of_try_with(project, tmp_path, wrong, "[check]\nignore = [\"^Time\"]\n")
+    assert "output changes from run to run" in line and "stdout line 3" in line, line
+
+
+def _last_line_of_try_with(project: Path, tmp_path: Path, shell_command: str,
+                           more: str = "") -> str:
+    """`autopass try` with `sh -c shell_command` as the benchmark (and the config lines
+    `more`): it must stop (status 2, no traceback); its last line of stderr."""
     config = tmp_path / "varies.toml"
     config.write_text(f'[run]\ncommand = ["sh", "-c", {json.dumps(shell_command)}]\n'
-                      '[measure]\nmetric = "cpu"\nmin_pairs = 2\nmax_pairs = 2\n')
+                      '[measure]\nmetric = "cpu"\nmin_pairs = 2\nmax_pairs = 2\n' + more)
     done = subprocess.run([AUTOPASS, "try", "--config", str(config), "--flags", "hot.c=-O2"],
                           cwd=project, capture_output=True, text=True)
     no_traceback(done)

@@ -15,6 +15,19 @@ def test_starter_file_parses_and_has_defaults():
     assert config.measure.metric == "wall" and config.check.mode == "output"
 
 
+def test_the_starter_file_documents_every_key():
+    """`autopass init` is where users learn the keys: each field of each section is in
+    it, set or commented out, so a new key cannot land undocumented."""
+    from dataclasses import fields
+
+    text = cfg.starter_text("make", "app")
+    for section, kind in cfg.SECTIONS.items():
+        body = text.split(f"[{section}]\n", 1)[1].split("\n[", 1)[0]
+        missing = [f.name for f in fields(kind)
+                   if f"\n{f.name} =" not in "\n" + body and f"# {f.name} =" not in body]
+        assert not missing, f"[{section}] lacks {missing}"
+
+
 def test_full_file():
     config = cfg.parse('''
 [run]
@@ -52,6 +65,10 @@ max_pairs = 9
     ("[check]\nmode = 'approx'", "is not one of output, numbers, exit-code, command"),
     ("[check]\nfiles = 'out.j2k'", '[check].files must be a list of paths, e.g. ["out.bin"]'),
     ("[measure]\npin_cpu = 'yes'", "[measure].pin_cpu must be true or false"),
+    ("[check]\nignore = 'Time'", '[check].ignore must be a list of at most 32 regular'),
+    ("[check]\nignore = ['ok', '(secs']",
+     "[check].ignore[1] = '(secs' is not a regular expression (missing ), unterminated"),
+    ("[check]\nignore = ['" + "x" * 201 + "']", "[check].ignore[0] is 201 characters long"),
     ("[run\n", "not valid TOML"),
 ])
 def test_bad_config_names_the_key_and_the_fix(text, message):

@@ -13,6 +13,7 @@ against the baseline's, and pairs accumulate until the interval of the ratio (se
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import select
@@ -34,7 +35,9 @@ from autopass_build.instruments.output_check import (
     Reference,
     baseline_files_problem,
     check_output,
+    compared_lines,
     file_signatures,
+    ignore_suggestion,
     written_files,
 )
 
@@ -418,6 +421,11 @@ def _baseline_output_holds(bench: Benchmark, exe: str, env: dict[str, str],
                "that ignores what varies" if "([check].files)" in why else
                "set [check] mode = \"exit-code\" (with [check].files naming the files it "
                "writes), or a [check] command that ignores what varies")
+        pattern = ignore_suggestion(*(compared_lines(bench.check.ignore, out)
+                                      for out in (reference.stdout, again.stdout)))
+        if pattern and why.startswith("stdout line"):
+            fix = (f"set [check] ignore = [{json.dumps(pattern)}] to skip that line (a "
+                   f"regular expression), or {fix}")
         raise MeasureError(f"the benchmark's output changes from run to run of the same "
                            f"binary ({why[:120]}), so no candidate can pass the output "
                            f"check: {fix}")

@@ -5,11 +5,13 @@
 the relative `[check] tolerance`), "exit-code" (only the exit code), or "command" (the
 user's checker gets a folder with stdout, stderr and exit_code, and must exit 0).
 In every mode, the files named by `[check] files` (what an encoder writes with
-`-o out.j2k`) must be written anew by each run and equal the baseline's.
+`-o out.j2k`) must be written anew by each run and equal the baseline's.  In "output"
+and "numbers", stdout lines that a `[check] ignore` pattern matches are not compared.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -61,12 +63,57 @@ def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> s
         return f"exit code {result.status}, the baseline's was {reference.status}"
     if result.files != reference.files:
         return _file_difference(reference.files, result.files)
-    if mode == "output" and result.stdout != reference.stdout:
-        return _first_difference(reference.stdout, result.stdout)
-    if mode == "numbers" and result.stdout != reference.stdout:
-        return numbers_differ(reference.stdout, result.stdout, bench.check.tolerance)
+    expected, got = reference.stdout, result.stdout
+    if bench.check.ignore and mode in ("output", "numbers") and expected != got:
+        expected, got = (compared_lines(bench.check.ignore, out) for out in (expected, got))
+    if mode == "output" and got != expected:
+        return _first_difference(expected, got)
+    if mode == "numbers" and got != expected:
+        return numbers_differ(expected, got, bench.check.tolerance)
     if mode == "command":
         return _run_check_command(bench, result)
+    return ""
+
+
+IGNORED = b"(ignored)"
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)     # as config.py checked them
+
+
+def compared_lines(patterns: tuple[str, ...], stdout: bytes) -> bytes:
+    """`stdout` with each line a [check].ignore pattern matches replaced by "(ignored)":
+    line numbers in a difference stay the program's own."""
+    ignored = _compiled(patterns)
+
+    def matched(line: bytes) -> bool:
+        text = line.decode("utf-8", "replace")
+        return any(p.search(text) for p in ignored)
+
+    return b"\n".join(IGNORED if matched(line) else line for line in stdout.split(b"\n"))
+
+
+_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+
+
+def ignore_suggestion(expected: bytes, got: bytes) -> str:
+    """A [check].ignore pattern for the first text line that differs: its words before
+    the first digit ("Time used:   1.2 secs" gives "^Time used:"); "" when they are too
+    few to name the line."""
+    if _binary(expected) or _binary(got):
+        return ""
+    for a, b in zip(expected.split(b"\n"), got.split(b"\n")):
+        if a == b:
+            continue
+        text = a.decode("utf-8", "replace")
+        cut = next((i for i, c in enumerate(text) if c.isdigit()), len(text))
+        head = text[:cut].strip()
+        if sum(c.isalpha() for c in head) < 3:
+            return ""
+        indent = "^\\s*" if text[:1].isspace() else "^"
+        return indent + "".join("\\" + c if c in _SPECIAL else c for c in head)
     return ""
 
 
