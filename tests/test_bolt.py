@@ -221,3 +221,21 @@ def test_a_function_bolt_cannot_rewrite_is_skipped_as_it_suggests() -> None:
              "--skip-funcs=...")
     assert bolt._function_to_skip(error) == "luaV_execute/1"
     assert bolt._function_to_skip("BOLT-ERROR: cannot process the binary") == ""
+
+
+def test_bolt_is_not_tried_where_the_hot_code_is_in_a_loaded_library(tmp_path) -> None:
+    """F17: glpsol and twolame's stwolame spend their time in the project's shared
+    library; BOLT rewrites the executable alone, and each tune spent an instrumented run,
+    a rewrite and 30 pairs on it.  The stage is now skipped, with the profile's share."""
+    root = tmp_path / "shared"
+    shutil.copytree(Path(__file__).parent / "data" / "shared-mini", root)
+    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text(CONFIG.replace(
+        'command = ["{exe}", "30"]', 'command = ["{exe}", "300"]\ntarget = "prog"'))
+    done = run(root, "tune")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"stage bolt skipped: the profile puts \d+\.\d % of the run in prog's "
+                     r"own code, the rest in the shared libraries it loads", done.stderr), \
+        done.stderr
+    assert not Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)

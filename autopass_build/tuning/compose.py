@@ -53,23 +53,43 @@ def opt_level(evaluator: Evaluator) -> str:
     return lto_level({u.opt_level for u in evaluator.units})
 
 
+# BOLT rewrites the executable alone: below this share of the profile in its own units
+# (the rest in project libraries it loads: glpsol, twolame's stwolame) it has nothing
+# to lay out, and its evaluation (an instrumented run, a rewrite, 10-30 pairs) is spent
+# for nothing.
+BOLT_MIN_OWN_SHARE = 5.0     # percent
+
+
+def bolt_out_of_reach(evaluator: Evaluator, unit_shares: dict[str, float] | None) -> str:
+    """Why BOLT cannot reach the hot code ("" when it can, or no profile says)."""
+    target = evaluator.target
+    if unit_shares is None or not target.loaded_units:
+        return ""
+    own = sum(share for source, share in unit_shares.items() if source in target.unit_sources)
+    if own >= BOLT_MIN_OWN_SHARE:
+        return ""
+    return (f"the profile puts {own:.1f} % of the run in {target.output_rel}'s own code, "
+            "the rest in the shared libraries it loads; BOLT rewrites the executable only")
+
+
 class Composer:
     def __init__(self, evaluator: Evaluator, measurements: Measurements,
                  allowed: tuple[Stage, ...], train: Callable[[], pgo.TrainedProfile],
-                 show: Callable[[str], None]):
+                 show: Callable[[str], None], unit_shares: dict[str, float] | None = None):
         self.evaluator = evaluator
         self.measurements = measurements
         self.allowed = allowed
         self.train = train               # trains (or finds) the PGO profile, once
         self.show = show
         self._profile: pgo.TrainedProfile | None = None
-        self.usable = self._usable()
+        self.usable = self._usable(unit_shares)
 
-    def _usable(self) -> set[Stage]:
+    def _usable(self, unit_shares: dict[str, float] | None) -> set[Stage]:
         """The allowed stages that can run here; the others are said once, with why."""
         usable = set()
         for stage in self.allowed:
-            why = stages.unavailable(stage, self.evaluator.target)
+            why = stages.unavailable(stage, self.evaluator.target) or (
+                bolt_out_of_reach(self.evaluator, unit_shares) if stage == Stage.BOLT else "")
             if why:
                 self.show(f"stage {stage} skipped: {why}")
             else:

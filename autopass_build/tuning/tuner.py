@@ -219,8 +219,10 @@ class Tuner:
         if self.request.pgo or not self.request.stages:
             return None
         allowed = stages.parse(self.request.stages)
+        hot = load_profile(self.store.dir)
         composer = Composer(evaluator, self.measurements, allowed,
-                            lambda: self._profile(evaluator), self.show)
+                            lambda: self._profile(evaluator), self.show,
+                            hot.unit_shares() if hot and _made_for(hot, evaluator) else None)
         self.composer = composer
         chosen, _ = composer.choose(max(1, self.request.budget // 2))
         if chosen is None:
