@@ -447,3 +447,35 @@ def test_numbers_mode_compares_text_exactly_and_numbers_within_the_tolerance() -
     assert "stdout has 1 numbers, the baseline's 2" in numbers_differ(b"1 2", b"1 x", 0.1)
     assert numbers_differ(b"x=nan inf -2e-05", b"x=nan inf -2.00001e-05", 1e-3) == ""
     assert numbers_differ(b"information", b"information", 1e-9) == ""
+
+
+ONE_COMMAND = """CC ?= cc
+CFLAGS ?= -O1
+mini: main.c hot.c warm.c
+\t$(CC) $(CFLAGS) -c main.c hot.c warm.c
+\t$(CC) -o $@ main.o hot.o warm.o
+clean:
+\trm -f mini *.o
+"""
+
+
+def test_units_compiled_in_one_command_are_not_tuned_per_file(tmp_path) -> None:
+    """F23: lp_solve's library is one `cc -c` of 26 sources.  Apply mode gives such a
+    command one set of flags, so a per-file winner for one of its sources could never
+    ship as measured; tune searched them all the same.  Now it says so and spends no
+    evaluation on them (the stages, one set for all, are still tuned)."""
+    root = tmp_path / "mini"
+    shutil.copytree(Path(__file__).parent / "data" / "tune-mini", root)
+    (root / "Makefile").write_text(ONE_COMMAND)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text(
+        '[run]\ncommand = ["{exe}", "20"]\n[measure]\nmetric = "instructions"\n'
+        'min_pairs = 2\nmax_pairs = 2\n[tune]\nstrategy = "random"\nbudget = 3\nstages = []\n')
+    done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "no per-file search: hot.c" in done.stderr
+    assert "are compiled in one command with other sources" in done.stderr
+    from autopass_build.tuning.journal import Journal
+    assert not Journal.latest(str(root / ".autopass")).entries
+    assert not (root / "autopass.flags.json").exists()

@@ -16,6 +16,7 @@ import json
 import os
 import sqlite3
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from autopass_build.capture.spool import SPOOL, Spool
@@ -80,6 +81,14 @@ class UnitRecord:
     ir_hash: str
     compiler_id: str
     recorded_at: float = field(default_factory=time.time)
+
+
+def sharing_a_command(units: list[UnitRecord]) -> set[str]:
+    """The sources compiled in one command with others (`cc -c a.c b.c ...`: lz4's and
+    lp_solve's libraries).  Apply mode gives such a command one set of flags (F23), so a
+    per-file flag found for one of them could not ship as measured."""
+    commands = Counter((u.cwd, tuple(u.argv)) for u in units)
+    return {u.source_rel for u in units if commands[(u.cwd, tuple(u.argv))] > 1}
 
 
 @dataclass

@@ -32,7 +32,7 @@ from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError
 from autopass_build.instruments.stats import FASTER
-from autopass_build.store.index import Store
+from autopass_build.store.index import Store, sharing_a_command
 from autopass_build.tuning import composite, publish, search
 from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
@@ -205,6 +205,13 @@ class Tuner:
         except search.StartError as error:
             raise TuneError(str(error)) from None
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
+        shared = sharing_a_command(run.evaluator.units)
+        sources = [source for source, _ in run.space.blocks]
+        if all(source in shared for source in sources):
+            self.show(f"no per-file search: {', '.join(sources)} are compiled in "
+                      "one command with other sources, which apply mode gives one set of "
+                      "flags" + ("; the stages alone are tuned" if request.stages else ""))
+            budget = 0
         if self.composer is not None and self.composer.bolt_pending():
             budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
         if self.measurements.attributor is not None:
@@ -296,6 +303,15 @@ class Tuner:
             except ProfileError as error:
                 raise TuneError(f"cannot profile the benchmark: {error}") from None
         mine = {u.source_rel for u in evaluator.units}
+        shared = sharing_a_command(evaluator.units)
+        hot = [s for s in found.unit_shares() if s in mine]
+        if any(s not in shared for s in hot):
+            left_out = [s for s in hot[:self.request.max_units] if s in shared]
+            if left_out:
+                self.show(f"not tuned per file: {', '.join(left_out)} (each compiled in one "
+                          "command with other sources, which apply mode gives one set of "
+                          "flags)")
+            mine -= shared
         chosen: list[str] = []
         covered = 0.0
         for source, share in found.unit_shares().items():
