@@ -220,7 +220,7 @@ class RecordedMeasurements:
         self.table = {k: list(v) for k, v in table.items()}
         self.asked: list[str] = []
         from types import SimpleNamespace
-        self.units = [SimpleNamespace(id="u1", source_rel="a.c", source_hash="h",
+        self.units = [SimpleNamespace(id="u1", source_rel="a.c", source_hash="h", cwd="/p",
                                       compiler="/nonexistent/clang", opt_level="-O2",
                                       argv=["-O2", "-c", "a.c", "-o", "a.o"])]
         self.target = SimpleNamespace(output_rel="prog")
