@@ -16,8 +16,8 @@ def debugless_copy(exe: str, folder: str) -> str:
     """A copy of `exe` without debug info, for valgrind: valgrind 3.19 gives up on the
     DWARF 5 that clang 19 writes with -g.  Same code, same instruction count."""
     out = os.path.join(folder, os.path.basename(exe))
-    # GNU strip second: llvm-strip 19 refuses some GNU ld binaries ("Link field value 39
-    # in section .rela.plt is not a symbol table": minisat's, linked with -g).
+    # GNU strip last: llvm-strip 19 refuses static binaries ("Link field value 39 in
+    # section .rela.plt is not a symbol table": minisat's, linked with --static).
     for name in ("llvm-strip-19", "llvm-strip", "strip"):
         strip = shutil.which(name)
         if strip is None:

@@ -140,7 +140,8 @@ class Tuner:
         self.evaluator = evaluator
         units_of = {s: [u.id for u in evaluator.units if u.source_rel == s] for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
-        self.chosen = self._compose(evaluator)
+        hot = load_profile(self.store.dir)   # the one _hot_sources made or found
+        self.chosen = self._compose(evaluator, hot)
         if self.request.attribute and self.chosen and self.chosen.links_across_units:
             self.show(f"attribution off on {self.chosen.name}: link-time optimization "
                       "inlines and moves functions across units, so a unit's own cost is "
@@ -148,8 +149,7 @@ class Tuner:
         elif self.request.attribute:
             self.measurements.attributor = Attributor(evaluator.bench)
         run = RunContext(self.store, self.config, evaluator, journal,
-                         self._joint_space(evaluator, sources, space),
-                         load_profile(self.store.dir),
+                         self._joint_space(evaluator, sources, space), hot,
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run)
         final, winners = conclude(best, self.measurements) if best else (None, [])
@@ -220,13 +220,12 @@ class Tuner:
         return Search(self.measurements, strategy, budget, self.show, screener).run(run)
 
     # -- whole-program stages -------------------------------------------------------------
-    def _compose(self, evaluator: Evaluator) -> Chosen | None:
+    def _compose(self, evaluator: Evaluator, hot: Profile | None) -> Chosen | None:
         """The best verified stage composition, made the baseline of the search (None:
         no stages asked for, none verified faster, or --pgo chose the baseline)."""
         if self.request.pgo or not self.request.stages:
             return None
         allowed = stages.parse(self.request.stages)
-        hot = load_profile(self.store.dir)
         composer = Composer(evaluator, self.measurements, allowed,
                             lambda: self._profile(evaluator), self.show,
                             hot.unit_shares() if hot and _made_for(hot, evaluator) else None)
@@ -304,7 +303,8 @@ class Tuner:
                 raise TuneError(f"cannot profile the benchmark: {error}") from None
         mine = {u.source_rel for u in evaluator.units}
         shared = sharing_a_command(evaluator.units)
-        hot = [s for s in found.unit_shares() if s in mine]
+        shares = found.unit_shares()
+        hot = [s for s in shares if s in mine]
         if any(s not in shared for s in hot):
             left_out = [s for s in hot[:self.request.max_units] if s in shared]
             if left_out:
@@ -314,7 +314,7 @@ class Tuner:
             mine -= shared
         chosen: list[str] = []
         covered = 0.0
-        for source, share in found.unit_shares().items():
+        for source, share in shares.items():
             if source not in mine:
                 continue
             if len(chosen) >= self.request.max_units or covered >= self.request.coverage:
