@@ -73,7 +73,7 @@ class MeasureConfig:
     precision: float = 0.01         # stop when the interval's half-width is below this
     timeout_factor: float = 3.0     # a candidate is killed at k x the baseline's time
     warmup: int = 1
-    pin_cpu: bool = True
+    pin_cpu: bool = True            # single-threaded runs on one CPU (cpu_pinning.py)
 
 
 @dataclass(frozen=True)
@@ -389,6 +389,8 @@ max_pairs = 30
 precision = 0.01
 timeout_factor = 3.0
 warmup = 1
+# Runs are held to one CPU, away from CPU 0; a program that keeps several CPUs busy is
+# seen once and measured unpinned.
 pin_cpu = true
 
 [tune]

@@ -1,10 +1,11 @@
 """Running the benchmark and judging a candidate against the baseline.
 
 One run: the user's command with `{exe}` replaced, in its own session (so the whole
-process group can be killed), pinned to one CPU, output to files (no pipe deadlocks),
-with a timeout.  Metrics: `wall`; `cpu` (user+sys of the whole waited-for process tree,
-from wait4); `instructions` (callgrind: deterministic, ~50x slower; valgrind 3.19 cannot
-run AVX-512 code); `cycles` (`perf stat`, only where the host supports it).
+process group can be killed), pinned to one CPU unless it runs in parallel (see
+`cpu_pinning`), output to files (no pipe deadlocks), with a timeout.  Metrics: `wall`;
+`cpu` (user+sys of the whole waited-for process tree, from wait4); `instructions`
+(callgrind: deterministic, ~50x slower; valgrind 3.19 cannot run AVX-512 code); `cycles`
+(`perf stat`, only where the host supports it).
 
 A/B: baseline and candidate alternate (ABBA...), each candidate run's output is checked
 against the baseline's, and pairs accumulate until the interval of the ratio (see
@@ -23,14 +24,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import psutil
-
 from autopass_build.config import CheckConfig, Config, MeasureConfig, RunConfig
 from autopass_build.core import proc
 from autopass_build.core.files import hash_json
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import stats
 from autopass_build.instruments.binaries import debugless_copy, stable_name
+from autopass_build.instruments.cpu_pinning import (
+    parallel_note,
+    pinned_cpu,
+    runs_in_parallel,
+    spawned_on,
+)
 from autopass_build.instruments.output_check import (
     Reference,
     baseline_files_problem,
@@ -59,6 +64,7 @@ class RunResult:
     stderr: bytes
     detail: str = ""
     files: tuple[tuple[str, str], ...] = ()   # [check].files: (path, digest) after the run
+    cpu_time: float = 0.0    # user+sys of the waited-for process tree
 
 
 @dataclass
@@ -210,15 +216,14 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
                 open(bench.stdin or os.devnull, "rb") as source:
             started = time.perf_counter()
             try:
-                child = subprocess.Popen(argv, cwd=bench.cwd, env=bench.env(candidate_env),
-                                         stdin=source, stdout=out, stderr=err,
-                                         start_new_session=True)
+                with spawned_on(cpu):
+                    child = subprocess.Popen(argv, cwd=bench.cwd, env=bench.env(candidate_env),
+                                             stdin=source, stdout=out, stderr=err,
+                                             start_new_session=True)
             except OSError as error:
                 return RunResult(Outcome.RUN_CRASH, None, 0.0, -1, b"", b"",
                                  f"cannot start {argv[0]}: {error.strerror}")
             try:
-                if cpu is not None:
-                    _pin(child.pid, cpu)
                 status, usage, timed_out = _wait(child.pid, timeout)
             except BaseException:
                 proc.kill_group(child.pid)
@@ -241,32 +246,15 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
             return RunResult(Outcome.RUN_CRASH, None, wall, code, stdout, stderr,
                              "the dynamic loader cannot start it ("
                              + said.decode("utf-8", "replace")[:200] + ")")
+        cpu_time = usage.ru_utime + usage.ru_stime
         if metric == "wall":
             value = wall
         elif metric == "cpu":
-            value = usage.ru_utime + usage.ru_stime
+            value = cpu_time
         else:
             value = read_metric(metric, metric_file)
         return RunResult(Outcome.OK, value, wall, code, stdout, stderr,
-                         files=written_files(bench, outputs_before))
-
-
-def _pin(pid: int, cpu: int) -> None:
-    try:
-        psutil.Process(pid).cpu_affinity([cpu])
-    except (psutil.Error, OSError, AttributeError):
-        pass  # pinning is an improvement, not a requirement
-
-
-def pinned_cpu(measure: MeasureConfig) -> int | None:
-    """The last CPU we may run on: away from CPU 0, where interrupts tend to land."""
-    if not measure.pin_cpu:
-        return None
-    try:
-        allowed = sorted(psutil.Process().cpu_affinity())
-    except (psutil.Error, AttributeError):
-        return None
-    return allowed[-1] if allowed else None
+                         files=written_files(bench, outputs_before), cpu_time=cpu_time)
 
 
 # -- A/B ----------------------------------------------------------------------------------
@@ -296,6 +284,29 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
         raise MeasureError(f"{problem} (in {bench.cwd}): list the files the benchmark "
                            "writes, relative to [run].cwd")
     return Reference(result.status, result.stdout, result.stderr, result.files), result.wall
+
+
+_parallel: dict[tuple[str, str, int], bool] = {}   # (exe, its command, mtime): in parallel?
+
+
+def _measured_cpu(bench: Benchmark, exe: str, env: dict[str, str],
+                  progress: Progress | None) -> int | None:
+    """The CPU the A/B runs are pinned to: none for a benchmark that runs in parallel,
+    which one unpinned run of the baseline (once per baseline binary) tells."""
+    cpu = pinned_cpu(bench.measure)
+    if cpu is None:
+        return None
+    try:
+        key = (exe, json.dumps(bench.run.command), os.stat(exe).st_mtime_ns)
+    except OSError:
+        return cpu          # the baseline's own run says what is wrong with it
+    if key not in _parallel:
+        probe = run_once(bench, exe, env, bench.run.timeout, metric="wall")
+        _parallel[key] = probe.outcome == Outcome.OK and \
+            runs_in_parallel(probe.cpu_time, probe.wall)
+        if _parallel[key] and progress:
+            _note_once("parallel", parallel_note(probe.cpu_time, probe.wall), progress)
+    return None if _parallel[key] else cpu
 
 
 SHORT_RUN_S = 0.05
@@ -340,7 +351,7 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
     as the baseline of pair i.  Timing metrics always re-run it, interleaved."""
     memo = baseline_memo if bench.measure.metric in DETERMINISTIC_METRICS else None
     cfg = bench.measure
-    cpu = pinned_cpu(cfg)
+    cpu = _measured_cpu(bench, base_exe, base_env, progress)
     reference, base_wall = baseline_reference(bench, base_exe, base_env, cpu)
     if progress and cfg.metric in ("wall", "cpu"):
         _note_a_short_run(base_wall, progress)

@@ -1,0 +1,68 @@
+"""Which CPU a measured run is held to, and how it is held there.
+
+Pinning a single-threaded benchmark to one CPU (away from CPU 0, where interrupts tend
+to land) takes the scheduler's migrations out of the noise.  Two things it must not do:
+
+- let the program start before it is pinned: a runtime that sizes itself from its
+  affinity at start-up (OpenMP, `nproc`, thread pools) would read one CPU in one run and
+  all of them in the next, and a baseline and a candidate would not be comparable.  So
+  the affinity is set on the spawning thread before the fork and inherited through exec.
+- squeeze a program that runs in parallel onto one CPU: it would be tuned for a machine
+  its users do not have.  One unpinned run of the baseline shows how many CPUs it keeps
+  busy; one that keeps more than one busy is measured unpinned, with a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+from autopass_build.config import MeasureConfig
+
+# cpu time / wall time above which a run is taken to be parallel: a single-threaded
+# program, or one that runs its helpers one after another, stays at or below 1.0.
+PARALLEL_RATIO = 1.25
+
+
+def pinned_cpu(measure: MeasureConfig) -> int | None:
+    """The last CPU we may run on, or None where pinning is off or unavailable."""
+    if not measure.pin_cpu:
+        return None
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return None
+    return allowed[-1] if len(allowed) > 1 else None
+
+
+@contextlib.contextmanager
+def spawned_on(cpu: int | None) -> Iterator[None]:
+    """Processes started inside this block start on `cpu` alone.
+
+    Linux's sched_setaffinity(0) applies to the calling thread only, and a fork inherits
+    that thread's mask, so other threads of ours are untouched; the mask is put back
+    after.  Pinning is an improvement, not a requirement: where it fails, runs go on."""
+    if cpu is None:
+        yield
+        return
+    try:
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {cpu})
+    except (OSError, AttributeError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def runs_in_parallel(cpu_time: float, wall: float) -> bool:
+    return wall > 0 and cpu_time > PARALLEL_RATIO * wall
+
+
+def parallel_note(cpu_time: float, wall: float) -> str:
+    return (f"note: the benchmark keeps {cpu_time / wall:.1f} CPUs busy (cpu time over wall "
+            "time): it runs in parallel, so it is measured unpinned, as its users run it; "
+            "pinning would put all its threads on one CPU")
