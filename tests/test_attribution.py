@@ -99,6 +99,12 @@ def test_the_profile_note_tells_jit_code_from_libraries() -> None:
     snappy = Profile("t", "perf", [HotFunction("libz.so.1 (no symbols)", 87.0),
                                    HotFunction("compress", 6.6, ["snappy.cc"])], "w")
     assert Reach.of(snappy, "/nonexistent/t").note().endswith(
+        "; 87.0% is in libz.so.1, a library the build links but does not compile: record "
+        "a build that compiles it too, to tune it")
+    spread = Profile("t", "perf", [HotFunction("libz.so.1 (no symbols)", 20.0),
+                                   HotFunction("inflate", 20.0),
+                                   HotFunction("compress", 6.6, ["snappy.cc"])], "w")
+    assert Reach.of(spread, "/nonexistent/t").note().endswith(
         "; is [run].command a benchmark of this project's code?")
     flex = Profile("flex", "perf", [HotFunction("m4 (no symbols)", 23.1),
                                     HotFunction("[kernel.kallsyms] (no symbols)", 4.0),

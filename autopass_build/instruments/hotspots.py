@@ -34,6 +34,9 @@ MIN_SHARE = 0.5  # percent
 # that, for a user, read "the profile puts no time in a recorded unit").  callgrind
 # counts such a short run exactly, and cheaply.
 MIN_PERF_SAMPLES = 200
+# A stripped shared library holding this much of the run is named, with the way to reach
+# it (pbzip2 spends 87 % in the system's libbz2).
+LIBRARY_NOTE_SHARE = 25.0
 
 
 class ProfileError(Exception):
@@ -196,6 +199,7 @@ class Reach:
     others: float
     outside: float
     in_program: frozenset[str]        # the functions the binary itself defines
+    library: tuple[str, float] | None = None   # the shared library holding the most
 
     @classmethod
     def of(cls, result: Profile, binary: str) -> Reach:
@@ -205,8 +209,10 @@ class Reach:
         generated = sum(f.share for f in unreached if f.name == JIT_CODE)
         others = sum(f.share for f in unreached if _another_program(f.name))
         outside = sum(f.share for f in unreached) - program - generated - others
+        libraries = [(f.name[:-len(NO_SYMBOLS)], f.share) for f in unreached
+                     if f.name.endswith(NO_SYMBOLS) and ".so" in f.name]
         return cls(sum(result.unit_shares().values()), program, generated, others, outside,
-                   in_program)
+                   in_program, max(libraries, key=lambda named: named[1], default=None))
 
     def where(self, function: HotFunction) -> str:
         if function.units:
@@ -231,6 +237,10 @@ class Reach:
         why = ", ".join(f"{share:.1f}% {what}" for share, what in parts if share >= 0.05)
         ask = ("; is [run].command a benchmark of this project's code?"
                if self.outside + self.others > max(self.program, self.generated) else "")
+        if ask and self.library and self.library[1] >= LIBRARY_NOTE_SHARE:
+            name, share = self.library
+            ask = (f"; {share:.1f}% is in {name}, a library the build links but does not "
+                   "compile: record a build that compiles it too, to tune it")
         return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
                 f"flags act ({why}){ask}")
 
