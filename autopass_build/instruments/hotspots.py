@@ -203,7 +203,12 @@ class Reach:
 
     @classmethod
     def of(cls, result: Profile, binary: str) -> Reach:
-        in_program = frozenset(_symbols(binary))
+        # the project's shared libraries are rebuilt beside the binary (replay.py): their
+        # assembly (nettle's sha3-permute.asm, in libnettle.so) is the program's own too
+        folder = os.path.dirname(binary)
+        beside = [os.path.join(folder, name) for name in sorted(os.listdir(folder))
+                  if ".so" in name] if os.path.isdir(folder) else []
+        in_program = frozenset().union(*(_symbols(path) for path in [binary] + beside))
         unreached = [f for f in result.functions if not f.units]
         program = sum(f.share for f in unreached if f.name in in_program)
         generated = sum(f.share for f in unreached if f.name == JIT_CODE)
