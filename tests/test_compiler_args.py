@@ -251,3 +251,18 @@ def test_bsymbolic_is_a_link_flag_in_a_command():
     inv = classify(["-shared", "-Bsymbolic", "-o", "libx.so", "x.o"])
     assert isinstance(inv, ca.Invocation)
     assert [a.role for a in inv.args if a.tokens == ("-Bsymbolic",)] == [ot.R_LINK]
+
+
+def test_the_fix_for_clangs_refusals_names_the_warnings_its_errors_name() -> None:
+    from autopass_build.capture.compiler_args import CLANG_REJECTS, FIXES, LTO, fix_for
+
+    indent = "output.c:843:8: error: variable 'p' set but not used " \
+             "[-Werror,-Wunused-but-set-variable]"
+    pbzip2 = "pbzip2.cpp:1223:75: error: invalid suffix on literal; C++11 requires a " \
+             "space between literal and identifier [-Wreserved-user-defined-literal]"
+    unknown = "clang: error: unknown argument: '-fipa-pta'"
+    assert fix_for(CLANG_REJECTS, [indent, pbzip2, indent, unknown]) == (
+        FIXES[CLANG_REJECTS] + " (here: -Wno-reserved-user-defined-literal "
+        "-Wno-unused-but-set-variable)")
+    assert fix_for(CLANG_REJECTS, [unknown]) == FIXES[CLANG_REJECTS]
+    assert fix_for(LTO, [indent]) == FIXES[LTO]

@@ -668,10 +668,13 @@ def test_a_make_default_cxx_that_clang_refuses_goes_to_the_compiler_make_would_u
                           text=True, env=env)
     assert done.returncode == 0 and (root / "app").exists(), done.stderr
     assert "recorded 1 units and 1 links; skipped 1 clang_rejects" in done.stderr
+    # the fix names the option clang's error names (pbzip2, indent's -Werror)
+    assert "to tune them (here: -Wno-reserved-user-defined-literal)" in done.stderr
     units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True,
                            check=True, env=env).stdout
     assert "clang_rejects    main.cc  (main.cc:3:" in units     # the error, not "In file"
     assert "[-Wreserved-user-defined-literal]" in units
+    assert "(here: -Wno-reserved-user-defined-literal)" in units
     assert b"GCC:" in (root / "main.o").read_bytes()
     # A $CXX of the user's own that is clang: nothing to hand it to, clang's error stands.
     (root / "main.o").unlink()

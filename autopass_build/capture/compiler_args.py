@@ -90,6 +90,23 @@ FIXES = {
     EMBED_BITCODE: "build without -fembed-bitcode",
 }
 
+def fix_for(reason: str, details: list[str]) -> str:
+    """What to change for these skips: FIXES[reason], and for clang's refusals the
+    -Wno- options its errors name (indent: "... [-Werror,-Wunused-but-set-variable]")."""
+    fix = FIXES[reason]
+    named = sorted({"-Wno-" + warning[2:] for detail in details
+                    for warning in _warnings_named(detail)}) if reason == CLANG_REJECTS else []
+    return fix + (f" (here: {' '.join(named)})" if named else "")
+
+
+def _warnings_named(error: str) -> list[str]:
+    """The warning options in the brackets that end a clang diagnostic."""
+    if not error.endswith("]") or "[" not in error:
+        return []
+    inside = error[error.rindex("[") + 1:-1].split(",")
+    return [w for w in inside if w.startswith("-W") and not w.startswith("-Werror")]
+
+
 # A precompiled header's own compile is quiet too: it holds no code of its own to tune,
 # and the sources that include it are recorded with it.
 QUIET_REASONS = frozenset({QUERY, VERBOSE, PREPROCESS, DEPENDENCY_ONLY, SYNTAX_ONLY, PROBE,

@@ -17,7 +17,7 @@ from autopass_build.capture.build_env import (
     record_environment,
     wrapper_dir,
 )
-from autopass_build.capture.compiler_args import FIXES
+from autopass_build.capture.compiler_args import FIXES, fix_for
 from autopass_build.cli.common import (
     CliError,
     add_config_option,
@@ -166,8 +166,9 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
               "relative to it, the same on every machine", file=sys.stderr)
     for reason, count in sorted(reasons.items()):
         if reason in FIXES:
+            details = [s.detail for s in skipped if s.reason == reason]
             print(f"autopass: {count} commands skipped ({reason}) cannot be tuned: "
-                  f"{FIXES[reason]}", file=sys.stderr)
+                  f"{fix_for(reason, details)}", file=sys.stderr)
     failures = store.log_lines()[log_before:]
     if failures:
         print(f"autopass: {len(failures)} problems logged in "
@@ -242,7 +243,7 @@ def cmd_units(args: argparse.Namespace) -> int:
             what = " ".join(os.path.relpath(p, root) for p in s.sources) or " ".join(s.argv)[:80]
             print(f"  {s.reason:<16} {what}" + (f"  ({s.detail})" if s.detail else ""))
         for reason in sorted({s.reason for s in skipped} & FIXES.keys()):
-            print(f"{reason}: {FIXES[reason]}")
+            print(f"{reason}: {fix_for(reason, [s.detail for s in skipped if s.reason == reason])}")
     return 0
 
 
