@@ -514,6 +514,11 @@ def test_profile_names_a_library_without_symbols_and_says_the_time_is_out_of_rea
     assert "(not in the program: a library or the kernel)" in hottest
     assert "of the run is in recorded units, where per-file flags act" in done.stdout
     assert "% is in libhot.so, a library the build links but does not compile" in done.stdout
+    tune = subprocess.run([AUTOPASS, "tune", "--budget", "1"], cwd=root, capture_output=True,
+                          text=True)
+    assert tune.returncode == 2 and tune.stderr.count("autopass: error:") == 1, tune.stderr
+    assert "error: nothing to tune: only 0.0% of the run is in recorded units" in tune.stderr
+    assert "in libhot.so, a library the build links but does not compile" in tune.stderr
 
 
 @pytest.mark.parametrize("strip", ["-s", "-Wl,-s", "-Wl,--as-needed,--strip-all"])

@@ -27,7 +27,7 @@ from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.hotspots import Profile, ProfileError
+from autopass_build.instruments.hotspots import Profile, ProfileError, Reach
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError
@@ -322,8 +322,9 @@ class Tuner:
             chosen.append(source)
             covered += share
         if not chosen:
-            raise TuneError("the profile puts no time in a recorded unit (is the time spent "
-                            "in a system library?); see `autopass profile`")
+            where = Reach.of(found, evaluator.baseline().binary).note()
+            raise TuneError("nothing to tune: " + (where or "the profile puts no time in a "
+                                                   "recorded unit") + "; see `autopass profile`")
         return chosen
 
     def _space(self, evaluator: Evaluator) -> Space:
