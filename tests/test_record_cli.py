@@ -688,6 +688,39 @@ def test_a_make_default_cxx_that_clang_refuses_goes_to_the_compiler_make_would_u
     assert plain.returncode != 0 and "reserved-user-defined-literal" in plain.stderr
 
 
+def test_clang_keeps_its_colours_on_a_terminal_while_its_output_is_held_back(
+        tmp_path) -> None:
+    """F36's fallback holds clang's output back (it is shown only if gcc cannot build the
+    command either), so clang wrote into a pipe and a terminal lost its colours."""
+    import pty
+
+    root = tmp_path / "colour"
+    write(root / "main.c", "int main(void) { int unused; return 0; }\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "CXX")}
+    shown = {}
+    for where in ("terminal", "pipe"):
+        leader, follower = pty.openpty()
+        out = follower if where == "terminal" else subprocess.PIPE
+        done = subprocess.Popen([AUTOPASS, "record", "--", "sh", "-c",
+                                 '"$CC" -Wall -c main.c'], cwd=root, env=env,
+                                stdout=out, stderr=out)
+        os.close(follower)
+        said = done.communicate()[1] or b""
+        while where == "terminal":
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:          # EIO: the terminal's last writer has gone
+                break
+            if not chunk:
+                break
+            said += chunk
+        os.close(leader)
+        assert done.wait() == 0
+        shown[where] = said
+    assert b"unused variable" in shown["terminal"] and b"\x1b[" in shown["terminal"]
+    assert b"unused variable" in shown["pipe"] and b"\x1b[" not in shown["pipe"]
+
+
 def test_a_build_that_names_gcc_with_gcc_only_options_still_builds(tmp_path) -> None:
     """F36: record and apply put a `gcc` link to clang first on PATH; a Makefile that
     names gcc with an option clang does not know (`-fipa-pta`) failed under autopass,

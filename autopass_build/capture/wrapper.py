@@ -246,7 +246,7 @@ def _compile_and_record(plan: Plan, inv: Invocation) -> int:
 def _clang_or_the_named_gcc(plan: Plan, inv: Invocation) -> proc.Finished | None:
     """A compile the build addressed to gcc: clang first, its output held back; when clang
     refuses it and the named gcc builds it, the skip is recorded and None returned."""
-    argv = [plan.compiler_argv0] + plan.args
+    argv = [plan.compiler_argv0] + _colour(plan.args) + plan.args
     done, out, err = proc.run_buffered(plan.compiler_path, argv, plan.child_env())
     gcc = plan.named_compiler() if done.status > 0 else None
     if gcc is not None:
@@ -323,6 +323,18 @@ def _apply(plan: Plan) -> int:
                      f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
                      "default flags\n")
     return _plain(plan, parsed)
+
+
+def _colour(args: list[str]) -> list[str]:
+    """clang writes into a pipe here, so it would drop the colours a terminal gets from
+    it directly; ask for them where our stderr is a terminal and the build did not say."""
+    if any(a.startswith(("-fcolor-diagnostics", "-fno-color-diagnostics",
+                         "-fdiagnostics-color", "-fno-diagnostics-color")) for a in args):
+        return []
+    try:
+        return ["-fcolor-diagnostics"] if os.isatty(2) else []
+    except OSError:
+        return []
 
 
 def _plain(plan: Plan, parsed: Invocation | Skip | None) -> int:
