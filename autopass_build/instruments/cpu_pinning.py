@@ -65,4 +65,4 @@ def runs_in_parallel(cpu_time: float, wall: float) -> bool:
 def parallel_note(cpu_time: float, wall: float) -> str:
     return (f"note: the benchmark keeps {cpu_time / wall:.1f} CPUs busy (cpu time over wall "
             "time): it runs in parallel, so it is measured unpinned, as its users run it; "
-            "pinning would put all its threads on one CPU")
+            "pinning would put all its threads and processes on one CPU")
