@@ -331,10 +331,7 @@ def _colour(args: list[str]) -> list[str]:
     if any(a.startswith(("-fcolor-diagnostics", "-fno-color-diagnostics",
                          "-fdiagnostics-color", "-fno-diagnostics-color")) for a in args):
         return []
-    try:
-        return ["-fcolor-diagnostics"] if os.isatty(2) else []
-    except OSError:
-        return []
+    return ["-fcolor-diagnostics"] if os.isatty(2) else []
 
 
 def _plain(plan: Plan, parsed: Invocation | Skip | None) -> int:
