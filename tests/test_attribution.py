@@ -73,6 +73,10 @@ def test_perf_report_lines_and_compiler_clones_map_to_units() -> None:
         " 0.50%  | 10  |[JIT] tid 24229     |[.] 0x00007f0e2c001b00\n")
     assert with_objects == {"libz.so.1.2.13 (no symbols)": 756, "sum_a": 137, "adler32_z": 49,
                             sampling.JIT_CODE: 30}
+    assert sampling.read_report(" 5.32%  | 137 |app    |[.] sum_a\n"
+                                " 1.90%  | 49  |libz.so.1.2.13      |[.] adler32_z\n"
+                                " 0.58%  | 1 |[kernel.kallsyms] |[k] _raw_spin_unlock\n"
+                                ).objects == {"sum_a": "app", "adler32_z": "libz.so.1.2.13"}
     units_of = attribution.unit_mapper({"sum_a": ["a.c"], "sum_b": ["b.c"],
                                         "shared": ["a.c", "b.c"]})
     assert units_of("sum_b.llvm.1234") == ["b.c"] and units_of("memcpy") == []
@@ -99,8 +103,21 @@ def test_the_profile_note_tells_jit_code_from_libraries() -> None:
     snappy = Profile("t", "perf", [HotFunction("libz.so.1 (no symbols)", 87.0),
                                    HotFunction("compress", 6.6, ["snappy.cc"])], "w")
     assert Reach.of(snappy, "/nonexistent/t").note().endswith(
-        "; 87.0% is in libz.so.1, a library the build links but does not compile: record "
-        "a build that compiles it too, to tune it")
+        "; 87.0% is in libz.so.1, a library the build links but does not compile: to tune "
+        "that code, record a build that compiles it too (a copy the project bundles, or the "
+        "library's own build)")
+    # grep -o -i: glibc's regex, whose functions perf names (the object says where)
+    grep = Profile("grep", "perf", [HotFunction("re_search_internal", 37.4, [], "libc.so.6"),
+                                    HotFunction("check_node_accept_bytes", 13.9, [],
+                                                "libc.so.6"),
+                                    HotFunction("_raw_spin_unlock_irqrestore", 1.6),
+                                    HotFunction("EGexecute", 0.8, ["src/dfasearch.c"], "grep")],
+                   "w")
+    reach = Reach.of(grep, "/nonexistent/grep")
+    assert reach.where(grep.functions[0]) == "(in libc.so.6, a library the build does not compile)"
+    assert reach.where(grep.functions[2]) == "(not in the program: a library or the kernel)"
+    assert "; 51.3% is in libc.so.6, a library the build links but does not compile" \
+        in reach.note()
     spread = Profile("t", "perf", [HotFunction("libz.so.1 (no symbols)", 20.0),
                                    HotFunction("inflate", 20.0),
                                    HotFunction("compress", 6.6, ["snappy.cc"])], "w")
@@ -113,7 +130,8 @@ def test_the_profile_note_tells_jit_code_from_libraries() -> None:
     reach = Reach.of(flex, "/nonexistent/flex")     # flex pipes its output through m4
     assert reach.where(flex.functions[0]) == "(another program the benchmark runs)"
     assert [reach.where(f) for f in flex.functions[1:3]] == [
-        "(not in the program: a library or the kernel)"] * 2
+        "(not in the program: a library or the kernel)",
+        "(in libc.so.6, a library the build does not compile)"]
     assert reach.note() == ("only 1.9% of the run is in recorded units, where per-file flags "
                             "act (23.1% in other programs it runs, 12.7% in libraries and "
                             "the kernel); is [run].command a benchmark of this project's "

@@ -24,7 +24,7 @@ from autopass_build.instruments.sampling import (
     Samples,
     SamplingError,
     callgrind_counts,
-    perf_samples,
+    perf_report,
 )
 
 PROFILE_FILE = "profile.json"
@@ -34,8 +34,8 @@ MIN_SHARE = 0.5  # percent
 # that, for a user, read "the profile puts no time in a recorded unit").  callgrind
 # counts such a short run exactly, and cheaply.
 MIN_PERF_SAMPLES = 200
-# A stripped shared library holding this much of the run is named, with the way to reach
-# it (pbzip2 spends 87 % in the system's libbz2).
+# A shared library holding this much of the run is named, with the way to reach it
+# (pbzip2 spends 87 % in the system's libbz2, grep's `-o -i` 91 % in glibc's regex).
 LIBRARY_NOTE_SHARE = 25.0
 
 
@@ -48,6 +48,7 @@ class HotFunction:
     name: str
     share: float                      # percent of samples / instructions
     units: list[str] = field(default_factory=list)   # source_rel of defining units
+    object: str = ""     # the file perf saw it run in: the program's, a library's ("": unknown)
 
 
 @dataclass
@@ -66,16 +67,17 @@ class Profile:
 
 
 def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float,
-                  stdin: str | None = None) -> list[tuple[str, float]]:
-    """(symbol, percent of the samples) of one run, for symbols of at least MIN_SHARE."""
+                  stdin: str | None = None) -> tuple[list[tuple[str, float]], dict[str, str]]:
+    """(symbol, percent of the samples) of one run, for symbols of at least MIN_SHARE,
+    and the object each ran in."""
     try:
-        counts = perf_samples(argv, cwd, env, timeout, frequency=1999, stdin=stdin)
+        read = perf_report(argv, cwd, env, timeout, frequency=1999, stdin=stdin)
     except SamplingError as error:
         raise ProfileError(str(error)) from None
-    taken = sum(counts.values())
+    taken = sum(read.samples.values())
     if taken < MIN_PERF_SAMPLES:
         raise ProfileError(f"perf took {taken} samples, too few to tell")
-    return _shares(counts)
+    return _shares(read.samples), read.objects
 
 
 def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float,
@@ -101,7 +103,8 @@ def profile(evaluator: Evaluator) -> Profile:
     bench = evaluator.bench
     argv, env = bench.argv(base.binary), bench.env(base.env)
     try:
-        samples = _perf_samples(argv, bench.cwd, env, bench.run.timeout * 3, bench.stdin)
+        samples, objects = _perf_samples(argv, bench.cwd, env, bench.run.timeout * 3,
+                                         bench.stdin)
         method = "perf"
     except ProfileError:
         with tempfile.TemporaryDirectory(prefix="autopass-profile-") as scratch:
@@ -112,9 +115,10 @@ def profile(evaluator: Evaluator) -> Profile:
             except ProfileError:
                 _check_the_benchmark_runs(evaluator)   # the likelier cause, said plainly
                 raise
-        method = "callgrind"
+        method, objects = "callgrind", {}
     defined = evaluator.defined_functions()
-    functions = [HotFunction(name, share, sorted(set(defined.get(name, []))))
+    functions = [HotFunction(name, share, sorted(set(defined.get(name, []))),
+                             objects.get(name, ""))
                  for name, share in sorted(samples, key=lambda s: -s[1])]
     if not any(f.units for f in functions):
         _check_the_benchmark_runs(evaluator)     # no time in the program: did it run?
@@ -199,25 +203,31 @@ class Reach:
     others: float
     outside: float
     in_program: frozenset[str]        # the functions the binary itself defines
-    library: tuple[str, float] | None = None   # the shared library holding the most
+    # the shared libraries the build did not make, with their share, the largest first
+    libraries: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def of(cls, result: Profile, binary: str) -> Reach:
         # the project's shared libraries are rebuilt beside the binary (replay.py): their
         # assembly (nettle's sha3-permute.asm, in libnettle.so) is the program's own too
         folder = os.path.dirname(binary)
-        beside = [os.path.join(folder, name) for name in sorted(os.listdir(folder))
+        beside = [name for name in sorted(os.listdir(folder))
                   if ".so" in name] if os.path.isdir(folder) else []
-        in_program = frozenset().union(*(_symbols(path) for path in [binary] + beside))
+        own = [binary] + [os.path.join(folder, name) for name in beside]
+        in_program = frozenset().union(*(_symbols(path) for path in own))
+        own_names = {os.path.basename(path) for path in own}
         unreached = [f for f in result.functions if not f.units]
         program = sum(f.share for f in unreached if f.name in in_program)
         generated = sum(f.share for f in unreached if f.name == JIT_CODE)
         others = sum(f.share for f in unreached if _another_program(f.name))
         outside = sum(f.share for f in unreached) - program - generated - others
-        libraries = [(f.name[:-len(NO_SYMBOLS)], f.share) for f in unreached
-                     if f.name.endswith(NO_SYMBOLS) and ".so" in f.name]
+        libraries: dict[str, float] = {}
+        for f in unreached:
+            library = _object_of(f)
+            if ".so" in library and library not in own_names and f.name not in in_program:
+                libraries[library] = libraries.get(library, 0.0) + f.share
         return cls(sum(result.unit_shares().values()), program, generated, others, outside,
-                   in_program, max(libraries, key=lambda named: named[1], default=None))
+                   in_program, tuple(sorted(libraries.items(), key=lambda named: -named[1])))
 
     def where(self, function: HotFunction) -> str:
         if function.units:
@@ -228,6 +238,9 @@ class Reach:
             return "(made by the program as it runs: no compiler flag reaches it)"
         if _another_program(function.name):
             return "(another program the benchmark runs)"
+        library = _object_of(function)
+        if library in dict(self.libraries):
+            return f"(in {library}, a library the build does not compile)"
         return "(not in the program: a library or the kernel)"
 
     def note(self) -> str:
@@ -242,12 +255,21 @@ class Reach:
         why = ", ".join(f"{share:.1f}% {what}" for share, what in parts if share >= 0.05)
         ask = ("; is [run].command a benchmark of this project's code?"
                if self.outside + self.others > max(self.program, self.generated) else "")
-        if ask and self.library and self.library[1] >= LIBRARY_NOTE_SHARE:
-            name, share = self.library
+        if ask and self.libraries and self.libraries[0][1] >= LIBRARY_NOTE_SHARE:
+            name, share = self.libraries[0]
             ask = (f"; {share:.1f}% is in {name}, a library the build links but does not "
-                   "compile: record a build that compiles it too, to tune it")
+                   "compile: to tune that code, record a build that compiles it too (a "
+                   "copy the project bundles, or the library's own build)")
         return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
                 f"flags act ({why}){ask}")
+
+
+def _object_of(function: HotFunction) -> str:
+    """The file `function` ran in, where known; a profile stored before objects were
+    (2026-12) still names an object without symbols in the function's own name."""
+    if function.object or not function.name.endswith(NO_SYMBOLS):
+        return function.object
+    return function.name[:-len(NO_SYMBOLS)]
 
 
 def _another_program(name: str) -> bool:
@@ -293,6 +315,6 @@ def load(store_dir: str) -> Profile | None:
     valid = isinstance(found.target, str) and isinstance(found.workload, str) and all(
         isinstance(f.name, str) and isinstance(f.share, (int, float))
         and isinstance(f.units, list) and all(isinstance(u, str) for u in f.units)
-        for f in found.functions)
+        and isinstance(f.object, str) for f in found.functions)
     return found if valid else None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 
 from autopass_build.core import proc
 
@@ -24,10 +25,23 @@ class SamplingError(Exception):
     """perf is missing, refused or failed; the message says which."""
 
 
+@dataclass(frozen=True)
+class Report:
+    """One perf run read back: samples per symbol, and the file each symbol ran in."""
+    samples: Samples
+    objects: dict[str, str]   # symbol -> perf's object: the program's or a library's file
+
+
 def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
                  frequency: int, stdin: str | None = None) -> Samples:
     """Samples per symbol of one run of `argv` (reading `stdin`, a file), at `frequency`
     per second of CPU time."""
+    return perf_report(argv, cwd, env, timeout, frequency, stdin).samples
+
+
+def perf_report(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
+                frequency: int, stdin: str | None = None) -> Report:
+    """`perf_samples`, with the object each symbol ran in."""
     perf = shutil.which("perf")
     if perf is None:
         raise SamplingError("perf not found (sudo apt-get install linux-perf)")
@@ -47,12 +61,12 @@ def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
         report = proc.run_captured([perf, "report", "-i", data, "-n", "--sort", "dso,sym",
                                     "--stdio", "-q", "--no-children", "-t", "|",
                                     "--no-demangle"], cwd, env, 300)
-    samples = parse_report(report.stdout.decode("utf-8", "replace"))
+    read = read_report(report.stdout.decode("utf-8", "replace"))
     # perf exits with the program's status: a benchmark that exits 1 by design (grep's
     # "no match") was sampled all the same; perf's own failure leaves no samples.
-    if done.status != 0 and not samples:
+    if done.status != 0 and not read.samples:
         raise failed
-    return samples
+    return read
 
 
 JIT_CODE = "code generated at run time (JIT)"   # zpaq compiles its models to x86
@@ -63,7 +77,14 @@ def parse_report(text: str) -> Samples:
     """`perf report -n -t '|'` lines (' 12.34% | 123 |[.] name', or with the dso
     ' 12.34% | 123 |libz.so.1 |[.] 0x4a08') as samples by symbol; the addresses of an
     object without symbols add up under "OBJECT (no symbols)"."""
+    return read_report(text).samples
+
+
+def read_report(text: str) -> Report:
+    """`parse_report`, with the object of each symbol (not perf's own "[kernel.kallsyms]",
+    "[vdso]" or "[JIT] tid N")."""
     samples: Samples = {}
+    objects: dict[str, str] = {}
     for line in text.splitlines():
         parts = line.split("|", 3)
         if len(parts) < 3 or not parts[1].strip().isdigit():
@@ -76,8 +97,10 @@ def parse_report(text: str) -> Samples:
             symbol = JIT_CODE
         elif dso and _is_address(symbol):
             symbol = dso + NO_SYMBOLS
+        if dso and not dso.startswith("["):
+            objects.setdefault(symbol, dso)
         samples[symbol] = samples.get(symbol, 0) + int(parts[1])
-    return samples
+    return Report(samples, objects)
 
 
 def _is_address(symbol: str) -> bool:

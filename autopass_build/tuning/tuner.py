@@ -321,10 +321,12 @@ class Tuner:
                 break
             chosen.append(source)
             covered += share
+        where = Reach.of(found, evaluator.baseline().binary).note()
         if not chosen:
-            where = Reach.of(found, evaluator.baseline().binary).note()
             raise TuneError("nothing to tune: " + (where or "the profile puts no time in a "
                                                    "recorded unit") + "; see `autopass profile`")
+        if where:   # per-file flags can gain at most that share: say so before the search
+            self.show(f"note: {where}")
         return chosen
 
     def _space(self, evaluator: Evaluator) -> Space:
