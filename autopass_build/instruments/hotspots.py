@@ -14,6 +14,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 
+from autopass_build.core.files import write_atomic
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.binaries import debugless_copy
 from autopass_build.instruments.evaluate import Evaluator
@@ -123,8 +124,9 @@ def profile(evaluator: Evaluator) -> Profile:
     if not any(f.units for f in functions):
         _check_the_benchmark_runs(evaluator)     # no time in the program: did it run?
     result = Profile(evaluator.target.output_rel, method, functions, bench.workload())
-    with open(os.path.join(evaluator.store.dir, PROFILE_FILE), "w") as handle:
-        json.dump(asdict(result), handle, indent=1)
+    # all at once: a `tune` in the same store may be reading it (or a crash may come)
+    write_atomic(os.path.join(evaluator.store.dir, PROFILE_FILE),
+                 json.dumps(asdict(result), indent=1).encode())
     return result
 
 
