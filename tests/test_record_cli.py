@@ -488,19 +488,14 @@ unsigned work(unsigned x) { return spin(x); }
 """
 
 
-def test_profile_names_a_library_without_symbols_and_says_the_time_is_out_of_reach(
-        tmp_path) -> None:
-    """snappy 1.1.9's test tool spends 87 % in the system's stripped zlib: the profile
-    listed a dozen bare addresses as its hottest "functions" and said nothing of the
-    share no flag can reach.  The app finds the library, built outside the recording,
-    through $ORIGIN: the replayed app in .autopass/work/ did not, and ran as "OK" with
-    the loader's exit status 127."""
-    root = tmp_path / "so"
+def _profile_an_app_on_libhot(root: Path, main_c: str, library_flags: list[str]) -> str:
+    """`autopass profile`'s output for `app` (from `main_c`, recorded) calling `work` in
+    libhot.so (HOT_LIBRARY, built outside the recording with `library_flags`), which it
+    finds through $ORIGIN.  Skips where perf cannot sample."""
     write(root / "hot.c", HOT_LIBRARY)
-    write(root / "main.c", "#include <stdio.h>\nunsigned work(unsigned);\n"
-          "int main(void) { printf(\"%u\\n\", work(7)); return 0; }\n")
-    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-s", "-o", "libhot.so", "hot.c"],
-                   cwd=root, check=True)
+    write(root / "main.c", main_c)
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", *library_flags, "-o", "libhot.so",
+                    "hot.c"], cwd=root, check=True)
     build = "cc -O2 -c main.c && cc main.o -L. -lhot -Wl,-rpath,'$ORIGIN' -o app"
     subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
                    capture_output=True)
@@ -509,11 +504,25 @@ def test_profile_names_a_library_without_symbols_and_says_the_time_is_out_of_rea
     assert done.returncode == 0, done.stderr
     if "(callgrind)" in done.stdout:
         pytest.skip("perf cannot sample here; callgrind profiled instead")
-    hottest = done.stdout.splitlines()[1]
-    assert "libhot.so (no symbols)" in hottest and "0x" not in done.stdout, done.stdout
+    return done.stdout
+
+
+def test_profile_names_a_library_without_symbols_and_says_the_time_is_out_of_reach(
+        tmp_path) -> None:
+    """snappy 1.1.9's test tool spends 87 % in the system's stripped zlib: the profile
+    listed a dozen bare addresses as its hottest "functions" and said nothing of the
+    share no flag can reach.  The app finds the library, built outside the recording,
+    through $ORIGIN: the replayed app in .autopass/work/ did not, and ran as "OK" with
+    the loader's exit status 127."""
+    root = tmp_path / "so"
+    profiled = _profile_an_app_on_libhot(root, "#include <stdio.h>\nunsigned work(unsigned);\n"
+                                         "int main(void) { printf(\"%u\\n\", work(7)); "
+                                         "return 0; }\n", ["-s"])
+    hottest = profiled.splitlines()[1]
+    assert "libhot.so (no symbols)" in hottest and "0x" not in profiled, profiled
     assert "(in libhot.so, a library the build does not compile)" in hottest
-    assert "of the run is in recorded units, where per-file flags act" in done.stdout
-    assert "% is in libhot.so, a library the build links but does not compile" in done.stdout
+    assert "of the run is in recorded units, where per-file flags act" in profiled
+    assert "% is in libhot.so, a library the build links but does not compile" in profiled
     tune = subprocess.run([AUTOPASS, "tune", "--budget", "1"], cwd=root, capture_output=True,
                           text=True)
     assert tune.returncode == 2 and tune.stderr.count("autopass: error:") == 1, tune.stderr
@@ -526,23 +535,13 @@ def test_tune_says_first_when_a_library_holds_most_of_the_run(tmp_path) -> None:
     profile listed them as "a library or the kernel", and tune searched flags for the
     2 % left without saying that this share bounds what it can find."""
     root = tmp_path / "lib"
-    write(root / "hot.c", HOT_LIBRARY)
-    write(root / "main.c", "#include <stdio.h>\nunsigned work(unsigned);\n"
-          "__attribute__((noinline)) static unsigned own(unsigned x) {\n"
-          "    for (unsigned i = 0; i < 20000000u; i++) x = x * 7 + i;\n    return x;\n}\n"
-          "int main(void) { printf(\"%u\\n\", work(7) + own(3)); return 0; }\n")
-    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", "libhot.so", "hot.c"],
-                   cwd=root, check=True)
-    build = "cc -O2 -c main.c && cc main.o -L. -lhot -Wl,-rpath,'$ORIGIN' -o app"
-    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
-                   capture_output=True)
-    subprocess.run([AUTOPASS, "init"], cwd=root, check=True, capture_output=True)
-    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    if "(callgrind)" in done.stdout:
-        pytest.skip("perf cannot sample here; callgrind profiled instead")
-    hottest = done.stdout.splitlines()[1]
-    assert hottest.split()[1] == "spin", done.stdout
+    profiled = _profile_an_app_on_libhot(
+        root, "#include <stdio.h>\nunsigned work(unsigned);\n"
+        "__attribute__((noinline)) static unsigned own(unsigned x) {\n"
+        "    for (unsigned i = 0; i < 20000000u; i++) x = x * 7 + i;\n    return x;\n}\n"
+        "int main(void) { printf(\"%u\\n\", work(7) + own(3)); return 0; }\n", [])
+    hottest = profiled.splitlines()[1]
+    assert hottest.split()[1] == "spin", profiled
     assert hottest.endswith("(in libhot.so, a library the build does not compile)")
     tune = subprocess.run([AUTOPASS, "tune", "--budget", "1", "--no-stages"], cwd=root,
                           capture_output=True, text=True)
