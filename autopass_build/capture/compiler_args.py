@@ -90,6 +90,16 @@ FIXES = {
     EMBED_BITCODE: "build without -fembed-bitcode",
 }
 
+def fixes(skips: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(reason, what to change) for each reason the user can fix among `skips`, given as
+    (reason, detail) pairs, in the order of the reasons."""
+    details: dict[str, list[str]] = {}
+    for reason, detail in skips:
+        if reason in FIXES:
+            details.setdefault(reason, []).append(detail)
+    return [(reason, fix_for(reason, found)) for reason, found in sorted(details.items())]
+
+
 def fix_for(reason: str, details: list[str]) -> str:
     """What to change for these skips: FIXES[reason], and for clang's refusals the
     -Wno- options its errors name (indent: "... [-Werror,-Wunused-but-set-variable]")."""

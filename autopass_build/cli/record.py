@@ -17,7 +17,7 @@ from autopass_build.capture.build_env import (
     record_environment,
     wrapper_dir,
 )
-from autopass_build.capture.compiler_args import FIXES, fix_for
+from autopass_build.capture.compiler_args import fixes
 from autopass_build.cli.common import (
     CliError,
     add_config_option,
@@ -164,11 +164,9 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
               f"{os.path.dirname(store.dir)} (an out-of-tree build?): remove {store.dir} "
               f"and record with --root {common}, so that autopass.flags.json names them "
               "relative to it, the same on every machine", file=sys.stderr)
-    for reason, count in sorted(reasons.items()):
-        if reason in FIXES:
-            details = [s.detail for s in skipped if s.reason == reason]
-            print(f"autopass: {count} commands skipped ({reason}) cannot be tuned: "
-                  f"{fix_for(reason, details)}", file=sys.stderr)
+    for reason, fix in fixes([(s.reason, s.detail) for s in skipped]):
+        print(f"autopass: {reasons[reason]} commands skipped ({reason}) cannot be tuned: "
+              f"{fix}", file=sys.stderr)
     failures = store.log_lines()[log_before:]
     if failures:
         print(f"autopass: {len(failures)} problems logged in "
@@ -242,8 +240,8 @@ def cmd_units(args: argparse.Namespace) -> int:
         for s in skipped:
             what = " ".join(os.path.relpath(p, root) for p in s.sources) or " ".join(s.argv)[:80]
             print(f"  {s.reason:<16} {what}" + (f"  ({s.detail})" if s.detail else ""))
-        for reason in sorted({s.reason for s in skipped} & FIXES.keys()):
-            print(f"{reason}: {fix_for(reason, [s.detail for s in skipped if s.reason == reason])}")
+        for reason, fix in fixes([(s.reason, s.detail) for s in skipped]):
+            print(f"{reason}: {fix}")
     return 0
 
 

@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from autopass_build.capture.compiler_args import FIXES, fix_for
+from autopass_build.capture.compiler_args import fixes
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import EvaluationError, Outcome
@@ -106,11 +106,8 @@ def _check_runs_as_a_program(store: Store, target: Target, bench: Benchmark) -> 
 
 def _why_nothing(store: Store) -> str:
     """What kept the build's compiles out of the store, when that is the user's to fix."""
-    skipped = store.skipped()
-    reasons = sorted({s.reason for s in skipped} & FIXES.keys())
-    return "".join(f"; commands were skipped ({r}): "
-                   f"{fix_for(r, [s.detail for s in skipped if s.reason == r])}"
-                   for r in reasons)
+    return "".join(f"; commands were skipped ({reason}): {fix}"
+                   for reason, fix in fixes([(s.reason, s.detail) for s in store.skipped()]))
 
 
 def match_units(spec: str, units: list[UnitRecord]) -> list[UnitRecord]:
