@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import signal
 import subprocess
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psutil
@@ -57,16 +58,24 @@ def stable(journal: Journal) -> list[dict]:
     return [replace(e, timing=Timing()) for e in journal.entries]
 
 
+@dataclass
+class StraightRun:
+    entries: list[Entry]          # the journal, timings left out (`stable`)
+    db_text: str                  # the flags database it wrote
+    progress: str                 # what it showed on standard error
+
+
 @pytest.fixture(scope="module")
-def straight_run(project: Path) -> tuple[list[dict], str]:
+def straight_run(project: Path) -> StraightRun:
     done = tune(project)
     assert done.returncode == 0, done.stderr
     journal = Journal.latest(str(project / ".autopass"))
-    return stable(journal), (project / "autopass.flags.json").read_text()
+    return StraightRun(stable(journal), (project / "autopass.flags.json").read_text(),
+                       done.stderr)
 
 
 def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight_run) -> None:
-    entries, db_text = straight_run
+    entries, db_text = straight_run.entries, straight_run.db_text
     search = [e for e in entries if e.phase == "search"]
     measured = [e for e in search if not e.identical]
     assert len(measured) == 8                                # the budget counts these
@@ -87,8 +96,28 @@ def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight
     assert db_text == flags_db.to_json(db)              # stable, sorted formatting
 
 
+def test_progress_says_how_long_the_rest_of_the_search_takes(straight_run) -> None:
+    """Each measured evaluation's line says about how long the rest will take, from the
+    pace so far (none before the first evaluation has ended)."""
+    lines = [line for line in straight_run.progress.splitlines() if "] " in line
+             and line.startswith("tune: [")]
+    assert len(lines) >= 8, straight_run.progress   # an identical candidate keeps its slot
+    assert " left · " not in lines[0]
+    assert all(re.search(r"· about \d+ (s|min) left · measuring ", line) for line in lines[1:]), \
+        lines
+
+
+def test_duration_text_reads_like_a_person_would_say_it() -> None:
+    from autopass_build.tuning.searching import Pace, duration_text
+    assert [duration_text(s) for s in (0.2, 40, 89, 125, 5399, 5400, 9000)] == \
+        ["1 s", "40 s", "1 min", "2 min", "90 min", "1.5 h", "2.5 h"]
+    pace = Pace(started=time.monotonic() - 60, measured=2)     # 30 s an evaluation
+    assert pace.time_left(4) == "about 2 min left · " and pace.time_left(0) == ""
+    assert Pace().time_left(5) == ""                            # nothing measured yet
+
+
 def test_resume_after_kill_9_gives_the_same_journal(project, straight_run) -> None:
-    expected, expected_db = straight_run
+    expected, expected_db = straight_run.entries, straight_run.db_text
     rng = random.Random(20261130)
     straight_id = Journal.latest(str(project / ".autopass")).run_id
     kills, finished = 0, None

@@ -13,7 +13,9 @@ byte for byte costs a compile and no runs, and neither is counted.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autopass_build.instruments.stats import FASTER
@@ -33,6 +35,33 @@ if TYPE_CHECKING:   # screening (scikit-learn) is imported only when a run scree
     from autopass_build.tuning.screen import Screener
 
 MAX_IDENTICAL = 200       # candidates identical to the baseline (free) before a run stops
+
+
+@dataclass
+class Pace:
+    """How long this process's measured evaluations took, on average, so that the
+    progress line can say about how long the rest of the search will take (PCRE2 at
+    budget 8: 15 minutes with no word of it).  Compiles that cost no measurement
+    (screened out, identical to the baseline) and confirmations are part of the pace:
+    the user waits for them too."""
+    started: float = field(default_factory=time.monotonic)
+    measured: int = 0
+
+    def time_left(self, evaluations_left: int) -> str:
+        """"about 12 min left · ", or nothing before the first evaluation ends."""
+        if self.measured == 0 or evaluations_left <= 0:
+            return ""
+        seconds = (time.monotonic() - self.started) / self.measured * evaluations_left
+        return f"about {duration_text(seconds)} left · "
+
+
+def duration_text(seconds: float) -> str:
+    """A wait in the unit a person reads it in: "40 s", "12 min", "1.5 h"."""
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def counted(journal: Journal) -> int:
@@ -57,6 +86,7 @@ class Search:
         """The incumbent after the search (and the composite), if any."""
         strategy, journal, screener = self.strategy, self.journal, self.screener
         measured, unmeasured = counted(journal), 0
+        pace = Pace()
         while measured < self.budget and unmeasured <= MAX_IDENTICAL:
             point = strategy.ask()
             if point is None:
@@ -74,6 +104,7 @@ class Search:
                 else:
                     measured += 1
                     self.show(f"[{measured}/{self.budget}] {self._incumbent_text()}"
+                              f"{pace.time_left(self.budget - measured + 1)}"
                               f"measuring {flags_text(flags)}"
                               + (f" ({judgement.why})" if judgement else ""))
                     entry = self.measurements.measure(Phase.SEARCH, flags, judgement=judgement)
@@ -82,6 +113,8 @@ class Search:
                         # not indented: a detail line would be thinned out of the log
                         self.show("identical to the baseline, byte for byte: not measured, "
                                   "not counted against the budget")
+                    else:
+                        pace.measured += 1
                     if screener:
                         screener.learn(entry)
             entry = self.confirmed(entry, flags)
