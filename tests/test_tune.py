@@ -508,3 +508,31 @@ def test_units_compiled_in_one_command_are_not_tuned_per_file(tmp_path) -> None:
     from autopass_build.tuning.journal import Journal
     assert not Journal.latest(str(root / ".autopass")).entries
     assert not (root / "autopass.flags.json").exists()
+
+
+def test_a_second_measuring_command_waits_for_the_first(project) -> None:
+    """Two commands timing the benchmark at once spoil each other's measurements, and
+    the second rewrote what the first was using (`profile` during a PCRE2 `tune`): while
+    `tune` runs, `profile` and `try` in the same store are refused in one line naming it;
+    when it ends, the lock is gone with it."""
+    from autopass_build.store import busy
+    lock = project / ".autopass" / busy.LOCK_NAME
+    process = subprocess.Popen([AUTOPASS, "tune", "--budget", "40", "--seed", "31"],
+                               cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while f"pid {process.pid}," not in (lock.read_text() if lock.exists() else ""):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        for command in (["profile"], ["try", "--flags", "hot.c=-O2"]):
+            done = subprocess.run([AUTOPASS, *command], cwd=project, capture_output=True,
+                                  text=True, timeout=60)
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+            assert f"`autopass tune` (pid {process.pid}, since " in done.stderr
+            assert "wait for it to end, or stop it" in done.stderr
+        assert process.poll() is None, "tune went on"
+    finally:
+        process.terminate()
+        process.wait(60)
+    with busy.measuring(str(project / ".autopass"), "test"):
+        assert f"pid {os.getpid()}," in lock.read_text()

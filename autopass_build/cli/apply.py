@@ -15,6 +15,7 @@ from autopass_build.cli.common import (
     add_config_option,
     add_target_option,
     load_config,
+    measures,
     open_store,
 )
 from autopass_build.core import flags_db
@@ -147,6 +148,7 @@ def _say_what_was_applied(db: str, applied: int, started: float) -> None:
               f"{unseen.advice(os.getcwd(), started, 'apply')}", file=sys.stderr)
 
 
+@measures("verify")
 def cmd_verify(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import EvaluateError, choose_target
     from autopass_build.instruments.measure import MeasureError

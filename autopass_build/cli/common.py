@@ -4,13 +4,16 @@ options that name them, the progress line, and printing one evaluation."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from autopass_build import config as configuration
 from autopass_build.capture.spool import find_store_dir
 from autopass_build.core.names import CONFIG_NAME, STORE_DIRNAME
+from autopass_build.store import busy
 from autopass_build.store.index import Store, StoreError
 
 
@@ -45,6 +48,22 @@ def open_store(args: argparse.Namespace) -> Store:
         return Store.open_existing(store_dir(args))
     except StoreError as error:
         raise CliError(str(error))
+
+
+def measures(command: str) -> Callable[[Callable[[argparse.Namespace], int]],
+                                      Callable[[argparse.Namespace], int]]:
+    """A command that runs and times the benchmark holds its store's measuring lock
+    while it runs (`store/busy.py`: two at once spoil each other's measurements)."""
+    def decorate(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        @functools.wraps(func)
+        def run(args: argparse.Namespace) -> int:
+            try:
+                with busy.measuring(store_dir(args), command):
+                    return func(args)
+            except busy.StoreBusy as error:
+                raise CliError(str(error))
+        return run
+    return decorate
 
 
 def root_of(store: Store) -> str:

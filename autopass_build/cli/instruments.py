@@ -13,6 +13,7 @@ from autopass_build.cli.common import (
     add_store_option,
     add_target_option,
     load_config,
+    measures,
     open_store,
     print_evaluation,
 )
@@ -116,6 +117,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0 if not bad else 1
 
 
+@measures("try")
 def cmd_try(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import (
         EvaluateError,
@@ -143,6 +145,7 @@ def cmd_try(args: argparse.Namespace) -> int:
     return print_evaluation(evaluation, config)
 
 
+@measures("profile")
 def cmd_profile(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
     from autopass_build.instruments.hotspots import (
@@ -270,6 +273,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+@measures("pgo")
 def cmd_pgo(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
     from autopass_build.instruments.measure import MeasureError

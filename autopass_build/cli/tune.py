@@ -13,6 +13,7 @@ from autopass_build.cli.common import (
     add_config_option,
     add_store_option,
     load_config,
+    measures,
     open_store,
 )
 from autopass_build.core.names import AGENT_BACKENDS, METRICS, RUNS_DIR, STAGES
@@ -141,6 +142,7 @@ def _options(pairs: list[str]) -> dict | None:
     return options
 
 
+@measures("tune")
 def cmd_tune(args: argparse.Namespace) -> int:
     from autopass_build.store.index import StoreError
     from autopass_build.tuning import search
