@@ -48,9 +48,19 @@ def project(tmp_path_factory) -> Path:
     return recorded_tune_mini(tmp_path_factory.mktemp("tune") / "mini", CONFIG)
 
 
+def scratch_env(project: Path) -> dict[str, str]:
+    """The environment of a tune in `project`, its temporary folders beside it: a run
+    killed with SIGKILL cleans nothing up, and the kill -9 test must leave nothing in
+    /tmp.  The straight run and the resumed one use the same folder, so callgrind counts
+    the same instructions (they depend on the length of the binary's path)."""
+    scratch = project.parent / "tmp"
+    scratch.mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(scratch)}
+
+
 def tune(project: Path, *args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([AUTOPASS, "tune", *args], cwd=project, capture_output=True,
-                          text=True, timeout=600, **kw)
+                          text=True, timeout=600, env=scratch_env(project), **kw)
 
 
 def stable(journal: Journal) -> list[dict]:
@@ -125,6 +135,7 @@ def test_resume_after_kill_9_gives_the_same_journal(project, straight_run) -> No
         args = ["--resume"] if attempt else []
         before = _entries(project, straight_id)
         process = subprocess.Popen([AUTOPASS, "tune", *args], cwd=project,
+                                   env=scratch_env(project),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # Kill at a random moment after the run made progress (one more journal line),
         # so each attempt gets somewhere however slow the machine is.
