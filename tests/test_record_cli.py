@@ -87,6 +87,28 @@ def test_init_writes_the_build_that_was_recorded(tmp_path) -> None:
     assert config.build.command == ("sh", "-c", "sh ./configure-and-build.sh")
 
 
+def test_init_force_keeps_the_config_it_replaces(tmp_path) -> None:
+    """`init --force` wrote over the user's autopass.toml (their [run] and [check] gone);
+    now each config it replaces is kept beside it, under a name no earlier copy has."""
+    root = tmp_path / "p"
+    write(root / "autopass.toml", "# mine\n[run]\ncommand = [\"{exe}\", \"1\"]\n")
+    refused = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
+    assert refused.returncode == 2 and "pass --force to overwrite it" in refused.stderr
+    for copy in ("autopass.toml.bak", "autopass.toml.bak.2"):
+        done = subprocess.run([AUTOPASS, "init", "--force"], cwd=root, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+        assert f"kept the autopass.toml that was here as {copy}" in done.stdout
+    assert (root / "autopass.toml.bak").read_text().startswith("# mine")
+    assert (root / "autopass.toml.bak.2").read_text() == (root / "autopass.toml").read_text()
+    odd = tmp_path / "odd"                    # a folder named autopass.toml: one line
+    (odd / "autopass.toml").mkdir(parents=True)
+    done = subprocess.run([AUTOPASS, "init", "--force"], cwd=odd, capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "cannot keep a copy of" in done.stderr and (odd / "autopass.toml").is_dir()
+
+
 def test_init_says_its_build_command_is_a_guess_when_no_recorded_build_succeeded(
         tmp_path) -> None:
     """gawk 5.2.1's `./configure && make` fails in doc/ (Debian's tarball lacks its

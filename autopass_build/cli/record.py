@@ -6,6 +6,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from autopass_build.cli.common import (
 )
 from autopass_build.core import toolchain
 from autopass_build.core.clean_command import clean_command
+from autopass_build.core.files import write_atomic
 from autopass_build.core.names import STORE_DIRNAME
 from autopass_build.store.index import Store, StoreError, UnitRecord
 from autopass_build.store.targets import gone, resolve
@@ -68,7 +70,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--build", default=None,
                    help="the build command to write in (default: the one `autopass record "
                         "--` ran here, else 'make -j2')")
-    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument("--force", action="store_true", help="replace an existing autopass.toml (the old one is kept as autopass.toml.bak)")
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")
@@ -293,8 +295,14 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.build is None and recorded and _same_folder(recorded.cwd, os.getcwd()):
             build, guessed = _as_configured(recorded.argv), False
     clean = clean_command(build)
-    with open(path, "w") as handle:
-        handle.write(configuration.starter_text(build, target, clean))
+    kept = _keep_a_copy(path) if args.force and os.path.exists(path) else ""
+    try:
+        write_atomic(path, configuration.starter_text(build, target, clean).encode())
+    except OSError as error:
+        raise CliError(f"cannot write {path}: {error.strerror}; run `autopass init` in a "
+                       "folder you can write") from None
+    if kept:
+        print(f"kept the {configuration.CONFIG_NAME} that was here as {kept}")
     said = build if isinstance(build, str) else " ".join(build)
     if guessed:    # gawk: its recorded build failed (doc/ needs files Debian removed)
         said += (", a guess: no build here succeeded under `autopass record`; put the "
@@ -309,6 +317,23 @@ def cmd_init(args: argparse.Namespace) -> int:
         print("several executables were recorded; set [run].target to the one the "
               "benchmark runs: " + ", ".join(t.output_rel for t in executables))
     return 0
+
+
+def _keep_a_copy(path: str) -> str:
+    """`init --force` replaces the user's config: the old one is kept beside it, under
+    the first free name of autopass.toml.bak, .bak.2, ... (nothing the user wrote is
+    lost, however often they re-run init)."""
+    for n in range(1, 1000):
+        copy = f"{path}.bak" + (f".{n}" if n > 1 else "")
+        if not os.path.lexists(copy):
+            try:
+                shutil.copy2(path, copy)
+            except OSError as error:
+                raise CliError(f"cannot keep a copy of {path} as {copy}: {error.strerror}; "
+                               "move it away yourself, then run `autopass init`") from None
+            return os.path.basename(copy)
+    raise CliError(f"{path}.bak to .bak.999 all exist; remove some, then run `autopass init "
+                   "--force`")
 
 
 def _same_folder(a: str, b: str) -> bool:
