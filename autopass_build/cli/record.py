@@ -70,7 +70,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--build", default=None,
                    help="the build command to write in (default: the one `autopass record "
                         "--` ran here, else 'make -j2')")
-    p.add_argument("--force", action="store_true", help="replace an existing autopass.toml (the old one is kept as autopass.toml.bak)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing autopass.toml (the old one is kept as "
+                        "autopass.toml.bak)")
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("doctor", help="find clang/opt/llvm-profdata and say how to fix gaps")
