@@ -170,9 +170,22 @@ def _patterns(value: object, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\0" in value
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    return False
+
+
 def _coerce(section: str, name: str, kind: str, value: object) -> object:
     """`kind` is the field's annotation as text (this module uses postponed annotations)."""
     where = f"[{section}].{name}"
+    if _holds_nul(value):   # TOML's "\u0000": no argument, path or variable can hold one
+        raise ConfigError(f"{where} holds a NUL character (\\u0000), which no program "
+                          "argument, path or environment variable can carry; remove it")
     if section == "build" and name in ("command", "clean"):
         return _shell_command(value, where)
     if name in ("command", "clean", "train"):
@@ -225,6 +238,8 @@ def _section(name: str, cls: type, table: object) -> object:
         if key not in known:
             raise ConfigError(f"unknown key [{name}].{key}{_suggest(key, list(known))}")
         values[key] = _coerce(name, key, known[key], value)
+    if cls is CheckConfig and "command" in values and "mode" not in values:
+        values["mode"] = "command"     # a checker given is a checker meant to run
     section = cls(**values)
     _validate(name, section)
     return section
@@ -252,6 +267,10 @@ def _validate(name: str, section: object) -> None:
         if section.mode == "command" and not section.command:
             raise ConfigError('[check].mode = "command" needs [check].command, e.g. '
                               '["./check.sh", "{outdir}"]')
+        if section.mode != "command" and section.command:
+            raise ConfigError(f'[check].command runs only with mode = "command", and mode '
+                              f'is {section.mode!r}: set mode = "command", or remove the '
+                              "command")
     if isinstance(section, RunConfig) and section.command and not any(
             "{exe}" in token for token in section.command):
         raise ConfigError('[run].command must contain "{exe}" where the binary under test '

@@ -70,11 +70,26 @@ max_pairs = 9
      "[check].ignore[1] = '(secs' is not a regular expression (missing ), unterminated"),
     ("[check]\nignore = ['" + "x" * 201 + "']", "[check].ignore[0] is 201 characters long"),
     ("[run\n", "not valid TOML"),
+    # a checker next to another mode would never run: the user's check silently ignored
+    ("[check]\nmode = 'output'\ncommand = ['./check.sh', '{outdir}']",
+     '[check].command runs only with mode = "command", and mode is \'output\''),
+    # TOML's \u0000 reached subprocess, which raised ValueError: a traceback
+    ('[run]\ncommand = ["{exe}", "a\\u0000b"]', "[run].command holds a NUL character"),
+    ('[run]\nenv = { A = "\\u0000" }', "[run].env holds a NUL character"),
+    ('[check]\nfiles = ["out\\u0000"]', "[check].files holds a NUL character"),
 ])
 def test_bad_config_names_the_key_and_the_fix(text, message):
     with pytest.raises(cfg.ConfigError) as error:
         cfg.parse(text)
     assert message in str(error.value)
+
+
+def test_a_check_command_alone_is_the_check():
+    """`command` without `mode` (the starter's commented line uncommented) is the check
+    the user means; before, mode stayed "output" and the checker never ran."""
+    config = cfg.parse("[check]\ncommand = ['./check.sh', '{outdir}']\n")
+    assert config.check.mode == "command" and config.check.command == ("./check.sh", "{outdir}")
+    assert cfg.parse("[check]\nfiles = ['out.bin']\n").check.mode == "output"
 
 
 def test_load_finds_the_file_upwards_and_names_it_in_errors(tmp_path):

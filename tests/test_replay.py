@@ -467,6 +467,13 @@ def test_the_benchmark_reads_its_standard_input_from_run_stdin(tmp_path) -> None
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "[run].stdin" in done.stderr and "rounds.txt is not a file" in done.stderr
+    # a [run].cwd that is not a folder: said as such, not "cannot start <the binary>"
+    (root / "rounds.txt").write_text("20\n")
+    (root / "autopass.toml").write_text(STDIN_CONFIG.replace("[run]\n", "[run]\ncwd = 'data'\n"))
+    done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"[run].cwd: {root / 'data'} is not a folder" in done.stderr
 
 
 def test_a_benchmark_of_a_few_milliseconds_gets_a_note_with_the_fix(tmp_path) -> None:

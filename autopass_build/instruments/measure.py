@@ -83,6 +83,10 @@ class Benchmark:
         for path in config.run.inputs:
             if not os.path.exists(config.resolve(path)):
                 raise MeasureError(f"[run].inputs: {path} does not exist")
+        if not os.path.isdir(config.resolve(config.run.cwd)):
+            raise MeasureError(f"[run].cwd: {config.resolve(config.run.cwd)} is not a folder; "
+                               "give the folder the benchmark runs in, relative to "
+                               "autopass.toml")
         if config.run.stdin and not os.path.isfile(config.resolve(config.run.stdin)):
             raise MeasureError(f"[run].stdin: {config.resolve(config.run.stdin)} is not a "
                                "file; give the file the benchmark reads on standard input, "
