@@ -6,6 +6,7 @@ feeds each arbitrary shapes; the commands that read them are run on a few too.""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -78,6 +79,29 @@ def test_a_journal_opens_or_says_it_is_damaged(tmp_path, header, lines, torn) ->
         assert str(folder) in str(error)
         return
     assert all(isinstance(e.n, int) for e in journal.entries)
+
+
+@pytest.mark.parametrize("latest", [b"\xff\xfe", b"", b"../../etc", b"gone-run", None,
+                                    b"older"])
+def test_the_latest_run_is_found_whatever_the_latest_file_holds(tmp_path, latest) -> None:
+    """`runs/latest` names the run `report` and `tune --resume` take.  Not text (a
+    UnicodeDecodeError traceback before), missing, or naming no run of this store: the
+    newest run, by the start time its name begins with; no run at all: one line."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with pytest.raises(JournalError, match="no tuning run in this store yet"):
+        Journal.latest(str(tmp_path))
+    for name in ("20261201-100000-ga-seed1", "20261202-090000-agent-seed0"):
+        (runs / name).mkdir()
+        (runs / name / "run.json").write_text(json.dumps(
+            {"journal_version": 2, "strategy": "ga", "seed": 1, "budget": 2, "options": {},
+             "sources": [], "space": ""}))
+        (runs / name / "journal.jsonl").write_text("")
+    (runs / "older").symlink_to(runs / "20261201-100000-ga-seed1")
+    if latest is not None:
+        (runs / "latest").write_bytes(latest)
+    expected = "older" if latest == b"older" else "20261202-090000-agent-seed0"
+    assert os.path.basename(Journal.latest(str(tmp_path)).folder) == expected
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=FIXTURES)

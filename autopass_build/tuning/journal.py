@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -26,6 +27,7 @@ from autopass_build.instruments.stats import SAME
 HEADER = "run.json"
 JOURNAL = "journal.jsonl"
 LATEST = "latest"
+RUN_NAME = re.compile(r"\d{8}-\d{6}-")     # a run folder's name begins with its start time
 JOURNAL_VERSION = 2       # 2: an entry's phase and configuration are separate fields
 READABLE_VERSIONS = (1, 2)
 
@@ -189,13 +191,7 @@ class Journal:
     @classmethod
     def latest(cls, store_dir: str, repair: bool = False) -> "Journal":
         runs = os.path.join(store_dir, RUNS_DIR)
-        try:
-            with open(os.path.join(runs, LATEST)) as handle:
-                name = handle.read().strip()
-        except OSError:
-            raise JournalError("no tuning run in this store yet; run `autopass tune` "
-                               "first") from None
-        return cls.open(os.path.join(runs, name), repair)
+        return cls.open(os.path.join(runs, _latest_name(runs)), repair)
 
     # -- writing -------------------------------------------------------------------------
     def take_over(self) -> None:
@@ -286,3 +282,24 @@ def _read_entries(path: str, repair: bool, version: int = JOURNAL_VERSION) -> li
         with open(path, "r+b") as handle:   # drop the torn line so appends start clean
             handle.truncate(good_bytes)
     return entries
+
+
+def _latest_name(runs: str) -> str:
+    """The run folder `latest` names.  When that file is missing or damaged (not text,
+    not a run folder of this store), the newest run: their names begin with the time
+    they started.  JournalError when the store has no run."""
+    try:
+        with open(os.path.join(runs, LATEST), "rb") as handle:
+            name = handle.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        name = ""
+    if name and name == os.path.basename(name) and os.path.isdir(os.path.join(runs, name)):
+        return name
+    try:
+        started = sorted(f for f in os.listdir(runs) if RUN_NAME.match(f)
+                         and os.path.isfile(os.path.join(runs, f, HEADER)))
+    except OSError:
+        started = []
+    if not started:
+        raise JournalError("no tuning run in this store yet; run `autopass tune` first")
+    return started[-1]
