@@ -176,6 +176,34 @@ def test_record_into_a_store_that_cannot_be_made_is_one_line(tmp_path) -> None:
         assert not (tmp_path / "built").exists()   # said before anything ran
 
 
+def test_a_damaged_store_index_says_so_and_how_to_start_over(tmp_path) -> None:
+    """A store.db overwritten with other bytes: every command that reads it says the
+    index is damaged and to record again (it said "is the disk full or the folder
+    read-only?", which sent the user looking at the wrong thing); `record` keeps the
+    damaged file under another name and records into a new index."""
+    store = tmp_path / ".autopass"
+    store.mkdir()
+    (store / "store.db").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "autopass.toml").write_text('[run]\ncommand = ["{exe}"]\n')
+    for command in (["units"], ["targets"], ["try", "--flags", "a.c=-O2"]):
+        done = subprocess.run([AUTOPASS, *command], cwd=tmp_path, capture_output=True,
+                              text=True)
+        no_traceback(done)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert "store.db is damaged (file is not a database): record the build again" \
+            in done.stderr
+    built = subprocess.run([AUTOPASS, "record", "--", "touch", "built"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    no_traceback(built)
+    assert built.returncode == 0 and (tmp_path / "built").exists(), built.stderr
+    aside = [p.name for p in store.iterdir() if p.name.startswith("store.db.damaged-")]
+    assert len(aside) == 1 and (store / aside[0]).read_bytes() == bytes(range(256)) * 8
+    assert f"kept as {store / aside[0]}, and this build is recorded into a new index" \
+        in built.stderr
+    units = subprocess.run([AUTOPASS, "units"], cwd=tmp_path, capture_output=True, text=True)
+    assert units.returncode == 0 and "no units recorded yet" in units.stdout + units.stderr
+
+
 def test_report_html_into_a_missing_folder_is_one_line(tmp_path) -> None:
     root = recorded_tune_mini(tmp_path / "mini", CONFIG)
     tuned = subprocess.run([AUTOPASS, "tune", "--strategy", "random", "--budget", "1"],

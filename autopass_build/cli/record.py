@@ -31,7 +31,7 @@ from autopass_build.core import toolchain
 from autopass_build.core.clean_command import clean_command
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import STORE_DIRNAME
-from autopass_build.store.index import Store, StoreError, UnitRecord
+from autopass_build.store.index import DamagedIndex, Store, StoreError, UnitRecord
 from autopass_build.store.targets import gone, resolve
 
 
@@ -93,12 +93,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise CliError(f"--root {args.root}: not a folder; give the project root that "
                        "sources are recorded relative to")
     store_dir = os.path.abspath(args.store or os.path.join(root, STORE_DIRNAME))
-    try:
-        store = Store.create(store_dir)
-    except (OSError, StoreError) as error:
-        why = getattr(error, "strerror", None) or str(error)
-        raise CliError(f"cannot create the store at {store_dir} ({why}); the build was not "
-                       "run: pass --store DIR with a folder you can write") from None
+    store = _create_store(store_dir)
     if not toolchain.find_tool("clang", exclude=frozenset({wrapper_dir(store_dir)})):
         raise CliError("clang not found: " + toolchain.INSTALL_HINT.format(
             v=toolchain.DEFAULT_LLVM_VERSION))
@@ -336,6 +331,25 @@ def _keep_a_copy(path: str) -> str:
             return os.path.basename(copy)
     raise CliError(f"{path}.bak to .bak.999 all exist; remove some, then run `autopass init "
                    "--force`")
+
+
+def _create_store(store_dir: str) -> Store:
+    """The store to record into, made if need be.  A damaged index (overwritten,
+    truncated) is set aside, said in one line, and the build recorded into a new one:
+    what was recorded before cannot be read anyway, and recording again is the fix."""
+    try:
+        try:
+            return Store.create(store_dir)
+        except DamagedIndex as error:
+            store = Store(store_dir)
+            aside = store.set_aside_index()
+            print(f"autopass: {error.what}; kept as {aside}, and this "
+                  "build is recorded into a new index", file=sys.stderr)
+            return Store.create(store_dir)
+    except (OSError, StoreError) as error:
+        why = getattr(error, "strerror", None) or str(error)
+        raise CliError(f"cannot create the store at {store_dir} ({why}); the build was not "
+                       "run: pass --store DIR with a folder you can write") from None
 
 
 def _same_folder(a: str, b: str) -> bool:

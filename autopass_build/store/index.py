@@ -137,6 +137,15 @@ class StoreError(Exception):
     pass
 
 
+class DamagedIndex(StoreError):
+    """The index file is not a readable SQLite database (overwritten, truncated)."""
+
+    def __init__(self, path: str, reason: str):
+        self.what = f"the store index {path} is damaged ({reason})"
+        super().__init__(f"{self.what}: record the build again (`autopass record -- <your "
+                         "build command>` sets the damaged index aside)")
+
+
 class Store:
     def __init__(self, directory: str):
         self.dir = os.path.abspath(directory)
@@ -164,9 +173,14 @@ class Store:
     def connection(self) -> sqlite3.Connection:
         try:
             return self._connection()
-        except sqlite3.Error as error:
+        except sqlite3.OperationalError as error:
             raise StoreError(f"cannot open the store index {self.db_path}: {error} (is the "
                              "disk full or the folder read-only?)") from None
+        except sqlite3.DatabaseError as error:   # "file is not a database", "malformed"
+            self._conn = None
+            raise DamagedIndex(self.db_path, str(error)) from None
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the store index {self.db_path}: {error}") from None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -190,6 +204,16 @@ class Store:
             conn.execute("PRAGMA synchronous=NORMAL")
             self._conn = conn
         return self._conn
+
+    def set_aside_index(self) -> str:
+        """Rename a damaged index (and its WAL files) out of the way, keeping it for
+        whoever wants to look; the next connection starts a new one.  Its new name."""
+        self.close()
+        aside = f"{self.db_path}.damaged-{time.strftime('%Y%m%d-%H%M%S')}"
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.db_path + suffix):
+                os.replace(self.db_path + suffix, aside + suffix)
+        return aside
 
     def close(self) -> None:
         if self._conn is not None:
