@@ -176,6 +176,10 @@ class Replayer:
 
     def _compile_ir(self, unit: UnitRecord, flags: Flags, output: str) -> None:
         ir = self.store.blob_path("ir", unit.ir_hash, ".bc")
+        if not os.path.isfile(ir):
+            raise EvaluationError(Outcome.COMPILE_FAIL,
+                                  f"{unit.source_rel}: the store lost its recorded IR ({ir}): "
+                                  "record the build again")
         argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags) + QUIET
                 + ["-c", "-x", "ir", ir, "-o", output])
         self.run_compiler(argv, unit.cwd, unit)
