@@ -156,3 +156,15 @@ def test_a_compiler_that_cannot_start_is_one_clear_line(rec, tmp_path):
     result = run([AUTOPASS_CC, str(broken), "-c", "a.c"], rec.root, rec.env)
     assert result.returncode == 127
     assert result.stderr.decode().count("\n") == 1 and "cannot run" in result.stderr.decode()
+
+
+def test_a_compiler_variable_naming_no_program_says_which(rec, tmp_path):
+    """AUTOPASS_CC set to a path that is not there: the message named clang as missing
+    and said to install it, or to set AUTOPASS_CC -- the variable that was the problem."""
+    write(rec.root / "a.c", HELLO)
+    env = dict(rec.env, AUTOPASS_CC=str(tmp_path / "no-such-clang"))
+    result = run([AUTOPASS_CC, "-c", "a.c"], rec.root, env, timeout=30)
+    said = result.stderr.decode()
+    assert result.returncode == 2 and said.count("\n") == 1, said
+    assert f"AUTOPASS_CC='{tmp_path / 'no-such-clang'}' names no program" in said
+    assert "point it at clang-19, or unset it" in said and "apt-get" not in said

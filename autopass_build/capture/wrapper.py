@@ -143,8 +143,7 @@ class Plan:
             tool = "clang++" if self.cxx else "clang"
             found = toolchain.find_tool(tool, env=env, exclude=self_paths)
             if not found:
-                raise WrapperError(f"cannot find the real {tool}: "
-                                   + toolchain.INSTALL_HINT.format(v=toolchain.DEFAULT_LLVM_VERSION))
+                raise WrapperError(toolchain.not_found(tool, env))
             self.compiler_argv0 = self.compiler_path = found
             self.args = rest
         # The environment first: `autopass apply|record|verify` set it for this build,

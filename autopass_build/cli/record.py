@@ -95,8 +95,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     store_dir = os.path.abspath(args.store or os.path.join(root, STORE_DIRNAME))
     store = _create_store(store_dir)
     if not toolchain.find_tool("clang", exclude=frozenset({wrapper_dir(store_dir)})):
-        raise CliError("clang not found: " + toolchain.INSTALL_HINT.format(
-            v=toolchain.DEFAULT_LLVM_VERSION))
+        raise CliError(toolchain.not_found("clang"))
     env = record_environment(store_dir, root)
     started = time.time()
     log_before = len(store.log_lines())

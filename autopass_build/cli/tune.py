@@ -287,8 +287,7 @@ def cmd_screen(args: argparse.Namespace) -> int:
 
     found = toolchain.find_tool(args.compiler)
     if found is None:
-        raise CliError(f"{args.compiler} not found: " + toolchain.INSTALL_HINT.format(
-            v=toolchain.DEFAULT_LLVM_VERSION))
+        raise CliError(toolchain.not_found(args.compiler))
     path = knowledge_path(compiler_id(found))
     if args.action == "reset":
         removed = [p for p in (path, path + ".bad") if os.path.exists(p)]

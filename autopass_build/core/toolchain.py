@@ -74,6 +74,18 @@ def find_tool(tool: str, version: int = DEFAULT_LLVM_VERSION,
     return None
 
 
+def not_found(tool: str, env: dict[str, str] | None = None) -> str:
+    """Why `find_tool(tool)` found nothing, with the fix: the variable that names a
+    program that is not there (`AUTOPASS_CC=/opt/clang`), else how to install it."""
+    environ = os.environ if env is None else env
+    env_var, base = TOOLS[tool]
+    named = environ.get(env_var) if env_var else None
+    if named:
+        return (f"{env_var}={named!r} names no program (a path, or a name on PATH): point it "
+                f"at {base}-{DEFAULT_LLVM_VERSION}, or unset it")
+    return f"{tool} not found: " + INSTALL_HINT.format(v=DEFAULT_LLVM_VERSION)
+
+
 def _in_llvm_dir(base: str, version: int, exclude: frozenset[str]) -> str | None:
     candidate = f"/usr/lib/llvm-{version}/bin/{base}"
     if is_executable_file(candidate) and os.path.realpath(candidate) not in exclude:

@@ -131,8 +131,7 @@ def loop_cycles(loops: list[list[Instruction]]) -> list[float]:
 def _tool(name: str) -> str:
     path = toolchain.find_tool(name)
     if path is None:
-        raise CodeShapeError(f"{name} not found: " + toolchain.INSTALL_HINT.format(
-            v=toolchain.DEFAULT_LLVM_VERSION))
+        raise CodeShapeError(toolchain.not_found(name))
     return path
 
 

@@ -53,8 +53,7 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
     show = progress or (lambda message: None)
     profdata = toolchain.find_tool("llvm-profdata")
     if profdata is None:
-        raise PgoError("llvm-profdata not found: " + toolchain.INSTALL_HINT.format(
-            v=toolchain.DEFAULT_LLVM_VERSION))
+        raise PgoError(toolchain.not_found("llvm-profdata"))
     show(f"building {evaluator.target.output_rel} instrumented ({len(evaluator.units)} units "
          "from source)")
     try:

@@ -240,8 +240,7 @@ class Replayer:
             os.unlink(out)
         ar = toolchain.find_tool("llvm-ar")
         if ar is None:
-            raise EvaluationError(Outcome.LINK_FAIL, "llvm-ar not found: "
-                                  + toolchain.INSTALL_HINT.format(v=toolchain.DEFAULT_LLVM_VERSION))
+            raise EvaluationError(Outcome.LINK_FAIL, toolchain.not_found("llvm-ar"))
         done = proc.run_captured([ar, "qcsD", out] + member_files, folder)
         shutil.rmtree(staging, ignore_errors=True)
         if done.status != 0:
