@@ -231,6 +231,39 @@ def test_f6_wrong_output_and_crashes_are_never_fast(tmp_path, body, outcome):
     assert result.outcome == outcome and result.verdict is None
 
 
+BIG = "yes 'abcdefg 12345' | head -c 69206016"     # 66 MiB of stdout, past STDOUT_KEPT
+
+
+@pytest.mark.parametrize("body, check, why", [
+    (f"{BIG}; echo end 1\n", "", ""),                           # the same, compared whole
+    (f"{BIG}; echo end 2\n", "",
+     "stdout differs after its first 64 MiB, where autopass compares it as a whole"),
+    # past the kept bytes, neither [check] ignore nor a tolerance can apply: a digest
+    (f"{BIG}; echo end 2\n", "ignore = ['^end']\n", "stdout differs after its first 64 MiB"),
+    (f"echo start 2; {BIG}; echo end 1\n", "",
+     "stdout line 1: expected 'start 1', got 'start 2'"),
+])
+def test_a_stdout_of_many_megabytes_is_compared_whole_without_holding_it(
+        tmp_path, body, check, why):
+    """`xz -dc` prints gigabytes: each run's stdout was read into memory whole, beside the
+    baseline's.  Past 64 MiB a run keeps the first 64 MiB (to quote a difference) and the
+    digest of the whole (to compare); every byte is still checked."""
+    from autopass_build.instruments.output_check import STDOUT_KEPT
+
+    assert STDOUT_KEPT == 64 << 20
+    first = "echo start 1; " if "start" in body else ""
+    base = script(tmp_path, "base", f"{first}{BIG}; echo end 1\n")
+    cand = script(tmp_path, "cand", body)
+    bench = bench_for(tmp_path, ["{exe}"], check)
+    kept = run_once(bench, base, {}, 30)
+    assert len(kept.stdout) == STDOUT_KEPT and kept.stdout_cut
+    result = compare(bench, base, {}, cand, {})
+    if why:
+        assert result.outcome == Outcome.WRONG_OUTPUT and why in result.detail, result.detail
+    else:
+        assert result.outcome == Outcome.OK, result.detail
+
+
 def _files_bench(tmp_path: Path, files: str = '["out/result.bin"]') -> Benchmark:
     return bench_for(tmp_path, ["{exe}"], f'mode = "exit-code"\nfiles = {files}\n')
 

@@ -43,6 +43,7 @@ from autopass_build.instruments.output_check import (
     compared_lines,
     file_signatures,
     ignore_suggestion,
+    read_stdout,
     written_files,
 )
 
@@ -65,6 +66,7 @@ class RunResult:
     detail: str = ""
     files: tuple[tuple[str, str], ...] = ()   # [check].files: (path, digest) after the run
     cpu_time: float = 0.0    # user+sys of the waited-for process tree
+    stdout_cut: str = ""     # "" when `stdout` is all of it, else the whole one's digest
 
 
 @dataclass
@@ -236,8 +238,8 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
             wall = time.perf_counter() - started
             child.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4
             proc.kill_group(child.pid)  # children it left behind
-        stdout = open(out_path, "rb").read()
-        stderr = open(err_path, "rb").read()
+        stdout, cut = read_stdout(out_path, keep_all=bench.check.mode == "command")
+        stderr, _ = read_stdout(err_path)
         code = child.returncode
         if timed_out:
             return RunResult(Outcome.RUN_TIMEOUT, None, wall, code, stdout, stderr,
@@ -258,7 +260,8 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
         else:
             value = read_metric(metric, metric_file)
         return RunResult(Outcome.OK, value, wall, code, stdout, stderr,
-                         files=written_files(bench, outputs_before), cpu_time=cpu_time)
+                         files=written_files(bench, outputs_before), cpu_time=cpu_time,
+                         stdout_cut=cut)
 
 
 # -- A/B ----------------------------------------------------------------------------------
@@ -287,7 +290,8 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
     if problem:
         raise MeasureError(f"{problem} (in {bench.cwd}): list the files the benchmark "
                            "writes, relative to [run].cwd")
-    return Reference(result.status, result.stdout, result.stderr, result.files), result.wall
+    return Reference(result.status, result.stdout, result.stderr, result.files,
+                     result.stdout_cut), result.wall
 
 
 _parallel: dict[tuple[str, str, int], bool] = {}   # (exe, its command, mtime): in parallel?
