@@ -619,6 +619,37 @@ def test_a_thin_archive_replays_after_the_tree_is_cleaned(tmp_path) -> None:
     assert subprocess.run([changed.binary], capture_output=True, text=True).stdout == "10\n"
 
 
+SAME_NAMED = {
+    "sq/sq.c": "int sq(int x) { return x * x; }\n",
+    "app/main.c": '#include <stdio.h>\nint sq(int);\n'
+                  'int main(int c, char **v) { printf("%d\\n", sq(c + 2)); return 0; }\n',
+    # busybox's Kbuild: every folder's archive is lib.a, `main` is in one of them, and
+    # the program is linked as prog_unstripped, then stripped into prog
+    "build.sh": "set -e\nfor d in sq app; do for c in $d/*.c; do cc -O2 -c $c -o ${c%.c}.o;"
+                " done; ar rcs $d/lib.a $d/*.o; done\n"
+                "cc -Wl,--build-id -o prog_unstripped -Wl,--start-group sq/lib.a app/lib.a "
+                "-Wl,--end-group\nstrip prog_unstripped -o prog\n",
+}
+
+
+def test_archives_of_one_name_and_a_stripped_copy_of_the_program(tmp_path) -> None:
+    """busybox links 56 archives, each lib.a or built-in.o: replay rebuilt them in one
+    folder, each overwrote the one before, and the link lost `main`.  Its Makefile then
+    strips busybox_unstripped into busybox, the name a user gives as [run].target: that
+    was "not found"; the stripped copy keeps the link's build ID, which names it."""
+    for name, text in SAME_NAMED.items():
+        write(tmp_path / name, text)
+    subprocess.run([AUTOPASS, "record", "--", "sh", "build.sh"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    (tmp_path / "autopass.toml").write_text(
+        '[run]\ncommand = ["{exe}"]\ntarget = "prog"\n[measure]\nmin_pairs = 2\n'
+        'max_pairs = 2\n')
+    done = subprocess.run([AUTOPASS, "try", "--flags", "sq/sq.c=-O1"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "outcome: OK" in done.stdout, done.stdout + done.stderr
+    assert "baseline of prog_unstripped" in done.stderr
+
+
 def test_a_shared_library_run_as_the_benchmark_names_the_programs_that_load_it(tmp_path):
     """C11: [run].target a project library while the command runs "{exe}" itself: the
     library was executed, crashed, and the error blamed missing profilers (dav1d)."""

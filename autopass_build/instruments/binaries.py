@@ -73,3 +73,23 @@ def _soname(path: str) -> str | None:
                     if tag.entry.d_tag == "DT_SONAME":
                         return str(getattr(tag, "soname"))   # set by pyelftools per tag
     return None
+
+
+def build_id(path: str) -> str | None:
+    """The linker's build ID of an ELF file (NT_GNU_BUILD_ID), which `strip` and
+    `objcopy` keep: a stripped copy of a binary has its original's.  None when the file
+    is not ELF, cannot be read, or has none."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import NoteSection
+
+    try:
+        with open(path, "rb") as handle:
+            for section in ELFFile(handle).iter_sections():
+                if isinstance(section, NoteSection):
+                    for note in section.iter_notes():
+                        if note["n_type"] == "NT_GNU_BUILD_ID":
+                            return str(note["n_desc"])
+    except (OSError, ELFError, ValueError):
+        return None
+    return None

@@ -23,6 +23,7 @@ from autopass_build.instruments.attribution import (
     Side,
     UnitEffect,
 )
+from autopass_build.instruments.binaries import build_id
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
 from autopass_build.store.index import Store, UnitRecord
@@ -68,6 +69,8 @@ def choose_target(store: Store, wanted: str) -> Target:
         if not matches:  # "build/draco_encoder", CMake's link to draco_encoder-1.5.5
             real = os.path.realpath(os.path.join(root, wanted))
             matches = [t for t in targets if os.path.realpath(t.output) == real]
+        if not matches:  # "busybox", made by `strip busybox_unstripped -o busybox`
+            matches = _copies_of(os.path.join(root, wanted), targets)
         if len(matches) == 1:
             return matches[0]
         names = ", ".join(t.output_rel for t in executables) or "(none)"
@@ -80,6 +83,15 @@ def choose_target(store: Store, wanted: str) -> Target:
                             + _why_nothing(store))
     raise EvaluateError("several executables were recorded; choose one with --target or "
                         "[run].target: " + ", ".join(t.output_rel for t in executables))
+
+
+def _copies_of(path: str, targets: list[Target]) -> list[Target]:
+    """The recorded links `path` is a stripped copy of: the same build ID, which strip
+    and objcopy keep (busybox's Makefile links busybox_unstripped, then strips it)."""
+    wanted = build_id(path) if os.path.isfile(path) else None
+    if wanted is None:
+        return []
+    return [t for t in targets if os.path.isfile(t.output) and build_id(t.output) == wanted]
 
 
 def _libtool_programs(wrapper: str) -> tuple[str, ...]:

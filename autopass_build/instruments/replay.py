@@ -235,7 +235,10 @@ class Replayer:
             with open(member_path, "wb") as handle:
                 handle.write(data)
             member_files.append(member_path)
-        out = os.path.join(folder, os.path.basename(record.path))
+        # A folder of its own: busybox links 56 archives, every one named lib.a or
+        # built-in.o, which overwrote each other in one folder (the link lost `main`).
+        out = os.path.join(folder, "ar", digest[:16], os.path.basename(record.path))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
         if os.path.exists(out):
             os.unlink(out)
         ar = toolchain.find_tool("llvm-ar")
