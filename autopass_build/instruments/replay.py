@@ -252,8 +252,9 @@ class Replayer:
 
     # -- links --------------------------------------------------------------------------
     # In the key of a replayed binary: a change to how links are replayed must not reuse
-    # binaries made the old way (2: the symbol table kept where the link said -s).
-    LINK_RULES = 2
+    # binaries made the old way (2: the symbol table kept where the link said -s; 3: each
+    # archive in a folder of its own).
+    LINK_RULES = 3
 
     def build(self, target: str, flags_by_unit: dict[str, Flags] | None = None,
               link_flags: Flags = ()) -> Candidate:
