@@ -362,6 +362,39 @@ def test_verify_names_the_build_setting_that_failed(tmp_path) -> None:
     assert "[build].build" not in done.stderr
 
 
+def test_verify_says_where_two_tuned_builds_differ_and_names_a_build_time(tmp_path) -> None:
+    """busybox writes the time of the build into its banner: every two builds differ,
+    and verify said DIFFERENT with nothing on where or why.  Now it names the text and,
+    for a date or a time, SOURCE_DATE_EPOCH; clang's __DATE__ and __TIME__ honour it."""
+    from autopass_build.core import flags_db
+    from autopass_build.outputs.verify import difference
+
+    root = tmp_path / "stamp"
+    write(root / "app.c", '#include <stdio.h>\n#include "stamp.h"\n'
+                          'int main(void) { puts(STAMP " " __TIME__); return 0; }\n')
+    build = ("echo \"#define STAMP \\\"built $(date '+%Y-%m-%d %H:%M:%S.%N')\\\"\" > stamp.h"
+             " && cc -O2 -c app.c -o app.o && cc app.o -o app")
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("app", ("lto",), "-O2", ("app.c",))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    (root / "autopass.toml").write_text(f'[build]\ncommand = {json.dumps(build)}\n'
+                                        'clean = "rm -f app app.o"\n[run]\ncommand = ["{exe}"]\n')
+    done = subprocess.run([AUTOPASS, "verify", "--no-measure"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "DIFFERENT (not reproducible)" in done.stdout, done.stderr
+    assert "app differs where the build wrote the time it ran ('built 20" in done.stdout
+    assert "set SOURCE_DATE_EPOCH" in done.stdout, done.stdout
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"\x7fELF\x00\x01\x02 version seven \x00")
+    b.write_bytes(b"\x7fELF\x00\x01\x03 version seven \x00")
+    assert difference(str(a), str(b)) == "a first differs at byte 6 of 23"
+    b.write_bytes(b"\x7fELF\x00\x01\x02 version eight \x00")
+    assert difference(str(a), str(b)) == ("a first differs at byte 16 of 23, in the text "
+                                          "' version seven '")
+
+
 def test_verify_of_a_build_that_took_no_tuned_flags_says_so(tmp_path) -> None:
     """verify's [build].command rebuilds a folder CMake configured without autopass: the
     "tuned" builds are plain, and verify compared plain with plain ("same").  It stops

@@ -172,6 +172,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                       if result.libraries else "")
     print(f"{target.output_rel}{with_libraries}: two clean tuned builds are "
           f"{'bit-identical' if result.identical else 'DIFFERENT (not reproducible)'}")
+    if result.why_different:
+        print(f"  {result.why_different}")
     c = result.comparison
     if c is not None and c.estimate:
         print(f"tuned vs plain ({config.measure.metric}): {c.estimate.describe_speedup()} "

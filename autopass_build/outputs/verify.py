@@ -15,6 +15,7 @@ name, and both sides would measure the same library.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -44,6 +45,7 @@ class Verification:
     tuned: str
     comparison: Comparison | None
     libraries: int = 0      # project shared libraries copied with each side
+    why_different: str = ""  # where the two tuned builds differ, and the likely cause
 
 
 def _build(config: Config, env: dict[str, str], folder: str, progress: Progress) -> None:
@@ -93,15 +95,18 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
                                   + unseen.advice(folder, started, "verify"))
             side = os.path.join(keep, f"b{i}")     # equal-length paths on every side
             copies.append(_copy_side(side, binary, libraries))
-        identical = all(_same_bytes(os.path.join(copies[1], name), os.path.join(copies[2], name))
-                        for name in os.listdir(copies[1]))
+        different = [name for name in sorted(os.listdir(copies[1])) if not _same_bytes(
+            os.path.join(copies[1], name), os.path.join(copies[2], name))]
+        why = difference(os.path.join(copies[1], different[0]),
+                         os.path.join(copies[2], different[0])) if different else ""
         comparison = None
         if measure:
             progress("measuring the tuned build against the plain one")
             plain, tuned = (_run_of(side, binary, libraries, library_folders)
                             for side in copies[:2])
             comparison = compare(Benchmark.from_config(config), *plain, *tuned, progress)
-        return Verification(identical, copies[0], copies[1], comparison, len(libraries))
+        return Verification(not different, copies[0], copies[1], comparison, len(libraries),
+                            why)
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
@@ -130,3 +135,69 @@ def _same_bytes(a: str, b: str) -> bool:
         return os.readlink(a) == os.readlink(b)
     with open(a, "rb") as first, open(b, "rb") as second:
         return first.read() == second.read()
+
+
+# A date or a time as builds embed them: __DATE__ ("Dec  3 2026"), __TIME__ ("00:30:49"),
+# a build stamp ("2026-12-03 00:30:49 UTC", busybox's banner).
+_STAMP = re.compile(rb"(?:19|20)\d\d-\d\d-\d\d|\d\d:\d\d:\d\d|"
+                    rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d (?:19|20)\d\d")
+
+
+def difference(a: str, b: str) -> str:
+    """Where two builds of one binary differ, said for the user: when a differing byte
+    lies in text that is a date or a time, the cause and the fix (most builds that differ
+    embed the time they were built); else the first differing byte, its ELF section and
+    the text around it.  (The build ID differs too, but only as a digest of the rest.)"""
+    with open(a, "rb") as handle:
+        first = handle.read()
+    with open(b, "rb") as handle:
+        second = handle.read()
+    if first == second:
+        return ""
+    name = os.path.basename(a)
+    at = [i for i, (x, y) in enumerate(zip(first, second)) if x != y] \
+        or [min(len(first), len(second))]
+    for i in at[:10000]:
+        text = _printable_around(first, i)
+        if _STAMP.search(text):
+            shown = text.decode("ascii", "replace")[:80]
+            return (f"{name} differs where the build wrote the time it ran ({shown!r}): "
+                    "builds that embed it differ every time, with or without autopass; set "
+                    "SOURCE_DATE_EPOCH (e.g. `SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)`, "
+                    "or any fixed number) in the build's environment, which clang's "
+                    "__DATE__ and __TIME__ and most build scripts honour")
+    text = _printable_around(first, at[0])
+    section = _section_at(a, at[0])
+    return (f"{name} first differs at byte {at[0]} of {len(first)}"
+            + (f" (section {section})" if section else "")
+            + (f", in the text {text.decode('ascii', 'replace')[:60]!r}" if len(text) >= 4
+               else ""))
+
+
+def _section_at(path: str, offset: int) -> str:
+    """The name of the ELF section holding file offset `offset` ("" if none, not ELF)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        with open(path, "rb") as handle:
+            for section in ELFFile(handle).iter_sections():
+                start, size = section["sh_offset"], section["sh_size"]
+                if section["sh_type"] != "SHT_NOBITS" and start <= offset < start + size:
+                    return section.name
+    except (OSError, ELFError, ValueError):
+        return ""
+    return ""
+
+
+def _printable_around(data: bytes, at: int) -> bytes:
+    """The run of printable ASCII that holds byte `at` (empty when that byte is not)."""
+    def printable(c: int) -> bool:
+        return 32 <= c < 127
+    start = at
+    while start > 0 and printable(data[start - 1]) and at - start < 200:
+        start -= 1
+    end = at
+    while end < len(data) and printable(data[end]) and end - at < 200:
+        end += 1
+    return data[start:end]
