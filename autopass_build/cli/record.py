@@ -32,7 +32,7 @@ from autopass_build.core.clean_command import clean_command
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import STORE_DIRNAME
 from autopass_build.store.index import DamagedIndex, Store, StoreError, UnitRecord
-from autopass_build.store.targets import gone, resolve
+from autopass_build.store.targets import executables_text, gone, resolve
 
 
 def add_parsers(sub) -> None:
@@ -311,7 +311,7 @@ def cmd_init(args: argparse.Namespace) -> int:
               "to clean: `autopass verify` builds from scratch")
     if len(executables) > 1:
         print("several executables were recorded; set [run].target to the one the "
-              "benchmark runs: " + ", ".join(t.output_rel for t in executables))
+              "benchmark runs: " + executables_text(executables))
     return 0
 
 

@@ -27,7 +27,7 @@ from autopass_build.instruments.binaries import build_id
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
 from autopass_build.store.index import Store, UnitRecord
-from autopass_build.store.targets import Target, resolve
+from autopass_build.store.targets import Target, executables_text, resolve
 
 
 class EvaluateError(Exception):
@@ -73,7 +73,7 @@ def choose_target(store: Store, wanted: str) -> Target:
             matches = _copies_of(os.path.join(root, wanted), targets)
         if len(matches) == 1:
             return matches[0]
-        names = ", ".join(t.output_rel for t in executables) or "(none)"
+        names = executables_text(executables) or "(none)"
         raise EvaluateError(f"target {wanted!r} {'is ambiguous' if matches else 'not found'}; "
                             f"recorded executables: {names}")
     if len(executables) == 1:
@@ -82,7 +82,7 @@ def choose_target(store: Store, wanted: str) -> Target:
         raise EvaluateError("no executable was recorded: run `autopass record -- <build>`"
                             + _why_nothing(store))
     raise EvaluateError("several executables were recorded; choose one with --target or "
-                        "[run].target: " + ", ".join(t.output_rel for t in executables))
+                        "[run].target: " + executables_text(executables))
 
 
 def _copies_of(path: str, targets: list[Target]) -> list[Target]:

@@ -195,3 +195,13 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
                 add(by_object.find(digest, os.path.join(folder, os.path.basename(name))),
                     f"{relative_to(item.path, root)}({name})")
     return target
+
+
+def executables_text(targets: list[Target]) -> str:
+    """The executables, the one with the most units first, each with its count: the
+    program a benchmark runs is nearly always the largest, and a build's helper tools
+    (busybox's applets/usage, 1 unit, beside busybox_unstripped, 564) come last."""
+    executables = sorted((t for t in targets if t.kind == "executable"),
+                         key=lambda t: (-len(t.runtime_units()), t.output_rel))
+    return ", ".join(f"{t.output_rel} ({len(t.runtime_units())} "
+                     f"unit{'s' if len(t.runtime_units()) != 1 else ''})" for t in executables)
