@@ -43,7 +43,7 @@ from autopass_build.instruments.output_check import (
     compared_lines,
     file_signatures,
     ignore_suggestion,
-    read_stdout,
+    read_output,
     written_files,
 )
 
@@ -238,8 +238,8 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
             wall = time.perf_counter() - started
             child.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4
             proc.kill_group(child.pid)  # children it left behind
-        stdout, cut = read_stdout(out_path, keep_all=bench.check.mode == "command")
-        stderr, _ = read_stdout(err_path)
+        stdout, cut = read_output(out_path, keep_all=bench.check.mode == "command")
+        stderr, _ = read_output(err_path)
         code = child.returncode
         if timed_out:
             return RunResult(Outcome.RUN_TIMEOUT, None, wall, code, stdout, stderr,

@@ -55,7 +55,7 @@ class Reference:
     stdout: bytes
     stderr: bytes
     files: tuple[tuple[str, str], ...] = ()   # ([check].files path, content digest)
-    stdout_cut: str = ""                      # as RunResult's: see read_stdout
+    stdout_cut: str = ""                      # as RunResult's: see read_output
 
 
 # A decompressor's benchmark (`xz -dc big.xz`) prints gigabytes: held whole, the
@@ -65,10 +65,10 @@ class Reference:
 STDOUT_KEPT = 64 << 20
 
 
-def read_stdout(path: str, keep_all: bool = False) -> tuple[bytes, str]:
-    """A run's standard output, saved in `path`: (its bytes, "") when it is at most
-    STDOUT_KEPT long or `keep_all` (a [check] command reads it whole), else (its first
-    STDOUT_KEPT bytes, the digest of all of it)."""
+def read_output(path: str, keep_all: bool = False) -> tuple[bytes, str]:
+    """A run's standard output (or error), saved in `path`: (its bytes, "") when it is
+    at most STDOUT_KEPT long or `keep_all` (a [check] command reads stdout whole), else
+    (its first STDOUT_KEPT bytes, the digest of all of it)."""
     with open(path, "rb") as handle:
         if keep_all or os.fstat(handle.fileno()).st_size <= STDOUT_KEPT:
             return handle.read(), ""
