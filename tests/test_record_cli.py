@@ -90,23 +90,30 @@ def test_init_writes_the_build_that_was_recorded(tmp_path) -> None:
 def test_several_executables_are_listed_largest_first(tmp_path) -> None:
     """busybox's build links three one-file tools before busybox_unstripped (564 units):
     `init`, and a tune without [run].target, listed them in build order, the program last.
-    Now the one with the most units comes first, each with its count."""
+    Now programs outside test folders come first, the one with the most units first,
+    each with its count."""
     root = tmp_path / "p"
     for name in ("tool", "main", "a", "b"):
         write(root / f"{name}.c", f"int {name}_f(void) {{ return 1; }}\n")
     write(root / "tool.c", "int main(void) { return 0; }\n")
     write(root / "main.c", "int a_f(void); int b_f(void);\n"
                            "int main(void) { return a_f() - b_f(); }\n")
-    build = "cc tool.c -o tool && cc main.c a.c b.c -o prog"
+    # and gnulib's tests/current-locale links more units than the program (m4, diffutils)
+    write(root / "tests/check.c", "int a_f(void); int b_f(void); int c_f(void);\n"
+                                  "int main(void) { return a_f() + b_f() + c_f(); }\n")
+    write(root / "c.c", "int c_f(void) { return 0; }\n")
+    build = ("cc tool.c -o tool && cc main.c a.c b.c -o prog && "
+             "cc tests/check.c a.c b.c c.c -o tests/check")
     subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
                    capture_output=True)
+    listed = "prog (3 units), tool (1 unit), tests/check (4 units)"
     done = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
-    assert "set [run].target to the one the benchmark runs: prog (3 units), tool (1 unit)" \
-        in done.stdout, done.stdout
+    assert f"set [run].target to the one the benchmark runs: {listed}" in done.stdout, \
+        done.stdout
     (root / "autopass.toml").write_text('[run]\ncommand = ["{exe}"]\n')
     done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
     assert done.returncode == 2
-    assert "[run].target: prog (3 units), tool (1 unit)" in done.stderr, done.stderr
+    assert f"[run].target: {listed}" in done.stderr, done.stderr
 
 
 def test_init_force_keeps_the_config_it_replaces(tmp_path) -> None:

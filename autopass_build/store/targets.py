@@ -198,10 +198,21 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
 
 
 def executables_text(targets: list[Target]) -> str:
-    """The executables, the one with the most units first, each with its count: the
-    program a benchmark runs is nearly always the largest, and a build's helper tools
-    (busybox's applets/usage, 1 unit, beside busybox_unstripped, 564) come last."""
+    """The executables, the likely benchmark first, each with its unit count: outside a
+    test folder before inside one (gnulib's tests/current-locale links more units than
+    m4 itself), then the most units first (busybox's one-file build tools, such as
+    applets/usage, after busybox_unstripped's 564)."""
     executables = sorted((t for t in targets if t.kind == "executable"),
-                         key=lambda t: (-len(t.runtime_units()), t.output_rel))
+                         key=lambda t: (_in_tests(t.output_rel), -len(t.runtime_units()),
+                                        t.output_rel))
     return ", ".join(f"{t.output_rel} ({len(t.runtime_units())} "
                      f"unit{'s' if len(t.runtime_units()) != 1 else ''})" for t in executables)
+
+
+_TEST_FOLDERS = frozenset({"t", "test", "tests", "testsuite", "unittests", "gnulib-tests"})
+
+
+def _in_tests(path: str) -> bool:
+    folders = path.split("/")[:-1]
+    return any(f.lower() in _TEST_FOLDERS for f in folders) or \
+        os.path.basename(path).startswith(("test-", "test_"))
