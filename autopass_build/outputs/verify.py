@@ -14,6 +14,7 @@ name, and both sides would measure the same library.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -155,9 +156,10 @@ def difference(a: str, b: str) -> str:
     if first == second:
         return ""
     name = os.path.basename(a)
-    at = [i for i, (x, y) in enumerate(zip(first, second)) if x != y] \
-        or [min(len(first), len(second))]
-    for i in at[:10000]:
+    # the first 10,000 differing bytes at most: two builds may differ almost everywhere
+    at = list(itertools.islice((i for i, (x, y) in enumerate(zip(first, second)) if x != y),
+                               10000)) or [min(len(first), len(second))]
+    for i in at:
         text = _printable_around(first, i)
         if _STAMP.search(text):
             shown = text.decode("ascii", "replace")[:80]
