@@ -425,7 +425,9 @@ stages = ["pgo", "lto", "thinlto", "bolt"]
 # Tune the hottest units: at most max_units, stopping once they hold coverage % of the profile.
 max_units = 4
 coverage = 90.0
-# -march=native makes the tuned build run on this CPU family only: opt in.
+# -march=native makes the tuned build run on this CPU family only: opt in.  With it, tune
+# measures -march=native on every unit on top of the stages it chose (kept when verified
+# faster), and per file in the search.
 native = false
 # Compile each candidate first and measure only those a model (trained on what was
 # measured here and on earlier programs) ranks best; `autopass screen` shows what it knows.

@@ -32,7 +32,15 @@ from autopass_build.core.files import (
 )
 from autopass_build.core.flags_db import FlagsDb
 from autopass_build.core.names import FLAGS_DB_NAME
-from autopass_build.core.stage_flags import BOLT, LTO, PGO, THINLTO, StageFlags, lto_mode
+from autopass_build.core.stage_flags import (
+    BOLT,
+    LTO,
+    NATIVE,
+    PGO,
+    THINLTO,
+    StageFlags,
+    lto_mode,
+)
 from autopass_build.core.stage_flags import flags as stage_flags
 
 
@@ -245,7 +253,7 @@ def stage_decision(db: FlagsDb) -> tuple[StageFlags | None, str]:
     """The chosen stages' flags without PGO's profile (profile_decision adds it); with a
     warning, and without LTO, when lld is not here (the build goes on without it)."""
     target = db.target
-    if target is None or not (lto_mode(target.stages) or BOLT in target.stages):
+    if target is None or not (lto_mode(target.stages) or {BOLT, NATIVE} & set(target.stages)):
         return None, ""
     from autopass_build.core import toolchain
 

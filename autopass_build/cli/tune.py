@@ -38,7 +38,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--metric", choices=METRICS, help="override [measure].metric")
     p.add_argument("--max-units", type=int, help="tune at most this many hot units")
     p.add_argument("--native", action="store_true", default=None,
-                   help="allow -march=native (the tuned build then runs on this CPU only)")
+                   help="allow -march=native: measured on every unit on top of the chosen "
+                        "stages, and per file (the tuned build then runs on this CPU "
+                        "family only)")
     p.add_argument("--flags-db", metavar="FILE", help="where winners go "
                    "(default: [tune].flags_db, autopass.flags.json)")
     p.add_argument("--pgo", action="store_true",

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 
 from autopass_build.core import flags as flagset
-from autopass_build.core.names import FLAGS_DB_SCHEMA, STAGES
+from autopass_build.core.names import FLAGS_DB_SCHEMA, SHIPPED_STAGES
 from autopass_build.core.records import Record
 from autopass_build.core.stage_flags import LTO_LEVELS
 
@@ -91,7 +91,7 @@ class TargetStages(Record):
     __slots__ = ("output", "stages", "opt_level", "units", "bolt", "bolt_binary")
     _defaults = {"bolt": None, "bolt_binary": ""}
     output: str                 # relative to the project root
-    stages: tuple[str, ...]     # from STAGES
+    stages: tuple[str, ...]     # from SHIPPED_STAGES
     opt_level: str              # the LTO link's codegen level (-O3 if a unit is -O3, else -O2)
     units: tuple[str, ...]      # sources, relative to the project root
     bolt: ProfileRef | None     # BOLT's profile beside the database
@@ -200,9 +200,9 @@ def _target(raw: object, path: str) -> TargetStages | None:
         isinstance(raw.get(k), list) and all(isinstance(v, str) for v in raw[k])
         for k in ("stages", "units"))
     if not (strings and isinstance(raw, dict) and isinstance(raw.get("output"), str)
-            and set(raw["stages"]) <= set(STAGES) and raw.get("opt_level") in LTO_LEVELS):
+            and set(raw["stages"]) <= set(SHIPPED_STAGES) and raw.get("opt_level") in LTO_LEVELS):
         raise FlagsDbError(f"{path}: \"target\" must be null or {{\"output\", \"stages\" "
-                           f"(of {', '.join(STAGES)}), \"opt_level\" (-O2 or -O3), "
+                           f"(of {', '.join(SHIPPED_STAGES)}), \"opt_level\" (-O2 or -O3), "
                            f"\"units\"}}; {FIX}")
     stages = tuple(raw["stages"])
     bolt = raw.get("bolt")

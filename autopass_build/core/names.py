@@ -43,3 +43,6 @@ METRICS = ("wall", "cpu", "instructions", "cycles")
 AGENT_BACKENDS = ("rules", "openai", "replay")
 DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tune`'s default
 STAGES = ("pgo", "lto", "thinlto", "bolt")   # whole-program stages (instruments/stages.py)
+# ... and what a database may list: native is tried with `tune --native` alone (consent
+# to a build that runs on this CPU family only), never by default.
+SHIPPED_STAGES = STAGES + ("native",)

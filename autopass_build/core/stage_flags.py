@@ -12,13 +12,21 @@ core.
     thinlto  the same with -flto=thin
     bolt     the link with -Wl,--emit-relocs; the linked binary is then rewritten by BOLT
              with the profile shipped beside the database (core/bolt.py)
+    native   every unit with -march=native -ffp-contract=off (only with `tune --native`:
+             the build then runs on this CPU family only)
 """
 
 from __future__ import annotations
 
 from autopass_build.core.records import Record
 
-PGO, LTO, THINLTO, BOLT = "pgo", "lto", "thinlto", "bolt"
+PGO, LTO, THINLTO, BOLT, NATIVE = "pgo", "lto", "thinlto", "bolt", "native"
+# This CPU's instruction set, keeping floating-point results: on a CPU with FMA,
+# -march=native alone lets clang fuse `a * b + c` (-ffp-contract=on is its default),
+# which rounds once instead of twice, so an FP program's output changes (LAME: another
+# MP3 from -march=native, the same bytes with -ffp-contract=off).  Under LTO the choice
+# travels in each function's target attributes, so the link's code generation keeps it.
+NATIVE_FLAGS = ("-march=native", "-ffp-contract=off")
 BOLT_LINK_FLAGS = ("-Wl,--emit-relocs",)   # BOLT moves code: it needs the relocations
 LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' own
 # libtool builds export lists with the system's `nm` and archives with its `ar`: with a
@@ -63,6 +71,8 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
     link: list[str] = []
     if PGO in stages and profile_flag:
         unit.append(profile_flag)
+    if NATIVE in stages:
+        unit += NATIVE_FLAGS
     lto = lto_mode(stages)
     if lto:
         level = opt_level if opt_level in LTO_LEVELS else "-O2"

@@ -157,6 +157,24 @@ def cycles_supported() -> bool:
     return _cycles_supported
 
 
+def native_unmeasurable(metric: str, cpuinfo: str = "/proc/cpuinfo") -> str:
+    """Why a -march=native build cannot be measured by `metric` on this CPU ("" when it
+    can): callgrind (valgrind 3.19) stops at the first AVX-512 instruction, and clang
+    emits them for a CPU that has them (a znver5's vectorized loops are zmm code)."""
+    if metric != "instructions":
+        return ""
+    try:
+        with open(cpuinfo, errors="replace") as handle:
+            flags = next((line.split(":", 1)[1].split() for line in handle
+                          if line.startswith("flags")), [])
+    except OSError:
+        return ""
+    if "avx512f" not in flags:
+        return ""
+    return ("metric instructions runs the benchmark under valgrind, which cannot execute "
+            "the AVX-512 code -march=native makes on this CPU; use --metric cpu or wall")
+
+
 def read_metric(metric: str, out_file: str) -> float:
     if metric == "instructions":
         return _callgrind_total(out_file)

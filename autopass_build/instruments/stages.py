@@ -11,6 +11,8 @@ mode can rebuild them from the stage names a database lists.
     lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2
     thinlto  the same with -flto=thin
     bolt     the link with -Wl,--emit-relocs, then llvm-bolt with the binary's profile
+    native   every unit with -march=native -ffp-contract=off: only with `tune --native`,
+             measured on top of the link-time composition chosen (before the search)
 
 LTO units compile from source (not from the stored IR): the front end's -flto output is
 what apply mode builds, so what is measured is what ships.  Another binary of the build
@@ -23,6 +25,7 @@ from __future__ import annotations
 from enum import Enum
 
 from autopass_build.core import bolt, stage_flags, toolchain
+from autopass_build.core.names import STAGES
 from autopass_build.core.stage_flags import StageFlags
 from autopass_build.store.targets import Target
 
@@ -32,6 +35,7 @@ class Stage(str, Enum):
     LTO = stage_flags.LTO
     THINLTO = stage_flags.THINLTO
     BOLT = stage_flags.BOLT
+    NATIVE = stage_flags.NATIVE
 
     def __str__(self) -> str:
         return self.value
@@ -51,11 +55,13 @@ def parse(names: str | list[str] | tuple[str, ...]) -> tuple[Stage, ...]:
     items = names.split(",") if isinstance(names, str) else list(names)
     stages = []
     for item in (i.strip() for i in items if i.strip()):
+        if item == Stage.NATIVE:
+            raise ValueError("the native stage is tried with --native ([tune].native = "
+                             "true), not listed among the stages")
         try:
             stages.append(Stage(item))
         except ValueError:
-            raise ValueError(f"no stage {item!r}; stages: "
-                             f"{', '.join(s.value for s in Stage)}") from None
+            raise ValueError(f"no stage {item!r}; stages: {', '.join(STAGES)}") from None
     return tuple(dict.fromkeys(stages))
 
 

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from autopass_build.core.outcome import Outcome
-from autopass_build.core.stage_flags import BOLT
+from autopass_build.core.stage_flags import BOLT, NATIVE
 from autopass_build.instruments.stats import FASTER, SAME, SLOWER, UNCLEAR
 from autopass_build.tuning.journal import VERSUS_RECORDED, Entry, Journal, Phase
 
@@ -76,36 +76,44 @@ def versus_lines(entries: dict[Phase, Entry]) -> list[str]:
     return lines
 
 
+# The steps measured on top of the build without them (not against the recorded build),
+# in the order a run takes them, with the name a line gives each.
+ON_TOP = {NATIVE: "-march=native", BOLT: "BOLT"}
+
+
 def stage_lines(entries: list[Entry]) -> list[str]:
     """Each whole-program composition measured: its gain against the recorded build and
-    against each composition it extends ('pgo+lto: ...; 0.93x of pgo'); which one the
-    per-file search ran on; and BOLT, measured last on top of the result."""
+    against each composition it extends ('pgo+lto: ...; 0.93x of pgo'); native and BOLT,
+    each against the build without it; and which build the per-file search ran on."""
     measured: dict[str, Entry] = {}
     for e in entries:
         if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM):
             measured[e.stages] = e          # a confirmation replaces the first look
     lines = [_stage_line(name, e, measured) for name, e in measured.items()]
-    link_time = {n: e for n, e in measured.items() if BOLT not in n.split("+")}
+    link_time = {n: e for n, e in measured.items() if not set(n.split("+")) & set(ON_TOP)}
     # The composer confirms every FASTER look on a timing metric, so the best FASTER
     # final look of each composition is the one it chose.
     faster = [e for e in link_time.values() if e.verdict == FASTER and e.ratio is not None]
-    chosen = min(faster, key=lambda e: e.ratio or 1.0) if faster else None
+    chosen = min(faster, key=lambda e: e.ratio or 1.0).stages if faster else ""
+    for name, e in measured.items():
+        top = name.split("+")[-1]
+        if top in ON_TOP:
+            kept = e.verdict == FASTER and e.measured
+            lines.append(f"{ON_TOP[top]} on top: {'kept' if kept else 'not kept'}")
+            if kept and top == NATIVE:
+                chosen = name               # the search runs on it (BOLT comes after)
     if chosen:
-        lines.append(f"baseline of the per-file search: {chosen.stages}")
+        lines.append(f"baseline of the per-file search: {chosen}")
     elif link_time:
         lines.append("no composition verified faster: per-file flags on the recorded build")
-    for name, e in measured.items():
-        if BOLT in name.split("+"):
-            kept = e.verdict == FASTER and e.measured
-            lines.append(f"BOLT on top: {'kept' if kept else 'not kept'}")
     return lines
 
 
 def _stage_line(name: str, e: Entry, measured: dict[str, Entry]) -> str:
     parts = name.split("+")
-    if BOLT in parts:      # measured against the same build without BOLT
-        return (f"stage {name}: {e.interval_text()} of the build without BOLT"
-                + (f" -> {e.verdict}" if e.measured else ""))
+    if parts[-1] in ON_TOP:      # measured against the same build without it
+        return (f"stage {name}: {e.interval_text()} of the build without "
+                f"{ON_TOP[parts[-1]]}" + (f" -> {e.verdict}" if e.measured else ""))
     line = f"stage {name}: {e.interval_text()} of the recorded build"
     if e.measured and e.ratio is not None:
         line += f" -> {e.verdict}"

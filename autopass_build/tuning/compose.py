@@ -2,14 +2,17 @@
 
     compositions in order of expected value (instruments/stages.py), the unavailable
     ones skipped with their reason ─▶ each measured against the recorded build, a
-    FASTER one confirmed with fresh pairs (timing metrics) ─▶ the best confirmed one
-    becomes the run's baseline; per-file flags are tuned on top of it
+    FASTER one confirmed with fresh pairs (timing metrics) ─▶ with --native,
+    -march=native on every unit, A/B'd against the best confirmed one and kept when
+    verified faster ─▶ that build becomes the run's baseline; per-file flags are tuned
+    on top of it
     ─▶ BOLT last, on that build with its per-file winners (a BOLT profile describes one
     exact binary), A/B'd against that build and kept when verified faster
 
 Stage evaluations come out of the run's budget, at most half of it, so per-file tuning
-always gets the rest.  A composition's gain is in the journal (phase "stage") against
-the recorded build; the report derives its gain against the compositions it extends.
+always gets the rest.  A link-time composition's gain is in the journal (phase "stage")
+against the recorded build; the report derives its gain against the compositions it
+extends.  Native and BOLT, the steps on top, are measured against the build without them.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ class Chosen:
     """The composition that became the baseline, and what it adds to the build."""
     stages: tuple[Stage, ...]
     flags: StageFlags
-    entry: Entry                       # its verified measurement against the recording
+    entry: Entry                       # its verified measurement against `against`
     profile: pgo.TrainedProfile | None
     bolt: TrainedBolt | None = None      # the BOLT profile, when BOLT is a stage
+    against: str = "the recorded build"  # a step on top: the composition without it
 
     @property
     def name(self) -> str:
@@ -106,6 +110,21 @@ class Composer:
             Stage.BOLT.value in e.stages.split("+")
             for e in self.measurements.journal.of_phase(Phase.STAGE))
 
+    def native_on_top(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
+        """-march=native on every unit of the build the stages settled on (`without`: an
+        evaluator whose baseline is `chosen`), A/B'd directly against it, as BOLT is:
+        the new Chosen when verified faster, else None.  A whole-program choice: the
+        binary runs on this CPU family only whether one unit has it or all do."""
+        composition = (chosen.stages if chosen else ()) + (Stage.NATIVE,)
+        native = stages.flags((Stage.NATIVE,), opt_level(self.evaluator)).unit_flags
+        entry = self._on_top(composition, "-march=native", without,
+                             under={u.id: native for u in without.units})
+        if entry is None:
+            return None
+        return Chosen(composition, self._flags(composition), entry,
+                      chosen.profile if chosen else None,
+                      against=chosen.name if chosen else "the recorded build")
+
     def bolt_on_top(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
         """BOLT on the build the run settled on, A/B'd directly against that build
         (`without`: an evaluator whose baseline is the `chosen` stages with the per-file
@@ -116,24 +135,36 @@ class Composer:
         if Stage.BOLT not in self.usable:
             return None
         composition = (chosen.stages if chosen else ()) + (Stage.BOLT,)
-        name = stages.name(composition)
         step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show)
-
-        def once(phase: Phase, what: str) -> Entry:
-            return self.measurements.once(phase, {}, what, evaluator=without, stages=name,
-                                          link_flags=BOLT_LINK_FLAGS, post_link=step)
-
-        entry = once(Phase.STAGE, f"stage {name}: BOLT against the build without it")
-        if entry.verdict == FASTER and entry.measured and not self.measurements.deterministic:
-            entry = once(Phase.STAGE_CONFIRM, "  confirming BOLT with fresh pairs")
-        self.show(f"stage {name}: {entry.interval_text()} of the build without BOLT"
-                  + (f" -> {entry.verdict}" if entry.measured else ""))
-        if entry.verdict != FASTER or not entry.measured:
-            self.show(f"BOLT not kept: it was not verified faster than "
-                      f"{chosen.name if chosen else 'the recorded build'}")
+        entry = self._on_top(composition, "BOLT", without, link_flags=BOLT_LINK_FLAGS,
+                             post_link=step)
+        if entry is None:
             return None
         return Chosen(composition, self._flags(composition), entry,
                       chosen.profile if chosen else None, step.trained)
+
+    def _on_top(self, composition: tuple[Stage, ...], label: str, without: Evaluator,
+                **build) -> Entry | None:
+        """The last stage of `composition` (`label`) measured against the build without
+        it, confirmed with fresh pairs when it looks faster: the entry when verified
+        faster, else None (said, with the build it was not faster than)."""
+        name = stages.name(composition)
+
+        def once(phase: Phase, what: str) -> Entry:
+            return self.measurements.once(phase, {}, what, evaluator=without, stages=name,
+                                          **build)
+
+        entry = once(Phase.STAGE, f"stage {name}: {label} against the build without it")
+        if entry.verdict == FASTER and entry.measured and not self.measurements.deterministic:
+            entry = once(Phase.STAGE_CONFIRM, f"  confirming {label} with fresh pairs")
+        self.show(f"stage {name}: {entry.interval_text()} of the build without {label}"
+                  + (f" -> {entry.verdict}" if entry.measured else ""))
+        if entry.verdict != FASTER or not entry.measured:
+            before = stages.name(composition[:-1]) if len(composition) > 1 else ""
+            self.show(f"{label} not kept: it was not verified faster than "
+                      f"{before or 'the recorded build'}")
+            return None
+        return entry
 
     def choose(self, budget: int) -> tuple[Chosen | None, int]:
         """(the best verified composition or None, the evaluations it measured)."""

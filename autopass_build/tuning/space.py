@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.core import flags as flagset
 from autopass_build.core import proc
 from autopass_build.core.files import hash_json, write_atomic
+from autopass_build.core.stage_flags import NATIVE_FLAGS
 
 Point = tuple[int, ...]
 SPACE_VERSION = 1
@@ -120,11 +121,9 @@ DEFAULT_KNOBS = (
 # build must be bit-for-bit reproducible.
 
 # Opt-in only (`native = true`): code that runs on this CPU family and no other.  Its
-# first value keeps floating-point results: on a CPU with FMA, -march=native alone lets
-# clang fuse `a * b + c` (-ffp-contract=on is its default), which rounds once instead of
-# twice, so an FP program's output changes and every such candidate is WRONG_OUTPUT (LAME:
-# a different MP3 from -march=native, the same bytes with -ffp-contract=off).
-NATIVE_KNOB = Knob("march", ((), ("-march=native", "-ffp-contract=off"), ("-march=native",)),
+# first value keeps floating-point results (stage_flags.NATIVE_FLAGS says why); the
+# second lets clang fuse `a * b + c`, for programs whose check allows it.
+NATIVE_KNOB = Knob("march", ((), NATIVE_FLAGS, ("-march=native",)),
                    "instruction set of this machine's CPU (first without FMA contraction)")
 
 _VECTOR = ("vector_width", "interleave", "max_bandwidth", "extra_vector_passes")

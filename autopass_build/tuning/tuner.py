@@ -16,6 +16,7 @@ search.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from autopass_build.config import Config
@@ -30,7 +31,7 @@ from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.hotspots import Profile, ProfileError, Reach
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
-from autopass_build.instruments.measure import MeasureError
+from autopass_build.instruments.measure import MeasureError, native_unmeasurable
 from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import Store, sharing_a_command
 from autopass_build.tuning import composite, publish, search
@@ -46,6 +47,7 @@ from autopass_build.tuning.searching import Search, counted
 from autopass_build.tuning.space import JointSpace, Space, default_space, probe
 
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
+NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
 
 __all__ = ["TuneError", "TuneRequest", "TuneResult", "Tuner", "Winner"]
 
@@ -109,6 +111,7 @@ class Tuner:
         self.journal: Journal | None = None
         self.profile: pgo.TrainedProfile | None = None
         self.composer: Composer | None = None
+        self._native_left_out: str | None = None     # why --native cannot be measured
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
@@ -168,12 +171,7 @@ class Tuner:
             self._tuned_versus_recorded(self.chosen, winners)
         if self.composer is None or stages.Stage.BOLT not in self.composer.usable:
             return
-        without = self._plain_evaluator()
-        unit_flags = self.chosen.flags.unit_flags if self.chosen else ()
-        per_file = {w.source: w.flags for w in winners}
-        without.rebase({u.id: unit_flags + per_file.get(u.source_rel, ()) for u in without.units},
-                       self.chosen.flags.link_flags if self.chosen else ())
-        with_bolt = self.composer.bolt_on_top(self.chosen, without)
+        with_bolt = self.composer.bolt_on_top(self.chosen, self._build_of(self.chosen, winners))
         if with_bolt is not None:
             self.show(f"BOLT kept: {with_bolt.name}, {with_bolt.entry.interval_text()} of "
                       "the build without it")
@@ -194,7 +192,7 @@ class Tuner:
         assert self.journal is not None
         return publish.write(self.request.flags_db, winners, self.journal, self.evaluator.units,
                              self.config.measure.metric, self.request.strategy,
-                             self.request.native, profile, self._target_stages(),
+                             self._native(), profile, self._target_stages(),
                              self.chosen.bolt if self.chosen else None)
 
     def _search(self, run: RunContext) -> Entry | None:
@@ -230,16 +228,40 @@ class Tuner:
                             lambda: self._profile(evaluator), self.show,
                             hot.unit_shares() if hot and _made_for(hot, evaluator) else None)
         self.composer = composer
-        chosen, _ = composer.choose(max(1, self.request.budget // 2))
+        stage_budget = max(1, self.request.budget // 2)
+        if self._native():
+            stage_budget = max(1, stage_budget - NATIVE_EVALUATIONS)
+        chosen, _ = composer.choose(stage_budget)
+        if self._native():
+            chosen = composer.native_on_top(chosen, self._build_of(chosen)) or chosen
         if chosen is None:
             self.show("no stage composition was verified faster than the recorded build; "
                       "tuning per-file flags on the recorded build")
             return None
         evaluator.rebase({u.id: chosen.flags.unit_flags for u in evaluator.units},
                          chosen.flags.link_flags)
-        self.show(f"baseline: {chosen.name}, {chosen.entry.interval_text()} of the recorded "
-                  "build; per-file flags are tuned on top of it")
+        self.show(f"baseline: {chosen.name}, {chosen.entry.interval_text()} of "
+                  f"{chosen.against}; per-file flags are tuned on top of it")
         return chosen
+
+    def _native(self) -> bool:
+        """Whether -march=native is tried (asked for, and measurable here; said once
+        when it is not)."""
+        if self.request.native and self._native_left_out is None:
+            self._native_left_out = native_unmeasurable(self.config.measure.metric)
+            if self._native_left_out:
+                self.show(f"-march=native left out: {self._native_left_out}")
+        return self.request.native and not self._native_left_out
+
+    def _build_of(self, chosen: Chosen | None, winners: Iterable[Winner] = ()) -> Evaluator:
+        """An evaluator whose baseline is `chosen`'s stages with the per-file `winners`:
+        what a step on top (native, BOLT) is measured against."""
+        build = self._plain_evaluator()
+        unit_flags = chosen.flags.unit_flags if chosen else ()
+        per_file = {w.source: w.flags for w in winners}
+        build.rebase({u.id: unit_flags + per_file.get(u.source_rel, ()) for u in build.units},
+                     chosen.flags.link_flags if chosen else ())
+        return build
 
     def _tuned_versus_recorded(self, chosen: Chosen, winners: list[Winner]) -> None:
         """The stages with the winners, against the recorded build (phase TUNED)."""
@@ -331,7 +353,7 @@ class Tuner:
 
     def _space(self, evaluator: Evaluator) -> Space:
         compiler = evaluator.replayer.compiler_override or evaluator.units[0].compiler
-        space = default_space(native=self.request.native)
+        space = default_space(native=self._native())
         try:
             return probe(space, compiler, os.path.join(self.store.dir, "probe"),
                          toolchain.stamp_of(compiler))
