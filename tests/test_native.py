@@ -69,6 +69,7 @@ def test_callgrind_cannot_measure_native_code_on_an_avx512_cpu(tmp_path) -> None
 
 @pytest.mark.skipif("avx512f" not in CPU_FLAGS, reason="only an AVX-512 CPU leaves it out")
 def test_native_is_left_out_where_callgrind_measures(tmp_path) -> None:
+    """F48 (docs/RELIABILITY.md)."""
     root = recorded_copy(NATIVE_MINI, tmp_path / "mini",
                          CONFIG.replace('"cpu"', '"instructions"').replace("200000", "20"))
     done = subprocess.run([AUTOPASS, "tune", "--budget", "2"], cwd=root,
