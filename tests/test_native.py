@@ -13,6 +13,8 @@ import pytest
 from support import AUTOPASS, recorded_copy
 
 from autopass_build.core import flags_db, names, stage_flags
+from autopass_build.core.cpu import Cpu, lacking, this_cpu
+from autopass_build.core.files import hash_file
 from autopass_build.instruments import stages
 from autopass_build.instruments.measure import native_unmeasurable
 from autopass_build.tuning.journal import Journal, Phase
@@ -125,3 +127,54 @@ def test_a_database_may_list_the_native_stage(tmp_path) -> None:
     path.write_text(json.dumps({"schema": 1, "entries": {}, "target": target}))
     with pytest.raises(flags_db.FlagsDbError, match="of pgo, lto, thinlto, bolt, native"):
         flags_db.load(str(path))
+
+
+def test_an_older_database_names_its_cpu_by_a_string_and_a_wrong_shape_is_refused(
+        tmp_path) -> None:
+    path = tmp_path / "db.json"
+    path.write_text(json.dumps({"schema": 1, "entries": {}, "cpu": "x86_64"}))
+    assert flags_db.load(str(path)).cpu == Cpu("x86_64", ())     # nothing to check
+    for cpu in ({"model": "m"}, {"model": "m", "isa": "avx2"}, 3, ["avx2"]):
+        path.write_text(json.dumps({"schema": 1, "entries": {}, "cpu": cpu}))
+        with pytest.raises(flags_db.FlagsDbError, match='"cpu" must be null or'):
+            flags_db.load(str(path))
+    here = this_cpu()
+    assert lacking(Cpu("m", here.isa), here) == [] and lacking(Cpu("m", ()), here) == []
+    assert lacking(Cpu("m", here.isa + ("avx99",)), here) == ["avx99"]
+
+
+@pytest.mark.skipif("avx2" not in CPU_FLAGS, reason="no wider vectors than x86-64's SSE2")
+def test_native_code_is_left_out_on_a_cpu_that_lacks_what_it_was_tuned_for(tmp_path) -> None:
+    """A database tuned with --native on a CPU with an extension this one lacks (a build
+    farm's older host): apply mode builds without -march=native, stage and entries,
+    with one warning, so the program does not die of SIGILL; apply-anyway builds it."""
+    root = recorded_copy(NATIVE_MINI, tmp_path / "mini", CONFIG)
+    db = flags_db.empty()
+    db.cpu = Cpu("a newer CPU", this_cpu().isa + ("avx99",))
+    db.target = flags_db.TargetStages("nativemini", ("native",), "-O3", ("kern.c", "main.c"))
+    db.entries["kern.c"] = flags_db.Entry(
+        ("-march=native", "-ffp-contract=off"), hash_file(str(root / "kern.c")),
+        flags_db.Gain("cpu", 0.5, 0.4, 0.6, 10), "by hand", "run")
+    flags_db.save(str(root / "autopass.flags.json"), db)
+
+    def vectors(*policy: str) -> tuple[bool, str]:
+        done = subprocess.run([AUTOPASS, "apply", *policy, "--", "make", "-s", "-B"],
+                              cwd=root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        code = subprocess.run(["objdump", "-d", str(root / "kern.o")], capture_output=True,
+                              text=True, check=True).stdout
+        return "%ymm" in code or "%zmm" in code, done.stderr
+
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True, text=True)
+    assert "tuned on a newer CPU (" in shown.stdout
+    checked = subprocess.run([AUTOPASS, "db", "check"], cwd=root, capture_output=True,
+                             text=True)
+    assert checked.returncode == 1 and "whose avx99 this CPU lacks" in checked.stdout
+    wide, said = vectors()
+    assert not wide
+    assert ("the database's native stage was tuned with -march=native on a newer CPU, "
+            "whose avx99 this CPU lacks: building without -march=native") in said
+    assert "kern.c: entry not applied: it was tuned with -march=native on a newer CPU" in said
+    assert subprocess.run(["./nativemini", "3"], cwd=root, capture_output=True).returncode == 0
+    wide, said = vectors("--policy", "apply-anyway")
+    assert wide and "lacks" not in said

@@ -135,7 +135,7 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     db, why = load(path)
     if db is None:   # said by each compile; a link adds nothing to a refused database
         return Decision((), why, policy == "error") if why and parsed.mode != LINK else None
-    stage, stage_warning = stage_decision(db)
+    stage, stage_warning = stage_decision(db, policy)
     link = Decision()
     if parsed.mode != COMPILE and db.target is not None and (stage or stage_warning):
         output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
@@ -249,9 +249,11 @@ def _section_names(data: bytes) -> list[str]:
         return []
 
 
-def stage_decision(db: FlagsDb) -> tuple[StageFlags | None, str]:
+def stage_decision(db: FlagsDb, policy: str = "warn") -> tuple[StageFlags | None, str]:
     """The chosen stages' flags without PGO's profile (profile_decision adds it); with a
-    warning, and without LTO, when lld is not here (the build goes on without it)."""
+    warning, and without LTO, when lld is not here, and without native, when this CPU
+    lacks an extension of the one it was tuned on (unless `policy` is apply-anyway):
+    the build goes on without them."""
     target = db.target
     if target is None or not (lto_mode(target.stages) or {BOLT, NATIVE} & set(target.stages)):
         return None, ""
@@ -259,12 +261,26 @@ def stage_decision(db: FlagsDb) -> tuple[StageFlags | None, str]:
 
     stages = tuple(s for s in target.stages if s != PGO)
     lld = toolchain.find_tool("ld.lld") if lto_mode(stages) else None
-    warning = ""
+    warnings = []
     if lto_mode(stages) and lld is None:
         stages = tuple(s for s in stages if s not in (LTO, THINLTO))
-        warning = (f"the database's LTO stage needs lld (sudo apt-get install "
-                   f"lld-{toolchain.DEFAULT_LLVM_VERSION}): building without it")
-    return stage_flags(stages, target.opt_level, lld=lld), warning
+        warnings.append(f"the database's LTO stage needs lld (sudo apt-get install "
+                        f"lld-{toolchain.DEFAULT_LLVM_VERSION}): building without it")
+    missing = _lacking(db) if NATIVE in stages and policy != "apply-anyway" else ""
+    if missing:
+        stages = tuple(s for s in stages if s != NATIVE)
+        warnings.append(f"the database's native stage was {missing}: building without "
+                        "-march=native (--policy apply-anyway builds it all the same)")
+    return stage_flags(stages, target.opt_level, lld=lld), "; ".join(warnings)
+
+
+def _lacking(db: FlagsDb) -> str:
+    """How this CPU falls short of the one `db` was tuned with -march=native on ("" when
+    it does not)."""
+    from autopass_build.core import cpu
+
+    missing = cpu.lacking(db.cpu, cpu.this_cpu())
+    return cpu.lacking_text(db.cpu, missing) if db.cpu and missing else ""
 
 
 def bolt_decision(db: FlagsDb, path: str, output: str, link: Decision, policy: str
@@ -370,6 +386,8 @@ def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str) -
     wanted = db.toolchain.get("compiler", "")
     if wanted and compiler_id and wanted != compiler_id:
         stale.append(f"it was tuned with {wanted}, this is {compiler_id}")
+    if "-march=native" in entry.flags and (missing := _lacking(db)):
+        stale.append(f"it was {missing}")
     if stale and policy != "apply-anyway":
         return _refuse(f"{rel}: entry not applied: {'; '.join(stale)} (re-run autopass tune)",
                        policy)

@@ -270,6 +270,10 @@ def _show(db, problems: dict[str, str]) -> None:
         if db.target.bolt:
             print(f"  {db.target.output}: BOLT profile {db.target.bolt.path}, for the binary "
                   f"whose code hashes to {db.target.bolt_binary[:16]}")
+    if db.cpu:
+        print(f"  tuned on {db.cpu.model}" + (f" ({len(db.cpu.isa)} instruction-set "
+              "extensions; a CPU without one of them builds without -march=native)"
+              if db.cpu.isa else ""))
     for source, entry in sorted(db.entries.items()):
         mark = "  (not applied: see `autopass db check`)" if source in problems else ""
         print(f"  {source}: {_flags_text(entry.flags)}{mark}")

@@ -3,7 +3,8 @@
     {
       "schema": 1,
       "toolchain": {"compiler": "clang 19.1.7 (x86_64-pc-linux-gnu)", "target": "x86_64-..."},
-      "cpu": null,                       # the CPU model when an entry is CPU-specific
+      "cpu": {"model": "AMD EPYC", "isa": ["avx", "avx2", ...]},
+                                         # the tuning CPU, with --native (core/cpu.py), or null
       "profile": {"path": "autopass.profdata", "hash": "..."},   # PGO, or null
       "target": {"output": "bin/app", "stages": ["pgo", "lto", "bolt"], "opt_level": "-O3",
                  "units": ["src/a.c", ...],
@@ -39,6 +40,7 @@ from __future__ import annotations
 import math
 
 from autopass_build.core import flags as flagset
+from autopass_build.core.cpu import Cpu
 from autopass_build.core.names import FLAGS_DB_SCHEMA, SHIPPED_STAGES
 from autopass_build.core.records import Record
 from autopass_build.core.stage_flags import LTO_LEVELS
@@ -102,7 +104,7 @@ class FlagsDb(Record):
     __slots__ = ("toolchain", "cpu", "profile", "entries", "target")
     _defaults = {"cpu": None, "profile": None, "target": None}
     toolchain: dict[str, str]
-    cpu: str | None
+    cpu: Cpu | None             # the tuning CPU, when tuned with --native
     profile: ProfileRef | None
     entries: dict[str, Entry]
     target: TargetStages | None
@@ -182,15 +184,25 @@ def from_json(data: object, path: str) -> FlagsDb:
     if not isinstance(toolchain, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in toolchain.items()):
         raise FlagsDbError(f"{path}: \"toolchain\" must be an object of strings; {FIX}")
-    cpu = data.get("cpu")
-    if cpu is not None and not isinstance(cpu, str):
-        raise FlagsDbError(f"{path}: \"cpu\" must be a string or null; {FIX}")
+    cpu = _cpu(data.get("cpu"), path)
     entries = data.get("entries")
     if not isinstance(entries, dict):
         raise FlagsDbError(f"{path}: \"entries\" must be an object (source -> entry); {FIX}")
     return FlagsDb(dict(toolchain), cpu, _profile(data.get("profile"), path),
                    {source: entry_from_json(raw) for source, raw in entries.items()},
                    _target(data.get("target"), path))
+
+
+def _cpu(raw: object, path: str) -> Cpu | None:
+    """The tuning CPU; a bare string (a database from before the instruction set was
+    kept) is its model, with nothing to check."""
+    if raw is None or isinstance(raw, str):
+        return Cpu(raw, ()) if raw else None
+    if not (isinstance(raw, dict) and isinstance(raw.get("model"), str)
+            and isinstance(raw.get("isa"), list) and all(isinstance(f, str) for f in raw["isa"])):
+        raise FlagsDbError(f"{path}: \"cpu\" must be null or {{\"model\": string, \"isa\": "
+                           f"[strings]}}; {FIX}")
+    return Cpu(raw["model"], tuple(raw["isa"]))
 
 
 def _target(raw: object, path: str) -> TargetStages | None:
@@ -278,7 +290,8 @@ def _finite(value: object) -> bool:
 def to_json(db: FlagsDb) -> str:
     import json
 
-    data = {"schema": FLAGS_DB_SCHEMA, "toolchain": db.toolchain, "cpu": db.cpu,
+    data = {"schema": FLAGS_DB_SCHEMA, "toolchain": db.toolchain,
+            "cpu": {"model": db.cpu.model, "isa": list(db.cpu.isa)} if db.cpu else None,
             "profile": {"path": db.profile.path, "hash": db.profile.hash} if db.profile
             else None,
             "entries": {source: _entry_json(e) for source, e in db.entries.items()},

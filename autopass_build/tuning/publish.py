@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 
-from autopass_build.core import flags_db, toolchain
+from autopass_build.core import cpu, flags_db, toolchain
 from autopass_build.core.names import BOLT_PROFILE_NAME, PROFILE_NAME
 from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.pgo import TrainedProfile
@@ -42,7 +41,7 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
     db.toolchain = {"compiler": identity.short() if identity else "unknown",
                     "target": identity.target if identity else ""}
     if native:
-        db.cpu = platform.processor() or platform.machine()
+        db.cpu = cpu.this_cpu()
     db.profile = _ship_profile(path, profile) if profile else None
     if target is not None and bolt is not None:
         target.bolt = _ship(path, bolt.path, bolt.hash, BOLT_PROFILE_NAME)
