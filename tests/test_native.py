@@ -145,8 +145,8 @@ def test_an_older_database_names_its_cpu_by_a_string_and_a_wrong_shape_is_refuse
 
 @pytest.mark.skipif("avx2" not in CPU_FLAGS, reason="no wider vectors than x86-64's SSE2")
 def test_native_code_is_left_out_on_a_cpu_that_lacks_what_it_was_tuned_for(tmp_path) -> None:
-    """A database tuned with --native on a CPU with an extension this one lacks (a build
-    farm's older host): apply mode builds without -march=native, stage and entries,
+    """F49: a database tuned with --native on a CPU with an extension this one lacks (a
+    build farm's older host): apply mode builds without -march=native, stage and entries,
     with one warning, so the program does not die of SIGILL; apply-anyway builds it."""
     root = recorded_copy(NATIVE_MINI, tmp_path / "mini", CONFIG)
     db = flags_db.empty()
