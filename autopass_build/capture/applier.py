@@ -137,14 +137,18 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         return Decision((), why, policy == "error") if why and parsed.mode != LINK else None
     stage, stage_warning = stage_decision(db, policy)
     link = Decision()
-    if parsed.mode != COMPILE and db.target is not None and (stage or stage_warning):
+    # Only LTO and BOLT change a link (native is the compiles' alone): no other link
+    # reads its inputs to look for bitcode.
+    target = db.target
+    if parsed.mode != COMPILE and target is not None and (stage or stage_warning) and (
+            lto_mode(target.stages) or BOLT in target.stages):
         output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
-        is_target = relative_to(output, root) == db.target.output
+        is_target = relative_to(output, root) == target.output
         if is_target or links_bitcode(parsed, cwd):
             # The target, or another binary of the build that links its bitcode units
             # (a library's objects in two programs): both need the LTO link.
             link = Decision(stage.link_flags if stage else (), stage_warning)
-        if is_target and BOLT in db.target.stages:
+        if is_target and BOLT in target.stages:
             link = bolt_decision(db, path, output, link, policy)
             if link.error:
                 return link
