@@ -47,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
+from autopass_build.core.cpu import this_cpu  # noqa: E402
 from autopass_build.core.names import STAGES  # noqa: E402
 from autopass_build.instruments import pgo, stages  # noqa: E402
 from autopass_build.instruments.bolt import BoltStage  # noqa: E402
@@ -416,18 +417,8 @@ def _meta(args, budget: int, started: float) -> dict:
     return {"date": time.strftime("%Y-%m-%d"), "budget": budget, "seed": args.seed,
             "metric": args.metric, "minutes": round((time.monotonic() - started) / 60),
             "command": "python bench/suite.py " + shlex.join(sys.argv[1:]),
-            "machine": f"{os.cpu_count()} cores of {_cpu_model()}, {platform.system()} "
+            "machine": f"{os.cpu_count()} cores of {this_cpu().model}, {platform.system()} "
                        f"{platform.release()}, clang 19"}
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 if __name__ == "__main__":

@@ -64,8 +64,9 @@ def test_callgrind_cannot_measure_native_code_on_an_avx512_cpu(tmp_path) -> None
     why = native_unmeasurable("instructions", str(cpuinfo))
     assert "valgrind" in why and "AVX-512" in why and "--metric cpu" in why
     assert native_unmeasurable("cpu", str(cpuinfo)) == ""
-    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2\n")
-    assert native_unmeasurable("instructions", str(cpuinfo)) == ""
+    older = tmp_path / "cpuinfo-avx2"     # another machine (a file is read once a process)
+    older.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2\n")
+    assert native_unmeasurable("instructions", str(older)) == ""
     assert native_unmeasurable("instructions", str(tmp_path / "none")) == ""
 
 

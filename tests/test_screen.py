@@ -17,13 +17,14 @@ from support import AUTOPASS, fix_tune_mini_profile, recorded_tune_mini
 
 from autopass_build import config as cfg
 from autopass_build.core import toolchain
+from autopass_build.core.cpu import this_cpu
 from autopass_build.instruments.codeshape import code_shape
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.store.index import Store
 from autopass_build.tuning import screen
 from autopass_build.tuning.journal import Journal, Phase
-from autopass_build.tuning.knowledge import KNOWLEDGE_VERSION, Knowledge, cpu_model, knowledge_path
+from autopass_build.tuning.knowledge import KNOWLEDGE_VERSION, Knowledge, knowledge_path
 from autopass_build.tuning.space import JointSpace, default_space
 from autopass_build.tuning.tuner import Tuner, TuneRequest
 
@@ -88,7 +89,7 @@ def measure_evaluations(project: Path) -> list[dict]:
 def _made_with() -> dict[str, str]:
     """What the frozen evaluations depend on: the compiler's code and llvm-mca's CPU."""
     identity = toolchain.identify(toolchain.find_tool("clang") or "clang")
-    return {"clang": identity.version if identity else "?", "cpu": cpu_model()}
+    return {"clang": identity.version if identity else "?", "cpu": this_cpu().model}
 
 
 @pytest.fixture(scope="module")

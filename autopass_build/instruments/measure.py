@@ -26,6 +26,7 @@ from typing import Callable
 
 from autopass_build.config import CheckConfig, Config, MeasureConfig, RunConfig
 from autopass_build.core import proc
+from autopass_build.core.cpu import CPUINFO, this_cpu
 from autopass_build.core.files import hash_json
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import stats
@@ -157,19 +158,11 @@ def cycles_supported() -> bool:
     return _cycles_supported
 
 
-def native_unmeasurable(metric: str, cpuinfo: str = "/proc/cpuinfo") -> str:
+def native_unmeasurable(metric: str, cpuinfo: str = CPUINFO) -> str:
     """Why a -march=native build cannot be measured by `metric` on this CPU ("" when it
     can): callgrind (valgrind 3.19) stops at the first AVX-512 instruction, and clang
     emits them for a CPU that has them (a znver5's vectorized loops are zmm code)."""
-    if metric != "instructions":
-        return ""
-    try:
-        with open(cpuinfo, errors="replace") as handle:
-            flags = next((line.split(":", 1)[1].split() for line in handle
-                          if line.startswith("flags")), [])
-    except OSError:
-        return ""
-    if "avx512f" not in flags:
+    if metric != "instructions" or "avx512f" not in this_cpu(cpuinfo).isa:
         return ""
     return ("metric instructions runs the benchmark under valgrind, which cannot execute "
             "the AVX-512 code -march=native makes on this CPU; use --metric cpu or wall")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 from dataclasses import dataclass, field
 
+from autopass_build.core.cpu import this_cpu
 from autopass_build.core.files import hash_json, user_cache_dir, write_atomic
 
 KNOWLEDGE_VERSION = 2     # 2: loop features, no knob values
@@ -19,20 +19,9 @@ MAX_SAMPLES = 5000         # the knowledge file keeps the newest this many
 
 def knowledge_path(compiler_id: str) -> str:
     """One file per compiler and CPU: what -O3 does differs between them."""
-    cpu = cpu_model()
+    cpu = this_cpu().model
     key = hash_json([KNOWLEDGE_VERSION, compiler_id, cpu])[:16]
     return user_cache_dir("screen", f"knowledge-{key}.json")
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
 
 
 @dataclass
