@@ -202,11 +202,11 @@ def executables_text(targets: list[Target]) -> str:
     test folder before inside one (gnulib's tests/current-locale links more units than
     m4 itself), then the most units first (busybox's one-file build tools, such as
     applets/usage, after busybox_unstripped's 564)."""
-    executables = sorted((t for t in targets if t.kind == "executable"),
-                         key=lambda t: (_in_tests(t.output_rel), -len(t.runtime_units()),
-                                        t.output_rel))
-    return ", ".join(f"{t.output_rel} ({len(t.runtime_units())} "
-                     f"unit{'s' if len(t.runtime_units()) != 1 else ''})" for t in executables)
+    counted = [(len(t.runtime_units()), t.output_rel) for t in targets
+               if t.kind == "executable"]
+    counted.sort(key=lambda c: (_in_tests(c[1]), -c[0], c[1]))
+    return ", ".join(f"{name} ({units} unit{'s' if units != 1 else ''})"
+                     for units, name in counted)
 
 
 _TEST_FOLDERS = frozenset({"t", "test", "tests", "testsuite", "unittests", "gnulib-tests"})
