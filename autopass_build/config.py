@@ -260,6 +260,15 @@ def _validate(name: str, section: object) -> None:
                           '".autopass/runs/<run>/transcript.jsonl"')
     if isinstance(section, TuneConfig) and (section.budget < 1 or section.max_units < 1):
         raise ConfigError("[tune] needs budget >= 1 and max_units >= 1")
+    if isinstance(section, TuneConfig) and not 0 < section.coverage <= 100:
+        raise ConfigError(f"[tune].coverage = {section.coverage:g} is a percentage of the "
+                          "profile: give one in (0, 100], e.g. 90")
+    if isinstance(section, MeasureConfig) and not section.precision < 0.5:
+        raise ConfigError(f"[measure].precision = {section.precision:g} is the interval's "
+                          "half-width as a fraction of the time: give one below 0.5, e.g. 0.01")
+    if isinstance(section, MeasureConfig) and section.timeout_factor < 1:
+        raise ConfigError(f"[measure].timeout_factor = {section.timeout_factor:g} would kill a "
+                          "candidate before the baseline's own time: give one >= 1, e.g. 3")
     if isinstance(section, CheckConfig):
         if section.mode not in CHECK_MODES:
             raise ConfigError(f"[check].mode = {section.mode!r} is not one of "

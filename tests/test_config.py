@@ -57,6 +57,10 @@ max_pairs = 9
     ("[measure]\nmetric = 'time'", "[measure].metric = 'time' is not one of wall, cpu"),
     ("[measure]\nmin_pairs = 'five'", "[measure].min_pairs must be a non-negative integer"),
     ("[measure]\nmin_pairs = 10\nmax_pairs = 5", "min_pairs <= max_pairs"),
+    # out-of-range numbers that would silently tune everything, never stop, or kill all
+    ("[tune]\ncoverage = 150", "[tune].coverage = 150 is a percentage of the profile"),
+    ("[measure]\nprecision = 2", "[measure].precision = 2 is the interval's half-width"),
+    ("[measure]\ntimeout_factor = 0.5", "[measure].timeout_factor = 0.5 would kill"),
     ("[run]\ncommand = 'bench input'", 'must contain "{exe}"'),
     ("[run]\ncommand = 'unterminated \"quote'", "write it as a list of strings"),
     ("[run]\ntimeout = -1", "[run].timeout must be a positive number"),
