@@ -125,7 +125,7 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
     try:
         return tuple(s.value for s in stages.parse(text))
     except ValueError as error:
-        raise CliError(f"--stages: {error} (or --no-stages)") from None
+        raise CliError(f"--stages: {error}") from None
 
 
 def _options(pairs: list[str]) -> dict | None:

@@ -61,7 +61,8 @@ def parse(names: str | list[str] | tuple[str, ...]) -> tuple[Stage, ...]:
         try:
             stages.append(Stage(item))
         except ValueError:
-            raise ValueError(f"no stage {item!r}; stages: {', '.join(STAGES)}") from None
+            raise ValueError(f"no stage {item!r}; stages: {', '.join(STAGES)} (none: an "
+                             "empty list, or tune --no-stages)") from None
     return tuple(dict.fromkeys(stages))
 
 
