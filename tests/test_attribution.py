@@ -298,6 +298,19 @@ def test_a_failing_callgrind_annotate_is_an_error_not_an_empty_profile(tmp_path,
         sampling.callgrind_counts(["/bin/true"], str(tmp_path), {"PATH": path}, 60)
 
 
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
+def test_a_callgrind_run_killed_at_its_timeout_leaves_nothing_in_tmp(tmp_path) -> None:
+    """F50 (RELIABILITY): valgrind makes gdbserver FIFOs in $TMPDIR that a killed run
+    never removes (126 of
+    them had piled up in our host's /tmp); callgrind runs with --vgdb=no."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(scratch)}
+    with pytest.raises(sampling.SamplingError, match="callgrind failed"):
+        sampling.callgrind_counts(["sleep", "30"], str(tmp_path), env, 2)
+    assert list(scratch.iterdir()) == []
+
+
 def test_a_cpp_member_function_maps_to_its_unit(tmp_path) -> None:
     """perf and callgrind print C++ names demangled ('mini::Kernel::run(...) const'),
     the objects and remarks know them mangled: asked for mangled names, both map the hot

@@ -47,6 +47,7 @@ from autopass_build.instruments.output_check import (
     read_output,
     written_files,
 )
+from autopass_build.instruments.sampling import CALLGRIND
 
 # Metrics that give the same value for the same binary and input every time.
 DETERMINISTIC_METRICS = frozenset({"instructions"})
@@ -130,7 +131,7 @@ def metric_prefix(metric: str, out_file: str) -> list[str]:
         if shutil.which("valgrind") is None:
             raise MeasureError("metric 'instructions' needs valgrind: apt-get install valgrind")
         # Every process the benchmark starts is counted (a wrapper script, `sh -c`, ...).
-        return ["valgrind", "--tool=callgrind", "-q", "--trace-children=yes",
+        return [*CALLGRIND, "--trace-children=yes",
                 f"--callgrind-out-file={out_file}.%p", "--"]
     if metric == "cycles":
         if not cycles_supported():

@@ -25,6 +25,10 @@ class SamplingError(Exception):
     """perf is missing, refused or failed; the message says which."""
 
 
+# `--vgdb=no`: otherwise valgrind makes three FIFOs in $TMPDIR for its gdbserver, which a
+# run killed at its timeout never removes (126 of them had piled up in our host's /tmp).
+CALLGRIND = ("valgrind", "--tool=callgrind", "-q", "--vgdb=no")
+
 @dataclass(frozen=True)
 class Report:
     """One perf run read back: samples per symbol, and the file each symbol ran in."""
@@ -116,9 +120,9 @@ def callgrind_counts(argv: list[str], cwd: str, env: dict[str, str], timeout: fl
         raise SamplingError("valgrind not found (sudo apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="autopass-callgrind-") as scratch:
         pattern = os.path.join(scratch, "callgrind.out.%p")
-        run = proc.run_captured(["valgrind", "--tool=callgrind", "-q", "--demangle=no",
-                                 "--trace-children=yes", f"--callgrind-out-file={pattern}",
-                                 "--", *argv], cwd, env, timeout, stdin=stdin)
+        run = proc.run_captured([*CALLGRIND, "--demangle=no", "--trace-children=yes",
+                                 f"--callgrind-out-file={pattern}", "--", *argv],
+                                cwd, env, timeout, stdin=stdin)
         outs = sorted(os.path.join(scratch, f) for f in os.listdir(scratch))
         if run.timed_out or not outs:
             raise SamplingError("callgrind failed: "
