@@ -301,8 +301,8 @@ def test_a_failing_callgrind_annotate_is_an_error_not_an_empty_profile(tmp_path,
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
 def test_a_callgrind_run_killed_at_its_timeout_leaves_nothing_in_tmp(tmp_path) -> None:
     """F50 (RELIABILITY): valgrind makes gdbserver FIFOs in $TMPDIR that a killed run
-    never removes (126 of
-    them had piled up in our host's /tmp); callgrind runs with --vgdb=no."""
+    never removes (126 of them had piled up in our host's /tmp); callgrind runs with
+    --vgdb=no."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(scratch)}
