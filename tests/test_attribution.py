@@ -15,7 +15,7 @@ from support import AUTOPASS, recorded_copy
 
 from autopass_build.config import load as load_config
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments import attribution, sampling, stats
+from autopass_build.instruments import attribution, hotspots, sampling, stats
 from autopass_build.instruments.attribution import UnitEffect
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.store.index import Store
@@ -336,6 +336,52 @@ def test_a_cpp_member_function_maps_to_its_unit(tmp_path) -> None:
         shell = sampling.callgrind_counts(["sh", "-c", f"{binary} 3000 >/dev/null"],
                                           str(root), {"PATH": "/usr/bin:/bin"}, 120)
         assert shell[mangled] == counts[mangled]
+
+
+def test_static_functions_of_one_name_are_told_apart_by_their_source(tmp_path) -> None:
+    """SoX's 31 effects each have a `static int flow()`: perf names the function, not
+    its file, and the profile split "flow" (33 % of the run) evenly over 31 units, so
+    reverb.c, 26 % by itself, was not among the hot units.  The binary's symbol table
+    says which file each flow came from."""
+    root = recorded_copy(Path(__file__).parent / "data" / "statics-mini", tmp_path / "s",
+                         '[run]\ncommand = ["{exe}", "150000000"]\n', ("make", "-s"))
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "flow (heavy.c)" in done.stdout, done.stdout
+    profile = hotspots.load(str(root / ".autopass"))
+    shares = profile.unit_shares()
+    assert shares["heavy.c"] > 4 * shares.get("light.c", 0.0) and shares["heavy.c"] > 60
+    [heavy] = [f for f in profile.functions if f.name == "flow (heavy.c)"]
+    assert heavy.units == ["heavy.c"] and heavy.symbol == "flow"
+    # perf report -v's lines, as read: the address picks the function, the path the file
+    store = Store.open_existing(str(root / ".autopass"))
+    binary = Evaluator(store, load_config(str(root / "autopass.toml"), str(root))
+                       ).baseline().binary
+    flow = _flow_addresses(binary)
+    read = sampling.read_report(
+        f" 80.00% | 800 |{binary} |{hex(flow['heavy.c'] + 4)}  B [.] flow\n"
+        f" 10.00% | 100 |{binary} |{hex(flow['light.c'])}  B [.] flow\n"
+        f" 5.00%  | 50  |{binary} |{hex(flow['heavy.c'])}  B [.] main\n"
+        " 5.00%  | 50  |[kernel.kallsyms] |0xffffffff81bad830 k [k] _copy_to_iter\n")
+    assert read.samples == {"flow (heavy.c)": 800, "flow (light.c)": 100, "main": 50,
+                            "_copy_to_iter": 50}
+    assert read.objects["flow (light.c)"] == "staticsmini"
+    assert sampling.split_source("flow (light.c)") == ("flow", "light.c")
+    assert sampling.split_source("exp@@GLIBC_2.29") == ("exp@@GLIBC_2.29", "")
+
+
+def _flow_addresses(binary: str) -> dict[str, int]:
+    """The address of each local `flow` function of `binary`, by its STT_FILE source."""
+    from elftools.elf.elffile import ELFFile
+
+    found, source = {}, ""
+    with open(binary, "rb") as handle:
+        for symbol in ELFFile(handle).get_section_by_name(".symtab").iter_symbols():
+            if symbol["st_info"]["type"] == "STT_FILE":
+                source = symbol.name
+            elif symbol.name == "flow":
+                found[source] = symbol["st_value"]
+    return found
 
 
 def test_attribution_is_off_on_a_link_time_optimized_baseline(tmp_path) -> None:

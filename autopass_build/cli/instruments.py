@@ -215,7 +215,8 @@ def cmd_evidence(args: argparse.Namespace) -> int:
     flags = _flags_arg(args.flags)
     evidence = Evidence(store)
     measured = load_profile(store.dir)
-    hot = {f.name: f.share for f in measured.functions} if measured else {}
+    hot = {f.symbol: f.share for f in (measured.functions if measured else [])
+           if unit.source_rel in f.units}
     try:
         found = evidence.unit_evidence(unit, flags, args.function, hot=hot)
         extra = evidence.function_ir(unit, args.function, flags) if args.function else None

@@ -38,6 +38,7 @@ from autopass_build.instruments.sampling import (
     SamplingError,
     callgrind_counts,
     perf_samples,
+    split_source,
 )
 
 FREQUENCY = 4999                 # samples per second of CPU time
@@ -68,14 +69,20 @@ class UnitEffect:
 
 def unit_mapper(defined: dict[str, list[str]]) -> Callable[[str], list[str]]:
     """symbol -> the units defining it; compiler clones ('f.cold', 'f.llvm.123') count
-    for the function they were cut from."""
-    def units(symbol: str) -> list[str]:
+    for the function they were cut from, and a static function told apart by its source
+    ('flow (reverb.c)', sampling.with_source) for the units of that source."""
+    def named(symbol: str) -> list[str]:
         if symbol in defined:
             return defined[symbol]
         for suffix in SUFFIXES:
             if suffix in symbol:
                 return defined.get(symbol.split(suffix, 1)[0], [])
         return []
+
+    def units(key: str) -> list[str]:
+        symbol, source = split_source(key)
+        owners = named(symbol)
+        return [u for u in owners if os.path.basename(u) == source] or owners
     return units
 
 

@@ -4,7 +4,8 @@ The benchmark runs once under `perf record -e cpu-clock` (software sampling work
 where hardware counters do not), or under callgrind where perf is missing or refused.
 Each hot symbol is mapped to the units whose objects define it (pyelftools symbol
 tables of the replayed baseline objects; a static function defined in several units
-maps to all of them).  The result is stored as `.autopass/profile.json` for the tuner.
+maps to the one its source names in the binary's symbol table, static_functions.py,
+else to all of them).  The result is stored as `.autopass/profile.json` for the tuner.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 from autopass_build.core.files import write_atomic
 from autopass_build.core.outcome import Outcome
+from autopass_build.instruments.attribution import unit_mapper
 from autopass_build.instruments.binaries import debugless_copy
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.measure import run_once
@@ -26,6 +28,7 @@ from autopass_build.instruments.sampling import (
     SamplingError,
     callgrind_counts,
     perf_report,
+    split_source,
 )
 
 PROFILE_FILE = "profile.json"
@@ -50,6 +53,12 @@ class HotFunction:
     share: float                      # percent of samples / instructions
     units: list[str] = field(default_factory=list)   # source_rel of defining units
     object: str = ""     # the file perf saw it run in: the program's, a library's ("": unknown)
+
+    @property
+    def symbol(self) -> str:
+        """The function's name in its unit: "flow" for "flow (reverb.c)", a static
+        function that files of several names define (static_functions.py)."""
+        return split_source(self.name)[0]
 
 
 @dataclass
@@ -117,9 +126,8 @@ def profile(evaluator: Evaluator) -> Profile:
                 _check_the_benchmark_runs(evaluator)   # the likelier cause, said plainly
                 raise
         method, objects = "callgrind", {}
-    defined = evaluator.defined_functions()
-    functions = [HotFunction(name, share, sorted(set(defined.get(name, []))),
-                             objects.get(name, ""))
+    units_of = unit_mapper(evaluator.defined_functions())
+    functions = [HotFunction(name, share, sorted(set(units_of(name))), objects.get(name, ""))
                  for name, share in sorted(samples, key=lambda s: -s[1])]
     if not any(f.units for f in functions):
         _check_the_benchmark_runs(evaluator)     # no time in the program: did it run?

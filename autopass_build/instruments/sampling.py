@@ -12,11 +12,14 @@ here).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from autopass_build.core import proc
+from autopass_build.instruments import static_functions
 
 Samples = dict[str, int]                 # symbol -> samples (or instructions) in one run
 
@@ -62,8 +65,10 @@ def perf_report(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
         # mangled names; perf's "LZ_encoder::get_match_pairs" matched none of them
         # dso too: a library without symbols reads as "libz.so.1 (no symbols)", not as
         # a dozen bare addresses (snappy's test tool spends 45 % in zlib)
+        # -v (not -q): each entry's object by its path and an address in its function,
+        # which tell apart static functions of one name (static_functions.py)
         report = proc.run_captured([perf, "report", "-i", data, "-n", "--sort", "dso,sym",
-                                    "--stdio", "-q", "--no-children", "-t", "|",
+                                    "--stdio", "-v", "--no-children", "-t", "|",
                                     "--no-demangle"], cwd, env, 300)
     read = read_report(report.stdout.decode("utf-8", "replace"))
     # perf exits with the program's status: a benchmark that exits 1 by design (grep's
@@ -84,9 +89,18 @@ def parse_report(text: str) -> Samples:
     return read_report(text).samples
 
 
-def read_report(text: str) -> Report:
+# perf report -v puts the address of the entry's first sample before its symbol:
+# "0x42edd            B [.] flow" (B: the object's own symbol table was read)
+_VERBOSE_SYMBOL = re.compile(r"^(0x[0-9a-fA-F]+)\s+\S\s+(\[.\].*)$")
+
+
+def read_report(text: str,
+                source_of: Callable[[str, str, int], str | None] = static_functions.source_of
+                ) -> Report:
     """`parse_report`, with the object of each symbol (not perf's own "[kernel.kallsyms]",
-    "[vdso]" or "[JIT] tid N")."""
+    "[vdso]" or "[JIT] tid N").  In `perf report -v` lines (the object's path, and an
+    address before the symbol), a static function that several files of the object
+    define is told apart by `source_of(object, name, address)`: "flow (reverb.c)"."""
     samples: Samples = {}
     objects: dict[str, str] = {}
     for line in text.splitlines():
@@ -95,8 +109,15 @@ def read_report(text: str) -> Report:
             continue
         dso, symbol = (parts[2].strip(), parts[3].strip()) if len(parts) == 4 \
             else ("", parts[2].strip())
+        verbose = _VERBOSE_SYMBOL.match(symbol)
+        if verbose:
+            symbol = verbose.group(2)
         if symbol[:1] == "[" and "]" in symbol:
             symbol = symbol.split("]", 1)[1].strip()
+        if verbose and dso.startswith("/"):
+            source = source_of(dso, symbol, int(verbose.group(1), 16))
+            symbol = with_source(symbol, source) if source else symbol
+        dso = dso if dso.startswith("[") else os.path.basename(dso)
         if dso.startswith("[JIT]"):          # "[JIT] tid 24229": another name each run
             symbol = JIT_CODE
         elif dso and _is_address(symbol):
@@ -105,6 +126,19 @@ def read_report(text: str) -> Report:
             objects.setdefault(symbol, dso)
         samples[symbol] = samples.get(symbol, 0) + int(parts[1])
     return Report(samples, objects)
+
+
+def with_source(symbol: str, source: str) -> str:
+    """The sample key of a static function that files of several names define."""
+    return f"{symbol} ({source})"
+
+
+def split_source(key: str) -> tuple[str, str]:
+    """(symbol, source) of a sample key; source "" when the symbol alone names it."""
+    if key.endswith(")") and " (" in key:
+        symbol, _, source = key[:-1].rpartition(" (")
+        return symbol, source
+    return key, ""
 
 
 def _is_address(symbol: str) -> bool:

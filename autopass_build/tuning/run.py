@@ -44,5 +44,5 @@ class RunContext:
         functions: dict[str, dict[str, float]] = {}
         for f in (self.hot.functions if self.hot else []):
             for unit in f.units:
-                functions.setdefault(unit, {})[f.name] = f.share / len(f.units)
+                functions.setdefault(unit, {})[f.symbol] = f.share / len(f.units)
         return functions
