@@ -43,13 +43,15 @@ def _ambiguous(binary: str, mtime_ns: int, size: int) -> dict[str, tuple[_Local,
     file's identity too: a candidate's binary may be rebuilt at the same path)."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     by_name: dict[str, list[_Local]] = {}
     try:
         with open(binary, "rb") as handle:
             symtab = ELFFile(handle).get_section_by_name(".symtab")
             source = ""
-            for symbol in symtab.iter_symbols() if symtab is not None else ():
+            symbols = symtab.iter_symbols() if isinstance(symtab, SymbolTableSection) else ()
+            for symbol in symbols:
                 kind, bind = symbol["st_info"]["type"], symbol["st_info"]["bind"]
                 if kind == "STT_FILE":
                     source = os.path.basename(symbol.name)
@@ -57,7 +59,7 @@ def _ambiguous(binary: str, mtime_ns: int, size: int) -> dict[str, tuple[_Local,
                     start = symbol["st_value"]
                     by_name.setdefault(symbol.name, []).append(
                         _Local(start, start + symbol["st_size"], source))
-    except (OSError, ELFError, AttributeError, ValueError):
+    except (OSError, ELFError, ValueError):
         return {}
     return {name: tuple(locals_) for name, locals_ in by_name.items()
             if len({local.source for local in locals_}) > 1}
