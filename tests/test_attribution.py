@@ -339,10 +339,10 @@ def test_a_cpp_member_function_maps_to_its_unit(tmp_path) -> None:
 
 
 def test_static_functions_of_one_name_are_told_apart_by_their_source(tmp_path) -> None:
-    """SoX's 31 effects each have a `static int flow()`: perf names the function, not
-    its file, and the profile split "flow" (33 % of the run) evenly over 31 units, so
-    reverb.c, 26 % by itself, was not among the hot units.  The binary's symbol table
-    says which file each flow came from."""
+    """F51 (RELIABILITY): SoX's 31 effects each have a `static int flow()`: perf names
+    the function, not its file, and the profile split "flow" (33 % of the run) evenly
+    over 31 units, so reverb.c, 26 % by itself, was not among the hot units.  The
+    binary's symbol table says which file each flow came from."""
     root = recorded_copy(Path(__file__).parent / "data" / "statics-mini", tmp_path / "s",
                          '[run]\ncommand = ["{exe}", "150000000"]\n', ("make", "-s"))
     done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
