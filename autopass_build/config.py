@@ -290,7 +290,12 @@ def parse(text: str, path: str | None = None, project_dir: str = ".") -> Config:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path or CONFIG_NAME}: not valid TOML: {error}")
+        hint = ""
+        if str(error).startswith("Cannot overwrite a value"):
+            # tomllib's words for a key given twice: `autopass init` writes `env = {}`
+            # and `target = ""`, and a second line of the same key is an easy edit
+            hint = "; that line sets a key an earlier line of its table already set"
+        raise ConfigError(f"{path or CONFIG_NAME}: not valid TOML: {error}{hint}")
     sections: dict[str, Any] = {}
     for name, table in data.items():
         if name not in SECTIONS:

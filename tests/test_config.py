@@ -74,6 +74,7 @@ max_pairs = 9
      "[check].ignore[1] = '(secs' is not a regular expression (missing ), unterminated"),
     ("[check]\nignore = ['" + "x" * 201 + "']", "[check].ignore[0] is 201 characters long"),
     ("[run\n", "not valid TOML"),
+    ("[run]\ntarget = 'a'\ntarget = 'b'", "that line sets a key an earlier line of its table"),
     # a checker next to another mode would never run: the user's check silently ignored
     ("[check]\nmode = 'output'\ncommand = ['./check.sh', '{outdir}']",
      '[check].command runs only with mode = "command", and mode is \'output\''),
