@@ -370,6 +370,30 @@ def test_static_functions_of_one_name_are_told_apart_by_their_source(tmp_path) -
     assert sampling.split_source("exp@@GLIBC_2.29") == ("exp@@GLIBC_2.29", "")
 
 
+def test_a_project_library_the_program_loads_itself_is_named_as_the_target_to_tune(
+        tmp_path) -> None:
+    """F52 (RELIABILITY): the hot code in a plugin the build makes and the program
+    dlopens: the profile called it "a library the build does not compile" and said to
+    record its build.  It names the library as a target instead, and as one, its code
+    maps to its unit."""
+    root = recorded_copy(Path(__file__).parent / "data" / "plugin-mini", tmp_path / "p",
+                         '[run]\ncommand = ["{exe}", "200000000"]\ntarget = "app"\n',
+                         ("make", "-s"))
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "(in libplug.so, which the build makes: target libplug.so)" in done.stdout
+    assert 'program loads as it runs (dlopen): to tune it, set [run].target = ' \
+        '"libplug.so"' in done.stdout, done.stdout
+    assert "does not compile" not in done.stdout
+    (root / "autopass.toml").write_text(
+        '[run]\ncommand = ["./app", "200000000", "{exe}"]\ntarget = "libplug.so"\n')
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.strip().endswith("plug.c")
+              and "work" in line]
+    assert float(line.split("%")[0]) > 80
+
+
 def _flow_addresses(binary: str) -> dict[str, int]:
     """The address of each local `flow` function of `binary`, by its STT_FILE source."""
     from elftools.elf.elffile import ELFFile

@@ -30,6 +30,7 @@ from autopass_build.instruments.sampling import (
     perf_report,
     split_source,
 )
+from autopass_build.store.index import Store
 
 PROFILE_FILE = "profile.json"
 MIN_SHARE = 0.5  # percent
@@ -213,11 +214,14 @@ class Reach:
     others: float
     outside: float
     in_program: frozenset[str]        # the functions the binary itself defines
-    # the shared libraries the build did not make, with their share, the largest first
+    # the shared libraries the target does not link, with their share, the largest first
     libraries: tuple[tuple[str, float], ...] = ()
+    # of those, the ones the build makes (name -> as a target names it): the program
+    # loads them itself (dlopen), and the target that tunes them is the library
+    made: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def of(cls, result: Profile, binary: str) -> Reach:
+    def of(cls, result: Profile, binary: str, made: dict[str, str] | None = None) -> Reach:
         # the project's shared libraries are rebuilt beside the binary (replay.py): their
         # assembly (nettle's sha3-permute.asm, in libnettle.so) is the program's own too
         folder = os.path.dirname(binary)
@@ -237,7 +241,9 @@ class Reach:
             if ".so" in library and library not in own_names and f.name not in in_program:
                 libraries[library] = libraries.get(library, 0.0) + f.share
         return cls(sum(result.unit_shares().values()), program, generated, others, outside,
-                   in_program, tuple(sorted(libraries.items(), key=lambda named: -named[1])))
+                   in_program, tuple(sorted(libraries.items(), key=lambda named: -named[1])),
+                   tuple((name, rel) for name, rel in sorted((made or {}).items())
+                         if name in libraries))
 
     def where(self, function: HotFunction) -> str:
         if function.units:
@@ -249,6 +255,8 @@ class Reach:
         if _another_program(function.name):
             return "(another program the benchmark runs)"
         library = _object_of(function)
+        if library in dict(self.made):
+            return f"(in {library}, which the build makes: target {dict(self.made)[library]})"
         if library in dict(self.libraries):
             return f"(in {library}, a library the build does not compile)"
         return "(not in the program: a library or the kernel)"
@@ -270,8 +278,21 @@ class Reach:
             ask = (f"; {share:.1f}% is in {name}, a library the build links but does not "
                    "compile: to tune that code, record a build that compiles it too (a "
                    "copy the project bundles, or the library's own build)")
+            if name in dict(self.made):
+                ask = (f"; {share:.1f}% is in {name}, a library this build makes and the "
+                       "program loads as it runs (dlopen): to tune it, set [run].target = "
+                       f'"{dict(self.made)[name]}", with "{{exe}}" in [run].command where '
+                       "the program is told the library's path")
         return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
                 f"flags act ({why}){ask}")
+
+
+def libraries_made(store: Store) -> dict[str, str]:
+    """The shared libraries the recorded build links: file name -> path from the project
+    root, as [run].target names them."""
+    root = os.path.dirname(store.dir)
+    return {os.path.basename(link.output): os.path.relpath(link.output, root)
+            for link in store.links() if link.kind == "shared"}
 
 
 def _object_of(function: HotFunction) -> str:
