@@ -163,8 +163,9 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
               f"and record with --root {common}, so that autopass.flags.json names them "
               "relative to it, the same on every machine", file=sys.stderr)
     for reason, fix in fixes([(s.reason, s.detail) for s in skipped]):
-        print(f"autopass: {reasons[reason]} commands skipped ({reason}) cannot be tuned: "
-              f"{fix}", file=sys.stderr)
+        count = reasons[reason]
+        print(f"autopass: {count} {'command' if count == 1 else 'commands'} skipped "
+              f"({reason}) cannot be tuned: {fix}", file=sys.stderr)
     failures = store.log_lines()[log_before:]
     if failures:
         print(f"autopass: {len(failures)} problems logged in "
