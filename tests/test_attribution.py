@@ -59,6 +59,30 @@ def test_the_unit_a_flag_made_faster_is_found_and_the_other_is_the_control(tmp_p
     assert 20 < effect.share < 80                 # about half of the run
 
 
+def test_a_copy_in_the_tree_of_the_library_code_the_run_is_in_is_named(tmp_path) -> None:
+    """F53 (RELIABILITY): sed and grep spend their run in glibc's regex and ship
+    gnulib's (lib/regex.c, compiled only `--with-included-regex`): the profile names the
+    copy in the tree."""
+    from autopass_build.instruments import bundled_copies
+
+    root = recorded_copy(Path(__file__).parent / "data" / "regex-mini", tmp_path / "r",
+                         '[run]\ncommand = ["{exe}", "120000"]\n', ("make", "-s"))
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "a library the build links but does not compile, and the tree seems to have " \
+        "its own copy: re_search_internal is defined in lib/regexec.c, which this build " \
+        "does not compile" in done.stdout, done.stdout
+    # a definition, not a declaration, a call, or a call that goes on to the next line
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "a.c").write_text("int hot (int x);\nint f(void) {\n  return hot (1);\n"
+                                        "  x = hot (1,\n         2);\n}\n")
+    assert bundled_copies.find(str(tmp_path / "t"), ["hot"], set()) is None
+    (tmp_path / "t" / "b.c").write_text("static int *hot(int x)\n{ return 0; }\n")
+    assert bundled_copies.find(str(tmp_path / "t"), ["memcpy", "hot"], set()) == \
+        bundled_copies.BundledCopy("hot", "b.c")
+    assert bundled_copies.find(str(tmp_path / "t"), ["hot"], {"b.c"}) is None   # compiled
+
+
 def test_perf_report_lines_and_compiler_clones_map_to_units() -> None:
     text = (" 57.89% | 99         |[.] sum_a\n 0.58%  | 1          |[k] _raw_spin_unlock\n"
             " 3.00%  | 5          |[.] sum_b.cold\n# comment\n")

@@ -150,9 +150,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
     from autopass_build.instruments.hotspots import (
         ProfileError,
-        Reach,
-        libraries_made,
         profile,
+        reach_of,
         readable,
         shortened,
     )
@@ -174,7 +173,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print(f"{result.target} ({result.method}); hot functions:")
     shown = result.functions[:args.limit]
     names = readable([f.name for f in shown])
-    reach = Reach.of(result, evaluator.baseline().binary, libraries_made(store))
+    reach = reach_of(result, evaluator)
     for f in shown:
         print(f"  {f.share:5.1f}%  {shortened(names.get(f.name, f.name)):<32} "
               f"{reach.where(f)}")

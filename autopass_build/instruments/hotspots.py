@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from autopass_build.core.files import write_atomic
 from autopass_build.core.outcome import Outcome
+from autopass_build.instruments import bundled_copies
 from autopass_build.instruments.attribution import unit_mapper
 from autopass_build.instruments.binaries import debugless_copy
+from autopass_build.instruments.bundled_copies import BundledCopy
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.measure import run_once
 from autopass_build.instruments.sampling import (
@@ -219,6 +221,8 @@ class Reach:
     # of those, the ones the build makes (name -> as a target names it): the program
     # loads them itself (dlopen), and the target that tunes them is the library
     made: tuple[tuple[str, str], ...] = ()
+    # a copy in the project's tree of the hottest library's code (gnulib's regex)
+    bundled: BundledCopy | None = None
 
     @classmethod
     def of(cls, result: Profile, binary: str, made: dict[str, str] | None = None) -> Reach:
@@ -278,6 +282,13 @@ class Reach:
             ask = (f"; {share:.1f}% is in {name}, a library the build links but does not "
                    "compile: to tune that code, record a build that compiles it too (a "
                    "copy the project bundles, or the library's own build)")
+            if self.bundled:
+                ask = (f"; {share:.1f}% is in {name}, a library the build links but does not "
+                       f"compile, and the tree seems to have its own copy: "
+                       f"{self.bundled.function} is defined in {self.bundled.source}, which "
+                       "this build does not compile. To tune that code, record a build that "
+                       "compiles the copy (configure options often choose it, e.g. "
+                       "--with-included-regex)")
             if name in dict(self.made):
                 ask = (f"; {share:.1f}% is in {name}, a library this build makes and the "
                        "program loads as it runs (dlopen): to tune it, set [run].target = "
@@ -285,6 +296,21 @@ class Reach:
                        "the program is told the library's path")
         return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
                 f"flags act ({why}){ask}")
+
+
+def reach_of(result: Profile, evaluator: Evaluator) -> Reach:
+    """`Reach.of` with what the store knows: the shared libraries the build makes, and,
+    when the run is mostly in a library it does not, a copy of that code in the tree."""
+    store = evaluator.store
+    found = Reach.of(result, evaluator.baseline().binary, libraries_made(store))
+    if not found.libraries or found.libraries[0][1] < LIBRARY_NOTE_SHARE or \
+            found.libraries[0][0] in dict(found.made):
+        return found
+    library = found.libraries[0][0]
+    hottest = [f.symbol for f in result.functions if not f.units and _object_of(f) == library]
+    copy = bundled_copies.find(os.path.dirname(store.dir), hottest[:5],
+                               {u.source_rel for u in store.units()})
+    return replace(found, bundled=copy)
 
 
 def libraries_made(store: Store) -> dict[str, str]:

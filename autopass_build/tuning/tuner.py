@@ -28,7 +28,7 @@ from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.hotspots import Profile, ProfileError, Reach, libraries_made
+from autopass_build.instruments.hotspots import Profile, ProfileError, reach_of
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError, native_unmeasurable
@@ -343,8 +343,7 @@ class Tuner:
                 break
             chosen.append(source)
             covered += share
-        where = Reach.of(found, evaluator.baseline().binary,
-                         libraries_made(evaluator.store)).note()
+        where = reach_of(found, evaluator).note()
         if not chosen:
             raise TuneError("nothing to tune: " + (where or "the profile puts no time in a "
                                                    "recorded unit") + "; see `autopass profile`")
