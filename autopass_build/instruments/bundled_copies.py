@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx")
 SKIPPED_FOLDERS = {".git", ".autopass", ".hg", ".svn", "node_modules"}
-MAX_FILES = 20_000               # a tree this large is searched no further
+MAX_FILES = 5_000     # sources read at most: a larger tree is searched no further
 MAX_FILE_BYTES = 4 << 20
 
 
