@@ -26,7 +26,7 @@ def test_make_example_records_byte_identical(tmp_path, clang, opt, jobs):
     assert len([p for p in plain if p.endswith(".o")]) == 11
     sh(["make", "clean"], root, env)
     out = sh([AUTOPASS, "record", "--", "make", jobs], root, env)
-    assert "recorded 11 units and 1 links" in out
+    assert "recorded 11 units and 1 link" in out
     assert snapshot(root, ("*.o", "*.a", "*.d", "dataproc")) == plain
     check_recorded(root, opt, "dataproc", 11)
     result = subprocess.run(["./dataproc"], cwd=root, capture_output=True, check=True)

@@ -48,7 +48,7 @@ def test_a_unit_compiled_with_a_precompiled_header_is_tuned_without_what_the_hea
     done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", BUILD], cwd=root,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "recorded 1 units and 1 links" in done.stderr
+    assert "recorded 1 unit and 1 link" in done.stderr
     assert "skipped" not in done.stderr          # the header's compile is not a loss
     write(root / "autopass.toml", f'[build]\ncommand = "{BUILD}"\n' + CONFIG)
     tune = subprocess.run([AUTOPASS, "tune", "--strategy", "random", "--budget", "8"],

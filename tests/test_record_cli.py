@@ -52,7 +52,7 @@ def test_a_probe_compiled_outside_the_tree_is_not_an_out_of_tree_build(tmp_path)
     done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", probe], cwd=root,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "recorded 1 units and 1 links (and 1 configure probes" in done.stderr
+    assert "recorded 1 unit and 1 link (and 1 configure probe," in done.stderr
     assert "outside the project root" not in done.stderr and "--root" not in done.stderr
     assert "the store now holds" not in done.stderr     # a first recording, probe and all
 
@@ -785,7 +785,7 @@ def test_a_make_default_cxx_that_clang_refuses_goes_to_the_compiler_make_would_u
     done = subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, capture_output=True,
                           text=True, env=env)
     assert done.returncode == 0 and (root / "app").exists(), done.stderr
-    assert "recorded 1 units and 1 links; skipped 1 clang_rejects" in done.stderr
+    assert "recorded 1 unit and 1 link; skipped 1 clang_rejects" in done.stderr
     # the fix names the option clang's error names (pbzip2, indent's -Werror)
     assert "to tune them (here: -Wno-reserved-user-defined-literal)" in done.stderr
     units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True,
@@ -846,7 +846,7 @@ def test_a_build_that_names_gcc_with_gcc_only_options_still_builds(tmp_path) -> 
     done = subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, capture_output=True,
                           text=True)
     assert done.returncode == 0 and (root / "app").exists(), done.stderr
-    assert "recorded 1 units and 1 links; skipped 1 clang_rejects" in done.stderr
+    assert "recorded 1 unit and 1 link; skipped 1 clang_rejects" in done.stderr
     assert "unknown argument" not in done.stderr          # clang's refusal is held back
     units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True,
                            check=True).stdout

@@ -31,6 +31,7 @@ from autopass_build.core import toolchain
 from autopass_build.core.clean_command import clean_command
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import STORE_DIRNAME
+from autopass_build.outputs.report import counted
 from autopass_build.store.index import DamagedIndex, Store, StoreError, UnitRecord
 from autopass_build.store.targets import executables_text, gone, resolve
 
@@ -146,14 +147,15 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
     skipped = [s for s in store.skipped() if s.recorded_at >= started]
     links = [link for link in all_links if link.recorded_at >= started]
     reasons = collections.Counter(s.reason for s in skipped)
-    line = f"autopass: recorded {len(units)} units and {len(links)} links"
+    line = f"autopass: recorded {counted(len(units), 'unit')} and {counted(len(links), 'link')}"
     if len(recorded) > len(units):
-        line += (f" (and {len(recorded) - len(units)} configure probes, deleted after the "
-                 "build: left out)")
+        line += (f" (and {counted(len(recorded) - len(units), 'configure probe')}, deleted "
+                 "after the build: left out)")
     if reasons:
         line += "; skipped " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
     if len(all_units) != len(recorded) or len(all_links) != len(links):
-        line += f" (the store now holds {len(all_units)} units, {len(all_links)} links)"
+        line += (f" (the store now holds {counted(len(all_units), 'unit')}, "
+                 f"{counted(len(all_links), 'link')})")
     print(line, file=sys.stderr)
     outside = [u.source for u in units if os.path.isabs(u.source_rel)]
     if outside:
@@ -168,7 +170,7 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
               f"({reason}) cannot be tuned: {fix}", file=sys.stderr)
     failures = store.log_lines()[log_before:]
     if failures:
-        print(f"autopass: {len(failures)} problems logged in "
+        print(f"autopass: {counted(len(failures), 'problem')} logged in "
               f"{os.path.join(store.dir, 'autopass.log')}; the build was not affected. "
               f"First: {failures[0]}", file=sys.stderr)
     return len(recorded) + len(links), len(skipped)
@@ -225,7 +227,7 @@ def cmd_units(args: argparse.Namespace) -> int:
             obj = os.path.relpath(u.output, root) if u.output else "(linked directly)"
             print(f"{u.source_rel:<{width}}  {_short_lang(u.language):<4}  "
                   f"{u.opt_level:<3}  {obj}")
-        print(f"{len(units)} units")
+        print(counted(len(units), "unit"))
     if deleted:
         print(f"left out: {len(probes)} units whose source and object were "
               f"deleted after the build, configure probes ({', '.join(deleted[:5])}"
