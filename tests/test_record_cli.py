@@ -116,6 +116,21 @@ def test_several_executables_are_listed_largest_first(tmp_path) -> None:
     assert f"[run].target: {listed}" in done.stderr, done.stderr
 
 
+def test_the_executable_named_as_the_project_is_listed_first(tmp_path) -> None:
+    """SoX links seven examples with as many units as sox: `init` listed example0 to
+    example6 first.  The program named as the project's folder (sox-14.4.2) comes first."""
+    root = tmp_path / "mytool-2.1.0"
+    write(root / "lib.c", "int lib_f(void) { return 1; }\n")
+    for name in ("example0", "mytool"):
+        write(root / f"{name}.c", "int lib_f(void);\nint main(void) { return lib_f(); }\n")
+    build = "cc example0.c lib.c -o example0 && cc mytool.c lib.c -o mytool"
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    done = subprocess.run([AUTOPASS, "init"], cwd=root, capture_output=True, text=True)
+    assert "the benchmark runs: mytool (2 units), example0 (2 units)" in done.stdout, \
+        done.stdout
+
+
 def test_init_force_keeps_the_config_it_replaces(tmp_path) -> None:
     """`init --force` wrote over the user's autopass.toml (their [run] and [check] gone);
     now each config it replaces is kept beside it, under a name no earlier copy has."""

@@ -9,6 +9,7 @@ objects) are listed as such, so a reader sees exactly what autopass can tune.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
@@ -200,13 +201,26 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
 def executables_text(targets: list[Target]) -> str:
     """The executables, the likely benchmark first, each with its unit count: outside a
     test folder before inside one (gnulib's tests/current-locale links more units than
-    m4 itself), then the most units first (busybox's one-file build tools, such as
-    applets/usage, after busybox_unstripped's 564)."""
+    m4 itself), then the one named as the project (sox in sox-14.4.2/, after whose
+    examples it came), then the most units first (busybox's one-file build tools, such
+    as applets/usage, after busybox_unstripped's 564)."""
     counted = [(len(t.runtime_units()), t.output_rel) for t in targets
                if t.kind == "executable"]
-    counted.sort(key=lambda c: (_in_tests(c[1]), -c[0], c[1]))
+    project = _project_name(targets)
+    counted.sort(key=lambda c: (_in_tests(c[1]), os.path.basename(c[1]).lower() != project,
+                                -c[0], c[1]))
     return ", ".join(f"{name} ({units} unit{'s' if units != 1 else ''})"
                      for units, name in counted)
+
+
+def _project_name(targets: list[Target]) -> str:
+    """The project's name as its folder says it, without a version: "sox" in
+    sox-14.4.2/ (whose examples link as many units as sox itself)."""
+    for target in targets:
+        if target.output.endswith(target.output_rel):
+            root = target.output[:len(target.output) - len(target.output_rel)].rstrip("/")
+            return re.sub(r"[-_]v?\d[\w.+~-]*$", "", os.path.basename(root)).lower()
+    return ""
 
 
 _TEST_FOLDERS = frozenset({"t", "test", "tests", "testsuite", "unittests", "gnulib-tests"})
