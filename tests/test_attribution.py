@@ -392,6 +392,13 @@ def test_static_functions_of_one_name_are_told_apart_by_their_source(tmp_path) -
     assert read.objects["flow (light.c)"] == "staticsmini"
     assert sampling.split_source("flow (light.c)") == ("flow", "light.c")
     assert sampling.split_source("exp@@GLIBC_2.29") == ("exp@@GLIBC_2.29", "")
+    # a file that is not ELF, or is cut short, tells nothing apart (and raises nothing)
+    from autopass_build.instruments import static_functions
+    for name, data in (("text", b"not an object\n"),
+                       ("cut", Path(binary).read_bytes()[:3000])):
+        (tmp_path / name).write_bytes(data)
+        assert static_functions.source_of(str(tmp_path / name), "flow", flow["heavy.c"]) \
+            is None
 
 
 def test_a_project_library_the_program_loads_itself_is_named_as_the_target_to_tune(

@@ -41,7 +41,7 @@ def find(root: str, functions: list[str], compiled: set[str]) -> BundledCopy | N
     found: dict[str, str] = {}
     for path in _sources(root):
         rel = os.path.relpath(path, root)
-        if rel in compiled:
+        if rel in compiled or not rel.isprintable():   # a name no message can print
             continue
         try:
             with open(path, "rb") as handle:

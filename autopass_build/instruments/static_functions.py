@@ -41,7 +41,6 @@ def source_of(binary: str, name: str, address: int) -> str | None:
 def _ambiguous(binary: str, mtime_ns: int, size: int) -> dict[str, tuple[_Local, ...]]:
     """Local functions whose name files of more than one name define (keyed by the
     file's identity too: a candidate's binary may be rebuilt at the same path)."""
-    from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
 
@@ -59,7 +58,9 @@ def _ambiguous(binary: str, mtime_ns: int, size: int) -> dict[str, tuple[_Local,
                     start = symbol["st_value"]
                     by_name.setdefault(symbol.name, []).append(
                         _Local(start, start + symbol["st_size"], source))
-    except (OSError, ELFError, ValueError):
+    except Exception:  # noqa: BLE001
+        # only a refinement: a file pyelftools cannot read (its construct errors, a
+        # truncated table) leaves every function of one name split, as before
         return {}
     return {name: tuple(locals_) for name, locals_ in by_name.items()
             if len({local.source for local in locals_}) > 1}
