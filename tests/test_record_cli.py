@@ -406,6 +406,56 @@ def test_verify_names_the_build_setting_that_failed(tmp_path) -> None:
     assert "[build].build" not in done.stderr
 
 
+def test_verify_puts_back_what_the_clean_deleted_and_the_build_did_not_make(tmp_path) -> None:
+    """F54 (RELIABILITY): giflib's `make clean` deletes the man pages its tarball ships,
+    and `make` wants xmlto to write them again: after `autopass verify` (whose clean
+    `init` wrote) they were gone.  verify keeps hard links of the tree and puts back
+    what is missing, when the build fails too; what the build made again stays as the
+    build made it."""
+    from autopass_build.core import flags_db
+
+    root = tmp_path / "p"
+    write(root / "app.c", '#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n')
+    build = ("cc -O2 -c app.c -o app.o && cc app.o -o app && mkdir -p doc && "
+             "echo made > doc/made.txt")
+    write(root / "doc" / "app.1", ".TH APP 1\n")
+    write(root / "doc" / "made.txt", "from before\n")
+    (root / "doc" / "current.1").symlink_to("app.1")
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("app", ("lto",), "-O2", ("app.c",))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    # a build that fails after the clean: everything the clean took comes back
+    for command, status, put_back in (
+            (build, 0, "2 files that [build].clean deleted and the build did not make "
+                       "again: doc/app.1, doc/current.1"),
+            ("exit 3", 2, "5 files that [build].clean deleted and the build did not make "
+                          "again: app, app.o, doc/app.1, doc/current.1, doc/made.txt")):
+        (root / "autopass.toml").write_text(
+            f'[build]\ncommand = {json.dumps(command)}\nclean = "rm -rf app app.o doc"\n'
+            '[run]\ncommand = ["{exe}"]\n')
+        done = subprocess.run([AUTOPASS, "verify", "--no-measure"], cwd=root,
+                              capture_output=True, text=True)
+        assert done.returncode == status, done.stderr
+        assert f"verify: put back {put_back}\n" in done.stderr, done.stderr
+        assert (root / "doc" / "app.1").read_text() == ".TH APP 1\n"
+        assert os.readlink(root / "doc" / "current.1") == "app.1"
+        assert (root / "doc" / "made.txt").read_text() == "made\n"   # the build's
+    assert (root / "app").exists()
+    assert not any(p.name.startswith("verify-snapshot") for p in (root / ".autopass").iterdir())
+    # a verify killed before its end left its snapshot: the next one puts its files back
+    left = root / ".autopass" / "verify-snapshot-killed" / "doc"
+    left.mkdir(parents=True)
+    (left / "old.1").write_text("kept\n")
+    done = subprocess.run([AUTOPASS, "verify", "--no-measure"], cwd=root,
+                          capture_output=True, text=True)
+    assert "verify: put back 1 file that [build].clean deleted and the build did not make " \
+           "again: doc/old.1\n" in done.stderr, done.stderr
+    assert (root / "doc" / "old.1").read_text() == "kept\n"
+    assert not (root / ".autopass" / "verify-snapshot-killed").exists()
+
+
 def test_verify_says_where_two_tuned_builds_differ_and_names_a_build_time(tmp_path) -> None:
     """busybox writes the time of the build into its banner: every two builds differ,
     and verify said DIFFERENT with nothing on where or why.  Now it names the text and,

@@ -163,7 +163,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         result = verify(config, target.output, db, os.path.dirname(store.dir), progress,
                         measure=not args.no_measure, libraries=tuple(target.loaded_libraries),
                         library_folders=tuple(target.prebuilt_library_folders(
-                            os.path.dirname(store.dir))))
+                            os.path.dirname(store.dir))), scratch=store.dir)
     except (EvaluateError, MeasureError, VerifyError) as error:
         progress(None)
         raise CliError(str(error))

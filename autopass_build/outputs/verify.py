@@ -33,6 +33,9 @@ from autopass_build.config import Config
 from autopass_build.core import flags_db
 from autopass_build.instruments.binaries import alias_soname
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
+from autopass_build.outputs import tree_snapshot
+from autopass_build.outputs.report import counted
+from autopass_build.outputs.tree_snapshot import Snapshot
 
 
 class VerifyError(Exception):
@@ -65,10 +68,11 @@ def _build(config: Config, env: dict[str, str], folder: str, progress: Progress)
 
 def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
            measure: bool = True, libraries: tuple[str, ...] = (),
-           library_folders: tuple[str, ...] = ()) -> Verification:
+           library_folders: tuple[str, ...] = (), scratch: str = "") -> Verification:
     """`root`: the project root the database's paths are relative to (the record root);
     `libraries`: the project's shared libraries `binary` loads, as built;
-    `library_folders`: where the prebuilt ones it loads are."""
+    `library_folders`: where the prebuilt ones it loads are; `scratch`: a folder on the
+    tree's file system (the store) that keeps the files [build].clean deletes."""
     missing = [f"[build].{key}" for key, value in (("command", config.build.command),
                                                     ("clean", config.build.clean)) if not value]
     if missing:
@@ -82,6 +86,7 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
     has_content = flags_db.applies_anything(applier.load(db)[0])
     keep = tempfile.mkdtemp(prefix="autopass-verify-")
     copies = []
+    snapshot = _snapshot(folder, scratch, progress)
     try:
         for i, database in enumerate([os.path.join(keep, "none.json"), db, db]):
             work = os.path.join(keep, f"w{i}")
@@ -110,6 +115,30 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
                             why)
     finally:
         shutil.rmtree(keep, ignore_errors=True)
+        _restore(snapshot, progress)
+
+
+def _snapshot(tree: str, scratch: str, progress: Progress) -> Snapshot | None:
+    if not scratch:
+        return None
+    for leftover in tree_snapshot.leftovers(tree, scratch):   # a verify killed midway
+        _restore(leftover, progress)
+    try:
+        return tree_snapshot.take(tree, scratch)
+    except tree_snapshot.SnapshotError as error:
+        progress(f"files [build].clean deletes and the build does not make again will "
+                 f"not be put back: {error}")
+        return None
+
+
+def _restore(snapshot: Snapshot | None, progress: Progress) -> None:
+    if snapshot is None:
+        return
+    put_back = tree_snapshot.restore(snapshot)
+    if put_back:
+        shown = ", ".join(put_back[:5]) + (", ..." if len(put_back) > 5 else "")
+        progress(f"put back {counted(len(put_back), 'file')} that [build].clean deleted and "
+                 f"the build did not make again: {shown}")
 
 
 def _copy_side(side: str, binary: str, libraries: tuple[str, ...]) -> str:
