@@ -417,7 +417,7 @@ def test_verify_puts_back_what_the_clean_deleted_and_the_build_did_not_make(tmp_
     root = tmp_path / "p"
     write(root / "app.c", '#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n')
     build = ("cc -O2 -c app.c -o app.o && cc app.o -o app && mkdir -p doc && "
-             "echo made > doc/made.txt")
+             "echo made > doc/made.txt && stat -c %h app.c > links.txt")
     write(root / "doc" / "app.1", ".TH APP 1\n")
     write(root / "doc" / "made.txt", "from before\n")
     (root / "doc" / "current.1").symlink_to("app.1")
@@ -443,6 +443,8 @@ def test_verify_puts_back_what_the_clean_deleted_and_the_build_did_not_make(tmp_
         assert os.readlink(root / "doc" / "current.1") == "app.1"
         assert (root / "doc" / "made.txt").read_text() == "made\n"   # the build's
     assert (root / "app").exists()
+    # while the builds ran, no file of the tree had a second link (gzip refuses those)
+    assert (root / "links.txt").read_text() == "1\n"
     assert not any(p.name.startswith("verify-snapshot") for p in (root / ".autopass").iterdir())
     # a verify killed before its end left its snapshot: the next one puts its files back
     left = root / ".autopass" / "verify-snapshot-killed" / "doc"

@@ -4,9 +4,10 @@ deletes that the build does not make again.
 giflib's `make clean` deletes the man pages its tarball ships; `make` then wants xmlto
 to write them again, and without it they were simply gone after `autopass verify`
 (whose [build].clean `init` had written).  Before the first clean, every file of the
-tree is hard-linked into a folder of the store (no data is copied, and a file the build
-rewrites in place is not kept twice); afterwards each file that is missing from the
-tree is put back.  A file the build makes again is left as the build made it.
+tree is hard-linked into a folder of the store (no data is copied); after that clean,
+only the links of the files it deleted are kept (no file the builds see has a second
+link), and at the end each of them that is missing from the tree is put back.  A file
+the build makes again is left as the build made it.
 
 Where hard links cannot be made (the store on another file system), nothing is kept,
 and `verify` says so once.
@@ -73,6 +74,18 @@ def take(tree: str, scratch: str) -> Snapshot:
         raise SnapshotError(f"cannot hard-link the tree's files into {scratch} "
                             f"({error.strerror or error})") from None
     return Snapshot(tree, links, tuple(symlinks))
+
+
+def keep_deleted_only(snapshot: Snapshot) -> None:
+    """Drop the links of the files still in the tree (after the first clean): while the
+    builds run, no file of the tree then has a second link (gzip, for one, refuses to
+    compress a file that has)."""
+    for folder, _, files in os.walk(snapshot.links):
+        for name in files:
+            kept = os.path.join(folder, name)
+            if os.path.lexists(os.path.join(snapshot.tree,
+                                            os.path.relpath(kept, snapshot.links))):
+                os.unlink(kept)
 
 
 def restore(snapshot: Snapshot) -> list[str]:

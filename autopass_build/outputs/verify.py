@@ -52,9 +52,13 @@ class Verification:
     why_different: str = ""  # where the two tuned builds differ, and the likely cause
 
 
-def _build(config: Config, env: dict[str, str], folder: str, progress: Progress) -> None:
+def _build(config: Config, env: dict[str, str], folder: str, progress: Progress,
+           snapshot: Snapshot | None = None) -> None:
+    """Clean, then build; after the clean, `snapshot` keeps only what the clean deleted."""
     for what, key, command in (("clean", "clean", config.build.clean),
                                ("build", "command", config.build.command)):
+        if what == "build" and snapshot is not None:
+            tree_snapshot.keep_deleted_only(snapshot)
         progress(f"{what}: {' '.join(command)}")
         done = subprocess.run(list(command), cwd=folder, env=env, capture_output=True)
         if done.returncode != 0:
@@ -95,7 +99,7 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
             if packaging and i == 0:
                 progress(packaging)
             started = time.time()
-            _build(config, env, folder, progress)
+            _build(config, env, folder, progress, snapshot if i == 0 else None)
             if i == 1 and has_content and not applied_count(work):   # plain vs plain
                 raise VerifyError("the tuned build took none of the tuned flags: "
                                   + unseen.advice(folder, started, "verify"))
