@@ -155,7 +155,14 @@ def test_db_show_and_check(reference) -> None:
     diff = subprocess.run([AUTOPASS, "db", "diff", "old.json", "autopass.flags.json"], cwd=root,
                           capture_output=True, text=True)
     assert diff.returncode == 1 and diff.stdout.startswith("- lib/sort.c: -O3")
-    assert "1 entries differ" in diff.stdout
+    assert "1 entry differs" in diff.stdout
+    # `db show old.json` showed ./autopass.flags.json instead: the file named is shown
+    old = subprocess.run([AUTOPASS, "db", "show", "old.json"], cwd=root, capture_output=True,
+                         text=True)
+    assert old.returncode == 0 and "lib/sort.c: -O3" in old.stdout, old.stderr
+    both = subprocess.run([AUTOPASS, "db", "check", "old.json", "--db", "old.json"], cwd=root,
+                          capture_output=True, text=True)
+    assert both.returncode == 2 and "db check reads one database" in both.stderr
     os.unlink(root / "autopass.flags.json")
     os.unlink(root / "old.json")
 

@@ -408,6 +408,15 @@ def test_a_budget_or_unit_count_below_one_is_one_line(project, option) -> None:
     assert done.stderr.strip() == f"autopass: error: {option} -3: must be 1 or more"
 
 
+@pytest.mark.parametrize("args", [["profile", "--limit", "-1"], ["evidence", "x.c", "--limit", "0"],
+                                  ["profile", "--limit", "many"]])
+def test_a_row_limit_below_one_is_refused(project, args) -> None:
+    """`profile --limit -1` printed every row but the last (a Python slice)."""
+    done = subprocess.run([AUTOPASS, *args], cwd=project, capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "argument --limit: " in done.stderr.splitlines()[-1], done.stderr
+
+
 def test_a_benchmark_whose_output_varies_is_one_line_not_all_wrong_output(project, tmp_path):
     """C9: the benchmark prints something that changes every run (here the clock): every
     candidate's output would differ and tune would reject all of them as WRONG_OUTPUT

@@ -56,7 +56,7 @@ def add_parsers(sub) -> None:
                        "exit 1 if any; diff A B: entries added, removed or changed between "
                        "two databases; prune: drop the entries check reports.")
     p.add_argument("action", choices=("show", "check", "diff", "prune"))
-    p.add_argument("files", nargs="*", metavar="FILE", help="diff: the two databases")
+    p.add_argument("files", nargs="*", metavar="FILE", help="diff: the two databases; show, check, prune: the database (as --db)")
     p.add_argument("--db", metavar="FILE", help="default: ./autopass.flags.json")
     p.add_argument("--root", metavar="DIR", help="default: the database's folder")
     p.set_defaults(func=cmd_db)
@@ -188,6 +188,11 @@ def cmd_db(args: argparse.Namespace) -> int:
 
     if args.action == "diff":
         return _diff(args.files)
+    if args.files:    # `db show other.json`: showed ./autopass.flags.json instead
+        if len(args.files) > 1 or args.db:
+            raise CliError(f"db {args.action} reads one database: give it as FILE or as "
+                           "--db FILE, not both (diff compares two)")
+        args.db = args.files[0]
     path, root = _paths(args)
     db, why = applier.load(path)
     if db is None:
@@ -244,7 +249,7 @@ def _diff(files: list[str]) -> int:
             print(f"~ {source}: {_flags_text(a.flags)} -> {_flags_text(b.flags)}")
         else:
             print(f"~ {source}: same flags, new measurement or source")
-    print(f"{changes} entries differ")
+    print(f"{changes} {'entry differs' if changes == 1 else 'entries differ'}")
     return 1 if changes else 0
 
 

@@ -21,6 +21,18 @@ class CliError(Exception):
     """A message for the user (one line, naming the thing and the fix): exit status 2."""
 
 
+def count(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (`--limit -1` showed all rows but
+    the last, Python's slice)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be 1 or more")
+    return value
+
+
 def add_store_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR",
                    help=f"the store folder (default: the nearest {STORE_DIRNAME}/ "

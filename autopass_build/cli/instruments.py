@@ -12,6 +12,7 @@ from autopass_build.cli.common import (
     add_config_option,
     add_store_option,
     add_target_option,
+    count,
     load_config,
     measures,
     open_store,
@@ -56,7 +57,7 @@ def add_parsers(sub) -> None:
     add_store_option(p)
     add_config_option(p)
     add_target_option(p)
-    p.add_argument("--limit", type=int, default=15, help="rows shown")
+    p.add_argument("--limit", type=count, default=15, help="rows shown")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_profile)
 
@@ -68,7 +69,7 @@ def add_parsers(sub) -> None:
     p.add_argument("unit", help="a unit's source as `autopass units` shows it")
     p.add_argument("--flags", help="extra flags to compile it with (allowlisted), e.g. --flags='-O3'")
     p.add_argument("--function", help="only this function, with its IR")
-    p.add_argument("--limit", type=int, default=8, help="functions shown (hot first with a stored profile, else largest)")
+    p.add_argument("--limit", type=count, default=8, help="functions shown (hot first with a stored profile, else largest)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_evidence)
 
