@@ -408,6 +408,16 @@ def test_a_budget_or_unit_count_below_one_is_one_line(project, option) -> None:
     assert done.stderr.strip() == f"autopass: error: {option} -3: must be 1 or more"
 
 
+def test_replay_check_of_a_store_with_no_units_says_so(tmp_path) -> None:
+    """It printed "0/0 units reproduce their recorded object from IR (100.0%)"."""
+    subprocess.run([AUTOPASS, "record", "--", "true"], cwd=tmp_path, capture_output=True)
+    done = subprocess.run([AUTOPASS, "replay", "--check"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == ("autopass: error: no units recorded yet: run `autopass "
+                                   "record -- <build command>`")
+
+
 @pytest.mark.parametrize("args", [["profile", "--limit", "-1"], ["evidence", "x.c", "--limit", "0"],
                                   ["profile", "--limit", "many"]])
 def test_a_row_limit_below_one_is_refused(project, args) -> None:

@@ -100,6 +100,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not args.check:
         raise CliError("say what to do: `autopass replay --check` replays every unit with "
                        "its original flags and compares the objects")
+    if not store.units():
+        raise CliError("no units recorded yet: run `autopass record -- <build command>`")
     progress = Progress("replaying")
     results = fidelity.check(store, progress=lambda i, n, u: progress(
         f"{i + 1}/{n} {u.source_rel}", transient=True))
