@@ -87,6 +87,7 @@ def test_cli_errors_name_the_problem_and_the_fix(tmp_path):
     result = subprocess.run([AUTOPASS, "record", "--", "no-such-build-tool"], cwd=tmp_path,
                             env=env, capture_output=True, text=True)
     assert result.returncode == 2 and "build command not found" in result.stderr
+    assert not (tmp_path / ".autopass").exists()     # no empty store made for it
 
 
 def test_doctor_finds_the_toolchain():

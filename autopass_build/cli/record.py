@@ -82,6 +82,13 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_doctor)
 
 
+def _runnable(program: str, folder: str) -> bool:
+    if os.sep in program:
+        path = os.path.join(folder, program)
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+    return shutil.which(program) is not None
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     command = args.command
     if command and command[0] == "--":
@@ -94,6 +101,9 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise CliError(f"--root {args.root}: not a folder; give the project root that "
                        "sources are recorded relative to")
     store_dir = os.path.abspath(args.store or os.path.join(root, STORE_DIRNAME))
+    if not _runnable(command[0], folder or os.getcwd()):   # before a store is made for it
+        raise CliError(f"build command not found: {command[0]!r} (not on PATH, or not an "
+                       "executable file)")
     store = _create_store(store_dir)
     if not toolchain.find_tool("clang", exclude=frozenset({wrapper_dir(store_dir)})):
         raise CliError(toolchain.not_found("clang"))
@@ -106,8 +116,9 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"autopass: {packaging}", file=sys.stderr)
     try:
         status = subprocess.call(command, env=env, cwd=folder)
-    except FileNotFoundError:
-        raise CliError(f"build command not found: {command[0]!r}")
+    except (FileNotFoundError, PermissionError):
+        raise CliError(f"build command not found: {command[0]!r} (not on PATH, or not an "
+                       "executable file)")
     except KeyboardInterrupt:
         print("autopass: interrupted; what was recorded so far is kept", file=sys.stderr)
         return 130
