@@ -278,24 +278,26 @@ class Reach:
         ask = ("; is [run].command a benchmark of this project's code?"
                if self.outside + self.others > max(self.program, self.generated) else "")
         if ask and self.libraries and self.libraries[0][1] >= LIBRARY_NOTE_SHARE:
-            name, share = self.libraries[0]
-            ask = (f"; {share:.1f}% is in {name}, a library the build links but does not "
-                   "compile: to tune that code, record a build that compiles it too (a "
-                   "copy the project bundles, or the library's own build)")
-            if self.bundled:
-                ask = (f"; {share:.1f}% is in {name}, a library the build links but does not "
-                       f"compile, and the tree seems to have its own copy: "
-                       f"{self.bundled.function} is defined in {self.bundled.source}, which "
-                       "this build does not compile. To tune that code, record a build that "
-                       "compiles the copy (configure options often choose it, e.g. "
-                       "--with-included-regex)")
-            if name in dict(self.made):
-                ask = (f"; {share:.1f}% is in {name}, a library this build makes and the "
-                       "program loads as it runs (dlopen): to tune it, set [run].target = "
-                       f'"{dict(self.made)[name]}", with "{{exe}}" in [run].command where '
-                       "the program is told the library's path")
+            ask = self._library_advice(*self.libraries[0])
         return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
                 f"flags act ({why}){ask}")
+
+    def _library_advice(self, name: str, share: float) -> str:
+        """How to reach the code of the library that holds the most of the run."""
+        made = dict(self.made)
+        if name in made:
+            return (f"; {share:.1f}% is in {name}, a library this build makes and the "
+                    "program loads as it runs (dlopen): to tune it, set [run].target = "
+                    f'"{made[name]}", with "{{exe}}" in [run].command where the program is '
+                    "told the library's path")
+        where = f"; {share:.1f}% is in {name}, a library the build links but does not compile"
+        if self.bundled:
+            return (f"{where}, and the tree seems to have its own copy: "
+                    f"{self.bundled.function} is defined in {self.bundled.source}, which this "
+                    "build does not compile. To tune that code, record a build that compiles "
+                    "the copy (configure options often choose it, e.g. --with-included-regex)")
+        return (f"{where}: to tune that code, record a build that compiles it too (a copy "
+                "the project bundles, or the library's own build)")
 
 
 def reach_of(result: Profile, evaluator: Evaluator) -> Reach:
