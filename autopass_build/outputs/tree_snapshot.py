@@ -100,10 +100,7 @@ def restore(snapshot: Snapshot) -> list[str]:
                 if _put_back(kept, os.path.join(snapshot.tree, rel)):
                     put_back.append(rel)
         for rel, target in snapshot.symlinks:
-            path = os.path.join(snapshot.tree, rel)
-            if not os.path.lexists(path):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                os.symlink(target, path)
+            if _put_back_link(target, os.path.join(snapshot.tree, rel)):
                 put_back.append(rel)
     finally:
         shutil.rmtree(snapshot.links, ignore_errors=True)
@@ -118,6 +115,17 @@ def _put_back(kept: str, path: str) -> bool:
         os.link(kept, path)
     except OSError:
         return False      # a folder made a file, or a file a folder: the build's choice
+    return True
+
+
+def _put_back_link(target: str, path: str) -> bool:
+    if os.path.lexists(path):
+        return False
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.symlink(target, path)
+    except OSError:
+        return False
     return True
 
 
