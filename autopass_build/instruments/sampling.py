@@ -39,6 +39,11 @@ class Report:
     objects: dict[str, str]   # symbol -> perf's object: the program's or a library's file
 
 
+# perf report's column separator: ASCII's unit separator, which no path holds (perf
+# writes the separator as "." where a field holds it: "|" made /tmp/a|b/app unreadable)
+SEPARATOR = "\x1f"
+
+
 def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
                  frequency: int, stdin: str | None = None) -> Samples:
     """Samples per symbol of one run of `argv` (reading `stdin`, a file), at `frequency`
@@ -68,7 +73,7 @@ def perf_report(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
         # -v (not -q): each entry's object by its path and an address in its function,
         # which tell apart static functions of one name (static_functions.py)
         report = proc.run_captured([perf, "report", "-i", data, "-n", "--sort", "dso,sym",
-                                    "--stdio", "-v", "--no-children", "-t", "|",
+                                    "--stdio", "-v", "--no-children", "-t", SEPARATOR,
                                     "--no-demangle"], cwd, env, 300)
     read = read_report(report.stdout.decode("utf-8", "replace"))
     # perf exits with the program's status: a benchmark that exits 1 by design (grep's
@@ -104,11 +109,12 @@ def read_report(text: str,
     samples: Samples = {}
     objects: dict[str, str] = {}
     for line in text.splitlines():
-        parts = line.split("|", 3)
+        # a symbol holds no separator; perf writes one in a path as "." (read_report
+        # also takes "|", as people write these lines)
+        parts = line.split(SEPARATOR if SEPARATOR in line else "|")
         if len(parts) < 3 or not parts[1].strip().isdigit():
             continue
-        dso, symbol = (parts[2].strip(), parts[3].strip()) if len(parts) == 4 \
-            else ("", parts[2].strip())
+        dso, symbol = "|".join(parts[2:-1]).strip(), parts[-1].strip()
         verbose = _VERBOSE_SYMBOL.match(symbol)
         if verbose:
             symbol = verbose.group(2)
