@@ -407,7 +407,8 @@ def test_a_project_library_the_program_loads_itself_is_named_as_the_target_to_tu
     """F52 (RELIABILITY): the hot code in a plugin the build makes and the program
     dlopens: the profile called it "a library the build does not compile" and said to
     record its build.  It names the library as a target instead, and as one, its code
-    maps to its unit."""
+    maps to its unit; a benchmark that loads the tree's copy whatever is built is told.
+    """
     root = recorded_copy(Path(__file__).parent / "data" / "plugin-mini", tmp_path / "p",
                          '[run]\ncommand = ["{exe}", "200000000"]\ntarget = "app"\n',
                          ("make", "-s"))
@@ -424,6 +425,15 @@ def test_a_project_library_the_program_loads_itself_is_named_as_the_target_to_tu
     [line] = [line for line in done.stdout.splitlines() if line.strip().endswith("plug.c")
               and "work" in line]
     assert float(line.split("%")[0]) > 80
+    # a program that loads the tree's copy whatever is built: said before any tuning
+    (root / "autopass.toml").write_text('[run]\ncommand = ["./app", "200000000", '
+                                        '"./libplug.so", "{exe}"]\ntarget = "libplug.so"\n')
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"autopass: error: the benchmark ran {root}/libplug.so, not the build of libplug.so "
+        "under test, so no candidate would be measured: put \"{exe}\" where [run].command "
+        "tells the program the library's path")
 
 
 def _flow_addresses(binary: str) -> dict[str, int]:

@@ -80,9 +80,10 @@ class Profile:
 
 
 def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float,
-                  stdin: str | None = None) -> tuple[list[tuple[str, float]], dict[str, str]]:
+                  stdin: str | None = None) -> tuple[list[tuple[str, float]], dict[str, str],
+                                                     frozenset[str]]:
     """(symbol, percent of the samples) of one run, for symbols of at least MIN_SHARE,
-    and the object each ran in."""
+    the object each ran in, and the objects' paths."""
     try:
         read = perf_report(argv, cwd, env, timeout, frequency=1999, stdin=stdin)
     except SamplingError as error:
@@ -90,7 +91,7 @@ def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float,
     taken = sum(read.samples.values())
     if taken < MIN_PERF_SAMPLES:
         raise ProfileError(f"perf took {taken} samples, too few to tell")
-    return _shares(read.samples), read.objects
+    return _shares(read.samples), read.objects, read.loaded
 
 
 def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float,
@@ -116,8 +117,8 @@ def profile(evaluator: Evaluator) -> Profile:
     bench = evaluator.bench
     argv, env = bench.argv(base.binary), bench.env(base.env)
     try:
-        samples, objects = _perf_samples(argv, bench.cwd, env, bench.run.timeout * 3,
-                                         bench.stdin)
+        samples, objects, loaded = _perf_samples(argv, bench.cwd, env,
+                                                 bench.run.timeout * 3, bench.stdin)
         method = "perf"
     except ProfileError:
         with tempfile.TemporaryDirectory(prefix="autopass-profile-") as scratch:
@@ -128,7 +129,9 @@ def profile(evaluator: Evaluator) -> Profile:
             except ProfileError:
                 _check_the_benchmark_runs(evaluator)   # the likelier cause, said plainly
                 raise
-        method, objects = "callgrind", {}
+        method, objects, loaded = "callgrind", {}, frozenset()
+    if evaluator.target.kind == "shared":
+        _check_the_library_under_test_ran(base.binary, loaded, evaluator)
     units_of = unit_mapper(evaluator.defined_functions())
     functions = [HotFunction(name, share, sorted(set(units_of(name))), objects.get(name, ""))
                  for name, share in sorted(samples, key=lambda s: -s[1])]
@@ -139,6 +142,19 @@ def profile(evaluator: Evaluator) -> Profile:
     write_atomic(os.path.join(evaluator.store.dir, PROFILE_FILE),
                  json.dumps(asdict(result), indent=1).encode())
     return result
+
+
+def _check_the_library_under_test_ran(library: str, loaded: frozenset[str],
+                                      evaluator: Evaluator) -> None:
+    """A program that loads a plugin from a path of its own (`dlopen("./libplug.so")`)
+    runs the tree's copy whatever is built: every candidate would measure "same"."""
+    name = os.path.basename(library)
+    ran = sorted(path for path in loaded if os.path.basename(path) == name)
+    if ran and not any(os.path.realpath(path) == os.path.realpath(library) for path in ran):
+        raise ProfileError(
+            f"the benchmark ran {ran[0]}, not the build of {evaluator.target.output_rel} "
+            "under test, so no candidate would be measured: put \"{exe}\" where "
+            "[run].command tells the program the library's path")
 
 
 def _check_the_benchmark_runs(evaluator: Evaluator) -> None:

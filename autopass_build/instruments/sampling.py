@@ -37,6 +37,7 @@ class Report:
     """One perf run read back: samples per symbol, and the file each symbol ran in."""
     samples: Samples
     objects: dict[str, str]   # symbol -> perf's object: the program's or a library's file
+    loaded: frozenset[str] = frozenset()   # the objects' paths, where perf gave them
 
 
 # perf report's column separator: ASCII's unit separator, which no path holds (perf
@@ -108,6 +109,7 @@ def read_report(text: str,
     define is told apart by `source_of(object, name, address)`: "flow (reverb.c)"."""
     samples: Samples = {}
     objects: dict[str, str] = {}
+    loaded: set[str] = set()
     for line in text.splitlines():
         # a symbol holds no separator; perf writes one in a path as "." (read_report
         # also takes "|", as people write these lines)
@@ -121,6 +123,7 @@ def read_report(text: str,
         if symbol[:1] == "[" and "]" in symbol:
             symbol = symbol.split("]", 1)[1].strip()
         if verbose and dso.startswith("/"):
+            loaded.add(dso)
             source = source_of(dso, symbol, int(verbose.group(1), 16))
             symbol = with_source(symbol, source) if source else symbol
         dso = dso if dso.startswith("[") else os.path.basename(dso)
@@ -131,7 +134,7 @@ def read_report(text: str,
         if dso and not dso.startswith("["):
             objects.setdefault(symbol, dso)
         samples[symbol] = samples.get(symbol, 0) + int(parts[1])
-    return Report(samples, objects)
+    return Report(samples, objects, frozenset(loaded))
 
 
 def with_source(symbol: str, source: str) -> str:
