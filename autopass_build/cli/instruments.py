@@ -175,11 +175,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         return 0
     print(f"{result.target} ({result.method}); hot functions:")
     shown = result.functions[:args.limit]
-    names = readable([f.name for f in shown])
+    names = readable([f.symbol for f in shown])
     reach = reach_of(result, evaluator)
     for f in shown:
-        print(f"  {f.share:5.1f}%  {shortened(names.get(f.name, f.name)):<32} "
-              f"{reach.where(f)}")
+        source = f.name[len(f.symbol):]          # " (reverb.c)", kept whole when shortened
+        shown_name = shortened(names.get(f.symbol, f.symbol), 48 - len(source)) + source
+        print(f"  {f.share:5.1f}%  {shown_name:<32} {reach.where(f)}")
     print("units by share:")
     for unit, share in list(result.unit_shares().items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")
