@@ -15,9 +15,11 @@ and `verify` says so once.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 SKIPPED = {".git", ".hg", ".svn"}
@@ -97,35 +99,27 @@ def restore(snapshot: Snapshot) -> list[str]:
             for name in files:
                 kept = os.path.join(folder, name)
                 rel = os.path.relpath(kept, snapshot.links)
-                if _put_back(kept, os.path.join(snapshot.tree, rel)):
+                if _put_back(os.path.join(snapshot.tree, rel),
+                             functools.partial(os.link, kept)):
                     put_back.append(rel)
         for rel, target in snapshot.symlinks:
-            if _put_back_link(target, os.path.join(snapshot.tree, rel)):
+            if _put_back(os.path.join(snapshot.tree, rel),
+                         functools.partial(os.symlink, target)):
                 put_back.append(rel)
     finally:
         shutil.rmtree(snapshot.links, ignore_errors=True)
     return sorted(put_back)
 
 
-def _put_back(kept: str, path: str) -> bool:
+def _put_back(path: str, make: Callable[[str], None]) -> bool:
+    """Make `path` with `make` (a hard link, a symbolic link) where nothing is."""
     if os.path.lexists(path):
         return False
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.link(kept, path)
+        make(path)
     except OSError:
         return False      # a folder made a file, or a file a folder: the build's choice
-    return True
-
-
-def _put_back_link(target: str, path: str) -> bool:
-    if os.path.lexists(path):
-        return False
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.symlink(target, path)
-    except OSError:
-        return False
     return True
 
 
