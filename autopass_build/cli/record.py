@@ -176,9 +176,8 @@ def _print_record_summary(store: Store, started: float, log_before: int) -> tupl
               f"and record with --root {common}, so that autopass.flags.json names them "
               "relative to it, the same on every machine", file=sys.stderr)
     for reason, fix in fixes([(s.reason, s.detail) for s in skipped]):
-        count = reasons[reason]
-        print(f"autopass: {count} {'command' if count == 1 else 'commands'} skipped "
-              f"({reason}) cannot be tuned: {fix}", file=sys.stderr)
+        print(f"autopass: {counted(reasons[reason], 'command')} skipped ({reason}) cannot "
+              f"be tuned: {fix}", file=sys.stderr)
     failures = store.log_lines()[log_before:]
     if failures:
         print(f"autopass: {counted(len(failures), 'problem')} logged in "

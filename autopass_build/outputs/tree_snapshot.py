@@ -19,7 +19,7 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 SKIPPED = {".git", ".hg", ".svn"}
@@ -82,12 +82,9 @@ def keep_deleted_only(snapshot: Snapshot) -> None:
     """Drop the links of the files still in the tree (after the first clean): while the
     builds run, no file of the tree then has a second link (gzip, for one, refuses to
     compress a file that has)."""
-    for folder, _, files in os.walk(snapshot.links):
-        for name in files:
-            kept = os.path.join(folder, name)
-            if os.path.lexists(os.path.join(snapshot.tree,
-                                            os.path.relpath(kept, snapshot.links))):
-                os.unlink(kept)
+    for kept, rel in _kept(snapshot):
+        if os.path.lexists(os.path.join(snapshot.tree, rel)):
+            os.unlink(kept)
 
 
 def restore(snapshot: Snapshot) -> list[str]:
@@ -95,13 +92,9 @@ def restore(snapshot: Snapshot) -> list[str]:
     snapshot's folder is removed."""
     put_back = []
     try:
-        for folder, _, files in os.walk(snapshot.links):
-            for name in files:
-                kept = os.path.join(folder, name)
-                rel = os.path.relpath(kept, snapshot.links)
-                if _put_back(os.path.join(snapshot.tree, rel),
-                             functools.partial(os.link, kept)):
-                    put_back.append(rel)
+        for kept, rel in _kept(snapshot):
+            if _put_back(os.path.join(snapshot.tree, rel), functools.partial(os.link, kept)):
+                put_back.append(rel)
         for rel, target in snapshot.symlinks:
             if _put_back(os.path.join(snapshot.tree, rel),
                          functools.partial(os.symlink, target)):
@@ -109,6 +102,14 @@ def restore(snapshot: Snapshot) -> list[str]:
     finally:
         shutil.rmtree(snapshot.links, ignore_errors=True)
     return sorted(put_back)
+
+
+def _kept(snapshot: Snapshot) -> Iterator[tuple[str, str]]:
+    """Each hard link the snapshot holds, with its path in the tree."""
+    for folder, _, files in os.walk(snapshot.links):
+        for name in files:
+            kept = os.path.join(folder, name)
+            yield kept, os.path.relpath(kept, snapshot.links)
 
 
 def _put_back(path: str, make: Callable[[str], None]) -> bool:
