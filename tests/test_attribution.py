@@ -402,6 +402,34 @@ def test_static_functions_of_one_name_are_told_apart_by_their_source(tmp_path) -
             is None
 
 
+def test_a_cpp_inline_function_counts_for_the_unit_whose_copy_the_binary_keeps(
+        tmp_path) -> None:
+    """F55 (RELIABILITY): a C++ function defined in a header (harfbuzz's
+    Coverage::get_coverage, 9 % of hb-shape) is compiled into every unit that calls it
+    out of line, and the profile split it evenly over the five, so a unit that never
+    ran (hb-ot-shaper-arabic.cc, for Latin text) was among the hot ones.  The linker
+    keeps the first copy in link order, one per binary; a strong definition beats a weak
+    one."""
+    root = recorded_copy(Path(__file__).parent / "data" / "inline-mini", tmp_path / "i",
+                         '[run]\ncommand = ["{exe}", "300000000"]\n'
+                         'target = "inlinemini"\n', ("make", "-s"))
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, load_config(str(root / "autopass.toml"), str(root)))
+    defined = evaluator.defined_functions()
+    assert defined["_Z3mixIjET_S0_l"] == ["first.cpp", "third.cpp"]   # one per binary
+    assert defined["hook"] == ["second.cpp"]                          # strong over weak
+    assert evaluator.target.unit_groups() == [
+        [u.id for u in evaluator.units if u.source_rel != "third.cpp"],
+        [u.id for u in evaluator.units if u.source_rel == "third.cpp"]]
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [mix] = [line for line in done.stdout.splitlines() if "mix<" in line]
+    assert mix.endswith("first.cpp, third.cpp"), done.stdout
+    shares = hotspots.load(str(root / ".autopass")).unit_shares()
+    # second.cpp calls mix the most, but runs first.cpp's copy: only its hook is its own
+    assert shares["first.cpp"] > 4 * shares["second.cpp"] > 0, shares
+
+
 def test_a_project_library_the_program_loads_itself_is_named_as_the_target_to_tune(
         tmp_path) -> None:
     """F52 (RELIABILITY): the hot code in a plugin the build makes and the program

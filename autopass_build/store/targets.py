@@ -33,6 +33,9 @@ class Target:
     loaded_units: list[str] = field(default_factory=list)
     # Those libraries as built (absolute paths): what a run of the binary must find first.
     loaded_libraries: list[str] = field(default_factory=list)
+    # Each of those libraries' own units, link order (a binary keeps one copy of a C++
+    # inline function: see `unit_groups`).
+    library_units: list[list[str]] = field(default_factory=list)
     strips: bool = False      # linked with -s: no symbol table (core/stage_flags.STRIP_ALL)
 
     def prebuilt_library_folders(self, root: str) -> list[str]:
@@ -43,6 +46,16 @@ class Target:
 
     def runtime_units(self) -> list[str]:
         return self.units + [u for u in self.loaded_units if u not in self.units]
+
+    def unit_groups(self) -> list[list[str]]:
+        """`runtime_units` by the binary that links them, each in link order: this one's,
+        then each loaded library's (each unit once, where it first comes)."""
+        seen = set(self.units)
+        groups = [list(self.units)]
+        for units in self.library_units:
+            groups.append([u for u in units if u not in seen])
+            seen.update(units)
+        return [group for group in groups if group]
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -164,8 +177,9 @@ def _add_loaded_units(targets: list[Target], links: list[LinkRecord]) -> None:
     for target in targets:
         libraries = loaded(os.path.realpath(target.output), [])
         target.loaded_libraries = [by_output[lib].output for lib in libraries]
-        target.loaded_units = list(dict.fromkeys(u for lib in libraries
-                                                 for u in by_output[lib].units))
+        target.library_units = [list(by_output[lib].units) for lib in libraries]
+        target.loaded_units = list(dict.fromkeys(u for units in target.library_units
+                                                 for u in units))
 
 
 def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
