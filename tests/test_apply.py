@@ -245,7 +245,7 @@ def test_verify_measures_the_project_shared_library_each_build_made(tmp_path) ->
     _, done = verified(tmp_path / "shared", "shared-mini", '["{exe}", "300"]\ntarget = "prog"',
                        ["-O1"])
     assert done.returncode == 0, done.stderr
-    assert ("prog (with the 1 project shared libraries it loads): two clean tuned builds "
+    assert ("prog (with the project shared library it loads): two clean tuned builds "
             "are bit-identical") in done.stdout
     speedup = float(done.stdout.split("speedup ")[1].split("x")[0])
     assert speedup != 1.0     # the tuned library ran, not the plain one twice

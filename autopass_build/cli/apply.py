@@ -168,8 +168,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         progress(None)
         raise CliError(str(error))
     progress(None)
-    with_libraries = (f" (with the {result.libraries} project shared libraries it loads)"
-                      if result.libraries else "")
+    libraries = ("the project shared library" if result.libraries == 1
+                 else f"the {result.libraries} project shared libraries")
+    with_libraries = f" (with {libraries} it loads)" if result.libraries else ""
     print(f"{target.output_rel}{with_libraries}: two clean tuned builds are "
           f"{'bit-identical' if result.identical else 'DIFFERENT (not reproducible)'}")
     if result.why_different:
