@@ -344,3 +344,40 @@ def test_a_tree_that_keeps_cc_by_its_path_still_builds_after_autopass(tmp_path, 
     again = subprocess.run(["make", "-s"], cwd=root, env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert subprocess.run([root / "prog"], capture_output=True, text=True).stdout == "ok\n"
+
+
+def test_a_library_found_through_the_users_library_path_is_still_found(tmp_path) -> None:
+    """F56 (RELIABILITY): the candidate's rebuilt libraries went on LD_LIBRARY_PATH in
+    place of [run].env's, so a program that also loads a library from outside the tree
+    (a vendor's, an install prefix: waf-built aubio's examples are run this way) failed
+    to start under tune and verify.  The candidate's folder now goes first, the user's
+    after it."""
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    (vendor / "vendor.c").write_text("unsigned long vendor_seed(void) { return 7; }\n")
+    subprocess.run(["clang-19", "-shared", "-fPIC", "-o", str(vendor / "libvendor.so"),
+                    str(vendor / "vendor.c")], check=True)
+    root = tmp_path / "shared"
+    shutil.copytree(Path(__file__).parent / "data" / "shared-mini", root)
+    main = root / "main.c"
+    main.write_text(main.read_text().replace(
+        "unsigned long work(unsigned long n);",
+        "unsigned long work(unsigned long n);\nunsigned long vendor_seed(void);").replace(
+        "work(argc > 1", "vendor_seed() + work(argc > 1"))
+    makefile = root / "Makefile"
+    makefile.write_text(makefile.read_text().replace("-L. -lhot", f"-L. -lhot -L{vendor} -lvendor"))
+    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text(
+        '[run]\ncommand = ["{exe}", "300"]\ntarget = "prog"\n'
+        f'env = {{ LD_LIBRARY_PATH = "{vendor}" }}\n'
+        '[build]\ncommand = "make"\nclean = "make clean"\n'
+        '[measure]\nmetric = "instructions"\nmin_pairs = 2\nmax_pairs = 2\n')
+    done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O1"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "libvendor.so" not in done.stderr, done.stderr
+    assert "verdict: SLOWER" in done.stdout     # its own libhot.so ran: -O1 against -O2
+    write_db(root, {"hot.c": entry(root, "hot.c", ["-O1"])})
+    done = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "prog (with the project shared library it loads)" in done.stdout

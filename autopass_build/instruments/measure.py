@@ -109,9 +109,16 @@ class Benchmark:
                           sorted(dict(run.env).items())])[:16]
 
     def env(self, candidate_env: dict[str, str]) -> dict[str, str]:
+        """The benchmark's environment: ours, then [run].env, then the candidate's own
+        (where its rebuilt shared libraries are).  Its LD_LIBRARY_PATH goes first, before
+        the user's, not in place of it: a program that finds a library outside the
+        tree only through the user's (a vendor's, an install prefix) still finds it."""
         env = proc.clean_env(dict(os.environ))
         env.update(dict(self.run.env))
-        env.update(candidate_env)
+        for name, value in candidate_env.items():
+            if name == "LD_LIBRARY_PATH" and env.get(name):
+                value = os.pathsep.join((value, env[name]))
+            env[name] = value
         return env
 
     @property
