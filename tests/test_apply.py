@@ -348,10 +348,11 @@ def test_a_tree_that_keeps_cc_by_its_path_still_builds_after_autopass(tmp_path, 
 
 def test_a_library_found_through_the_users_library_path_is_still_found(tmp_path) -> None:
     """F56 (RELIABILITY): the candidate's rebuilt libraries went on LD_LIBRARY_PATH in
-    place of [run].env's, so a program that also loads a library from outside the tree
-    (a vendor's, an install prefix: waf-built aubio's examples are run this way) failed
-    to start under tune and verify.  The candidate's folder now goes first, the user's
-    after it."""
+    place of [run].env's (seen running waf-built aubio, whose examples have no rpath and
+    run with LD_LIBRARY_PATH=build/src; aubio needed nothing else from it), so a program
+    that also loads a library from outside the tree (a vendor's, an install prefix)
+    could not start under try, tune or verify.  The candidate's folder now goes first,
+    the user's after it."""
     vendor = tmp_path / "vendor"
     vendor.mkdir()
     (vendor / "vendor.c").write_text("unsigned long vendor_seed(void) { return 7; }\n")
