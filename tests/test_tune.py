@@ -450,6 +450,55 @@ int main(int argc, char **argv) {
 """
 
 
+FMA_LOOP = """#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000000;
+    double x = 1.0, y = 1.0000001, z = 1e-9;
+    for (long i = 0; i < n; i++)
+        x = x * y + z;             /* with FMA: one rounding a step instead of two */
+    printf("%.17g\\n", x);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif("fma" not in Path("/proc/cpuinfo").read_text().split(),
+                    reason="this CPU has no FMA: -march=native leaves x*y+z alone")
+def test_wrong_output_by_rounding_names_the_tolerance_that_accepts_it(tmp_path) -> None:
+    """aubio's pitch track came out 1.6e-06 apart under one candidate (no -ffast-math
+    in its build), and tune said only 'rejected: 1 WRONG_OUTPUT'.  A difference in
+    printed numbers alone, and small, is named as such, with the [check] tolerance that
+    would accept it; tune shows each rejection as it happens and sums them up."""
+    root = tmp_path / "fma"
+    root.mkdir()
+    (root / "fma.c").write_text(FMA_LOOP)
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", "cc -O2 -c fma.c && cc fma.o -o fma"],
+                   cwd=root, check=True, capture_output=True)
+    config = ('[run]\ncommand = ["{exe}", "2000000"]\n[measure]\nmetric = "cpu"\n'
+              'min_pairs = 2\nmax_pairs = 2\n')
+    (root / "autopass.toml").write_text(config)
+    native = [AUTOPASS, "try", "--flags", "fma.c=-march=native"]
+    done = subprocess.run(native, cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"WRONG_OUTPUT \(stdout line 1: .*; only numbers differ, by at most "
+                      r"\S+ relative \(\[check\] mode = \"numbers\" with tolerance = (\S+) "
+                      r"would accept it\)\)", done.stdout)
+    assert found, done.stdout
+    (root / "autopass.toml").write_text(
+        config + f'[check]\nmode = "numbers"\ntolerance = {found.group(1)}\n')
+    accepted = subprocess.run(native, cwd=root, capture_output=True, text=True)
+    assert accepted.returncode == 0 and "outcome: OK" in accepted.stdout, accepted.stdout
+    # tune's summary counts such candidates among the wrong outputs
+    from autopass_build.tuning.tuner import Tuner
+    wrong = [Entry(n, Phase.SEARCH, str(n), {"fma.c": "x"}, Outcome.WRONG_OUTPUT, detail=d)
+             for n, d in ((1, done.stdout.split("(", 1)[1][:-2]), (2, "exit code 1, the "
+                                                                   "baseline's was 0"))]
+    [note] = Tuner._rounding_note(wrong)
+    assert note.startswith("1 candidate of 2 with wrong output differed only in printed "
+                           "numbers, by little: stdout line 1:"), note
+
+
 def test_wrong_output_under_fast_math_is_explained(tmp_path) -> None:
     """libvorbis builds with -ffast-math, and its PGO build encoded other bytes: the
     summary said only 'WRONG_OUTPUT'.  When the tuned units reorder floating point, it

@@ -99,8 +99,8 @@ def _stdout_difference(check: CheckConfig, reference: Reference, result: RunResu
         expected, got = (compared_lines(check.ignore, out) for out in (expected, got))
     why = ""
     if got != expected:
-        why = (_first_difference(expected, got) if check.mode == "output"
-               else numbers_differ(expected, got, check.tolerance))
+        why = (_first_difference(expected, got) + numbers_only(expected, got)
+               if check.mode == "output" else numbers_differ(expected, got, check.tolerance))
     if why or same_rest:
         return why
     return (f"stdout differs after its first {STDOUT_KEPT >> 20} MiB, where autopass "
@@ -246,6 +246,35 @@ def numbers_differ(expected: bytes, got: bytes, tolerance: float) -> str:
                     f"more than the relative tolerance {tolerance:g}")
         offset += len(a)
     return ""
+
+
+# What a WRONG_OUTPUT detail says when only the printed numbers moved, and by little:
+# the tuner counts such candidates (tuner._notes) to say what would accept them.
+NUMBERS_ONLY = "only numbers differ"
+
+
+def numbers_only(expected: bytes, got: bytes) -> str:
+    """When `got` is `expected` with only its numbers changed, and by at most 1e-3
+    relative (rounding: a reduction vectorized in another order, a contracted multiply-
+    add), what `[check]` tolerance would accept it; else ""."""
+    want, have = _NUMBER.split(expected), _NUMBER.split(got)
+    if len(want) != len(have) or want[0::2] != have[0::2]:
+        return ""
+    worst = max((_relative(float(a), float(b)) for a, b in zip(want[1::2], have[1::2])
+                 if a != b), default=0.0)
+    if not 0.0 < worst <= 1e-3:
+        return ""
+    tolerance = 10.0 ** (math.floor(math.log10(worst)) + 1)   # above it, with room
+    return (f"; {NUMBERS_ONLY}, by at most {worst:.1e} relative ([check] mode = "
+            f"\"numbers\" with tolerance = {tolerance:g} would accept it)")
+
+
+def _relative(x: float, y: float) -> float:
+    if x == y or (math.isnan(x) and math.isnan(y)):
+        return 0.0                       # "0" and "0.0", "nan" and "-nan"
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return math.inf
+    return abs(x - y) / max(abs(x), abs(y))
 
 
 def _close(x: float, y: float, tolerance: float) -> bool:

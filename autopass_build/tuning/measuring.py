@@ -109,6 +109,10 @@ class Measurements:
             raise TuneError(f"cannot write to the store ({error.strerror or error}): free "
                             "space or fix permissions, then `autopass tune --resume`") from None
         entry = self._entry_of(phase, flags, evaluation, time.monotonic() - started)
+        if entry.outcome != Outcome.OK:
+            # why, where the user watches: a rejected candidate used to pass in silence
+            first_line = (entry.detail.strip().splitlines() or [""])[0]
+            self.show(f"  {entry.outcome}: {first_line[:300]}")
         if evaluation.effects:
             entry = replace(entry, effects=tuple(evaluation.effects))
         if stages:

@@ -25,7 +25,7 @@ from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import hash_json
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments import pgo, stages
+from autopass_build.instruments import output_check, pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.hotspots import Profile, ProfileError, reach_of
@@ -365,12 +365,13 @@ class Tuner:
         """Why candidates were WRONG_OUTPUT, when the units say: floating-point results
         that depend on optimization (libvorbis builds with -ffast-math: its PGO build
         encodes other bytes)."""
-        if not any(e.outcome == Outcome.WRONG_OUTPUT for e in journal.entries):
+        wrong = [e for e in journal.entries if e.outcome == Outcome.WRONG_OUTPUT]
+        if not wrong:
             return ()
         loose = {u.source_rel: flag for u in evaluator.units if u.source_rel in sources
                  for flag in [flagset.loose_floating_point(u.argv)] if flag}
         if not loose:
-            return ()
+            return self._rounding_note(wrong)
         flag = sorted(set(loose.values()))[0]
         return (f"wrong output explained: {', '.join(sorted(loose))} "
                 f"{'is' if len(loose) == 1 else 'are'} compiled with {flag}, so "
@@ -378,6 +379,17 @@ class Tuner:
                 "or flags change the output; if small differences are acceptable, "
                 '[check] mode = "numbers" (with a tolerance) or a [check] command lets such '
                 "builds be measured",)
+
+    @staticmethod
+    def _rounding_note(wrong: list[Entry]) -> tuple[str, ...]:
+        """A note when wrong outputs differed only in printed numbers, by little (aubio's
+        pitch track, 1.6e-06 apart under -force-vector-width=4, without -ffast-math)."""
+        rounded = [e for e in wrong if output_check.NUMBERS_ONLY in e.detail]
+        if not rounded:
+            return ()
+        return (f"{len(rounded)} candidate{'s' if len(rounded) > 1 else ''} of "
+                f"{len(wrong)} with wrong output "
+                f"differed only in printed numbers, by little: {rounded[0].detail}",)
 
     def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space) -> JointSpace:
         """One block per tuned source; a source compiled against a precompiled header
