@@ -230,7 +230,8 @@ def _print_result(result, metric: str) -> None:
     if not result.winners:
         print("the gain did not hold up in the final measurement; " + _shipped_stage(result))
         return
-    print(f"wrote {len(result.winners)} entries to {result.flags_db}"
+    entries = "1 entry" if len(result.winners) == 1 else f"{len(result.winners)} entries"
+    print(f"wrote {entries} to {result.flags_db}"
           + (f", on the stages {result.stages}:" if result.stages else ":"))
     for w in result.winners:
         print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry.ratio:.4f}x)")
