@@ -561,6 +561,12 @@ def test_clean_command_follows_the_build_tool() -> None:
         "meson setup b && meson compile -C b": "meson compile -C b --clean",
         "mkdir -p out && cd out && cmake .. >/dev/null && make -j2": "cd out && make clean",
         "cd 'a b' && cd c && ninja": "cd 'a b/c' && ninja -t clean",
+        "scons -j2 && scons -C sub": "scons -C sub -c",
+        # waf, bundled with the project (aubio), run by itself or by a Python
+        "python3 ./waf configure --disable-jack >/dev/null && python3 ./waf build -j2":
+            "python3 ./waf clean",
+        "./waf configure build": "./waf clean",
+        "python3 setup.py build": None,
         "sh build.sh": None,
         "X=1; CC=clang make": "make clean",     # an assignment alone: no command
         'echo "unbalanced': None,

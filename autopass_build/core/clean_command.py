@@ -5,8 +5,9 @@ the recorded [build].command.  `make clean` is right for a Makefile and wrong fo
 or Meson with Ninja (no Makefile there: verify then stops).  The last build tool the
 command runs decides, with its build folder: `make -C d -f m` -> `make -C d -f m clean`, `ninja -C
 d` -> `ninja -C d -t clean`, `cmake --build d` -> `cmake --build d --target clean`,
-`meson compile -C d` -> `meson compile -C d --clean`, after the same `cd`s as the build.
-Anything else: no guess.
+`meson compile -C d` -> `meson compile -C d --clean`, `scons` -> `scons -c`, `python3
+./waf build` -> `python3 ./waf clean`, after the same `cd`s as the build.  Anything else:
+no guess.
 """
 
 from __future__ import annotations
@@ -105,4 +106,17 @@ def _clean_for(command: list[str]) -> str | None:
         return shlex.join(["cmake", "--build", *folder, "--target", "clean"]) if folder else None
     if tool == "meson" and len(command) > 1 and command[1] == "compile":
         return shlex.join(["meson", "compile", *_folder(command, "-C"), "--clean"])
-    return None
+    if tool == "scons":
+        return shlex.join(["scons", *_folder(command, "-C"), "-c"])
+    waf = _waf(command)
+    return shlex.join([*waf, "clean"]) if waf else None
+
+
+def _waf(command: list[str]) -> list[str]:
+    """How `command` runs waf (`./waf build`, `python3 ./waf build -j2`: aubio), else []."""
+    if os.path.basename(command[0]) == "waf":
+        return command[:1]
+    if os.path.basename(command[0]).startswith("python") and len(command) > 1 \
+            and os.path.basename(command[1]) == "waf":
+        return command[:2]
+    return []
