@@ -5,6 +5,7 @@ candidate that the whole-program A/B verifies."""
 from __future__ import annotations
 
 import math
+import os
 import random
 import shutil
 import subprocess
@@ -409,25 +410,35 @@ def test_a_cpp_inline_function_counts_for_the_unit_whose_copy_the_binary_keeps(
     out of line, and the profile split it evenly over the five, so a unit that never
     ran (hb-ot-shaper-arabic.cc, for Latin text) was among the hot ones.  The linker
     keeps the first copy in link order, one per binary; a strong definition beats a weak
-    one."""
+    one; perf's object says which binary's copy ran."""
     root = recorded_copy(Path(__file__).parent / "data" / "inline-mini", tmp_path / "i",
                          '[run]\ncommand = ["{exe}", "300000000"]\n'
                          'target = "inlinemini"\n', ("make", "-s"))
     store = Store.open_existing(str(root / ".autopass"))
     evaluator = Evaluator(store, load_config(str(root / "autopass.toml"), str(root)))
     defined = evaluator.defined_functions()
-    assert defined["_Z3mixIjET_S0_l"] == ["first.cpp", "third.cpp"]   # one per binary
+    mix = "_Z3mixIjET_S0_l"
+    assert defined[mix] == ["first.cpp", "third.cpp"]                 # one per binary
+    assert defined[f"{mix} (inlinemini)"] == ["first.cpp"]            # as perf names it
+    assert defined[f"{mix} (libthird.so)"] == ["third.cpp"]
     assert defined["hook"] == ["second.cpp"]                          # strong over weak
-    assert evaluator.target.unit_groups() == [
-        [u.id for u in evaluator.units if u.source_rel != "third.cpp"],
-        [u.id for u in evaluator.units if u.source_rel == "third.cpp"]]
+    assert [(os.path.basename(b), units) for b, units in evaluator.target.unit_groups()] == [
+        ("inlinemini", [u.id for u in evaluator.units if u.source_rel != "third.cpp"]),
+        ("libthird.so", [u.id for u in evaluator.units if u.source_rel == "third.cpp"])]
     done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    [mix] = [line for line in done.stdout.splitlines() if "mix<" in line]
-    assert mix.endswith("first.cpp, third.cpp"), done.stdout
+    [exe_copy] = [line for line in done.stdout.splitlines() if "(inlinemini)" in line]
+    assert "mix<" in exe_copy and exe_copy.endswith("first.cpp"), done.stdout
     shares = hotspots.load(str(root / ".autopass")).unit_shares()
-    # second.cpp calls mix the most, but runs first.cpp's copy: only its hook is its own
+    # second.cpp calls mix the most, but runs first.cpp's copy: only its hook is its own;
+    # the library's copy (its symbols hidden) runs a quarter as long as the program's
     assert shares["first.cpp"] > 4 * shares["second.cpp"] > 0, shares
+    assert shares["first.cpp"] > 2.5 * shares["third.cpp"] > 0, shares
+    # a library that does not hide it calls the program's exported copy: perf then sees
+    # mix in the program alone, and the object it names picks the unit
+    units_of = attribution.unit_mapper(defined)
+    assert units_of(mix, "inlinemini") == ["first.cpp"]
+    assert units_of(mix, "") == ["first.cpp", "third.cpp"]      # callgrind: no object
 
 
 def test_a_project_library_the_program_loads_itself_is_named_as_the_target_to_tune(

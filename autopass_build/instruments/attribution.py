@@ -37,8 +37,9 @@ from autopass_build.instruments.sampling import (
     Samples,
     SamplingError,
     callgrind_counts,
-    perf_samples,
+    perf_report,
     split_source,
+    with_source,
 )
 
 FREQUENCY = 4999                 # samples per second of CPU time
@@ -67,10 +68,13 @@ class UnitEffect:
                 f"{self.verdict} ({self.share:.0f}% of the samples, {self.method})")
 
 
-def unit_mapper(defined: dict[str, list[str]]) -> Callable[[str], list[str]]:
+def unit_mapper(defined: dict[str, list[str]]) -> Callable[[str, str], list[str]]:
     """symbol -> the units defining it; compiler clones ('f.cold', 'f.llvm.123') count
-    for the function they were cut from, and a static function told apart by its source
-    ('flow (reverb.c)', sampling.with_source) for the units of that source."""
+    for the function they were cut from, a static function told apart by its source
+    ('flow (reverb.c)', sampling.with_source) for the units of that source, and a weak
+    function told apart by its binary ('mix (libthird.so)') as `defined` keys it: by the
+    key, or by the object perf saw it run in (`objects`: a program that exports its copy
+    makes a library run it, so only one object may show it)."""
     def named(symbol: str) -> list[str]:
         if symbol in defined:
             return defined[symbol]
@@ -79,19 +83,23 @@ def unit_mapper(defined: dict[str, list[str]]) -> Callable[[str], list[str]]:
                 return defined.get(symbol.split(suffix, 1)[0], [])
         return []
 
-    def units(key: str) -> list[str]:
+    def units(key: str, obj: str = "") -> list[str]:
+        for kept in (key, with_source(key, obj) if obj else ""):
+            if kept in defined and split_source(kept)[1]:   # the copy one binary keeps
+                return defined[kept]
         symbol, source = split_source(key)
         owners = named(symbol)
         return [u for u in owners if os.path.basename(u) == source] or owners
     return units
 
 
-def by_unit(samples: Samples, units_of: Callable[[str], list[str]]) -> dict[str, float]:
+def by_unit(samples: Samples, units_of: Callable[[str, str], list[str]],
+            objects: dict[str, str] | None = None) -> dict[str, float]:
     """Samples per unit (a symbol several units define is split between them); the
     samples in no unit (libraries, the kernel) under ""."""
     result: dict[str, float] = {}
     for symbol, count in samples.items():
-        owners = units_of(symbol) or [""]
+        owners = units_of(symbol, (objects or {}).get(symbol, "")) or [""]
         for owner in owners:
             result[owner] = result.get(owner, 0.0) + count / len(owners)
     return result
@@ -200,8 +208,8 @@ class Attributor:
         for i in range(self.pairs):
             for name in (("base", "cand") if i % 2 == 0 else ("cand", "base")):
                 side = sides[name]
-                samples = perf_samples(bench.argv(side.binary), bench.cwd,
-                                       bench.env(side.env), bench.run.timeout * 3, FREQUENCY,
-                                       bench.stdin)
-                runs[name].append(by_unit(samples, mappers[name]))
+                read = perf_report(bench.argv(side.binary), bench.cwd,
+                                   bench.env(side.env), bench.run.timeout * 3, FREQUENCY,
+                                   bench.stdin)
+                runs[name].append(by_unit(read.samples, mappers[name], read.objects))
         return effects(runs["base"], runs["cand"], changed, bench.measure.precision)

@@ -26,6 +26,7 @@ from autopass_build.instruments.attribution import (
 from autopass_build.instruments.binaries import build_id
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
+from autopass_build.instruments.sampling import with_source
 from autopass_build.store.index import Store, UnitRecord
 from autopass_build.store.targets import Target, executables_text, resolve
 
@@ -149,6 +150,14 @@ def parse_unit_flags(specs: list[str], units: list[UnitRecord]) -> dict[str, tup
     return result
 
 
+def _by_binary(kept_in: dict[str, list[tuple[str, str]]]) -> dict[str, list[str]]:
+    """'mix (libthird.so)' -> the unit whose copy that binary keeps, for each function
+    that several binaries keep a copy of: perf names the object each sample ran in
+    (sampling.read_report, attribution.unit_mapper)."""
+    return {with_source(name, binary): [source] for name, copies in kept_in.items()
+            if len(copies) > 1 for binary, source in copies}
+
+
 class Evaluator:
     def __init__(self, store: Store, config: Config, target: str = ""):
         self.store = store
@@ -239,7 +248,8 @@ class Evaluator:
         move across units at link time) counts by its recorded object."""
         by_id = {unit.id: unit for unit in self.units}
         defined: dict[str, list[str]] = {}
-        for group in self.target.unit_groups():
+        kept_in: dict[str, list[tuple[str, str]]] = {}   # weak function -> (binary, unit)
+        for binary, group in self.target.unit_groups():
             kept: dict[str, str] = {}        # weak function -> the unit whose copy is kept
             for unit in (by_id[uid] for uid in group if uid in by_id):
                 for name, weak in self._functions_of(unit, flags_by_unit).items():
@@ -249,9 +259,10 @@ class Evaluator:
                     else:
                         kept.setdefault(name, unit.source_rel)
             for name, source in kept.items():
-                owners = defined.setdefault(name, [])
-                if source not in owners:
-                    owners.append(source)
+                if source not in defined.setdefault(name, []):
+                    defined[name].append(source)
+                kept_in.setdefault(name, []).append((os.path.basename(binary), source))
+        defined.update(_by_binary(kept_in))
         return defined
 
     def _functions_of(self, unit: UnitRecord, flags_by_unit: dict[str, tuple[str, ...]] | None

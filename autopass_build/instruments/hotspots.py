@@ -133,7 +133,8 @@ def profile(evaluator: Evaluator) -> Profile:
     if evaluator.target.kind == "shared":
         _check_the_library_under_test_ran(base.binary, loaded, evaluator)
     units_of = unit_mapper(evaluator.defined_functions())
-    functions = [HotFunction(name, share, sorted(set(units_of(name))), objects.get(name, ""))
+    functions = [HotFunction(name, share, sorted(set(units_of(name, objects.get(name, "")))),
+                             objects.get(name, ""))
                  for name, share in sorted(samples, key=lambda s: -s[1])]
     if not any(f.units for f in functions):
         _check_the_benchmark_runs(evaluator)     # no time in the program: did it run?

@@ -106,9 +106,10 @@ def read_report(text: str,
     """`parse_report`, with the object of each symbol (not perf's own "[kernel.kallsyms]",
     "[vdso]" or "[JIT] tid N").  In `perf report -v` lines (the object's path, and an
     address before the symbol), a static function that several files of the object
-    define is told apart by `source_of(object, name, address)`: "flow (reverb.c)"."""
-    samples: Samples = {}
-    objects: dict[str, str] = {}
+    define is told apart by `source_of(object, name, address)`: "flow (reverb.c)"; a
+    function of one name in several objects (a C++ inline function the program and a
+    library it loads each keep a copy of) by the object: "mix (libthird.so)"."""
+    rows: list[tuple[str, str, int, bool]] = []       # symbol, dso, samples, told apart
     loaded: set[str] = set()
     for line in text.splitlines():
         # a symbol holds no separator; perf writes one in a path as "." (read_report
@@ -122,6 +123,7 @@ def read_report(text: str,
             symbol = verbose.group(2)
         if symbol[:1] == "[" and "]" in symbol:
             symbol = symbol.split("]", 1)[1].strip()
+        source = None
         if verbose and dso.startswith("/"):
             loaded.add(dso)
             source = source_of(dso, symbol, int(verbose.group(1), 16))
@@ -131,10 +133,24 @@ def read_report(text: str,
             symbol = JIT_CODE
         elif dso and _is_address(symbol):
             symbol = dso + NO_SYMBOLS
+        rows.append((symbol, dso, int(parts[1]), bool(source)))
+    return _keyed(rows, frozenset(loaded))
+
+
+def _keyed(rows: list[tuple[str, str, int, bool]], loaded: frozenset[str]) -> Report:
+    """The report of `rows`, a symbol that objects of several names hold keyed by each."""
+    objects_of: dict[str, set[str]] = {}
+    for symbol, dso, _, told_apart in rows:
+        if dso and not dso.startswith("[") and not told_apart:
+            objects_of.setdefault(symbol, set()).add(dso)
+    samples: Samples = {}
+    objects: dict[str, str] = {}
+    for symbol, dso, count, _ in rows:
+        key = with_source(symbol, dso) if len(objects_of.get(symbol, ())) > 1 else symbol
         if dso and not dso.startswith("["):
-            objects.setdefault(symbol, dso)
-        samples[symbol] = samples.get(symbol, 0) + int(parts[1])
-    return Report(samples, objects, frozenset(loaded))
+            objects.setdefault(key, dso)
+        samples[key] = samples.get(key, 0) + count
+    return Report(samples, objects, loaded)
 
 
 def with_source(symbol: str, source: str) -> str:

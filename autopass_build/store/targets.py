@@ -47,15 +47,16 @@ class Target:
     def runtime_units(self) -> list[str]:
         return self.units + [u for u in self.loaded_units if u not in self.units]
 
-    def unit_groups(self) -> list[list[str]]:
-        """`runtime_units` by the binary that links them, each in link order: this one's,
-        then each loaded library's (each unit once, where it first comes)."""
+    def unit_groups(self) -> list[tuple[str, list[str]]]:
+        """`runtime_units` by the binary that links them, (its path, its units in link
+        order): this one, then each loaded library (each unit once, where it first
+        comes)."""
         seen = set(self.units)
-        groups = [list(self.units)]
-        for units in self.library_units:
-            groups.append([u for u in units if u not in seen])
+        groups = [(self.output, list(self.units))]
+        for library, units in zip(self.loaded_libraries, self.library_units):
+            groups.append((library, [u for u in units if u not in seen]))
             seen.update(units)
-        return [group for group in groups if group]
+        return [(binary, units) for binary, units in groups if units]
 
     def to_json(self) -> dict:
         return asdict(self)
