@@ -66,7 +66,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_targets)
 
-    p = sub.add_parser("init", help="write a commented autopass.toml to start from")
+    p = sub.add_parser("init", help="write a commented autopass.toml to start from",
+                       description="Write autopass.toml in the folder that holds the store, every key "
+                       "commented: [build].command (the command `autopass record --` ran), "
+                       "[build].clean guessed from it (make, ninja, cmake --build, meson "
+                       "compile, scons, waf; `verify` builds from scratch with it), and the "
+                       "recorded executables to choose [run].target from, the likely "
+                       "benchmark first.  Then set [run].command to your benchmark and run "
+                       "`autopass profile`.")
     add_store_option(p)
     p.add_argument("--build", default=None,
                    help="the build command to write in (default: the one `autopass record "
