@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from autopass_build.core.plural import counted
+
 OBJECT_SUFFIXES = (".o", ".obj", ".lo")
 MAX_FILES = 50_000        # a bounded look: a huge tree is not walked whole for advice
 SKIPPED_FOLDERS = frozenset({".autopass", ".git", ".hg", ".svn", "node_modules"})
@@ -67,7 +69,7 @@ def advice(folder: str, since: float, command: str = "record") -> str:
                 f"`make clean`) and run `autopass {command}` again, so that every compile "
                 "runs under autopass")
     where, fix = _why_and_fix(unseen, command)
-    objects = f"{unseen.objects} object{'s' if unseen.objects != 1 else ''}"
+    objects = counted(unseen.objects, "object")
     return (f"the build compiled {objects} (e.g. {unseen.example}) but none "
             f"through autopass{where}: {fix}")
 

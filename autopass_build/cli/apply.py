@@ -24,6 +24,7 @@ from autopass_build.core.names import (
     DEFAULT_APPLY_POLICY,
     FLAGS_DB_NAME,
 )
+from autopass_build.core.plural import counted
 
 
 def add_parsers(sub) -> None:
@@ -140,7 +141,7 @@ def _say_what_was_applied(db: str, applied: int, started: float) -> None:
     from autopass_build.capture import unseen
 
     if applied:
-        print(f"autopass: {applied} command{'s' if applied != 1 else ''} (compiles, links) "
+        print(f"autopass: {counted(applied, 'command')} (compiles, links) "
               f"took the tuned flags of {db}",
               file=sys.stderr)
     else:
@@ -268,7 +269,7 @@ def _flags_text(flags: tuple[str, ...], limit: int = 200) -> str:
 
 
 def _show(db, problems: dict[str, str]) -> None:
-    print(f"{db.toolchain.get('compiler', '?')}; {len(db.entries)} entries"
+    print(f"{db.toolchain.get('compiler', '?')}; {counted(len(db.entries), 'entry', 'entries')}"
           + (f"; PGO profile {db.profile.path}" if db.profile else ""))
     if db.target:
         print(f"  {db.target.output}: stages {'+'.join(db.target.stages) or 'none'} "

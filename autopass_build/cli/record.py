@@ -31,7 +31,7 @@ from autopass_build.core import toolchain
 from autopass_build.core.clean_command import clean_command
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import STORE_DIRNAME
-from autopass_build.outputs.report import counted
+from autopass_build.core.plural import counted
 from autopass_build.store.index import DamagedIndex, Store, StoreError, UnitRecord
 from autopass_build.store.targets import executables_text, gone, resolve
 

@@ -196,7 +196,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _print_result(result, metric: str) -> None:
     from autopass_build.core.outcome import Outcome
-    from autopass_build.outputs.report import counted, stage_lines, verdict_words, versus_lines
+    from autopass_build.core.plural import counted
+    from autopass_build.outputs.report import stage_lines, verdict_words, versus_lines
     from autopass_build.tuning.journal import VERSUS_RECORDED, Phase
 
     journal = result.journal
@@ -230,8 +231,7 @@ def _print_result(result, metric: str) -> None:
     if not result.winners:
         print("the gain did not hold up in the final measurement; " + _shipped_stage(result))
         return
-    entries = "1 entry" if len(result.winners) == 1 else f"{len(result.winners)} entries"
-    print(f"wrote {entries} to {result.flags_db}"
+    print(f"wrote {counted(len(result.winners), 'entry', 'entries')} to {result.flags_db}"
           + (f", on the stages {result.stages}:" if result.stages else ":"))
     for w in result.winners:
         print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry.ratio:.4f}x)")

@@ -133,9 +133,9 @@ def profile(evaluator: Evaluator) -> Profile:
     if evaluator.target.kind == "shared":
         _check_the_library_under_test_ran(base.binary, loaded, evaluator)
     units_of = unit_mapper(evaluator.defined_functions())
-    functions = [HotFunction(name, share, sorted(set(units_of(name, objects.get(name, "")))),
-                             objects.get(name, ""))
-                 for name, share in sorted(samples, key=lambda s: -s[1])]
+    functions = [HotFunction(name, share, sorted(set(units_of(name, obj))), obj)
+                 for name, share in sorted(samples, key=lambda s: -s[1])
+                 for obj in [objects.get(name, "")]]
     if not any(f.units for f in functions):
         _check_the_benchmark_runs(evaluator)     # no time in the program: did it run?
     result = Profile(evaluator.target.output_rel, method, functions, bench.workload())

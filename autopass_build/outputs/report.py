@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from autopass_build.core.outcome import Outcome
+from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT, NATIVE
 from autopass_build.instruments.stats import FASTER, SAME, SLOWER, UNCLEAR
 from autopass_build.tuning.journal import VERSUS_RECORDED, Entry, Journal, Phase
@@ -136,11 +137,6 @@ def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
             measured = final
         result[source] = Winner(flags, measured)
     return result
-
-
-def counted(n: int, noun: str) -> str:
-    """'1 evaluation', '3 evaluations'."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def text(summary: RunSummary) -> str:

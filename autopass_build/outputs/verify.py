@@ -31,10 +31,10 @@ from autopass_build.capture.build_env import (
 )
 from autopass_build.config import Config
 from autopass_build.core import flags_db
+from autopass_build.core.plural import counted
 from autopass_build.instruments.binaries import alias_soname
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.outputs import tree_snapshot
-from autopass_build.outputs.report import counted
 from autopass_build.outputs.tree_snapshot import Snapshot
 
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
+from autopass_build.core import plural
 from autopass_build.core.files import relative_to
 from autopass_build.core.stage_flags import strips_all
 from autopass_build.store.index import LinkRecord, Store, UnitRecord
@@ -224,8 +225,7 @@ def executables_text(targets: list[Target]) -> str:
     project = _project_name(targets)
     counted.sort(key=lambda c: (_in_tests(c[1]), os.path.basename(c[1]).lower() != project,
                                 -c[0], c[1]))
-    return ", ".join(f"{name} ({units} unit{'s' if units != 1 else ''})"
-                     for units, name in counted)
+    return ", ".join(f"{name} ({plural.counted(units, 'unit')})" for units, name in counted)
 
 
 def _project_name(targets: list[Target]) -> str:

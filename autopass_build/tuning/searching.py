@@ -64,7 +64,7 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def counted(journal: Journal) -> int:
+def measured_in_search(journal: Journal) -> int:
     """Search evaluations that count against the budget: those that were measured."""
     return sum(1 for e in journal.of_phase(Phase.SEARCH) if not e.identical)
 
@@ -85,7 +85,7 @@ class Search:
     def run(self, run: RunContext) -> Entry | None:
         """The incumbent after the search (and the composite), if any."""
         strategy, journal, screener = self.strategy, self.journal, self.screener
-        measured, unmeasured = counted(journal), 0
+        measured, unmeasured = measured_in_search(journal), 0
         pace = Pace()
         while measured < self.budget and unmeasured <= MAX_IDENTICAL:
             point = strategy.ask()

@@ -25,6 +25,7 @@ from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import hash_json
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.core.outcome import Outcome
+from autopass_build.core.plural import counted
 from autopass_build.instruments import output_check, pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
@@ -43,7 +44,7 @@ from autopass_build.tuning.measuring import (
     TuneError,
 )
 from autopass_build.tuning.run import RunContext
-from autopass_build.tuning.searching import Search, counted
+from autopass_build.tuning.searching import Search, measured_in_search
 from autopass_build.tuning.space import JointSpace, Space, default_space, probe
 
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
@@ -159,7 +160,7 @@ class Tuner:
         searched_on = self.chosen.name if self.chosen else ""
         self._settle(final, winners)
         written = self._ship(final, winners)
-        measured = counted(journal)
+        measured = measured_in_search(journal)
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on,
                           self._notes(evaluator, sources, journal))
@@ -387,8 +388,7 @@ class Tuner:
         rounded = [e for e in wrong if output_check.NUMBERS_ONLY in e.detail]
         if not rounded:
             return ()
-        return (f"{len(rounded)} candidate{'s' if len(rounded) > 1 else ''} of "
-                f"{len(wrong)} with wrong output "
+        return (f"{counted(len(rounded), 'candidate')} of {len(wrong)} with wrong output "
                 f"differed only in printed numbers, by little: {rounded[0].detail}",)
 
     def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space) -> JointSpace:
