@@ -18,6 +18,7 @@ from support import AUTOPASS, recorded_copy
 
 from autopass_build.core import bolt, flags_db
 from autopass_build.instruments import stages
+from autopass_build.tuning import compose
 from autopass_build.tuning.journal import Journal, Phase
 
 BOLT_MINI = Path(__file__).parent / "data" / "bolt-mini"
@@ -211,6 +212,15 @@ def test_a_target_section_lists_bolt_exactly_when_it_has_its_profile(tmp_path) -
     path.write_text(text.replace('"bolt": {', '"ignored": {'))
     with pytest.raises(flags_db.FlagsDbError, match="bolt stage exactly when"):
         flags_db.load(str(path))
+    library = flags_db.BoltLibrary("lib/libx.so.1", flags_db.ProfileRef("p.fdata", "h2"), "c2")
+    db.target.bolt_libraries = (library,)
+    flags_db.save(str(path), db)
+    assert flags_db.load(str(path)).target.bolt_library("lib/libx.so.1") == library
+    no_bolt = path.read_text().replace('"bolt"\n', '"lto"\n').replace(
+        '"bolt": {', '"ignored": {')
+    path.write_text(no_bolt)
+    with pytest.raises(flags_db.FlagsDbError, match="empty unless the bolt stage is listed"):
+        flags_db.load(str(path))
 
 
 def test_a_function_bolt_cannot_rewrite_is_skipped_as_it_suggests() -> None:
@@ -223,19 +233,65 @@ def test_a_function_bolt_cannot_rewrite_is_skipped_as_it_suggests() -> None:
     assert bolt._function_to_skip("BOLT-ERROR: cannot process the binary") == ""
 
 
-def test_bolt_is_not_tried_where_the_hot_code_is_in_a_loaded_library(tmp_path) -> None:
-    """F17: glpsol and twolame's stwolame spend their time in the project's shared
-    library; BOLT rewrites the executable alone, and each tune spent an instrumented run,
-    a rewrite and 30 pairs on it.  The stage is now skipped, with the profile's share."""
-    root = tmp_path / "shared"
-    shutil.copytree(Path(__file__).parent / "data" / "shared-mini", root)
-    subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, check=True,
-                   capture_output=True)
-    (root / "autopass.toml").write_text(CONFIG.replace(
-        'command = ["{exe}", "30"]', 'command = ["{exe}", "300"]\ntarget = "prog"'))
+SHARED_CONFIG = CONFIG.replace('command = "make -s"', 'command = "make -s boltshared"').replace(
+    'command = ["{exe}", "30"]', 'command = ["{exe}", "30"]\ntarget = "boltshared"')
+
+
+def test_bolt_rewrites_the_project_library_the_hot_code_is_in(tmp_path) -> None:
+    """F58: HarfBuzz, libjpeg-turbo and aubio spend their time in a shared library of
+    their own, and BOLT was skipped on all three.  The program and its libraries are now
+    instrumented in one run, each library rewritten with its own profile, shipped beside
+    the database and rewritten again by apply mode after the library's link."""
+    root = recorded_copy(BOLT_MINI, tmp_path / "shared", SHARED_CONFIG,
+                         ("make", "-s", "boltshared"))
     done = run(root, "tune")
     assert done.returncode == 0, done.stderr
-    assert re.search(r"stage bolt skipped: the profile puts \d+\.\d % of the run in prog's "
-                     r"own code, the rest in the shared libraries it loads", done.stderr), \
-        done.stderr
-    assert not Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)
+    assert "BOLT: rewriting libops.so.1.0 with its profile" in done.stderr
+    [stage] = Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)
+    assert stage.stages == "bolt" and stage.verdict == "faster" and stage.ratio < 0.97
+    db = flags_db.load(str(root / "autopass.flags.json"))
+    assert db.target is not None
+    [library] = db.target.bolt_libraries
+    assert library.output == "libops.so.1.0"
+    assert library.profile.path == "autopass.libops.so.1.0.fdata"
+    verify = run(root, "verify")
+    assert verify.returncode == 0, verify.stderr
+    assert "two clean tuned builds are bit-identical" in verify.stdout
+    assert bolted(root / "libops.so.1.0") and bolted(root / "boltshared")
+    speedup = float(verify.stdout.split("speedup ")[1].split("x")[0])
+    assert speedup == pytest.approx(1 / stage.ratio, rel=1e-3)
+    assert "libops.so.1.0: BOLT profile autopass.libops.so.1.0.fdata" in run(
+        root, "db", "show").stdout
+    # an edited library profile: that library is linked as it is, the program still BOLTed
+    with open(root / library.profile.path, "a") as handle:
+        handle.write("1 step 0 1 step 4 0 5\n")
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = run(root, "apply", "--", "make", "-s", "boltshared")
+    assert applied.returncode == 0, applied.stderr
+    assert "autopass.libops.so.1.0.fdata is not the BOLT profile" in applied.stderr
+    assert not bolted(root / "libops.so.1.0") and bolted(root / "boltshared")
+    assert subprocess.run(["./boltshared", "3"], cwd=root).returncode == 0
+
+
+def _evaluator() -> SimpleNamespace:
+    """An evaluator of `prog` (unit main.c) loading libhot.so (unit hot.c)."""
+    target = SimpleNamespace(output="/p/prog", output_rel="prog", loaded_libraries=["/p/libhot.so"],
+                             unit_groups=lambda: [("/p/prog", ["m"]), ("/p/libhot.so", ["h"])])
+    units = [SimpleNamespace(id="m", source_rel="main.c"), SimpleNamespace(id="h",
+                                                                          source_rel="hot.c")]
+    return SimpleNamespace(target=target, units=units)
+
+
+def test_bolt_rewrites_the_libraries_that_hold_the_hot_code() -> None:
+    """F17, F58: glpsol and twolame's stwolame spend their time in the project's shared
+    library: it is rewritten with the program.  Where neither holds the hot code (the
+    time is in libc or the kernel) the stage is skipped, with the profile's share."""
+    library = compose.bolt_reach(_evaluator(), {"main.c": 1.0, "hot.c": 90.0})
+    assert library == compose.BoltReach(("/p/libhot.so",))
+    program = compose.bolt_reach(_evaluator(), {"main.c": 60.0, "hot.c": 0.5})
+    assert program == compose.BoltReach(())
+    assert compose.bolt_reach(_evaluator(), None).libraries == ("/p/libhot.so",)
+    elsewhere = compose.bolt_reach(_evaluator(), {"main.c": 1.0, "hot.c": 2.0})
+    assert elsewhere.libraries == () and re.search(
+        r"puts 3\.0 % of the run in the code of prog and the project libraries it loads, "
+        r"the rest in system libraries", elsewhere.why_not)

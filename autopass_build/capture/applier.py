@@ -144,12 +144,17 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
             lto_mode(target.stages) or BOLT in target.stages):
         output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
         is_target = relative_to(output, root) == target.output
-        if is_target or links_bitcode(parsed, cwd):
-            # The target, or another binary of the build that links its bitcode units
-            # (a library's objects in two programs): both need the LTO link.
+        library = target.bolt_library(relative_to(output, root)) if BOLT in target.stages \
+            else None
+        if is_target or library or links_bitcode(parsed, cwd):
+            # The target, a library BOLT rewrites, or another binary of the build that
+            # links its bitcode units (a library's objects in two programs): each needs
+            # the stages' link (LTO's, BOLT's relocations).
             link = Decision(stage.link_flags if stage else (), stage_warning)
-        if is_target and BOLT in target.stages:
-            link = bolt_decision(db, path, output, link, policy)
+        plan = (flags_db.BoltLibrary(target.output, target.bolt, target.bolt_binary)
+                if is_target and BOLT in target.stages else library)
+        if plan is not None:
+            link = bolt_decision(plan, path, output, link, policy)
             if link.error:
                 return link
     if parsed.mode == LINK:
@@ -287,18 +292,17 @@ def _lacking(db: FlagsDb) -> str:
     return cpu.lacking_text(db.cpu, missing) if db.cpu and missing else ""
 
 
-def bolt_decision(db: FlagsDb, path: str, output: str, link: Decision, policy: str
-                  ) -> Decision:
-    """The target's link, with BOLT to run after it when the shipped profile is intact
-    (else the link's own decision with a warning, or an error under the error policy)."""
-    target = db.target
-    assert target is not None
-    file, refused = shipped_file(target.bolt, path, "BOLT profile",
+def bolt_decision(plan: flags_db.BoltLibrary, path: str, output: str, link: Decision,
+                  policy: str) -> Decision:
+    """The link of `output` (the target, or a library BOLT rewrites: `plan`), with BOLT
+    to run after it when the shipped profile is intact (else the link's own decision
+    with a warning, or an error under the error policy)."""
+    file, refused = shipped_file(plan.profile, path, "BOLT profile",
                                  "the build was tuned with (re-run autopass tune)")
     if refused:
         warning = "; ".join(w for w in (link.warning, refused + ": linking without BOLT") if w)
         return Decision(link.flags, warning, policy == "error")
-    return Decision(link.flags, link.warning, bolt=BoltPlan(output, file, target.bolt_binary))
+    return Decision(link.flags, link.warning, bolt=BoltPlan(output, file, plan.binary))
 
 
 def shipped_file(ref: flags_db.ProfileRef | None, path: str, what: str, tuned: str

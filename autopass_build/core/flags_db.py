@@ -9,7 +9,10 @@
       "target": {"output": "bin/app", "stages": ["pgo", "lto", "bolt"], "opt_level": "-O3",
                  "units": ["src/a.c", ...],
                  "bolt": {"path": "autopass.fdata", "hash": "...",   # BOLT's profile, or null
-                          "binary": "<code fingerprint of the binary it was trained on>"}},
+                          "binary": "<code fingerprint of the binary it was trained on>"},
+                 "bolt_libraries": [      # the project shared libraries BOLT rewrites too
+                   {"output": "lib/libapp.so.1", "path": "autopass.libapp.so.1.fdata",
+                    "hash": "...", "binary": "<code fingerprint>"}]},
                                          # whole-program stages, or null
       "entries": {
         "src/lvm.c": {
@@ -79,25 +82,40 @@ class Entry(Record):
 
 
 class ProfileRef(Record):
-    """The PGO profile shipped beside the database, by content hash."""
+    """A profile (PGO's, BOLT's) shipped beside the database, by content hash."""
     __slots__ = ("path", "hash")
     path: str
     hash: str
+
+
+class BoltLibrary(Record):
+    """A project shared library the tuned binary loads, rewritten by BOLT after its own
+    link with `profile` if its code fingerprint is `binary`."""
+    __slots__ = ("output", "profile", "binary")
+    output: str                 # the library's link output, relative to the project root
+    profile: ProfileRef
+    binary: str
 
 
 class TargetStages(Record):
     """The whole-program stages chosen for one binary: apply mode builds `units` with
     the stages' flags, links `output` with theirs (core/stage_flags.py) and, with BOLT,
     rewrites the linked `output` with the `bolt` profile if its code fingerprint is
-    `bolt_binary` (core/bolt.py)."""
-    __slots__ = ("output", "stages", "opt_level", "units", "bolt", "bolt_binary")
-    _defaults = {"bolt": None, "bolt_binary": ""}
+    `bolt_binary` (core/bolt.py), and each of `bolt_libraries` after its link."""
+    __slots__ = ("output", "stages", "opt_level", "units", "bolt", "bolt_binary",
+                 "bolt_libraries")
+    _defaults = {"bolt": None, "bolt_binary": "", "bolt_libraries": ()}
     output: str                 # relative to the project root
     stages: tuple[str, ...]     # from SHIPPED_STAGES
     opt_level: str              # the LTO link's codegen level (-O3 if a unit is -O3, else -O2)
     units: tuple[str, ...]      # sources, relative to the project root
     bolt: ProfileRef | None     # BOLT's profile beside the database
     bolt_binary: str            # the code fingerprint of the binary it was trained on
+    bolt_libraries: tuple[BoltLibrary, ...]
+
+    def bolt_library(self, output: str) -> BoltLibrary | None:
+        """The BOLT plan of the library linked to `output` (relative to the root)."""
+        return next((b for b in self.bolt_libraries if b.output == output), None)
 
 
 class FlagsDb(Record):
@@ -223,7 +241,23 @@ def _target(raw: object, path: str) -> TargetStages | None:
         raise FlagsDbError(f"{path}: \"target\" lists the bolt stage exactly when it has "
                            f"\"bolt\": {{\"path\", \"hash\", \"binary\"}}; {FIX}")
     return TargetStages(raw["output"], stages, raw["opt_level"], tuple(raw["units"]),
-                        _profile(bolt, path), bolt["binary"] if bolt else "")
+                        _profile(bolt, path), bolt["binary"] if bolt else "",
+                        _bolt_libraries(raw.get("bolt_libraries", []), bolt is not None, path))
+
+
+def _bolt_libraries(raw: object, bolt: bool, path: str) -> tuple[BoltLibrary, ...]:
+    shape = ("\"bolt_libraries\" must be a list of {\"output\", \"path\", \"hash\", "
+             "\"binary\"}, and empty unless the bolt stage is listed")
+    if not isinstance(raw, list) or (raw and not bolt):
+        raise FlagsDbError(f"{path}: {shape}; {FIX}")
+    libraries = []
+    for item in raw:
+        if not (isinstance(item, dict) and all(isinstance(item.get(key), str) for key in
+                                               ("output", "path", "hash", "binary"))):
+            raise FlagsDbError(f"{path}: {shape}; {FIX}")
+        libraries.append(BoltLibrary(item["output"], ProfileRef(item["path"], item["hash"]),
+                                     item["binary"]))
+    return tuple(libraries)
 
 
 def _profile(raw: object, path: str) -> ProfileRef | None:
@@ -304,7 +338,10 @@ def _target_json(target: TargetStages) -> dict:
     return {"output": target.output, "stages": list(target.stages),
             "opt_level": target.opt_level, "units": list(target.units),
             "bolt": {"path": bolt.path, "hash": bolt.hash, "binary": target.bolt_binary}
-            if bolt else None}
+            if bolt else None,
+            "bolt_libraries": [{"output": b.output, "path": b.profile.path,
+                                "hash": b.profile.hash, "binary": b.binary}
+                               for b in target.bolt_libraries]}
 
 
 def _entry_json(entry: Entry) -> dict:

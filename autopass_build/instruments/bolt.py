@@ -1,13 +1,19 @@
-"""The BOLT stage for the tuner: train a profile on a candidate's linked binary, then
-rewrite that binary with it, before the candidate is measured.
+"""The BOLT stage for the tuner: train a profile on a candidate's linked binary (and on
+each project shared library it loads), then rewrite them with it, before the candidate
+is measured.
 
     candidate (linked with -Wl,--emit-relocs) ──instrument──▶ run [run].train or the
     benchmark ──merge──▶ .autopass/blobs/bolt/<hash>.fdata (+ bolt.json: which binary)
     candidate + profile ──llvm-bolt──▶ the binary that is measured
 
 A BOLT profile belongs to one binary (core/bolt.py), so it is trained on the binary that
-will ship and the stage is measured last, on top of everything else the run chose.  Any
-failure is an EvaluationError with its outcome: the stage is rejected, never the run.
+will ship and the stage is measured last, on top of everything else the run chose.  The
+program's time is often in a library of its own (HarfBuzz's hb-shape in libharfbuzz.so,
+libjpeg-turbo's cjpeg in libjpeg.so): the program and those libraries are instrumented
+together, each writing its own profile in the same run, and each library is rewritten
+into the candidate's `bolt/` folder, found first through LD_LIBRARY_PATH.  Any failure
+of the program's is an EvaluationError with its outcome: the stage is rejected, never
+the run; a library BOLT cannot rewrite is left as built, with a note.
 """
 
 from __future__ import annotations
@@ -18,13 +24,16 @@ import tempfile
 from dataclasses import dataclass
 
 from autopass_build.core import bolt
+from autopass_build.core.files import relative_to
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments import training
+from autopass_build.instruments.binaries import alias_soname
 from autopass_build.instruments.measure import Benchmark
 from autopass_build.instruments.replay import Candidate
 from autopass_build.store.index import Store
 
 BOLT_FILE = "bolt.json"
+LIBRARY_FILE = "bolt-{name}.json"      # one per library, by its file name
 
 
 @dataclass
@@ -34,24 +43,35 @@ class TrainedBolt:
     binary: str        # code fingerprint of the binary it was trained on
     runs: int
     workload: str      # Benchmark.workload() it was trained under
+    library: str = ""  # a library's link output relative to the root; "" for the program
 
 
 class BoltStage:
-    """The post-link step of a BOLT candidate (Evaluator.evaluate's `post_link`)."""
+    """The post-link step of a BOLT candidate (Evaluator.evaluate's `post_link`);
+    `libraries`: the project shared libraries the program loads, as built (absolute)."""
 
-    def __init__(self, store: Store, bench: Benchmark, show=None):
+    def __init__(self, store: Store, bench: Benchmark, show=None,
+                 libraries: tuple[str, ...] = ()):
         self.store = store
         self.bench = bench
         self.show = show or (lambda message: None)
+        root = os.path.dirname(store.dir)
+        self.libraries = {os.path.basename(p): relative_to(p, root) for p in libraries}
         self.trained: TrainedBolt | None = load(store.dir)
+        self.trained_libraries = [t for name in self.libraries
+                                  if (t := load(store.dir, name)) is not None]
+        self.rewritten: list[TrainedBolt] = []    # the libraries the last call rewrote
 
     def __call__(self, built: Candidate) -> Candidate:
-        """`built` rewritten by BOLT with a profile trained on it (or found for it)."""
+        """`built` rewritten by BOLT with profiles trained on it (or found for it)."""
         try:
-            fingerprint = bolt.code_fingerprint(built.binary)
-            if self.trained is None or self.trained.binary != fingerprint \
-                    or self.trained.workload != self.bench.workload():
-                self.trained = self._train(built, fingerprint)
+            binaries = {"": built.binary, **{
+                name: path for name in self.libraries
+                if os.path.isfile(path := os.path.join(built.folder, name))}}
+            fingerprints = {name: bolt.code_fingerprint(path) for name, path in binaries.items()}
+            if self._stale(fingerprints):
+                self._train(built, binaries, fingerprints)
+            assert self.trained is not None
             folder = os.path.join(built.folder, "bolt")
             os.makedirs(folder, exist_ok=True)
             output = os.path.join(folder, os.path.basename(built.binary))
@@ -59,29 +79,91 @@ class BoltStage:
             bolt.optimize(built.binary, self.trained.path, output)
         except bolt.BoltError as error:
             raise EvaluationError(Outcome.POST_LINK_FAIL, str(error)) from None
-        return Candidate(output, built.folder, built.env)
+        self.rewritten = [t for t in self.trained_libraries
+                          if os.path.basename(t.library) in binaries and self._rewrite_library(
+                              binaries[os.path.basename(t.library)], t, folder)]
+        env = dict(built.env)
+        if self.rewritten:
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                p for p in (folder, built.env.get("LD_LIBRARY_PATH", "")) if p)
+        return Candidate(output, built.folder, env)
 
-    def _train(self, built: Candidate, fingerprint: str) -> TrainedBolt:
+    def _rewrite_library(self, path: str, trained: TrainedBolt, folder: str) -> bool:
+        output = os.path.join(folder, os.path.basename(path))
+        self.show(f"BOLT: rewriting {trained.library} with its profile")
+        try:
+            bolt.optimize(path, trained.path, output)
+        except bolt.BoltError as error:
+            self.show(f"BOLT: {trained.library} is left as built: {error}")
+            return False
+        alias_soname(output)
+        return True
+
+    def _stale(self, fingerprints: dict[str, str]) -> bool:
+        """Whether any binary's profile is missing or was trained on other code or
+        another workload."""
+        trained = {os.path.basename(t.library): t for t in self.trained_libraries}
+        if self.trained is not None:
+            trained[""] = self.trained
+        return any(name not in trained or trained[name].binary != fingerprint
+                   or trained[name].workload != self.bench.workload()
+                   for name, fingerprint in fingerprints.items())
+
+    def _train(self, built: Candidate, binaries: dict[str, str],
+               fingerprints: dict[str, str]) -> None:
+        """One instrumented run of the program with its libraries instrumented beside
+        it, each writing its own profile."""
         with tempfile.TemporaryDirectory(prefix="autopass-bolt-") as scratch:
+            what = "the linked binary" + (" and the project libraries it loads"
+                                          if len(binaries) > 1 else "")
+            self.show(f"BOLT: instrumenting {what}")
             instrumented = os.path.join(scratch, os.path.basename(built.binary))
-            self.show("BOLT: instrumenting the linked binary")
             bolt.instrument(built.binary, instrumented, os.path.join(scratch, "prof"))
+            library_folder = os.path.join(scratch, "lib")
+            os.makedirs(library_folder)
+            for index, name in enumerate(n for n in binaries if n):
+                copy = os.path.join(library_folder, name)
+                bolt.instrument(binaries[name], copy, os.path.join(scratch, f"lib{index}-"))
+                alias_soname(copy)
+            env = self.bench.env(built.env)
+            if len(binaries) > 1:
+                env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                    p for p in (library_folder, env.get("LD_LIBRARY_PATH", "")) if p)
             try:
-                training.run(self.bench, instrumented, self.bench.env(built.env), self.show)
+                training.run(self.bench, instrumented, env, self.show)
             except training.TrainingError as error:
                 raise EvaluationError(Outcome.TRAINING_FAIL, f"BOLT: {error}") from None
-            raws = sorted(glob.glob(os.path.join(scratch, "prof*.fdata")))
-            if not raws:
+            self.trained = self._kept(scratch, "prof", fingerprints[""], "")
+            if self.trained is None:
                 raise EvaluationError(Outcome.TRAINING_FAIL, "the BOLT training run wrote no "
                                       "profile: does the program exit normally?")
-            merged = os.path.join(scratch, "merged.fdata")
-            bolt.merge(raws, merged)
-            path, digest = training.keep(self.store, merged, "bolt", ".fdata")
-        trained = TrainedBolt(path, digest, fingerprint, len(raws), self.bench.workload())
-        training.save(self.store.dir, BOLT_FILE, trained)
+            self.trained_libraries = []
+            for index, name in enumerate(n for n in binaries if n):
+                found = self._kept(scratch, f"lib{index}-", fingerprints[name],
+                                   self.libraries[name])
+                if found is not None:
+                    self.trained_libraries.append(found)
+
+    def _kept(self, scratch: str, prefix: str, fingerprint: str, library: str
+              ) -> TrainedBolt | None:
+        """The profiles one binary wrote, merged and kept in the store (None: none)."""
+        raws = sorted(glob.glob(os.path.join(scratch, f"{prefix}*.fdata")))
+        if not raws:
+            return None
+        merged = os.path.join(scratch, f"{prefix}merged.fdata")
+        bolt.merge(raws, merged)
+        path, digest = training.keep(self.store, merged, "bolt", ".fdata")
+        trained = TrainedBolt(path, digest, fingerprint, len(raws), self.bench.workload(),
+                              library)
+        training.save(self.store.dir, _file(library), trained)
         return trained
 
 
-def load(store_dir: str) -> TrainedBolt | None:
-    """The last trained profile, if it is intact."""
-    return training.load(store_dir, BOLT_FILE, TrainedBolt)
+def _file(library: str) -> str:
+    return LIBRARY_FILE.format(name=os.path.basename(library)) if library else BOLT_FILE
+
+
+def load(store_dir: str, library: str = "") -> TrainedBolt | None:
+    """The last trained profile of the program (or of the library of that file name),
+    if it is intact."""
+    return training.load(store_dir, _file(library), TrainedBolt)

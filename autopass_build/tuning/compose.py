@@ -7,7 +7,8 @@
     verified faster ─▶ that build becomes the run's baseline; per-file flags are tuned
     on top of it
     ─▶ BOLT last, on that build with its per-file winners (a BOLT profile describes one
-    exact binary), A/B'd against that build and kept when verified faster
+    exact binary: the program and each hot project library it loads get their own),
+    A/B'd against that build and kept when verified faster
 
 Stage evaluations come out of the run's budget, at most half of it, so per-file tuning
 always gets the rest.  A link-time composition's gain is in the journal (phase "stage")
@@ -39,6 +40,7 @@ class Chosen:
     entry: Entry                       # its verified measurement against `against`
     profile: pgo.TrainedProfile | None
     bolt: TrainedBolt | None = None      # the BOLT profile, when BOLT is a stage
+    bolt_libraries: tuple[TrainedBolt, ...] = ()   # the project libraries BOLT rewrote
     against: str = "the recorded build"  # a step on top: the composition without it
 
     @property
@@ -57,23 +59,38 @@ def opt_level(evaluator: Evaluator) -> str:
     return lto_level({u.opt_level for u in evaluator.units})
 
 
-# BOLT rewrites the executable alone: below this share of the profile in its own units
-# (the rest in project libraries it loads: glpsol, twolame's stwolame) it has nothing
-# to lay out, and its evaluation (an instrumented run, a rewrite, 10-30 pairs) is spent
-# for nothing.
+# BOLT rewrites the program and the project's shared libraries it loads: a binary below
+# this share of the profile in its own units (glpsol's, twolame's stwolame's, whose time
+# is in their libraries) has little for it to lay out, and where none reaches it the
+# stage's evaluation (an instrumented run, a rewrite, 10-30 pairs) is spent for nothing.
 BOLT_MIN_OWN_SHARE = 5.0     # percent
 
 
-def bolt_out_of_reach(evaluator: Evaluator, unit_shares: dict[str, float] | None) -> str:
-    """Why BOLT cannot reach the hot code ("" when it can, or no profile says)."""
+@dataclass
+class BoltReach:
+    libraries: tuple[str, ...]     # the loaded project libraries to rewrite (as built)
+    why_not: str = ""              # why BOLT cannot reach the hot code ("": it can)
+
+
+def bolt_reach(evaluator: Evaluator, unit_shares: dict[str, float] | None) -> BoltReach:
+    """Which binaries hold the hot code: the program is always rewritten, each project
+    library it loads when its units hold BOLT_MIN_OWN_SHARE of the run (every one when
+    no profile says)."""
     target = evaluator.target
-    if unit_shares is None or not target.loaded_units:
-        return ""
-    own = sum(share for source, share in unit_shares.items() if source in target.unit_sources)
-    if own >= BOLT_MIN_OWN_SHARE:
-        return ""
-    return (f"the profile puts {own:.1f} % of the run in {target.output_rel}'s own code, "
-            "the rest in the shared libraries it loads; BOLT rewrites the executable only")
+    if unit_shares is None:
+        return BoltReach(tuple(target.loaded_libraries))
+    source = {u.id: u.source_rel for u in evaluator.units}
+    shares = {binary: sum(unit_shares.get(source.get(u, ""), 0.0) for u in units)
+              for binary, units in target.unit_groups()}
+    libraries = tuple(b for b in target.loaded_libraries
+                      if shares.get(b, 0.0) >= BOLT_MIN_OWN_SHARE)
+    if libraries or shares.get(target.output, 0.0) >= BOLT_MIN_OWN_SHARE \
+            or not target.loaded_libraries:
+        return BoltReach(libraries)
+    return BoltReach((), f"the profile puts {sum(shares.values()):.1f} % of the run in the "
+                         f"code of {target.output_rel} and the project libraries it loads, "
+                         "the rest in system libraries or the kernel, which BOLT does not "
+                         "rewrite")
 
 
 class Composer:
@@ -86,14 +103,15 @@ class Composer:
         self.train = train               # trains (or finds) the PGO profile, once
         self.show = show
         self._profile: pgo.TrainedProfile | None = None
-        self.usable = self._usable(unit_shares)
+        self.bolt_reach = bolt_reach(evaluator, unit_shares)
+        self.usable = self._usable()
 
-    def _usable(self, unit_shares: dict[str, float] | None) -> set[Stage]:
+    def _usable(self) -> set[Stage]:
         """The allowed stages that can run here; the others are said once, with why."""
         usable = set()
         for stage in self.allowed:
             why = stages.unavailable(stage, self.evaluator.target) or (
-                bolt_out_of_reach(self.evaluator, unit_shares) if stage == Stage.BOLT else "")
+                self.bolt_reach.why_not if stage == Stage.BOLT else "")
             if why:
                 self.show(f"stage {stage} skipped: {why}")
             else:
@@ -135,13 +153,14 @@ class Composer:
         if Stage.BOLT not in self.usable:
             return None
         composition = (chosen.stages if chosen else ()) + (Stage.BOLT,)
-        step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show)
+        step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show,
+                         self.bolt_reach.libraries)
         entry = self._on_top(composition, "BOLT", without, link_flags=BOLT_LINK_FLAGS,
                              post_link=step)
         if entry is None:
             return None
         return Chosen(composition, self._flags(composition), entry,
-                      chosen.profile if chosen else None, step.trained)
+                      chosen.profile if chosen else None, step.trained, tuple(step.rewritten))
 
     def _on_top(self, composition: tuple[Stage, ...], label: str, without: Evaluator,
                 **build) -> Entry | None:

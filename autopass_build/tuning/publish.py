@@ -28,11 +28,11 @@ def why(strategy: str, entry: Entry) -> str:
 
 def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRecord],
           metric: str, strategy: str, native: bool, profile: TrainedProfile | None,
-          target: flags_db.TargetStages | None = None, bolt: TrainedBolt | None = None
-          ) -> str:
+          target: flags_db.TargetStages | None = None, bolt: TrainedBolt | None = None,
+          bolt_libraries: tuple[TrainedBolt, ...] = ()) -> str:
     """Replace the run's sources' entries in the database at `path` by the winners, and
     its whole-program section by `target` (the stages chosen, if any, with the BOLT
-    profile `bolt` when BOLT is one of them)."""
+    profile `bolt` when BOLT is one of them, and those of the libraries it rewrote)."""
     try:
         db = flags_db.load(path)
     except flags_db.FlagsDbError as error:
@@ -46,6 +46,9 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
     if target is not None and bolt is not None:
         target.bolt = _ship(path, bolt.path, bolt.hash, BOLT_PROFILE_NAME)
         target.bolt_binary = bolt.binary
+        target.bolt_libraries = tuple(
+            flags_db.BoltLibrary(b.library, _ship(path, b.path, b.hash, library_profile_name(
+                b.library)), b.binary) for b in bolt_libraries)
     db.target = target
     for source in journal.header["sources"]:
         db.entries.pop(source, None)     # re-tuned: only what helps now stays
@@ -78,6 +81,12 @@ def check_writable(path: str) -> None:
         flags_db.load(path)
     except flags_db.FlagsDbError as error:
         raise TuneError(str(error)) from None
+
+
+def library_profile_name(library: str) -> str:
+    """The file a library's BOLT profile ships as: autopass.<its file name>.fdata."""
+    stem = BOLT_PROFILE_NAME.rsplit(".", 1)[0]
+    return f"{stem}.{os.path.basename(library)}.fdata"
 
 
 def _ship_profile(db_path: str, profile: TrainedProfile) -> flags_db.ProfileRef:

@@ -194,7 +194,8 @@ class Tuner:
         return publish.write(self.request.flags_db, winners, self.journal, self.evaluator.units,
                              self.config.measure.metric, self.request.strategy,
                              self._native(), profile, self._target_stages(),
-                             self.chosen.bolt if self.chosen else None)
+                             self.chosen.bolt if self.chosen else None,
+                             self.chosen.bolt_libraries if self.chosen else ())
 
     def _search(self, run: RunContext) -> Entry | None:
         request, journal = self.request, run.journal
