@@ -73,7 +73,8 @@ def ab(store, config, flags: dict, base: dict | None = None,
     (then BOLT, trained on it, with `bolt`) against the -O3 build, or against the `base`
     build (flags every unit gets on both sides)."""
     evaluator = Evaluator(store, config)
-    post_link = BoltStage(store, evaluator.bench) if bolt else None
+    post_link = BoltStage(store, evaluator.bench, libraries=tuple(
+        evaluator.target.loaded_libraries)) if bolt else None
     if base:
         evaluator.base_flags = base
         flags = {u: tuple(f for f in fl if f not in base.get(u, ())) for u, fl in flags.items()}

@@ -100,9 +100,10 @@ class BoltStage:
         return True
 
     def _stale(self, fingerprints: dict[str, str]) -> bool:
-        """Whether any binary's profile is missing or was trained on other code or
-        another workload."""
-        trained = {os.path.basename(t.library): t for t in self.trained_libraries}
+        """Whether any binary's profile is missing, or was trained on other code, another
+        workload or (a library) another path in the tree."""
+        trained = {os.path.basename(t.library): t for t in self.trained_libraries
+                   if t.library == self.libraries.get(os.path.basename(t.library))}
         if self.trained is not None:
             trained[""] = self.trained
         return any(name not in trained or trained[name].binary != fingerprint
@@ -112,23 +113,24 @@ class BoltStage:
     def _train(self, built: Candidate, binaries: dict[str, str],
                fingerprints: dict[str, str]) -> None:
         """One instrumented run of the program with its libraries instrumented beside
-        it, each writing its own profile."""
+        it, each writing its own profile (`lib<n>-<pid>.fdata`, the program's
+        `prof.<pid>.fdata`)."""
+        libraries = [name for name in binaries if name]
         with tempfile.TemporaryDirectory(prefix="autopass-bolt-") as scratch:
-            what = "the linked binary" + (" and the project libraries it loads"
-                                          if len(binaries) > 1 else "")
-            self.show(f"BOLT: instrumenting {what}")
+            self.show("BOLT: instrumenting the linked binary" + (
+                " and the project libraries it loads" if libraries else ""))
             instrumented = os.path.join(scratch, os.path.basename(built.binary))
             bolt.instrument(built.binary, instrumented, os.path.join(scratch, "prof"))
-            library_folder = os.path.join(scratch, "lib")
-            os.makedirs(library_folder)
-            for index, name in enumerate(n for n in binaries if n):
-                copy = os.path.join(library_folder, name)
-                bolt.instrument(binaries[name], copy, os.path.join(scratch, f"lib{index}-"))
-                alias_soname(copy)
             env = self.bench.env(built.env)
-            if len(binaries) > 1:
+            if libraries:
+                folder = os.path.join(scratch, "lib")
+                os.makedirs(folder)
+                for index, name in enumerate(libraries):
+                    copy = os.path.join(folder, name)
+                    bolt.instrument(binaries[name], copy, os.path.join(scratch, f"lib{index}-"))
+                    alias_soname(copy)
                 env["LD_LIBRARY_PATH"] = os.pathsep.join(
-                    p for p in (library_folder, env.get("LD_LIBRARY_PATH", "")) if p)
+                    p for p in (folder, env.get("LD_LIBRARY_PATH", "")) if p)
             try:
                 training.run(self.bench, instrumented, env, self.show)
             except training.TrainingError as error:
@@ -137,12 +139,10 @@ class BoltStage:
             if self.trained is None:
                 raise EvaluationError(Outcome.TRAINING_FAIL, "the BOLT training run wrote no "
                                       "profile: does the program exit normally?")
-            self.trained_libraries = []
-            for index, name in enumerate(n for n in binaries if n):
-                found = self._kept(scratch, f"lib{index}-", fingerprints[name],
-                                   self.libraries[name])
-                if found is not None:
-                    self.trained_libraries.append(found)
+            self.trained_libraries = [
+                found for index, name in enumerate(libraries)
+                if (found := self._kept(scratch, f"lib{index}-", fingerprints[name],
+                                        self.libraries[name])) is not None]
 
     def _kept(self, scratch: str, prefix: str, fingerprint: str, library: str
               ) -> TrainedBolt | None:
