@@ -288,6 +288,22 @@ def test_files_the_benchmark_writes_are_checked_in_every_run(tmp_path, body, why
     assert (tmp_path / "out" / "result.bin").exists()     # nothing deleted
 
 
+def test_a_file_written_with_the_inputs_modification_time_is_written(tmp_path):
+    """F59: flac (like gzip, xz and zstd) gives its output the input's modification time,
+    and overwrites the same bytes in place: size, inode and mtime were all the run
+    before's, and the baseline "did not write" bench/out.flac."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "in.wav").write_text("input\n")
+    like_flac = script(tmp_path, "flac", "printf 'A\\0' > out/result.bin; "
+                                         "touch -r in.wav out/result.bin\n")
+    bench = _files_bench(tmp_path)
+    assert compare(bench, like_flac, {}, like_flac, {}).outcome == Outcome.OK
+    silent = script(tmp_path, "silent", "true\n")
+    result = compare(bench, like_flac, {}, silent, {})
+    assert result.outcome == Outcome.WRONG_OUTPUT and "was not written by this run" in \
+        result.detail
+
+
 def test_a_check_file_the_baseline_does_not_write_is_named(tmp_path):
     """A path named by mistake (the input, a typo, the folder the output goes to) is one
     line, and is never deleted."""

@@ -149,7 +149,11 @@ def ignore_suggestion(expected: bytes, got: bytes) -> str:
     return ""
 
 
-Signature = tuple[int, int, int] | None    # (inode, size, mtime_ns), None: absent
+# (inode, size, mtime_ns, ctime_ns), None: absent.  The status-change time, because a
+# program may set the modification time back: flac, gzip, xz and zstd give their output
+# the input's, and a rewrite of the same bytes in place then looked unwritten.  No
+# program can set ctime; every write (and utime itself) moves it.
+Signature = tuple[int, int, int, int] | None
 
 
 def file_signatures(bench: Benchmark) -> dict[str, Signature]:
@@ -184,7 +188,7 @@ def _signature(path: str) -> Signature:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def baseline_files_problem(files: tuple[tuple[str, str], ...]) -> str:
