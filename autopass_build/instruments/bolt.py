@@ -79,13 +79,12 @@ class BoltStage:
             bolt.optimize(built.binary, self.trained.path, output)
         except bolt.BoltError as error:
             raise EvaluationError(Outcome.POST_LINK_FAIL, str(error)) from None
-        self.rewritten = [t for t in self.trained_libraries
-                          if os.path.basename(t.library) in binaries and self._rewrite_library(
-                              binaries[os.path.basename(t.library)], t, folder)]
-        env = dict(built.env)
-        if self.rewritten:
-            env["LD_LIBRARY_PATH"] = os.pathsep.join(
-                p for p in (folder, built.env.get("LD_LIBRARY_PATH", "")) if p)
+        self.rewritten = []
+        for trained in self.trained_libraries:
+            library = binaries.get(os.path.basename(trained.library))
+            if library and self._rewrite_library(library, trained, folder):
+                self.rewritten.append(trained)
+        env = _found_first(folder, built.env) if self.rewritten else built.env
         return Candidate(output, built.folder, env)
 
     def _rewrite_library(self, path: str, trained: TrainedBolt, folder: str) -> bool:
@@ -121,18 +120,15 @@ class BoltStage:
                 " and the project libraries it loads" if libraries else ""))
             instrumented = os.path.join(scratch, os.path.basename(built.binary))
             bolt.instrument(built.binary, instrumented, os.path.join(scratch, "prof"))
-            env = self.bench.env(built.env)
-            if libraries:
-                folder = os.path.join(scratch, "lib")
-                os.makedirs(folder)
-                for index, name in enumerate(libraries):
-                    copy = os.path.join(folder, name)
-                    bolt.instrument(binaries[name], copy, os.path.join(scratch, f"lib{index}-"))
-                    alias_soname(copy)
-                env["LD_LIBRARY_PATH"] = os.pathsep.join(
-                    p for p in (folder, env.get("LD_LIBRARY_PATH", "")) if p)
+            folder = os.path.join(scratch, "lib")
+            os.makedirs(folder)
+            for index, name in enumerate(libraries):
+                copy = os.path.join(folder, name)
+                bolt.instrument(binaries[name], copy, os.path.join(scratch, f"lib{index}-"))
+                alias_soname(copy)
+            env = _found_first(folder, built.env) if libraries else built.env
             try:
-                training.run(self.bench, instrumented, env, self.show)
+                training.run(self.bench, instrumented, self.bench.env(env), self.show)
             except training.TrainingError as error:
                 raise EvaluationError(Outcome.TRAINING_FAIL, f"BOLT: {error}") from None
             self.trained = self._kept(scratch, "prof", fingerprints[""], "")
@@ -157,6 +153,13 @@ class BoltStage:
                               library)
         training.save(self.store.dir, _file(library), trained)
         return trained
+
+
+def _found_first(folder: str, candidate_env: dict[str, str]) -> dict[str, str]:
+    """A candidate's environment with `folder` first on its LD_LIBRARY_PATH (the
+    benchmark puts the user's after it: Benchmark.env)."""
+    path = [folder] + [p for p in [candidate_env.get("LD_LIBRARY_PATH", "")] if p]
+    return {**candidate_env, "LD_LIBRARY_PATH": os.pathsep.join(path)}
 
 
 def _file(library: str) -> str:
