@@ -271,6 +271,12 @@ def test_bolt_rewrites_the_project_library_the_hot_code_is_in(tmp_path) -> None:
     assert "autopass.libops.so.1.0.fdata is not the BOLT profile" in applied.stderr
     assert not bolted(root / "libops.so.1.0") and bolted(root / "boltshared")
     assert subprocess.run(["./boltshared", "3"], cwd=root).returncode == 0
+    # `db check` says so before a build does (it checked the entries only)
+    checked = run(root, "db", "check")
+    assert checked.returncode == 1
+    assert "autopass.libops.so.1.0.fdata is not the BOLT profile of libops.so.1.0" in \
+        checked.stdout
+    assert "1 shipped profile cannot be used" in checked.stdout
 
 
 def _evaluator() -> SimpleNamespace:

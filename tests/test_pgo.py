@@ -91,6 +91,10 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
         hot, (load(store.dir).use_flag(),) + tuned)).read_bytes()
     assert compare_objects(replayed, (recorded / "hot.o").read_bytes())[0]
     (recorded / "autopass.profdata").write_bytes(b"someone else's profile")
+    checked = subprocess.run([AUTOPASS, "db", "check"], cwd=recorded, capture_output=True,
+                             text=True)
+    assert checked.returncode == 1
+    assert "is not the PGO profile the build was tuned with" in checked.stdout
     subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
     stale = subprocess.run([AUTOPASS, "apply", "--", "make", "CFLAGS=-O2"], cwd=recorded,
                            capture_output=True, text=True)

@@ -25,6 +25,7 @@ from autopass_build.core.names import (
     FLAGS_DB_NAME,
 )
 from autopass_build.core.plural import counted
+from autopass_build.core.stage_flags import lto_mode
 
 
 def add_parsers(sub) -> None:
@@ -205,13 +206,18 @@ def cmd_db(args: argparse.Namespace) -> int:
         decision = applier.decide(db, os.path.join(root, source), root, compiler, "warn")
         if decision.warning:
             problems[source] = decision.warning
+    unusable = _unusable_profiles(db, path)
     if args.action == "show":
         _show(db, problems)
+        for why in unusable:
+            print(f"  not applied: {why}")
     elif args.action == "check":
-        for source, warning in problems.items():
+        for warning in list(problems.values()) + unusable:
             print(warning)
-        print(f"{len(db.entries) - len(problems)}/{len(db.entries)} entries apply")
-        return 1 if problems else 0
+        print(f"{len(db.entries) - len(problems)}/{len(db.entries)} entries apply"
+              + (f"; {counted(len(unusable), 'shipped profile')} cannot be used"
+                 if unusable else ""))
+        return 1 if problems or unusable else 0
     else:
         for source in problems:
             db.entries.pop(source, None)
@@ -220,7 +226,24 @@ def cmd_db(args: argparse.Namespace) -> int:
         except OSError as error:
             raise CliError(f"cannot write {path}: {error.strerror}; nothing was pruned")
         print(f"pruned {len(problems)} entries; {len(db.entries)} left")
+        for why in unusable:    # a profile is the stages' evidence: tune makes it again
+            print(f"not pruned: {why}")
     return 0
+
+
+def _unusable_profiles(db, path: str) -> list[str]:
+    """Why each profile the database ships (PGO's, BOLT's for the program and for each
+    library) cannot be used as it is beside `path`: apply mode would build without it."""
+    from autopass_build.capture.applier import shipped_file
+
+    retune = "the build was tuned with: re-run autopass tune"
+    shipped = [(db.profile, "PGO profile")]
+    if db.target:
+        shipped += [(db.target.bolt, "BOLT profile")] if db.target.bolt else []
+        shipped += [(library.profile, f"BOLT profile of {library.output}")
+                    for library in db.target.bolt_libraries]
+    return [why for ref, what in shipped if ref is not None
+            for why in [shipped_file(ref, path, what, retune)[1]] if why]
 
 
 def _diff(files: list[str]) -> int:
@@ -272,8 +295,10 @@ def _show(db, problems: dict[str, str]) -> None:
     print(f"{db.toolchain.get('compiler', '?')}; {counted(len(db.entries), 'entry', 'entries')}"
           + (f"; PGO profile {db.profile.path}" if db.profile else ""))
     if db.target:
+        lto = (f"LTO link at {db.target.opt_level}; "
+               if lto_mode(tuple(db.target.stages)) else "")
         print(f"  {db.target.output}: stages {'+'.join(db.target.stages) or 'none'} "
-              f"(LTO link at {db.target.opt_level}; units: {', '.join(db.target.units)})"[:400])
+              f"({lto}units: {', '.join(db.target.units)})"[:400])
         if db.target.bolt:
             print(f"  {db.target.output}: BOLT profile {db.target.bolt.path}, for the binary "
                   f"whose code hashes to {db.target.bolt_binary[:16]}")
