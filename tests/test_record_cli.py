@@ -606,6 +606,30 @@ def test_init_says_when_it_cannot_tell_how_to_clean(tmp_path) -> None:
     assert "set [build].clean in" in verify.stderr and "[build].command and" not in verify.stderr
 
 
+def test_init_does_not_write_a_make_clean_the_makefile_lacks(tmp_path) -> None:
+    """duktape 2.7.0's Makefile.cmdline builds `duk` and has no `clean` target: init wrote
+    `make -f Makefile.cmdline clean`, and verify stopped on it.  `make -n` asks."""
+    root = tmp_path / "d"
+    write(root / "app.c", "int main(void) { return 0; }\n")
+    write(root / "Makefile.cmdline", "app: app.c\n\tcc -O2 -o app app.c\n")
+    write(root / "Makefile.other", "app: app.c\n\tcc -O2 -o app app.c\nclean:\n\trm -f app\n")
+    for makefile, clean in (("Makefile.cmdline", None), ("Makefile.other", "make -f Makefile.other clean")):
+        subprocess.run([AUTOPASS, "record", "--", "make", "-B", "-f", makefile], cwd=root,
+                       check=True, capture_output=True)
+        done = subprocess.run([AUTOPASS, "init", "--force"], cwd=root, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+        written = cfg.load(str(root / "autopass.toml")).build.clean
+        if clean is None:
+            assert "clean: not known" in done.stdout
+            assert "`make -f Makefile.cmdline clean` would fail: the makefile has no `clean` " \
+                "target; set [build].clean" in done.stdout, done.stdout
+            assert written == ()
+        else:
+            assert f"clean: {clean}" in done.stdout and written == ("sh", "-c", clean)
+    assert (root / "app").exists()          # the dry run ran nothing
+
+
 def test_a_libtool_wrapper_script_names_the_program_behind_it(tmp_path) -> None:
     """xz 5.4: libtool links the real program as src/xz/.libs/xz and writes a shell
     script at src/xz/xz; a user who names the script as [run].target gets the program

@@ -27,8 +27,8 @@ from autopass_build.cli.common import (
     root_of,
     store_dir,
 )
-from autopass_build.core import toolchain
-from autopass_build.core.clean_command import clean_command
+from autopass_build.core import proc, toolchain
+from autopass_build.core.clean_command import clean_command, make_dry_run
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import STORE_DIRNAME
 from autopass_build.core.plural import counted
@@ -311,6 +311,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.build is None and recorded and _same_folder(recorded.cwd, os.getcwd()):
             build, guessed = _as_configured(recorded.argv), False
     clean = clean_command(build)
+    no_target = _without_a_clean_target(clean)
+    clean = None if no_target else clean
     kept = _keep_a_copy(path) if args.force and os.path.exists(path) else ""
     try:
         write_atomic(path, configuration.starter_text(build, target, clean).encode())
@@ -327,12 +329,29 @@ def cmd_init(args: argparse.Namespace) -> int:
           "to your benchmark, then `autopass profile` (does it run, where does the time go?) "
           "and `autopass tune`")
     if clean is None:
-        print("set [build].clean in autopass.toml to the command that brings the tree back "
+        print(no_target + "set [build].clean in autopass.toml to the command that brings the tree back "
               "to clean: `autopass verify` builds from scratch")
     if len(executables) > 1:
         print("several executables were recorded; set [run].target to the one the "
               "benchmark runs: " + executables_text(executables))
     return 0
+
+
+def _without_a_clean_target(clean: str | None) -> str:
+    """"`make ... clean` has no `clean` target here; " when the makefile the build
+    reads lacks one (asked with `make -n`, which runs nothing), else ""."""
+    dry = make_dry_run(clean) if clean else None
+    if dry is None:
+        return ""
+    folder, argv = dry
+    try:
+        done = proc.run_captured(argv, os.path.join(os.getcwd(), folder),
+                                 {**os.environ, "LC_ALL": "C"}, timeout=30)
+    except OSError:
+        return ""
+    if done.status == 0 or b"No rule to make target 'clean'" not in done.stderr:
+        return ""
+    return f"`{clean}` would fail: the makefile has no `clean` target; "
 
 
 def _keep_a_copy(path: str) -> str:

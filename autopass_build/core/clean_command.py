@@ -34,6 +34,19 @@ def clean_command(build: str | list[str]) -> str | None:
     return guess
 
 
+def make_dry_run(clean: str) -> tuple[str, list[str]] | None:
+    """(folder, `make -n ... clean`) for a clean guessed for make: run, it says whether
+    the makefile has a `clean` target at all (duktape's Makefile.cmdline has none, and
+    verify stopped on the guess); None for any other clean."""
+    commands = _commands(_words(clean))
+    folder = ""
+    if len(commands) == 2 and commands[0][0] == "cd" and len(commands[0]) == 2:
+        folder = commands.pop(0)[1]
+    if len(commands) != 1 or commands[0][0] != "make" or commands[0][-1] != "clean":
+        return None
+    return folder, ["make", "-n", *commands[0][1:]]
+
+
 def _words(build: str | list[str]) -> list[str]:
     if not isinstance(build, str):
         return list(build)
