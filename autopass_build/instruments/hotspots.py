@@ -269,8 +269,10 @@ class Reach:
     def where(self, function: HotFunction) -> str:
         if function.units:
             return ", ".join(function.units)
-        if function.name in self.in_program:
-            return "(in the program, not from a recorded unit: assembly or a prebuilt object)"
+        if function.name in self.in_program:    # the binary, or a library of the project's
+            library = _object_of(function)
+            owner = f"in {library}, the project's" if ".so" in library else "in the program"
+            return f"({owner}, not from a recorded unit: assembly or a prebuilt object)"
         if function.name == JIT_CODE:
             return "(made by the program as it runs: no compiler flag reaches it)"
         if _another_program(function.name):
