@@ -21,7 +21,7 @@ import pytest
 from support import AUTOPASS, TUNE_MINI, recorded_tune_mini
 
 from autopass_build.core import flags as flagset
-from autopass_build.core import flags_db
+from autopass_build.core import flags_db, toolchain
 from autopass_build.core.outcome import Outcome
 from autopass_build.tuning.journal import Entry, Journal, JournalError, Phase, Timing
 
@@ -551,26 +551,52 @@ clean:
 """
 
 
-def test_units_compiled_in_one_command_are_not_tuned_per_file(tmp_path) -> None:
-    """F23: lp_solve's library is one `cc -c` of 26 sources.  Apply mode gives such a
-    command one set of flags, so a per-file winner for one of its sources could never
-    ship as measured; tune searched them all the same.  Now it says so and spends no
-    evaluation on them (the stages, one set for all, are still tuned)."""
+def test_units_compiled_in_one_command_are_tuned_as_that_command(tmp_path) -> None:
+    """F23: lp_solve's library is one `cc -c` of 26 sources; duktape's `duk` one `cc -o
+    duk duktape.c ...` of six, at -Os.  Apply mode gives such a command one set of flags,
+    so a per-file winner for one source could not ship as measured; then tune searched
+    none of them, and duktape's 84 % hot unit got no flag.  Now the hottest source stands
+    for its command: each candidate's flags go to every source of it, every source gets
+    the entry, and apply mode gives the command the flags they agree on."""
     root = tmp_path / "mini"
-    shutil.copytree(Path(__file__).parent / "data" / "tune-mini", root)
+    shutil.copytree(TUNE_MINI, root)
     (root / "Makefile").write_text(ONE_COMMAND)
     subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
                    capture_output=True)
     (root / "autopass.toml").write_text(
         '[run]\ncommand = ["{exe}", "20"]\n[measure]\nmetric = "instructions"\n'
-        'min_pairs = 2\nmax_pairs = 2\n[tune]\nstrategy = "random"\nbudget = 3\nstages = []\n')
+        'min_pairs = 2\nmax_pairs = 2\n[tune]\nstrategy = "agent"\nbudget = 3\nstages = []\n')
     done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "no per-file search: hot.c" in done.stderr
-    assert "are compiled in one command with other sources" in done.stderr
-    from autopass_build.tuning.journal import Journal
-    assert not Journal.latest(str(root / ".autopass")).entries
-    assert not (root / "autopass.flags.json").exists()
+    assert "hot.c is compiled in one command with main.c, warm.c: they take its flags" \
+        in done.stderr
+    db = flags_db.load(str(root / "autopass.flags.json"))
+    assert sorted(db.entries) == ["hot.c", "main.c", "warm.c"]
+    [flags] = {entry.flags for entry in db.entries.values()}
+    assert "-O3" in flags             # vectorizing what -O1 left scalar
+    assert "wrote 3 entries" in done.stdout and "the same for main.c, warm.c" in done.stdout
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0 and "warning" not in applied.stderr, applied.stderr
+    by_hand = tmp_path / "by-hand"
+    by_hand.mkdir()
+    for source in ("main.c", "hot.c", "warm.c"):
+        shutil.copy(root / source, by_hand)
+    clang = toolchain.find_tool("clang")
+    subprocess.run([clang, "-O1", "-c", "main.c", "hot.c", "warm.c", *flags], cwd=by_hand,
+                   check=True)
+    for obj in ("main.o", "hot.o", "warm.o"):
+        assert (root / obj).read_bytes() == (by_hand / obj).read_bytes(), obj
+    # entries that disagree (edited by hand) leave the command as it was, with a note
+    db.entries["warm.c"] = flags_db.Entry(("-O2",), db.entries["warm.c"].source_hash)
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    differ = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
+                            capture_output=True, text=True)
+    assert differ.returncode == 0
+    assert "the command compiles several sources at once, and their entries differ" in \
+        differ.stderr
 
 
 def test_a_second_measuring_command_waits_for_the_first(project) -> None:

@@ -173,7 +173,8 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         link = Decision(stage.link_flags, link.warning, bolt=link.bolt)
     notes = [profile.warning, stage_warning if ours else "", link.warning]
     if several:
-        decision = Decision((), _several_sources_note(db, sources, ours, stage is not None))
+        decision = _one_command(db, sources, bool(parsed.skipped_sources), root,
+                                compiler_id(compiler_path), policy, ours, stage is not None)
     else:
         decision = (decide(db, os.path.join(root, sources[0]), root, compiler_id(compiler_path),
                            policy) if sources[0] in db.entries else Decision())
@@ -181,6 +182,20 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                       "; ".join(dict.fromkeys(w for w in notes + [decision.warning] if w)),
                       decision.error, ", ".join(sources) if profile.flags else "", link.bolt)
     return merged if merged.flags or merged.warning else None
+
+
+def _one_command(db: FlagsDb, sources: list[str], skipped: bool, root: str, compiler: str,
+                 policy: str, ours: bool, staged: bool) -> Decision:
+    """The flags of a command compiling several sources: one set for all, so the entries'
+    when every source has one and they agree (tune writes them so: a source compiled
+    with others is measured with its flags on all of them), else none, with a note."""
+    entries = [db.entries.get(source) for source in sources]
+    first = entries[0] if entries else None
+    if skipped or first is None or any(e is None or e.flags != first.flags for e in entries):
+        return Decision((), _several_sources_note(db, sources, ours, staged))
+    decisions = [decide(db, os.path.join(root, source), root, compiler, policy)
+                 for source in sources]
+    return next((d for d in decisions if d.warning), decisions[0])
 
 
 def _several_sources_note(db: FlagsDb, sources: list[str], ours: bool, staged: bool) -> str:
@@ -191,7 +206,7 @@ def _several_sources_note(db: FlagsDb, sources: list[str], ours: bool, staged: b
     tuned = [s for s in sources if s in db.entries]
     if tuned:
         notes.append(f"{', '.join(tuned)}: tuned flags not applied: the command compiles "
-                     "several sources at once")
+                     "several sources at once, and their entries differ")
     target = db.target
     mixed = [s for s in sources if target is not None and s in target.units]
     if staged and mixed and not ours and target is not None:

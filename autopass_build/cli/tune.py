@@ -231,10 +231,15 @@ def _print_result(result, metric: str) -> None:
     if not result.winners:
         print("the gain did not hold up in the final measurement; " + _shipped_stage(result))
         return
-    print(f"wrote {counted(len(result.winners), 'entry', 'entries')} to {result.flags_db}"
+    mates = result.command_mates
+    entries = sum(1 + len(mates.get(w.source, ())) for w in result.winners)
+    print(f"wrote {counted(entries, 'entry', 'entries')} to {result.flags_db}"
           + (f", on the stages {result.stages}:" if result.stages else ":"))
     for w in result.winners:
-        print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry.ratio:.4f}x)")
+        also = mates.get(w.source, ())
+        print(f"  {w.source}: {' '.join(w.flags)}  ({w.entry.ratio:.4f}x)"
+              + (f"; the same for {', '.join(also)[:200]}, compiled in its command"
+                 if also else ""))
 
 
 def _shipped_stage(result) -> str:

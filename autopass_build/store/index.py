@@ -16,7 +16,6 @@ import json
 import os
 import sqlite3
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 from autopass_build.capture.spool import SPOOL, Spool
@@ -83,12 +82,19 @@ class UnitRecord:
     recorded_at: float = field(default_factory=time.time)
 
 
-def sharing_a_command(units: list[UnitRecord]) -> set[str]:
-    """The sources compiled in one command with others (`cc -c a.c b.c ...`: lz4's and
-    lp_solve's libraries).  Apply mode gives such a command one set of flags (F23), so a
-    per-file flag found for one of them could not ship as measured."""
-    commands = Counter((u.cwd, tuple(u.argv)) for u in units)
-    return {u.source_rel for u in units if commands[(u.cwd, tuple(u.argv))] > 1}
+def command_groups(units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
+    """Each source compiled in one command with others (`cc -c a.c b.c ...`: lz4's and
+    lp_solve's libraries; `cc -o duk duktape.c duk_cmdline.c ...`: duktape) -> every
+    source of that command, itself included, in the command's order.  Apply mode gives
+    such a command one set of flags (F23): what is tuned for one of them is measured,
+    and ships, for all of them."""
+    by_command: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for u in units:
+        group = by_command.setdefault((u.cwd, tuple(u.argv)), [])
+        if u.source_rel not in group:
+            group.append(u.source_rel)
+    return {source: tuple(group) for group in by_command.values() if len(group) > 1
+            for source in group}
 
 
 @dataclass

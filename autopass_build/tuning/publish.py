@@ -9,7 +9,7 @@ from autopass_build.core import cpu, flags_db, toolchain
 from autopass_build.core.names import BOLT_PROFILE_NAME, PROFILE_NAME
 from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.pgo import TrainedProfile
-from autopass_build.store.index import UnitRecord
+from autopass_build.store.index import UnitRecord, command_groups
 from autopass_build.tuning.conclude import Winner
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import TuneError
@@ -50,16 +50,21 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
             flags_db.BoltLibrary(b.library, _ship(path, b.path, b.hash, library_profile_name(
                 b.library)), b.binary) for b in bolt_libraries)
     db.target = target
+    # A source compiled in one command with others was measured with its flags on all of
+    # them, and apply mode gives the command one set: each of them gets the entry (F23).
+    groups = command_groups(units)
     for source in journal.header["sources"]:
-        db.entries.pop(source, None)     # re-tuned: only what helps now stays
+        for member in groups.get(source, (source,)):
+            db.entries.pop(member, None)     # re-tuned: only what helps now stays
     by_source = {u.source_rel: u for u in units}
     for w in winners:
         e = w.entry
         assert e.ratio is not None and e.low is not None and e.high is not None
-        db.entries[w.source] = flags_db.Entry(
-            tuple(w.flags), by_source[w.source].source_hash,
-            flags_db.Gain(metric, e.ratio, e.low, e.high, e.pairs),
-            why(strategy, e), journal.run_id)
+        for member in groups.get(w.source, (w.source,)):
+            db.entries[member] = flags_db.Entry(
+                tuple(w.flags), by_source[member].source_hash,
+                flags_db.Gain(metric, e.ratio, e.low, e.high, e.pairs),
+                why(strategy, e), journal.run_id)
     try:
         flags_db.save(path, db)
     except OSError as error:

@@ -34,7 +34,7 @@ from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError, native_unmeasurable
 from autopass_build.instruments.stats import FASTER
-from autopass_build.store.index import Store, sharing_a_command
+from autopass_build.store.index import Store, command_groups
 from autopass_build.tuning import composite, publish, search
 from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
@@ -100,6 +100,8 @@ class TuneResult:
     stages: str = ""                   # the whole-program stages written (BOLT included)
     searched_on: str = ""              # the stages the per-file search ran on
     notes: tuple[str, ...] = ()        # what the summary should explain
+    # a source compiled in one command with others -> those others (they took its flags)
+    command_mates: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Tuner:
@@ -142,7 +144,9 @@ class Tuner:
                             "(another compiler?); start a new run without --resume")
         self.journal = journal
         self.evaluator = evaluator
-        units_of = {s: [u.id for u in evaluator.units if u.source_rel == s] for s in sources}
+        groups = command_groups(evaluator.units)     # a source stands for its command
+        units_of = {s: [u.id for u in evaluator.units if u.source_rel in groups.get(s, (s,))]
+                    for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
         hot = load_profile(self.store.dir)   # the one _hot_sources made or found
         self.chosen = self._compose(evaluator, hot)
@@ -163,7 +167,9 @@ class Tuner:
         measured = measured_in_search(journal)
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on,
-                          self._notes(evaluator, sources, journal))
+                          self._notes(evaluator, sources, journal),
+                          {s: tuple(g for g in groups[s] if g != s) for s in sources
+                           if s in groups})
 
     def _settle(self, final: Entry | None, winners: list[Winner]) -> None:
         """The result against the recorded build (stages with the winners), then BOLT on
@@ -205,13 +211,6 @@ class Tuner:
         except search.StartError as error:
             raise TuneError(str(error)) from None
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
-        shared = sharing_a_command(run.evaluator.units)
-        sources = [source for source, _ in run.space.blocks]
-        if all(source in shared for source in sources):
-            self.show(f"no per-file search: {', '.join(sources)} are compiled in "
-                      "one command with other sources, which apply mode gives one set of "
-                      "flags" + ("; the stages alone are tuned" if request.stages else ""))
-            budget = 0
         if self.composer is not None and self.composer.bolt_pending():
             budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
         if self.measurements.attributor is not None:
@@ -260,8 +259,8 @@ class Tuner:
         what a step on top (native, BOLT) is measured against."""
         build = self._plain_evaluator()
         unit_flags = chosen.flags.unit_flags if chosen else ()
-        per_file = {w.source: w.flags for w in winners}
-        build.rebase({u.id: unit_flags + per_file.get(u.source_rel, ()) for u in build.units},
+        per_unit = {uid: w.flags for w in winners for uid in self.measurements.units_of[w.source]}
+        build.rebase({u.id: unit_flags + per_unit.get(u.id, ()) for u in build.units},
                      chosen.flags.link_flags if chosen else ())
         return build
 
@@ -326,16 +325,9 @@ class Tuner:
             except ProfileError as error:
                 raise TuneError(f"cannot profile the benchmark: {error}") from None
         mine = {u.source_rel for u in evaluator.units}
-        shared = sharing_a_command(evaluator.units)
         shares = found.unit_shares()
-        hot = [s for s in shares if s in mine]
-        if any(s not in shared for s in hot):
-            left_out = [s for s in hot[:self.request.max_units] if s in shared]
-            if left_out:
-                self.show(f"not tuned per file: {', '.join(left_out)} (each compiled in one "
-                          "command with other sources, which apply mode gives one set of "
-                          "flags)")
-            mine -= shared
+        groups = command_groups(evaluator.units)
+        mine -= _riding_along(shares, groups)
         chosen: list[str] = []
         covered = 0.0
         for source, share in shares.items():
@@ -345,6 +337,10 @@ class Tuner:
                 break
             chosen.append(source)
             covered += share
+        for source in (s for s in chosen if s in groups):
+            others = [g for g in groups[source] if g != source]
+            self.show(f"{source} is compiled in one command with {', '.join(others)[:200]}: "
+                      "they take its flags (apply mode gives a command one set)")
         where = reach_of(found, evaluator).note()
         if not chosen:
             raise TuneError("nothing to tune: " + (where or "the profile puts no time in a "
@@ -430,6 +426,16 @@ class Tuner:
                                if self.request.budget_given else header["budget"])
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))
+
+
+def _riding_along(shares: dict[str, float], groups: dict[str, tuple[str, ...]]) -> set[str]:
+    """The sources that are not tuned for themselves: compiled in one command with a
+    hotter source (`shares` is hottest first), they take that one's flags (F23)."""
+    riding: set[str] = set()
+    for source in shares:
+        if source in groups and source not in riding:
+            riding |= set(groups[source]) - {source}
+    return riding
 
 
 def _fingerprint(space: Space) -> str:
