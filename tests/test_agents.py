@@ -84,6 +84,15 @@ def test_rules_agent_is_the_default_and_starts_from_the_evidence(project) -> Non
     assert json.loads((project / "autopass.flags.json").read_text())["entries"]
 
 
+def test_a_hot_unit_built_for_size_is_first_tried_for_speed(project) -> None:
+    """duktape builds its 84 % unit at -Os: the rules agent tried two remark-driven
+    knobs before -O2, which was the winner (0.959x on PGO)."""
+    context = context_for(project)
+    context.hot = [HotUnit("hot.c", 84.0, {"hot_checksum": 84.0}, "-Os")]
+    findings = RulesBackend().analyse(context).findings
+    assert [(f["knob"], f["value"]) for f in findings[:2]] == [("opt", "-O2"), ("opt", "-O3")]
+
+
 def test_rules_diagnoser_bans_what_regressed(project) -> None:
     from autopass_build.tuning.agents import Trial
     context, rules = context_for(project), RulesBackend()

@@ -73,8 +73,9 @@ class RulesBackend:
 
         if level in ("-O0", "-O1"):
             yield from hyp("opt", "-O3", 0.9, f"built at {level}: most optimizations are off")
-        elif level in ("-Os", "-Oz"):
-            yield from hyp("opt", "-O2", 0.3, f"built at {level}: optimized for size")
+        elif level in ("-Os", "-Oz"):   # the build chose bytes over speed for hot code
+            yield from hyp("opt", "-O2", 0.8, f"built at {level}: optimized for size")
+            yield from hyp("opt", "-O3", 0.6, f"built at {level}: optimized for size")
         elif level == "-O2":
             yield from hyp("opt", "-O3", 0.5, "built at -O2: -O3 adds aggressive passes")
         elif level == "-O3":
