@@ -105,8 +105,20 @@ def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight
     for source, entry in db.entries.items():
         assert source in header["sources"] and not os.path.isabs(source)
         assert flagset.validate(entry.flags) and entry.gain.ratio < 1
-        assert entry.gain.metric == "instructions" and entry.why and entry.run
+        assert entry.gain.metric == "instructions" and entry.run
+        assert "x of the recorded build [" in entry.why
     assert db_text == flags_db.to_json(db)              # stable, sorted formatting
+
+
+def test_an_entrys_why_names_the_build_its_gain_is_against() -> None:
+    """duktape's -O2 entry read "0.9487x of the recorded build": it was measured on PGO."""
+    from autopass_build.tuning.publish import why
+    final = Entry(9, Phase.FINAL, "k", {"a.c": "-O2"}, Outcome.OK, "faster", 0.9487, 0.9189,
+                  0.9816, 20)
+    assert why("agent", final) == ("final re-measurement: 0.9487x of the recorded build "
+                                   "[0.9189, 0.9816], 20 pairs")
+    assert "0.9487x of the pgo+lto build [" in why("agent", final, "pgo+lto")
+    assert "0.9487x of the PGO build [" in why("agent", final, "PGO")
 
 
 def test_progress_says_how_long_the_rest_of_the_search_takes(straight_run) -> None:
@@ -597,6 +609,40 @@ def test_units_compiled_in_one_command_are_tuned_as_that_command(tmp_path) -> No
     assert differ.returncode == 0
     assert "the command compiles several sources at once, and their entries differ" in \
         differ.stderr
+
+
+SHARED_WITH_ANOTHER_PROGRAM = """CC ?= cc
+CFLAGS ?= -O1
+all: mini other
+mini other: main.c hot.c warm.c other.c
+\t$(CC) $(CFLAGS) -c main.c hot.c warm.c other.c
+\t$(CC) -o mini main.o hot.o warm.o
+\t$(CC) -o other other.o
+clean:
+\trm -f mini other *.o
+"""
+
+
+def test_a_command_compiling_sources_of_another_program_is_not_tuned(tmp_path) -> None:
+    """The command compiles other.c too, which `mini` is not made of: flags tuned for
+    mini's hot.c would reach other.c unmeasured, so none is searched, and said so (the
+    stages, when asked for, are still tuned)."""
+    root = tmp_path / "mini"
+    shutil.copytree(TUNE_MINI, root)
+    (root / "Makefile").write_text(SHARED_WITH_ANOTHER_PROGRAM)
+    (root / "other.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text(
+        '[run]\ncommand = ["{exe}", "20"]\ntarget = "mini"\n[measure]\n'
+        'metric = "instructions"\nmin_pairs = 2\nmax_pairs = 2\n[tune]\n'
+        'strategy = "agent"\nbudget = 3\nstages = []\n')
+    done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "no per-file search: hot.c (compiled in one command with sources mini is not " \
+        "made of, which apply mode would give the same flags, unmeasured)" in done.stderr
+    assert not Journal.latest(str(root / ".autopass")).entries
+    assert not (root / "autopass.flags.json").exists()
 
 
 def test_a_second_measuring_command_waits_for_the_first(project) -> None:

@@ -19,20 +19,23 @@ HOW = {Phase.SEARCH: "{strategy} search, evaluation #{n}",
        Phase.ATTRIBUTE: "measured alone", Phase.FINAL: "final re-measurement"}
 
 
-def why(strategy: str, entry: Entry) -> str:
-    """The one line a reviewer reads next to the flags."""
+def why(strategy: str, entry: Entry, searched_on: str = "") -> str:
+    """The one line a reviewer reads next to the flags; `searched_on`: the stages the
+    search measured against (the recorded build when none)."""
     how = HOW.get(entry.phase, str(entry.phase)).format(strategy=strategy, n=entry.n)
-    return (f"{how}: {entry.ratio:.4f}x of the recorded build "
+    baseline = f"the {searched_on} build" if searched_on else "the recorded build"
+    return (f"{how}: {entry.ratio:.4f}x of {baseline} "
             f"[{entry.low:.4f}, {entry.high:.4f}], {entry.pairs} pairs")
 
 
 def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRecord],
           metric: str, strategy: str, native: bool, profile: TrainedProfile | None,
           target: flags_db.TargetStages | None = None, bolt: TrainedBolt | None = None,
-          bolt_libraries: tuple[TrainedBolt, ...] = ()) -> str:
+          bolt_libraries: tuple[TrainedBolt, ...] = (), searched_on: str = "") -> str:
     """Replace the run's sources' entries in the database at `path` by the winners, and
     its whole-program section by `target` (the stages chosen, if any, with the BOLT
-    profile `bolt` when BOLT is one of them, and those of the libraries it rewrote)."""
+    profile `bolt` when BOLT is one of them, and those of the libraries it rewrote);
+    `searched_on`: the stages the winners' gains are measured against."""
     try:
         db = flags_db.load(path)
     except flags_db.FlagsDbError as error:
@@ -64,7 +67,7 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
             db.entries[member] = flags_db.Entry(
                 tuple(w.flags), by_source[member].source_hash,
                 flags_db.Gain(metric, e.ratio, e.low, e.high, e.pairs),
-                why(strategy, e), journal.run_id)
+                why(strategy, e, searched_on), journal.run_id)
     try:
         flags_db.save(path, db)
     except OSError as error:

@@ -163,7 +163,7 @@ class Tuner:
         final, winners = conclude(best, self.measurements) if best else (None, [])
         searched_on = self.chosen.name if self.chosen else ""
         self._settle(final, winners)
-        written = self._ship(final, winners)
+        written = self._ship(final, winners, "PGO" if self.request.pgo else searched_on)
         measured = measured_in_search(journal)
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on,
@@ -184,7 +184,8 @@ class Tuner:
                       "the build without it")
             self.chosen = with_bolt
 
-    def _ship(self, final: Entry | None, winners: list[Winner]) -> str | None:
+    def _ship(self, final: Entry | None, winners: list[Winner], searched_on: str
+              ) -> str | None:
         """Write what was verified: the winners, and a chosen stage whether or not a
         per-file flag won on top of it.  Returns the database written, if any."""
         profile = self.profile if self.request.pgo else (self.chosen.profile if self.chosen
@@ -201,7 +202,7 @@ class Tuner:
                              self.config.measure.metric, self.request.strategy,
                              self._native(), profile, self._target_stages(),
                              self.chosen.bolt if self.chosen else None,
-                             self.chosen.bolt_libraries if self.chosen else ())
+                             self.chosen.bolt_libraries if self.chosen else (), searched_on)
 
     def _search(self, run: RunContext) -> Entry | None:
         request, journal = self.request, run.journal
@@ -211,6 +212,13 @@ class Tuner:
         except search.StartError as error:
             raise TuneError(str(error)) from None
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
+        sources = [source for source, _ in run.space.blocks]
+        if set(sources) <= self._compiled_with_outsiders(run.evaluator):
+            target = run.evaluator.target.output_rel
+            self.show(f"no per-file search: {', '.join(sources)[:300]} "
+                      f"({_WITH_OUTSIDERS.format(target=target)})"
+                      + ("; the stages alone are tuned" if request.stages else ""))
+            budget = 0
         if self.composer is not None and self.composer.bolt_pending():
             budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
         if self.measurements.attributor is not None:
@@ -327,7 +335,14 @@ class Tuner:
         mine = {u.source_rel for u in evaluator.units}
         shares = found.unit_shares()
         groups = command_groups(evaluator.units)
+        outsiders = self._compiled_with_outsiders(evaluator)
         mine -= _riding_along(shares, groups)
+        if any(s in mine and s not in outsiders for s in shares):   # else _search says so
+            left_out = [s for s in list(shares)[:self.request.max_units] if s in outsiders]
+            if left_out:
+                self.show(f"not tuned per file: {', '.join(left_out)[:300]} "
+                          f"({_WITH_OUTSIDERS.format(target=evaluator.target.output_rel)})")
+            mine -= outsiders
         chosen: list[str] = []
         covered = 0.0
         for source, share in shares.items():
@@ -348,6 +363,13 @@ class Tuner:
         if where:   # per-file flags can gain at most that share: say so before the search
             self.show(f"note: {where}")
         return chosen
+
+    def _compiled_with_outsiders(self, evaluator: Evaluator) -> set[str]:
+        """The target's sources compiled in one command with a source it is not made of
+        (another program's): flags tuned for the target would reach that one too."""
+        mine = {u.source_rel for u in evaluator.units}
+        groups = command_groups(self.store.units())
+        return {source for source in mine if not set(groups.get(source, ())) <= mine}
 
     def _space(self, evaluator: Evaluator) -> Space:
         compiler = evaluator.replayer.compiler_override or evaluator.units[0].compiler
@@ -426,6 +448,10 @@ class Tuner:
                                if self.request.budget_given else header["budget"])
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))
+
+
+_WITH_OUTSIDERS = ("compiled in one command with sources {target} is not made of, which "
+                   "apply mode would give the same flags, unmeasured")
 
 
 def _riding_along(shares: dict[str, float], groups: dict[str, tuple[str, ...]]) -> set[str]:
