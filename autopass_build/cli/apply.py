@@ -231,7 +231,7 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
-def _unusable_profiles(db, path: str) -> list[str]:
+def _unusable_profiles(db: flags_db.FlagsDb, path: str) -> list[str]:
     """Why each profile the database ships (PGO's, BOLT's for the program and for each
     library) cannot be used as it is beside `path`: apply mode would build without it."""
     from autopass_build.capture.applier import shipped_file

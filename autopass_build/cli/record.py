@@ -311,8 +311,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         if args.build is None and recorded and _same_folder(recorded.cwd, os.getcwd()):
             build, guessed = _as_configured(recorded.argv), False
     clean = clean_command(build)
-    no_target = _without_a_clean_target(clean)
-    clean = None if no_target else clean
+    lacking = _clean_target_lacking(clean)
+    clean = None if lacking else clean
     kept = _keep_a_copy(path) if args.force and os.path.exists(path) else ""
     try:
         write_atomic(path, configuration.starter_text(build, target, clean).encode())
@@ -329,17 +329,18 @@ def cmd_init(args: argparse.Namespace) -> int:
           "to your benchmark, then `autopass profile` (does it run, where does the time go?) "
           "and `autopass tune`")
     if clean is None:
-        print(no_target + "set [build].clean in autopass.toml to the command that brings the tree back "
-              "to clean: `autopass verify` builds from scratch")
+        print(lacking + "set [build].clean in autopass.toml to the command that brings the "
+              "tree back to clean: `autopass verify` builds from scratch")
     if len(executables) > 1:
         print("several executables were recorded; set [run].target to the one the "
               "benchmark runs: " + executables_text(executables))
     return 0
 
 
-def _without_a_clean_target(clean: str | None) -> str:
-    """"`make ... clean` has no `clean` target here; " when the makefile the build
-    reads lacks one (asked with `make -n`, which runs nothing), else ""."""
+def _clean_target_lacking(clean: str | None) -> str:
+    """The start of a sentence saying that the guessed `make ... clean` would fail, when
+    the makefile the build reads has no `clean` target (asked with `make -n`, which runs
+    nothing), else ""."""
     dry = make_dry_run(clean) if clean else None
     if dry is None:
         return ""

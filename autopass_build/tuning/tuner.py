@@ -35,7 +35,7 @@ from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError, native_unmeasurable
 from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import Store, command_groups
-from autopass_build.tuning import composite, publish, search
+from autopass_build.tuning import composite, hot_sources, publish, search
 from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
 from autopass_build.tuning.journal import HEADER_FIELDS, Entry, Journal, Phase
@@ -168,8 +168,7 @@ class Tuner:
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on,
                           self._notes(evaluator, sources, journal),
-                          {s: tuple(g for g in groups[s] if g != s) for s in sources
-                           if s in groups})
+                          hot_sources.command_mates(sources, evaluator.units))
 
     def _settle(self, final: Entry | None, winners: list[Winner]) -> None:
         """The result against the recorded build (stages with the winners), then BOLT on
@@ -213,10 +212,11 @@ class Tuner:
             raise TuneError(str(error)) from None
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
         sources = [source for source, _ in run.space.blocks]
-        if set(sources) <= self._compiled_with_outsiders(run.evaluator):
+        if set(sources) <= hot_sources.compiled_with_outsiders(run.evaluator.units,
+                                                                self.store.units()):
             target = run.evaluator.target.output_rel
             self.show(f"no per-file search: {', '.join(sources)[:300]} "
-                      f"({_WITH_OUTSIDERS.format(target=target)})"
+                      f"({hot_sources.WITH_OUTSIDERS.format(target=target)})"
                       + ("; the stages alone are tuned" if request.stages else ""))
             budget = 0
         if self.composer is not None and self.composer.bolt_pending():
@@ -332,30 +332,9 @@ class Tuner:
                 found = run_profile(evaluator)
             except ProfileError as error:
                 raise TuneError(f"cannot profile the benchmark: {error}") from None
-        mine = {u.source_rel for u in evaluator.units}
-        shares = found.unit_shares()
-        groups = command_groups(evaluator.units)
-        outsiders = self._compiled_with_outsiders(evaluator)
-        mine -= _riding_along(shares, groups)
-        if any(s in mine and s not in outsiders for s in shares):   # else _search says so
-            left_out = [s for s in list(shares)[:self.request.max_units] if s in outsiders]
-            if left_out:
-                self.show(f"not tuned per file: {', '.join(left_out)[:300]} "
-                          f"({_WITH_OUTSIDERS.format(target=evaluator.target.output_rel)})")
-            mine -= outsiders
-        chosen: list[str] = []
-        covered = 0.0
-        for source, share in shares.items():
-            if source not in mine:
-                continue
-            if len(chosen) >= self.request.max_units or covered >= self.request.coverage:
-                break
-            chosen.append(source)
-            covered += share
-        for source in (s for s in chosen if s in groups):
-            others = [g for g in groups[source] if g != source]
-            self.show(f"{source} is compiled in one command with {', '.join(others)[:200]}: "
-                      "they take its flags (apply mode gives a command one set)")
+        chosen = hot_sources.choose(found.unit_shares(), evaluator.units, self.store.units(),
+                                    evaluator.target.output_rel, self.request.max_units,
+                                    self.request.coverage, self.show)
         where = reach_of(found, evaluator).note()
         if not chosen:
             raise TuneError("nothing to tune: " + (where or "the profile puts no time in a "
@@ -363,13 +342,6 @@ class Tuner:
         if where:   # per-file flags can gain at most that share: say so before the search
             self.show(f"note: {where}")
         return chosen
-
-    def _compiled_with_outsiders(self, evaluator: Evaluator) -> set[str]:
-        """The target's sources compiled in one command with a source it is not made of
-        (another program's): flags tuned for the target would reach that one too."""
-        mine = {u.source_rel for u in evaluator.units}
-        groups = command_groups(self.store.units())
-        return {source for source in mine if not set(groups.get(source, ())) <= mine}
 
     def _space(self, evaluator: Evaluator) -> Space:
         compiler = evaluator.replayer.compiler_override or evaluator.units[0].compiler
@@ -448,20 +420,6 @@ class Tuner:
                                if self.request.budget_given else header["budget"])
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))
-
-
-_WITH_OUTSIDERS = ("compiled in one command with sources {target} is not made of, which "
-                   "apply mode would give the same flags, unmeasured")
-
-
-def _riding_along(shares: dict[str, float], groups: dict[str, tuple[str, ...]]) -> set[str]:
-    """The sources that are not tuned for themselves: compiled in one command with a
-    hotter source (`shares` is hottest first), they take that one's flags (F23)."""
-    riding: set[str] = set()
-    for source in shares:
-        if source in groups and source not in riding:
-            riding |= set(groups[source]) - {source}
-    return riding
 
 
 def _fingerprint(space: Space) -> str:
