@@ -316,7 +316,7 @@ def scripted_tuner(tmp_path, table, budget, pgo_alone=None):
             return RecordedMeasurements({f"-fprofile-instr-use={tmp_path}/profile.profdata":
                                          pgo_alone or []})
 
-        def _hot_sources(self, evaluator):
+        def _hot_sources(self, evaluator, outsiders):
             return ["a.c"]
 
         def _space(self, evaluator):

@@ -18,16 +18,14 @@ WITH_OUTSIDERS = ("compiled in one command with sources {target} is not made of,
                   "apply mode would give the same flags, unmeasured")
 
 
-def choose(shares: dict[str, float], units: list[UnitRecord], all_units: list[UnitRecord],
+def choose(shares: dict[str, float], units: list[UnitRecord], outsiders: set[str],
            target: str, max_units: int, coverage: float,
            show: Callable[[str], None]) -> list[str]:
     """The sources to tune, hottest first (`shares`: the profile's, hottest first; `units`
-    the target's, `all_units` the store's), saying which commands are tuned as one and
-    which sources are left out."""
+    the target's; `outsiders`: compiled_with_outsiders), saying which commands are tuned
+    as one and which sources are left out."""
     mine = {u.source_rel for u in units}
-    groups = command_groups(units)
-    outsiders = compiled_with_outsiders(units, all_units)
-    mine -= _riding_along(shares, groups)
+    mine -= _riding_along(shares, command_groups(units))
     if any(s in mine and s not in outsiders for s in shares):   # else the search says so
         left_out = [s for s in list(shares)[:max_units] if s in outsiders]
         if left_out:

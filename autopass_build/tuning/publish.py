@@ -9,7 +9,7 @@ from autopass_build.core import cpu, flags_db, toolchain
 from autopass_build.core.names import BOLT_PROFILE_NAME, PROFILE_NAME
 from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.pgo import TrainedProfile
-from autopass_build.store.index import UnitRecord, command_groups
+from autopass_build.store.index import UnitRecord
 from autopass_build.tuning.conclude import Winner
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import TuneError
@@ -31,11 +31,14 @@ def why(strategy: str, entry: Entry, searched_on: str = "") -> str:
 def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRecord],
           metric: str, strategy: str, native: bool, profile: TrainedProfile | None,
           target: flags_db.TargetStages | None = None, bolt: TrainedBolt | None = None,
-          bolt_libraries: tuple[TrainedBolt, ...] = (), searched_on: str = "") -> str:
+          bolt_libraries: tuple[TrainedBolt, ...] = (), searched_on: str = "",
+          command_mates: dict[str, tuple[str, ...]] | None = None) -> str:
     """Replace the run's sources' entries in the database at `path` by the winners, and
     its whole-program section by `target` (the stages chosen, if any, with the BOLT
     profile `bolt` when BOLT is one of them, and those of the libraries it rewrote);
-    `searched_on`: the stages the winners' gains are measured against."""
+    `searched_on`: the stages the winners' gains are measured against; `command_mates`:
+    the sources compiled in one command with a run's source (hot_sources), which took
+    its flags."""
     try:
         db = flags_db.load(path)
     except flags_db.FlagsDbError as error:
@@ -55,15 +58,15 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
     db.target = target
     # A source compiled in one command with others was measured with its flags on all of
     # them, and apply mode gives the command one set: each of them gets the entry (F23).
-    groups = command_groups(units)
+    mates = command_mates or {}
     for source in journal.header["sources"]:
-        for member in groups.get(source, (source,)):
+        for member in (source, *mates.get(source, ())):
             db.entries.pop(member, None)     # re-tuned: only what helps now stays
     by_source = {u.source_rel: u for u in units}
     for w in winners:
         e = w.entry
         assert e.ratio is not None and e.low is not None and e.high is not None
-        for member in groups.get(w.source, (w.source,)):
+        for member in (w.source, *mates.get(w.source, ())):
             db.entries[member] = flags_db.Entry(
                 tuple(w.flags), by_source[member].source_hash,
                 flags_db.Gain(metric, e.ratio, e.low, e.high, e.pairs),

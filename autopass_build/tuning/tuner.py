@@ -34,7 +34,7 @@ from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError, native_unmeasurable
 from autopass_build.instruments.stats import FASTER
-from autopass_build.store.index import Store, command_groups
+from autopass_build.store.index import Store
 from autopass_build.tuning import composite, hot_sources, publish, search
 from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
@@ -132,7 +132,9 @@ class Tuner:
                 and journal.header["pgo"] != self.profile.hash:
             raise TuneError(f"run {journal.run_id} was tuned on another PGO profile; start a "
                             "new run without --resume")
-        sources = journal.header["sources"] if journal else self._hot_sources(evaluator)
+        outsiders = hot_sources.compiled_with_outsiders(evaluator.units, self.store.units())
+        sources = (journal.header["sources"] if journal
+                   else self._hot_sources(evaluator, outsiders))
         space = self._space(evaluator)
         for note in space.notes:
             self.show(note)
@@ -144,8 +146,8 @@ class Tuner:
                             "(another compiler?); start a new run without --resume")
         self.journal = journal
         self.evaluator = evaluator
-        groups = command_groups(evaluator.units)     # a source stands for its command
-        units_of = {s: [u.id for u in evaluator.units if u.source_rel in groups.get(s, (s,))]
+        mates = hot_sources.command_mates(sources, evaluator.units)   # they take its flags
+        units_of = {s: [u.id for u in evaluator.units if u.source_rel in (s, *mates.get(s, ()))]
                     for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
         hot = load_profile(self.store.dir)   # the one _hot_sources made or found
@@ -159,16 +161,16 @@ class Tuner:
         run = RunContext(self.store, self.config, evaluator, journal,
                          self._joint_space(evaluator, sources, space), hot,
                          self.show, self.request.seed, self.request.resume)
-        best = self._search(run)
+        best = self._search(run, outsiders)
         final, winners = conclude(best, self.measurements) if best else (None, [])
         searched_on = self.chosen.name if self.chosen else ""
         self._settle(final, winners)
-        written = self._ship(final, winners, "PGO" if self.request.pgo else searched_on)
+        written = self._ship(final, winners, "PGO" if self.request.pgo else searched_on,
+                             mates)
         measured = measured_in_search(journal)
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on,
-                          self._notes(evaluator, sources, journal),
-                          hot_sources.command_mates(sources, evaluator.units))
+                          self._notes(evaluator, sources, journal), mates)
 
     def _settle(self, final: Entry | None, winners: list[Winner]) -> None:
         """The result against the recorded build (stages with the winners), then BOLT on
@@ -183,8 +185,8 @@ class Tuner:
                       "the build without it")
             self.chosen = with_bolt
 
-    def _ship(self, final: Entry | None, winners: list[Winner], searched_on: str
-              ) -> str | None:
+    def _ship(self, final: Entry | None, winners: list[Winner], searched_on: str,
+              mates: dict[str, tuple[str, ...]]) -> str | None:
         """Write what was verified: the winners, and a chosen stage whether or not a
         per-file flag won on top of it.  Returns the database written, if any."""
         profile = self.profile if self.request.pgo else (self.chosen.profile if self.chosen
@@ -201,9 +203,10 @@ class Tuner:
                              self.config.measure.metric, self.request.strategy,
                              self._native(), profile, self._target_stages(),
                              self.chosen.bolt if self.chosen else None,
-                             self.chosen.bolt_libraries if self.chosen else (), searched_on)
+                             self.chosen.bolt_libraries if self.chosen else (), searched_on,
+                             mates)
 
-    def _search(self, run: RunContext) -> Entry | None:
+    def _search(self, run: RunContext, outsiders: set[str]) -> Entry | None:
         request, journal = self.request, run.journal
         strategy = search.make(request.strategy, run.space, request.seed, request.options)
         try:
@@ -212,8 +215,7 @@ class Tuner:
             raise TuneError(str(error)) from None
         budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
         sources = [source for source, _ in run.space.blocks]
-        if set(sources) <= hot_sources.compiled_with_outsiders(run.evaluator.units,
-                                                                self.store.units()):
+        if set(sources) <= outsiders:
             target = run.evaluator.target.output_rel
             self.show(f"no per-file search: {', '.join(sources)[:300]} "
                       f"({hot_sources.WITH_OUTSIDERS.format(target=target)})"
@@ -324,7 +326,7 @@ class Tuner:
         self.show("training a PGO profile (autopass pgo)")
         return pgo.train(evaluator, self.show)
 
-    def _hot_sources(self, evaluator: Evaluator) -> list[str]:
+    def _hot_sources(self, evaluator: Evaluator, outsiders: set[str]) -> list[str]:
         found = load_profile(self.store.dir)
         if found is None or not _made_for(found, evaluator):
             self.show("profiling the baseline to find the hot units")
@@ -332,7 +334,7 @@ class Tuner:
                 found = run_profile(evaluator)
             except ProfileError as error:
                 raise TuneError(f"cannot profile the benchmark: {error}") from None
-        chosen = hot_sources.choose(found.unit_shares(), evaluator.units, self.store.units(),
+        chosen = hot_sources.choose(found.unit_shares(), evaluator.units, outsiders,
                                     evaluator.target.output_rel, self.request.max_units,
                                     self.request.coverage, self.show)
         where = reach_of(found, evaluator).note()
