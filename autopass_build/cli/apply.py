@@ -242,8 +242,12 @@ def _unusable_profiles(db: flags_db.FlagsDb, path: str) -> list[str]:
         shipped += [(db.target.bolt, "BOLT profile")] if db.target.bolt else []
         shipped += [(library.profile, f"BOLT profile of {library.output}")
                     for library in db.target.bolt_libraries]
-    return [why for ref, what in shipped if ref is not None
-            for why in [shipped_file(ref, path, what, retune)[1]] if why]
+    unusable = []
+    for ref, what in shipped:
+        why = shipped_file(ref, path, what, retune)[1] if ref is not None else ""
+        if why:
+            unusable.append(why)
+    return unusable
 
 
 def _diff(files: list[str]) -> int:
