@@ -587,6 +587,17 @@ def test_units_compiled_in_one_command_are_tuned_as_that_command(tmp_path) -> No
     [flags] = {entry.flags for entry in db.entries.values()}
     assert "-O3" in flags             # vectorizing what -O1 left scalar
     assert "wrote 3 entries" in done.stdout and "the same for main.c, warm.c" in done.stdout
+    # `try` measures what a build could ship: the command's other sources take the flags
+    tried = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"],
+                           cwd=root, capture_output=True, text=True)
+    assert tried.returncode == 0, tried.stderr
+    assert "hot.c is compiled in one command with main.c, warm.c: they take its flags" \
+        in tried.stderr
+    assert "outcome: OK" in tried.stdout
+    split = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2", "--flags", "warm.c=-O3"],
+                           cwd=root, capture_output=True, text=True)
+    assert split.returncode != 0 and "Traceback" not in split.stderr
+    assert "hot.c and warm.c are compiled in one command" in split.stderr
     subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
     applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
                              capture_output=True, text=True)

@@ -137,7 +137,8 @@ def cmd_try(args: argparse.Namespace) -> int:
     progress = Progress("try")
     try:
         evaluator = Evaluator(store, config, args.target or "")
-        flags_by_unit = parse_unit_flags(args.flags, evaluator.units)
+        flags_by_unit = parse_unit_flags(args.flags, evaluator.units,
+                                         lambda line: progress(f"note: {line}"))
         progress(f"replaying the baseline of {evaluator.target.output_rel}")
         evaluator.baseline()
         evaluation = evaluator.evaluate(flags_by_unit, progress)

@@ -27,7 +27,7 @@ from autopass_build.instruments.binaries import build_id
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
 from autopass_build.instruments.sampling import with_source
-from autopass_build.store.index import Store, UnitRecord
+from autopass_build.store.index import Store, UnitRecord, command_groups
 from autopass_build.store.targets import Target, executables_text, resolve
 
 
@@ -129,9 +129,14 @@ def match_units(spec: str, units: list[UnitRecord]) -> list[UnitRecord]:
     return [u for u in units if spec in (u.source_rel, u.source, u.id)]
 
 
-def parse_unit_flags(specs: list[str], units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
-    """['lib/lz.c=-O3 -fno-unroll-loops', ...] -> {unit id: flags} (flags validated)."""
-    result: dict[str, tuple[str, ...]] = {}
+def parse_unit_flags(specs: list[str], units: list[UnitRecord],
+                     show: Callable[[str], None] = lambda line: None,
+                     ) -> dict[str, tuple[str, ...]]:
+    """['lib/lz.c=-O3 -fno-unroll-loops', ...] -> {unit id: flags} (flags validated).
+    A source compiled in one command with others gives them its flags too, as apply mode
+    would (one set per command, F23), and `show` says so; different flags for two
+    sources of one command are refused: no build could ship them."""
+    by_source: dict[str, tuple[str, ...]] = {}
     for spec in specs:
         where, sep, text = spec.partition("=")
         if not sep:
@@ -145,9 +150,29 @@ def parse_unit_flags(specs: list[str], units: list[UnitRecord]) -> dict[str, tup
             tokens = flagset.parse(text)
         except flagset.FlagError as error:
             raise EvaluateError(f"--flags {where}: {error}")
-        for unit in matches:  # libtool's PIC and non-PIC twins both get them
-            result[unit.id] = tokens
-    return result
+        for unit in matches:
+            by_source[unit.source_rel] = tokens
+    _give_command_mates(by_source, command_groups(units), show)
+    # libtool's PIC and non-PIC twins of a source both get its flags
+    return {u.id: by_source[u.source_rel] for u in units if u.source_rel in by_source}
+
+
+def _give_command_mates(by_source: dict[str, tuple[str, ...]],
+                        groups: dict[str, tuple[str, ...]],
+                        show: Callable[[str], None]) -> None:
+    for source in list(by_source):
+        mates = [m for m in groups.get(source, ()) if m != source]
+        differing = [m for m in mates if by_source.get(m, by_source[source]) != by_source[source]]
+        if differing:
+            raise EvaluateError(
+                f"--flags: {source} and {differing[0]} are compiled in one command, which "
+                "a build gives one set of flags: give them the same flags, or name one")
+        added = [m for m in mates if m not in by_source]
+        for mate in added:
+            by_source[mate] = by_source[source]
+        if added:
+            show(f"{source} is compiled in one command with {', '.join(added)[:200]}: "
+                 "they take its flags, as in a tuned build")
 
 
 def _by_binary(kept_in: dict[str, list[tuple[str, str]]]) -> dict[str, list[str]]:
