@@ -692,3 +692,25 @@ def test_a_benchmark_that_crashes_on_the_recorded_build_is_named_as_the_problem(
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "the benchmark does not run on the recorded build: RUN_CRASH" in done.stderr
     assert "fix [run].command" in done.stderr
+
+
+def test_a_benchmark_that_exits_with_an_error_is_said_to(tmp_path):
+    """C11: pcre2grep given a regex that TOML's quoting had mangled exited 2 at once
+    ("missing closing parenthesis"); profile showed the loader's functions and tune
+    would have tuned that failure, without a word about the exit status."""
+    from support import recorded_tune_mini
+
+    config = ('[run]\ncommand = ["sh", "-c", "\\"$0\\" 20; echo \\"mini: bad mode\\" >&2; '
+              'exit 3", "{exe}"]\n[measure]\nmetric = "instructions"\nmin_pairs = 2\n'
+              'max_pairs = 2\n[tune]\nbudget = 1\nstages = []\n')
+    root = recorded_tune_mini(tmp_path / "mini", config, profile=False)
+    shown = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    said = ("the benchmark exits with status 3 (mini: bad mode) on the recorded build; "
+            "every candidate must end the same way")
+    assert said in shown.stdout and "fix [run].command" in shown.stdout
+    tuned = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
+    assert tuned.returncode == 0 and said in tuned.stderr, tuned.stderr
+    (root / "autopass.toml").write_text(config.replace("exit 3", "exit 0"))
+    fine = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert fine.returncode == 0 and "the benchmark exits" not in fine.stdout, fine.stdout

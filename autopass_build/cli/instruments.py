@@ -154,6 +154,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
     from autopass_build.instruments.hotspots import (
         ProfileError,
+        failing_note,
         profile,
         reach_of,
         readable,
@@ -185,9 +186,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print("units by share:")
     for unit, share in list(result.unit_shares().items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")
-    note = reach.note()
-    if note:
-        print(note)
+    for note in (reach.note(), failing_note(result)):
+        if note:
+            print(note)
     return 0
 
 

@@ -70,6 +70,9 @@ class Profile:
     method: str                       # "perf" or "callgrind"
     functions: list[HotFunction]
     workload: str                     # Benchmark.workload() of the run it sampled
+    # how the benchmark ended when not with status 0 ("status 2 (pcre2grep: Error in
+    # command-line regex ...)"): a mistyped command still runs, and would be tuned
+    failing: str = ""
 
     def unit_shares(self) -> dict[str, float]:
         shares: dict[str, float] = {}
@@ -115,6 +118,7 @@ def profile(evaluator: Evaluator) -> Profile:
     """Run the benchmark once on the baseline and map its hot functions to units."""
     base = evaluator.baseline()
     bench = evaluator.bench
+    failing = _how_the_benchmark_ends(evaluator)
     argv, env = bench.argv(base.binary), bench.env(base.env)
     try:
         samples, objects, loaded = _perf_samples(argv, bench.cwd, env,
@@ -123,12 +127,8 @@ def profile(evaluator: Evaluator) -> Profile:
     except ProfileError:
         with tempfile.TemporaryDirectory(prefix="autopass-profile-") as scratch:
             argv = bench.argv(debugless_copy(base.binary, scratch))
-            try:
-                samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout,
-                                             bench.stdin)
-            except ProfileError:
-                _check_the_benchmark_runs(evaluator)   # the likelier cause, said plainly
-                raise
+            samples = _callgrind_samples(argv, bench.cwd, env, bench.run.timeout,
+                                         bench.stdin)
         method, objects, loaded = "callgrind", {}, frozenset()
     if evaluator.target.kind == "shared":
         _check_the_library_under_test_ran(base.binary, loaded, evaluator)
@@ -136,9 +136,7 @@ def profile(evaluator: Evaluator) -> Profile:
     functions = [HotFunction(name, share, sorted(set(units_of(name, obj))), obj)
                  for name, share in sorted(samples, key=lambda s: -s[1])
                  for obj in [objects.get(name, "")]]
-    if not any(f.units for f in functions):
-        _check_the_benchmark_runs(evaluator)     # no time in the program: did it run?
-    result = Profile(evaluator.target.output_rel, method, functions, bench.workload())
+    result = Profile(evaluator.target.output_rel, method, functions, bench.workload(), failing)
     # all at once: a `tune` in the same store may be reading it (or a crash may come)
     write_atomic(os.path.join(evaluator.store.dir, PROFILE_FILE),
                  json.dumps(asdict(result), indent=1).encode())
@@ -158,16 +156,28 @@ def _check_the_library_under_test_ran(library: str, loaded: frozenset[str],
             "[run].command tells the program the library's path")
 
 
-def _check_the_benchmark_runs(evaluator: Evaluator) -> None:
-    """A benchmark that crashes or hangs on the recorded build leaves no samples for
-    either profiler: say that, not that profilers are missing."""
+def _how_the_benchmark_ends(evaluator: Evaluator) -> str:
+    """"" when the benchmark exits with status 0 on the recorded build, else how it
+    exits; ProfileError when it crashes or hangs, which leaves no samples for either
+    profiler: say that, not that profilers are missing."""
     base = evaluator.baseline()
     run = run_once(evaluator.bench, base.binary, base.env, evaluator.bench.run.timeout)
+    tail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+    said = f" ({tail[0][:200]})" if tail else ""
     if run.outcome != Outcome.OK:
-        tail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
         raise ProfileError(f"the benchmark does not run on the recorded build: {run.outcome}"
-                           f" {run.detail}".rstrip() + (f" ({tail[0][:200]})" if tail else "")
-                           + "; fix [run].command in autopass.toml")
+                           f" {run.detail}".rstrip() + said + "; fix [run].command in "
+                           "autopass.toml")
+    return f"status {run.status}{said}" if run.status else ""
+
+
+def failing_note(result: Profile) -> str:
+    """A line when the benchmark exits with a status other than 0, else ""."""
+    if not result.failing:
+        return ""
+    return (f"the benchmark exits with {result.failing} on the recorded build; every "
+            "candidate must end the same way, so that is what would be tuned: if it should "
+            "succeed, fix [run].command in autopass.toml")
 
 
 def readable(names: list[str]) -> dict[str, str]:
@@ -387,10 +397,12 @@ def load(store_dir: str) -> Profile | None:
         with open(os.path.join(store_dir, PROFILE_FILE)) as handle:
             data = json.load(handle)
         found = Profile(data["target"], data["method"],
-                        [HotFunction(**f) for f in data["functions"]], data["workload"])
+                        [HotFunction(**f) for f in data["functions"]], data["workload"],
+                        data.get("failing", ""))
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
-    valid = isinstance(found.target, str) and isinstance(found.workload, str) and all(
+    valid = isinstance(found.target, str) and isinstance(found.workload, str) \
+        and isinstance(found.failing, str) and all(
         isinstance(f.name, str) and isinstance(f.share, (int, float))
         and isinstance(f.units, list) and all(isinstance(u, str) for u in f.units)
         and isinstance(f.object, str) for f in found.functions)

@@ -29,7 +29,7 @@ from autopass_build.core.plural import counted
 from autopass_build.instruments import output_check, pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.hotspots import Profile, ProfileError, reach_of
+from autopass_build.instruments.hotspots import Profile, ProfileError, failing_note, reach_of
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError, native_unmeasurable
@@ -341,8 +341,9 @@ class Tuner:
         if not chosen:
             raise TuneError("nothing to tune: " + (where or "the profile puts no time in a "
                                                    "recorded unit") + "; see `autopass profile`")
-        if where:   # per-file flags can gain at most that share: say so before the search
-            self.show(f"note: {where}")
+        for note in (where, failing_note(found)):   # before the search, which they shape
+            if note:
+                self.show(f"note: {note}")
         return chosen
 
     def _space(self, evaluator: Evaluator) -> Space:
