@@ -214,3 +214,40 @@ def test_a_benchmark_that_exits_non_zero_by_design_trains_and_is_sampled(recorde
     samples = perf_samples(["sh", "-c", busy], str(recorded), {"PATH": "/usr/bin:/bin"},
                            60, frequency=999)
     assert sum(samples.values()) > 20
+
+
+NOSTDLIB_MAKEFILE = """CC ?= cc
+CFLAGS ?= -O2
+CRT = $(shell $(CC) -print-file-name=$(1))
+prog: main.c libhot.so
+\t$(CC) $(CFLAGS) -o $@ main.c -L. -lhot
+libhot.so: hot.c
+\t$(CC) $(CFLAGS) -fPIC -c hot.c -o hot.o
+\t$(CC) -shared -nostdlib $(call CRT,crti.o) $(call CRT,crtbeginS.o) hot.o -lc \\
+\t  $(call CRT,crtendS.o) $(call CRT,crtn.o) -Wl,-soname,libhot.so.1 -o libhot.so.1.0
+\tln -sf libhot.so.1.0 libhot.so
+"""
+
+
+def test_a_library_linked_without_the_default_libraries_is_profiled(tmp_path) -> None:
+    """libtool links a C++ shared library with -nostdlib and a `-lc` of its own, before the
+    profile runtime clang appends: the runtime's atexit stayed undefined in the
+    instrumented library.  hunspell's program then failed to link ("hidden symbol `atexit'
+    ... is referenced by DSO") and tune skipped PGO; this library, loaded by a program
+    that did link, left a profile with no function in it."""
+    from autopass_build.core import toolchain
+
+    root = tmp_path / "nostdlib"
+    root.mkdir()
+    for source in ("main.c", "hot.c"):
+        shutil.copy(Path(__file__).parent / "data" / "shared-mini" / source, root)
+    (root / "Makefile").write_text(NOSTDLIB_MAKEFILE)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
+                   capture_output=True)
+    (root / "autopass.toml").write_text('[run]\ncommand = ["{exe}", "300"]\ntarget = "prog"\n')
+    evaluator = Evaluator(Store.open_existing(str(root / ".autopass")),
+                          cfg.load(str(root / "autopass.toml")))
+    profile = train(evaluator)
+    shown = subprocess.run([toolchain.find_tool("llvm-profdata"), "show", "--all-functions",
+                            profile.path], capture_output=True, text=True, check=True).stdout
+    assert "  work:" in shown and "  main:" in shown, shown

@@ -26,6 +26,12 @@ from autopass_build.instruments.evaluate import Evaluator
 
 PGO_FILE = "pgo.json"
 GENERATE = "-fprofile-instr-generate"
+# libtool links a C++ shared library with -nostdlib and a `-lc` of its own, read before
+# the profile runtime that clang appends: the runtime's atexit (glibc keeps it, hidden, in
+# libc_nonshared.a) stayed undefined in the library, and the program's link failed
+# ("hidden symbol `atexit' ... is referenced by DSO": hunspell).  Asked for up front, it
+# is taken from `-lc` wherever that comes.
+RUNTIME_LINK_FLAGS = (GENERATE, "-Wl,-u,atexit")
 
 
 class PgoError(Exception):
@@ -59,7 +65,7 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
     try:
         built = evaluator.replayer.build(evaluator.target.output,
                                          {u.id: (GENERATE,) for u in evaluator.units},
-                                         link_flags=(GENERATE,))
+                                         link_flags=RUNTIME_LINK_FLAGS)
     except EvaluationError as error:
         raise PgoError(f"the instrumented build failed: {error}") from None
     bench = evaluator.bench
