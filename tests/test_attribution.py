@@ -235,6 +235,8 @@ def test_tune_attributes_each_candidate_and_measures_the_composite(tmp_path) -> 
     assert "composite" in done.stderr
     report = subprocess.run([AUTOPASS, "report"], cwd=root, capture_output=True, text=True)
     assert "of the samples" in report.stdout       # per-unit effects are in the report
+    # the curve counts search candidates; the listing's #N are journal numbers
+    assert "best clear gain, after search candidate: " in report.stdout
 
 
 def test_attribution_that_cannot_run_leaves_the_measurement_as_it_was(tmp_path) -> None:

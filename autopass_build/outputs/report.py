@@ -149,8 +149,9 @@ def text(summary: RunSummary) -> str:
              f"metric {h.get('metric')}, target {h.get('target')}"]
     marks = [(i + 1, g) for i, g in enumerate(summary.curve)
              if g > 0 and (i == 0 or g > summary.curve[i - 1])]
-    lines.append("best clear gain: " + (", ".join(f"#{i}: {g:.1%}" for i, g in marks)
-                                        or "none"))
+    # numbered by search candidate, as the plot's x axis, not by the journal's # below
+    lines.append("best clear gain, after search candidate: "
+                 + (", ".join(f"{i}: {g:.1%}" for i, g in marks) or "none"))
     f = summary.final
     if f and f.measured:
         against = " (against PGO alone)" if h.get("pgo") else ""
