@@ -714,3 +714,9 @@ def test_a_benchmark_that_exits_with_an_error_is_said_to(tmp_path):
     (root / "autopass.toml").write_text(config.replace("exit 3", "exit 0"))
     fine = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
     assert fine.returncode == 0 and "the benchmark exits" not in fine.stdout, fine.stdout
+    # failing before the program runs at all: no time in any unit, and tune says why
+    (root / "autopass.toml").write_text(config.replace('\\"$0\\" 20; ', ""))
+    idle = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
+    assert idle.returncode == 2 and "Traceback" not in idle.stderr, idle.stderr
+    assert idle.stderr.splitlines()[-1].startswith(
+        "autopass: error: nothing to tune: the benchmark exits with status 3 (mini: bad mode)")

@@ -54,10 +54,11 @@ def add_parsers(sub) -> None:
 
     p = sub.add_parser("db", help="show, check, diff or prune the flags database",
                        description="show: every entry with its gain; check: which entries "
-                       "would not apply now (stale source, other compiler, rejected flags, a CPU "
-                       "without what --native used) and which shipped profiles (PGO, "
-                       "BOLT) cannot be used, exit 1 if any; diff A B: entries added, removed or changed between "
-                       "two databases; prune: drop the entries check reports.")
+                       "would not apply now (stale source, other compiler, rejected flags, "
+                       "a CPU without what --native used) and which shipped profiles (PGO, "
+                       "BOLT) cannot be used, exit 1 if any; diff A B: entries added, "
+                       "removed or changed between two databases; prune: drop the entries "
+                       "check reports.")
     p.add_argument("action", choices=("show", "check", "diff", "prune"))
     p.add_argument("files", nargs="*", metavar="FILE", help="diff: the two databases; show, check, prune: the database (as --db)")
     p.add_argument("--db", metavar="FILE", help="default: ./autopass.flags.json")

@@ -337,11 +337,12 @@ class Tuner:
         chosen = hot_sources.choose(found.unit_shares(), evaluator.units, outsiders,
                                     evaluator.target.output_rel, self.request.max_units,
                                     self.request.coverage, self.show)
-        where = reach_of(found, evaluator).note()
-        if not chosen:
-            raise TuneError("nothing to tune: " + (where or "the profile puts no time in a "
-                                                   "recorded unit") + "; see `autopass profile`")
-        for note in (where, failing_note(found)):   # before the search, which they shape
+        where, failing = reach_of(found, evaluator).note(), failing_note(found)
+        if not chosen:   # a benchmark that fails at once is the likelier cause: said first
+            raise TuneError("nothing to tune: " + (failing or where or "the profile puts no "
+                                                   "time in a recorded unit")
+                            + "; see `autopass profile`")
+        for note in (where, failing):   # before the search, which they shape
             if note:
                 self.show(f"note: {note}")
         return chosen
