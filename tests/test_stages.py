@@ -208,6 +208,38 @@ def test_a_version_script_naming_absent_symbols_links_under_lto(tmp_path) -> Non
     assert ran.stdout == "42\n", ran.stderr
 
 
+def test_a_shared_library_of_objects_without_pic_names_the_fix_under_lto(tmp_path) -> None:
+    """libgsm's Debian Makefile links libgsm.so from objects compiled without -fPIC
+    (clang's default PIE).  GNU ld lets it pass; under LTO the library's data is in the
+    one module, reached directly, and lld refuses ("relocation R_X86_64_PC32 cannot be
+    used against symbol 'gsm_DLB'"), a reason cut off mid-word in tune's summary (F61).
+    Not fixed: the stage fails, its reason now says what the user can change."""
+    from autopass_build.core.outcome import EvaluationError, Outcome
+
+    root = tmp_path / "nopic"
+    root.mkdir()
+    (root / "table.c").write_text("int gain_table[4] = {3, 5, 7, 11};\n")
+    (root / "filter.c").write_text("extern int gain_table[4];\n"
+                                   "int gain(int i) { return gain_table[i & 3]; }\n")
+    (root / "main.c").write_text('#include <stdio.h>\nint gain(int);\n'
+                                 'int main(void) { printf("%d\\n", gain(6)); return 0; }\n')
+    build = ("cc -O2 -c table.c && cc -O2 -c filter.c && cc -shared table.o filter.o -o "
+             "libnp.so && cc -O2 main.c -L. -lnp -Wl,-rpath,'$ORIGIN' -o prog")
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    store = Store.open_existing(str(root / ".autopass"))
+    [prog] = [t for t in resolve(store, str(root)) if t.output_rel == "prog"]
+    lto = stage_flags.flags(("lto",), "-O2", lld=toolchain.find_tool("ld.lld"))
+    with pytest.raises(EvaluationError) as failed:
+        Replayer(store).build(prog.output, {u: lto.unit_flags for u in prog.runtime_units()},
+                              lto.link_flags)
+    assert failed.value.outcome == Outcome.LINK_FAIL
+    said = str(failed.value)
+    assert said.startswith("relinking libnp.so failed: objects without -fPIC, which lld "
+                           "refuses in an LTO shared library: add -fPIC to their flags"), said
+    assert "gain_table" in said      # lld's own words follow
+
+
 SAME_NAME_MEMBERS = """CC ?= cc
 all: prog libsub.so
 prog: main.c x86/feat.c arm/feat.c

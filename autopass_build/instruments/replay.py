@@ -52,6 +52,12 @@ MAX_TREE_FILE = 1 << 20      # version and linker scripts are small; outputs are
 CODEGEN_ROLES = (R_OPTIMIZATION, R_DEBUG, R_OTHER)
 QUIET = ["-w", "-Wno-unused-command-line-argument"]
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
+# A shared library linked from objects compiled without -fPIC (clang's default PIE):
+# GNU ld lets libgsm's pass, as its code reaches the data of other files through the
+# GOT; under LTO the data is in the one module, reached directly, and lld refuses it.
+NOT_PIC = b"recompile with -fPIC"
+NOT_PIC_SAID = ("objects without -fPIC, which lld refuses in an LTO shared library: add "
+                "-fPIC to their flags (GNU ld lets them pass)")
 
 Flags = tuple[str, ...]
 
@@ -326,8 +332,11 @@ class Replayer:
         done = proc.run_captured(argv + QUIET, link.cwd, proc.clean_env(dict(os.environ)),
                                  self.compile_timeout)
         if done.timed_out or done.status != 0:
+            said = done.stderr.decode("utf-8", "replace")[:500]
+            if NOT_PIC in done.stderr:
+                said = f"{NOT_PIC_SAID}; {said}"
             raise EvaluationError(Outcome.LINK_FAIL, f"relinking {os.path.basename(out)} "
-                                  f"failed: {done.stderr.decode('utf-8', 'replace')[:500]}")
+                                  f"failed: {said}")
         os.replace(tmp_out, out)
         self.stats.links += 1
         return out
