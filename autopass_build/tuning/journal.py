@@ -104,7 +104,7 @@ class Entry:
     def interval_text(self) -> str:
         """'0.9512x [0.9401, 0.9625]', or the outcome when nothing was measured."""
         if not self.measured:
-            return f"{self.outcome}" + (f" ({self.detail[:120]})" if self.detail else "")
+            return f"{self.outcome}" + (f" ({self.detail[:160]})" if self.detail else "")
         return f"{self.ratio:.4f}x [{self.low:.4f}, {self.high:.4f}]"
 
     def to_json(self) -> dict:
