@@ -157,9 +157,9 @@ def _check_the_library_under_test_ran(library: str, loaded: frozenset[str],
 
 
 def _how_the_benchmark_ends(evaluator: Evaluator) -> str:
-    """"" when the benchmark exits with status 0 on the recorded build, else how it
-    exits; ProfileError when it crashes or hangs, which leaves no samples for either
-    profiler: say that, not that profilers are missing."""
+    """How the benchmark exits on the recorded build when not with status 0 (else an
+    empty string); ProfileError when it crashes or hangs, which leaves no samples for
+    either profiler: say that, not that profilers are missing."""
     base = evaluator.baseline()
     run = run_once(evaluator.bench, base.binary, base.env, evaluator.bench.run.timeout)
     tail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
