@@ -183,6 +183,18 @@ def test_identical_twin_objects_map_to_the_unit_the_link_named(tmp_path, library
     assert ran.stdout == "42\n", ran.stderr
 
 
+def _prog_built_under_lto(root: Path, build: str):
+    """`build` (a shell command making `prog` in `root`) recorded, then `prog` replayed
+    with the lto stage's flags."""
+    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
+                   capture_output=True)
+    store = Store.open_existing(str(root / ".autopass"))
+    [prog] = [t for t in resolve(store, str(root)) if t.output_rel == "prog"]
+    lto = stage_flags.flags(("lto",), "-O2", lld=toolchain.find_tool("ld.lld"))
+    return Replayer(store).build(prog.output, {u: lto.unit_flags for u in prog.runtime_units()},
+                                 lto.link_flags)
+
+
 def test_a_version_script_naming_absent_symbols_links_under_lto(tmp_path) -> None:
     """libxml2's libxml2.syms lists functions its configure left out.  GNU ld, the
     build's linker, lets that pass; lld, the LTO stages' linker, refused ("version script
@@ -196,13 +208,7 @@ def test_a_version_script_naming_absent_symbols_links_under_lto(tmp_path) -> Non
     (root / "v.map").write_text("V_1 { global: present; absent_since_configure; local: *; };\n")
     build = ("cc -O2 -fPIC -c lib.c && cc -shared -Wl,--version-script=v.map lib.o -o libv.so"
              " && cc -O2 main.c -L. -lv -Wl,-rpath,'$ORIGIN' -o prog")
-    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
-                   capture_output=True)
-    store = Store.open_existing(str(root / ".autopass"))
-    [prog] = [t for t in resolve(store, str(root)) if t.output_rel == "prog"]
-    lto = stage_flags.flags(("lto",), "-O2", lld=toolchain.find_tool("ld.lld"))
-    built = Replayer(store).build(prog.output, {u: lto.unit_flags for u in prog.runtime_units()},
-                                  lto.link_flags)
+    built = _prog_built_under_lto(root, build)
     ran = subprocess.run([built.binary], env={**os.environ, **built.env},
                          capture_output=True, text=True)
     assert ran.stdout == "42\n", ran.stderr
@@ -225,14 +231,8 @@ def test_a_shared_library_of_objects_without_pic_names_the_fix_under_lto(tmp_pat
                                  'int main(void) { printf("%d\\n", gain(6)); return 0; }\n')
     build = ("cc -O2 -c table.c && cc -O2 -c filter.c && cc -shared table.o filter.o -o "
              "libnp.so && cc -O2 main.c -L. -lnp -Wl,-rpath,'$ORIGIN' -o prog")
-    subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root, check=True,
-                   capture_output=True)
-    store = Store.open_existing(str(root / ".autopass"))
-    [prog] = [t for t in resolve(store, str(root)) if t.output_rel == "prog"]
-    lto = stage_flags.flags(("lto",), "-O2", lld=toolchain.find_tool("ld.lld"))
     with pytest.raises(EvaluationError) as failed:
-        Replayer(store).build(prog.output, {u: lto.unit_flags for u in prog.runtime_units()},
-                              lto.link_flags)
+        _prog_built_under_lto(root, build)
     assert failed.value.outcome == Outcome.LINK_FAIL
     said = str(failed.value)
     assert said.startswith("relinking libnp.so failed: objects without -fPIC, which lld "
