@@ -27,7 +27,7 @@ from autopass_build.instruments.binaries import build_id
 from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
 from autopass_build.instruments.sampling import with_source
-from autopass_build.store.index import Store, UnitRecord, command_groups
+from autopass_build.store.index import Store, UnitRecord, command_mates
 from autopass_build.store.targets import Target, executables_text, resolve
 
 
@@ -152,16 +152,15 @@ def parse_unit_flags(specs: list[str], units: list[UnitRecord],
             raise EvaluateError(f"--flags {where}: {error}")
         for unit in matches:
             by_source[unit.source_rel] = tokens
-    _give_command_mates(by_source, command_groups(units), show)
+    _give_command_mates(by_source, command_mates(list(by_source), units), show)
     # libtool's PIC and non-PIC twins of a source both get its flags
     return {u.id: by_source[u.source_rel] for u in units if u.source_rel in by_source}
 
 
 def _give_command_mates(by_source: dict[str, tuple[str, ...]],
-                        groups: dict[str, tuple[str, ...]],
+                        mates_of: dict[str, tuple[str, ...]],
                         show: Callable[[str], None]) -> None:
-    for source in list(by_source):
-        mates = [m for m in groups.get(source, ()) if m != source]
+    for source, mates in mates_of.items():
         differing = [m for m in mates if by_source.get(m, by_source[source]) != by_source[source]]
         if differing:
             raise EvaluateError(

@@ -97,6 +97,12 @@ def command_groups(units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
             for source in group}
 
 
+def command_mates(sources: list[str], units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
+    """Each of `sources` compiled in one command with others -> those others."""
+    groups = command_groups(units)
+    return {s: tuple(g for g in groups[s] if g != s) for s in sources if s in groups}
+
+
 @dataclass
 class SkipRecord:
     cwd: str

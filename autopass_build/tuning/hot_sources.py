@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autopass_build.store.index import UnitRecord, command_groups
+from autopass_build.store.index import UnitRecord, command_groups, command_mates
 
 WITH_OUTSIDERS = ("compiled in one command with sources {target} is not made of, which "
                   "apply mode would give the same flags, unmeasured")
@@ -45,12 +45,6 @@ def choose(shares: dict[str, float], units: list[UnitRecord], outsiders: set[str
         show(f"{source} is compiled in one command with {', '.join(others)[:200]}: they "
              "take its flags (apply mode gives a command one set)")
     return chosen
-
-
-def command_mates(sources: list[str], units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
-    """Each of `sources` compiled in one command with others -> those others."""
-    groups = command_groups(units)
-    return {s: tuple(g for g in groups[s] if g != s) for s in sources if s in groups}
 
 
 def compiled_with_outsiders(units: list[UnitRecord], all_units: list[UnitRecord]) -> set[str]:

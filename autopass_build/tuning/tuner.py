@@ -34,7 +34,7 @@ from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError, native_unmeasurable
 from autopass_build.instruments.stats import FASTER
-from autopass_build.store.index import Store
+from autopass_build.store.index import Store, command_mates
 from autopass_build.tuning import composite, hot_sources, publish, search
 from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
@@ -146,7 +146,7 @@ class Tuner:
                             "(another compiler?); start a new run without --resume")
         self.journal = journal
         self.evaluator = evaluator
-        mates = hot_sources.command_mates(sources, evaluator.units)   # they take its flags
+        mates = command_mates(sources, evaluator.units)   # they take its flags
         units_of = {s: [u.id for u in evaluator.units if u.source_rel in (s, *mates.get(s, ()))]
                     for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
