@@ -166,6 +166,38 @@ def test_a_value_that_made_its_unit_faster_is_escalated(project) -> None:
         assert any("inline_threshold=450 helped: try 900" in r for r in reasons) is escalated
 
 
+def test_a_value_that_changed_nothing_under_lto_is_tried_out_of_it(project) -> None:
+    """Under an LTO stage (the space has leave_lto) a value that left the program byte for
+    byte the baseline is proposed again with the unit out of LTO, once, unless leaving
+    LTO was slower on its own; without the knob nothing of the kind is said."""
+    from dataclasses import replace
+
+    from autopass_build.instruments.evaluate import IDENTICAL
+    from autopass_build.tuning.agents import Trial
+
+    rules = RulesBackend()
+    unchanged = Trial(1, {"hot.c": {"unroll_threshold": "600"}}, "OK", 1.0, "same", IDENTICAL)
+    measured = Trial(2, {"hot.c": {"unroll_threshold": "1200"}}, "OK", 1.0, "same")
+    left_slower = Trial(3, {"hot.c": {"leave_lto": "-fno-lto"}}, "OK", 1.1, "slower")
+    under_lto = replace(context_for(project), space=default_space(lto=True))
+    diagnosis = rules.analyse(under_lto)
+    assert any(f["knob"] == "leave_lto" and not f["why"].startswith("explore")
+               for f in diagnosis.findings)
+    plan = rules.plan(under_lto, diagnosis, [unchanged, measured], {}, [], [], 200)
+    together = [p.changes for p in plan if len(p.changes.get("hot.c", {})) == 2]
+    assert together == [{"hot.c": {"unroll_threshold": "600", "leave_lto": "-fno-lto"}}]
+    lesson = rules.diagnose(under_lto, left_slower)
+    assert not [p for p in rules.plan(under_lto, diagnosis, [unchanged, measured, left_slower],
+                                      {}, [lesson], [], 200)
+                if "leave_lto" in p.changes.get("hot.c", {})]
+    again = rules.plan(under_lto, diagnosis, [unchanged, Trial(4, together[0], "OK", 1.0,
+                                                                "same")], {}, [], [], 200)
+    assert not [p for p in again if len(p.changes.get("hot.c", {})) == 2]   # tried once
+    plain = context_for(project)
+    assert not [p for p in rules.plan(plain, rules.analyse(plain), [unchanged], {}, [], [], 200)
+                if len(p.changes.get("hot.c", {})) == 2]
+
+
 PLAN_1 = {"candidates": [
     {"changes": {"hot.c": {"opt": "-O9"}}, "rationale": "not a value"},
     {"changes": {"hot.c": {"-fplugin=evil.so": "true"}}, "rationale": "not a knob"},

@@ -12,7 +12,7 @@ ALLOWED = [
     ["-O3"], ["-O2", "-fno-unroll-loops"], ["-funroll-loops", "-fno-vectorize"],
     ["-mllvm", "-inline-threshold=500"], ["-march=native"], ["-mtune=znver3"],
     ["-mavx2", "-mno-avx512f"], ["-ffast-math"], ["-falign-functions=32"],
-    ["-mprefer-vector-width=256"],
+    ["-mprefer-vector-width=256"], ["-fno-lto", "-funroll-loops"],
 ]
 REJECTED = [
     "-fplugin=/tmp/evil.so", "-fpass-plugin=x.so", "-Xclang", "-load", "-B/tmp",
@@ -20,6 +20,7 @@ REJECTED = [
     "-o", "-MF", "-I/tmp", "-include", "@file", "-save-temps", "-fprofile-generate=/tmp",
     "-fprofile-instr-use=x", "-O3 -fplugin=x", "-O3\n", "-O\x003", "-march=$(touch x)",
     "-mllvm", "-DX=1", "-c", "-x", "--sysroot=/", "-fsanitize=address",
+    "-flto", "-flto=thin",     # a unit may leave LTO, never enter it: the link would break
 ]
 
 

@@ -50,7 +50,7 @@ def _same(replayer: Replayer, unit, flags) -> str:
 
 @pytest.mark.slow
 def test_every_knob_replays_as_it_applies(stores) -> None:
-    space = default_space(native=True)
+    space = default_space(native=True, lto=True)
     clang = toolchain.find_tool("clang")
     space = probe(space, clang, str(stores[0].dir) + "/probe", toolchain.stamp_of(clang))
     assert not space.notes, space.notes          # clang 19 takes every knob of the space
@@ -81,6 +81,8 @@ def test_front_end_knobs_are_marked() -> None:
     assert space["march"].front_end("-O2")         # target-cpu attributes
     assert not space["inline_threshold"].front_end("-O2")
     assert not space["vectorize"].front_end("-O2")
+    lto = {k.name: k for k in default_space(lto=True).knobs}
+    assert not lto["leave_lto"].front_end("-O2")   # the same IR, compiled to machine code
 
 
 def test_a_precompiled_header_forbids_exactly_the_values_that_do_not_compile(tmp_path) -> None:

@@ -151,6 +151,72 @@ def test_another_binary_linking_the_bitcode_units_gets_the_lto_link_too(tmp_path
         assert "LLD" in comment, program     # the LTO link, with the wrapper's own tools
 
 
+def test_a_unit_out_of_lto_gets_its_own_flags_in_tuning_and_in_apply_mode(tmp_path) -> None:
+    """Under the lto stage the link re-optimizes every bitcode unit with its own options,
+    so a unit's codegen flag (here function alignment) leaves the program byte for byte
+    as it was; with the space's leave_lto value (-fno-lto) the unit is machine code built
+    with its flags.  Apply mode builds that unit so, the others as bitcode, and the
+    object is the one replay measured."""
+    from autopass_build.instruments.fidelity import compare_objects
+    from autopass_build.instruments.replay import same_program
+
+    root = recorded(tmp_path / "mini")
+    store = Store.open_existing(str(root / ".autopass"))
+    [target] = [t for t in resolve(store, str(root)) if t.output_rel == "ltomini"]
+    units = {u.source_rel: u for u in store.units()}
+    lto = stage_flags.flags(("lto",), "-O2", lld=toolchain.find_tool("ld.lld"))
+    replayer = Replayer(store)
+    aligned = ("-mllvm", "-align-all-functions=6")
+
+    def build(ops_flags: tuple[str, ...]):
+        flags = {uid: lto.unit_flags for uid in target.runtime_units()}
+        flags[units["ops.c"].id] = lto.unit_flags + ops_flags
+        return replayer.build(target.output, flags, lto.link_flags)
+
+    base = build(())
+    assert same_program(base, build(aligned))                 # the LTO link dropped it
+    out_of_lto = build(("-fno-lto",) + aligned)
+    assert not same_program(base, out_of_lto)
+
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
+    db.entries["ops.c"] = flags_db.Entry(("-fno-lto",) + aligned, units["ops.c"].source_hash)
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert "autopass: warning" not in applied.stderr, applied.stderr
+    assert carries_bitcode((root / "main.o").read_bytes())
+    assert not carries_bitcode((root / "ops.o").read_bytes())
+    replayed = Path(replayer.object_for(units["ops.c"], lto.unit_flags + ("-fno-lto",)
+                                        + aligned)).read_bytes()
+    assert compare_objects(replayed, (root / "ops.o").read_bytes())[0]   # what ships
+    ran = subprocess.run(["./ltomini", "3"], cwd=root, capture_output=True, text=True)
+    expected = subprocess.run([base.binary, "3"], env={**os.environ, **base.env},
+                              capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout == expected.stdout, ran.stderr
+
+
+@pytest.mark.parametrize("allowed, leaves", [('["lto"]', True), ('["pgo"]', False)])
+def test_the_search_may_take_a_unit_out_of_lto_only_under_lto(tmp_path, allowed, leaves) -> None:
+    """With LTO chosen the rules agent takes units out of it (alone, and with a value
+    that changed nothing under LTO); without an LTO stage -fno-lto is not in the space."""
+    root = recorded(tmp_path / "mini")
+    config = (root / "autopass.toml").read_text()
+    (root / "autopass.toml").write_text(config.replace('"random"', '"agent"')
+                                        .replace('["pgo", "lto"]', allowed))
+    done = subprocess.run([AUTOPASS, "tune", "--budget", "6"], cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    journal = Journal.latest(str(root / ".autopass"))
+    assert journal.of_phase(Phase.STAGE)[0].stages == allowed[2:5]
+    searched = [" ".join(e.flags.values()) for e in journal.of_phase(Phase.SEARCH)]
+    out_of_lto = [flags for flags in searched if "-fno-lto" in flags]
+    assert bool(out_of_lto) is leaves, searched
+    assert any(flags != "-fno-lto" for flags in out_of_lto) is leaves, out_of_lto
+
+
 @pytest.mark.parametrize("library, folder", [("libtwin.so", "pic"), ("libconv.so", "pic"),
                                              ("static-prog", "st")])
 def test_identical_twin_objects_map_to_the_unit_the_link_named(tmp_path, library,

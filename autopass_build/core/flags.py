@@ -22,6 +22,10 @@ strict-overflow wrapv delete-null-pointer-checks split-lto-unit exceptions
 unwind-tables asynchronous-unwind-tables stack-protector stack-protector-strong
 semantic-interposition align-functions
 """.split())
+# -fno-<name> only: a unit may leave link-time optimization (the whole-program stage adds
+# -flto to every unit), never enter it -- a bitcode object the build's own linker cannot
+# read would break the build.
+F_OFF_ONLY = frozenset({"lto"})
 # -f<name>=<value> with a numeric or short word value.
 F_VALUED = frozenset({"align-functions", "align-loops", "fp-contract", "vectorize-width"})
 # -m<feature> / -mno-<feature>, x86 instruction-set switches.
@@ -54,6 +58,8 @@ MIDDLE_END_FLAGS = frozenset({
     "-funroll-loops", "-fvectorize", "-fno-vectorize", "-fslp-vectorize",
     "-fno-slp-vectorize", "-ffunction-sections", "-fno-function-sections",
     "-fdata-sections", "-fno-data-sections",
+    # the object as machine code instead of LTO bitcode: the same IR, compiled further
+    "-fno-lto",
 })
 # -O levels replay from IR only between these (the IR was emitted at one of them).
 IR_COMPATIBLE_LEVELS = frozenset({"-O2", "-O3"})
@@ -141,7 +147,7 @@ def check_token(token: str) -> str:
         return "contains whitespace or control characters"
     if token in OPT_LEVELS:
         return ""
-    if token.startswith("-fno-") and token[5:] in F_SWITCHES:
+    if token.startswith("-fno-") and (token[5:] in F_SWITCHES or token[5:] in F_OFF_ONLY):
         return ""
     if token.startswith("-f"):
         name, _, value = token[2:].partition("=")

@@ -126,6 +126,17 @@ DEFAULT_KNOBS = (
 NATIVE_KNOB = Knob("march", ((), NATIVE_FLAGS, ("-march=native",)),
                    "instruction set of this machine's CPU (first without FMA contraction)")
 
+# Only under an LTO stage (`default_space(lto=True)`): the unit compiled to machine code
+# with its own flags and linked beside the bitcode.  The LTO link re-optimizes bitcode
+# with the link's options, so most per-unit flags do not reach the code there (measured
+# with clang 19, full LTO: -funroll-loops, -mllvm -unroll-threshold / -inline-threshold /
+# -align-all-functions and the loop-pass switches left the linked program byte for byte
+# the same; -O1, -Os, -fno-vectorize, -fno-inline-functions, the forced vector width
+# and interleave did not).  Out of LTO a unit loses inlining across units.
+LEAVE_LTO_KNOB = Knob("leave_lto", _switch("-fno-lto"),
+                      "leave link-time optimization: machine code built with this unit's "
+                      "own flags, which the LTO link would mostly ignore")
+
 _VECTOR = ("vector_width", "interleave", "max_bandwidth", "extra_vector_passes")
 DEFAULT_CONSTRAINTS = (
     Requires("vectorize", frozenset({1}), _VECTOR, "-fno-vectorize: no loop vectorizer to steer"),
@@ -283,8 +294,11 @@ class JointSpace:
         return range(self._offsets[i], self._offsets[i] + len(self.blocks[i][1].knobs))
 
 
-def default_space(native: bool = False) -> Space:
-    knobs = DEFAULT_KNOBS + ((NATIVE_KNOB,) if native else ())
+def default_space(native: bool = False, lto: bool = False) -> Space:
+    """The knobs; `native` adds this CPU's instruction set, `lto` (an LTO stage may be
+    chosen) a unit's way out of link-time optimization."""
+    knobs = (DEFAULT_KNOBS + ((NATIVE_KNOB,) if native else ())
+             + ((LEAVE_LTO_KNOB,) if lto else ()))
     return Space(knobs, DEFAULT_CONSTRAINTS)
 
 

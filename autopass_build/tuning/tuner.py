@@ -45,7 +45,13 @@ from autopass_build.tuning.measuring import (
 )
 from autopass_build.tuning.run import RunContext
 from autopass_build.tuning.searching import Search, measured_in_search
-from autopass_build.tuning.space import JointSpace, Space, default_space, probe
+from autopass_build.tuning.space import (
+    LEAVE_LTO_KNOB,
+    JointSpace,
+    Space,
+    default_space,
+    probe,
+)
 
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
@@ -152,6 +158,8 @@ class Tuner:
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
         hot = load_profile(self.store.dir)   # the one _hot_sources made or found
         self.chosen = self._compose(evaluator, hot)
+        if LEAVE_LTO_KNOB in space.knobs and not (self.chosen and self.chosen.links_across_units):
+            space = space.without({LEAVE_LTO_KNOB.name}, "no LTO stage was chosen")
         if self.request.attribute and self.chosen and self.chosen.links_across_units:
             self.show(f"attribution off on {self.chosen.name}: link-time optimization "
                       "inlines and moves functions across units, so a unit's own cost is "
@@ -349,12 +357,19 @@ class Tuner:
 
     def _space(self, evaluator: Evaluator) -> Space:
         compiler = evaluator.replayer.compiler_override or evaluator.units[0].compiler
-        space = default_space(native=self._native())
+        space = default_space(native=self._native(), lto=self._lto_allowed())
         try:
             return probe(space, compiler, os.path.join(self.store.dir, "probe"),
                          toolchain.stamp_of(compiler))
         except OSError as error:
             raise TuneError(f"cannot probe {compiler}: {error}") from None
+
+    def _lto_allowed(self) -> bool:
+        """Whether the stages may link across units (then a unit may leave LTO)."""
+        request = self.request
+        if request.pgo or not request.stages:
+            return False
+        return bool({stages.Stage.LTO, stages.Stage.THINLTO} & set(stages.parse(request.stages)))
 
     def _notes(self, evaluator: Evaluator, sources: list[str], journal: Journal
                ) -> tuple[str, ...]:

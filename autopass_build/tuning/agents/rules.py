@@ -6,11 +6,14 @@ profile.  A hot call left out at inline cost C -> an inline threshold just above
 hot loop the cost model refused to vectorize -> forced width or bandwidth; vectorized
 loops with no interleaving -> interleave; unrolled loops -> a larger unroll budget; a
 large hot function with many branches (an interpreter loop) -> branch-target alignment;
--O2 units -> -O3.  Every other knob value follows at a low prior, so the agent never
-runs dry before the budget does.
+-O2 units -> -O3; under link-time optimization -> the unit out of it.  Every other knob
+value follows at a low prior, so the agent never runs dry before the budget does.
 
 Planner: the untried hypotheses in order of prior, each as a change on top of the
-incumbent; a value that helped is followed by the next stronger one of the same knob.
+incumbent; a value that helped is followed by the next stronger one of the same knob; a
+value that changed nothing under link-time optimization (the program byte for byte the
+baseline: the LTO link re-optimizes the unit and drops most of its flags) is tried again
+with the unit out of LTO.
 Diagnoser: a regression bans that value and the stronger ones of that knob for that
 unit; a wrong output or a crash bans the knob for the unit.  Deterministic throughout.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autopass_build.instruments.evaluate import IDENTICAL
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.agents.context import Context, Trial
 from autopass_build.tuning.agents.roles import Diagnosis, Lesson, Proposal
@@ -27,6 +31,7 @@ ORDERED = {"inline_threshold", "unroll_threshold", "vector_width", "interleave",
            "slp_threshold", "block_align", "function_align"}
 BIG_FUNCTION = 2000       # bytes of code: large enough for layout to matter
 EXPLORE_PRIOR = 0.04
+LEAVE_LTO = ("leave_lto", "-fno-lto")     # the knob and value taking a unit out of LTO
 
 
 @dataclass(frozen=True)
@@ -36,10 +41,23 @@ class Hypothesis:
     value: str
     prior: float
     why: str
+    also: tuple[tuple[str, str], ...] = ()    # more knob values for the same unit
+
+    @property
+    def key(self) -> tuple:
+        return (self.unit, self.knob, self.value, self.also)
+
+    def changes(self) -> dict[str, str]:
+        return {self.knob: self.value, **dict(self.also)}
 
     def as_finding(self) -> dict:
         return {"unit": self.unit, "knob": self.knob, "value": self.value,
-                "prior": round(self.prior, 4), "why": self.why}
+                "prior": round(self.prior, 4), "why": self.why,
+                "also": [list(pair) for pair in self.also]}
+
+    @classmethod
+    def of_finding(cls, finding: dict) -> "Hypothesis":
+        return cls(**{**finding, "also": tuple(tuple(p) for p in finding.get("also", ()))})
 
 
 class RulesBackend:
@@ -51,11 +69,10 @@ class RulesBackend:
         for hot in context.hot:
             weight = hot.share / 100.0
             for h in self._unit_rules(context, hot.source, hot.recorded_level, weight):
-                key = (h.unit, h.knob, h.value)
-                if key not in found or found[key].prior < h.prior:
-                    found[key] = h
+                if h.key not in found or found[h.key].prior < h.prior:
+                    found[h.key] = h
             for h in self._exploration(context, hot.source, weight):
-                found.setdefault((h.unit, h.knob, h.value), h)
+                found.setdefault(h.key, h)
         ordered = sorted(found.values(), key=lambda h: (-h.prior, h.unit, h.knob, h.value))
         evidence_based = [h for h in ordered if not h.why.startswith("explore")]
         text = "; ".join(f"{h.unit}: {h.why}" for h in evidence_based[:8])
@@ -119,6 +136,8 @@ class RulesBackend:
                            "hot branchy code: branch targets alignment")
             yield from hyp("block_align", "5", 0.15, "stronger branch-target alignment")
             yield from hyp("function_align", "5", 0.08, "hot function alignment")
+        yield from hyp(*LEAVE_LTO, 0.2, "the LTO link re-optimizes this unit and drops most "
+                       "of its own flags; out of LTO they reach its code")
 
     def _exploration(self, context: Context, unit: str, weight: float):
         position = 0
@@ -134,17 +153,21 @@ class RulesBackend:
              incumbent: dict[str, dict[str, str]], lessons: list[Lesson],
              feedback: list[str], want: int) -> list[Proposal]:
         tried = {(u, k, v) for t in history for u, ch in t.changes.items() for k, v in ch.items()}
-        queue = [Hypothesis(**f) for f in diagnosis.findings] + self._escalations(context, history)
+        tried_together = {(u, tuple(sorted(ch.items())))
+                          for t in history for u, ch in t.changes.items()}
+        queue = ([Hypothesis.of_finding(f) for f in diagnosis.findings]
+                 + self._escalations(context, history) + _out_of_lto(context, history))
         queue.sort(key=lambda h: (-h.prior, h.unit, h.knob, h.value))
         proposals, chosen = [], set()
         for h in queue:
-            key = (h.unit, h.knob, h.value)
-            if key in tried or key in chosen or _banned(h, lessons):
+            done = ((h.unit, tuple(sorted(h.changes().items()))) in tried_together if h.also
+                    else (h.unit, h.knob, h.value) in tried)
+            if done or h.key in chosen or _banned(h, lessons):
                 continue
-            if incumbent.get(h.unit, {}).get(h.knob) == h.value:
+            if all(incumbent.get(h.unit, {}).get(k) == v for k, v in h.changes().items()):
                 continue
-            chosen.add(key)
-            proposals.append(Proposal({h.unit: {h.knob: h.value}}, h.why))
+            chosen.add(h.key)
+            proposals.append(Proposal({h.unit: h.changes()}, h.why))
             if len(proposals) >= want:
                 break
         return proposals
@@ -191,6 +214,32 @@ class RulesBackend:
                       "stronger values", unit, name, [knob.short(i) for i in default_side])
 
 
+def _out_of_lto(context: Context, history: list[Trial]) -> list[Hypothesis]:
+    """One knob value that left the program byte for byte as it was, on a unit under
+    link-time optimization: the same value with the unit out of LTO, at the prior of an
+    evidence-based rule (measured with clang 19: the LTO link drops -funroll-loops,
+    -mllvm -unroll-threshold, the alignments and more of a unit's compile flags)."""
+    knob, value = LEAVE_LTO
+    if knob not in {k.name for k in context.space.knobs}:
+        return []
+    shares = {h.source: h.share / 100.0 for h in context.hot}
+    again = []
+    for t in history:
+        if t.detail != IDENTICAL or len(t.changes) != 1:
+            continue
+        [(unit, changes)] = t.changes.items()
+        if len(changes) == 1 and knob not in changes:
+            [(name, tried)] = changes.items()
+            again.append(Hypothesis(unit, name, tried, 0.5 * shares.get(unit, 0.1),
+                                    f"{name}={tried} changed nothing under LTO: try it with "
+                                    "the unit out of LTO", ((knob, value),)))
+    return again
+
+
 def _banned(h: Hypothesis, lessons: list[Lesson]) -> bool:
-    return any(lesson.unit == h.unit and lesson.knob == h.knob
-               and (not lesson.avoid or h.value in lesson.avoid) for lesson in lessons)
+    """A lesson on any knob the hypothesis sets: a value tried again out of LTO is not
+    when leaving LTO was slower on its own (the value would have to win that back)."""
+    changes = h.changes()
+    return any(lesson.unit == h.unit and lesson.knob in changes
+               and (not lesson.avoid or changes[lesson.knob] in lesson.avoid)
+               for lesson in lessons)
