@@ -128,11 +128,12 @@ NATIVE_KNOB = Knob("march", ((), NATIVE_FLAGS, ("-march=native",)),
 
 # Only under an LTO stage (`default_space(lto=True)`): the unit compiled to machine code
 # with its own flags and linked beside the bitcode.  The LTO link re-optimizes bitcode
-# with the link's options, so most per-unit flags do not reach the code there (measured
-# with clang 19, full LTO: -funroll-loops, -mllvm -unroll-threshold / -inline-threshold /
-# -align-all-functions and the loop-pass switches left the linked program byte for byte
-# the same; -O1, -Os, -fno-vectorize, -fno-inline-functions, the forced vector width
-# and interleave did not).  Out of LTO a unit loses inlining across units.
+# with the link's options, so a unit's flags reach its code only through the passes its
+# own compile runs before the bitcode is written: with clang 19, full LTO's pre-link
+# compile vectorizes, ThinLTO's does not (a small C file's bitcode: vector code at -flto,
+# none at -flto=thin, whatever -mllvm -force-vector-width says); -funroll-loops,
+# -mllvm -unroll-threshold, the alignments and the loop-pass switches left its fully
+# LTO-linked program byte for byte the same.  Out of LTO a unit loses inlining across units.
 LEAVE_LTO_KNOB = Knob("leave_lto", _switch("-fno-lto"),
                       "leave link-time optimization: machine code built with this unit's "
                       "own flags, which the LTO link would mostly ignore")
