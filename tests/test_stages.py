@@ -178,15 +178,8 @@ def test_a_unit_out_of_lto_gets_its_own_flags_in_tuning_and_in_apply_mode(tmp_pa
     out_of_lto = build(("-fno-lto",) + aligned)
     assert not same_program(base, out_of_lto)
 
-    db = flags_db.empty()
-    db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
-    db.entries["ops.c"] = flags_db.Entry(("-fno-lto",) + aligned, units["ops.c"].source_hash)
-    flags_db.save(str(root / "autopass.flags.json"), db)
-    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
-    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
-                             capture_output=True, text=True)
-    assert applied.returncode == 0, applied.stderr
-    assert "autopass: warning" not in applied.stderr, applied.stderr
+    _applied_under_lto(root, {"ops.c": flags_db.Entry(("-fno-lto",) + aligned,
+                                                      units["ops.c"].source_hash)})
     assert carries_bitcode((root / "main.o").read_bytes())
     assert not carries_bitcode((root / "ops.o").read_bytes())
     replayed = Path(replayer.object_for(units["ops.c"], lto.unit_flags + ("-fno-lto",)
@@ -261,6 +254,22 @@ def _prog_built_under_lto(root: Path, build: str):
     lto = stage_flags.flags(("lto",), "-O2", lld=toolchain.find_tool("ld.lld"))
     return Replayer(store).build(prog.output, {u: lto.unit_flags for u in prog.runtime_units()},
                                  lto.link_flags)
+
+
+def _applied_under_lto(root: Path, entries: dict[str, flags_db.Entry]
+                       ) -> subprocess.CompletedProcess:
+    """`make` in `root` (lto-mini's ltomini) rebuilt by `autopass apply` from a database
+    naming the lto stage and `entries`, without a warning."""
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
+    db.entries.update(entries)
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert "autopass: warning" not in applied.stderr, applied.stderr
+    return applied
 
 
 def test_a_version_script_naming_absent_symbols_links_under_lto(tmp_path) -> None:
@@ -366,14 +375,7 @@ def test_a_command_compiling_several_sources_gets_the_stages(tmp_path, how) -> N
                                    + "clean:\n\trm -f *.o ltomini\n")
     subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
                    capture_output=True)
-    db = flags_db.empty()
-    db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
-    flags_db.save(str(root / "autopass.flags.json"), db)
-    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
-    applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
-                             capture_output=True, text=True)
-    assert applied.returncode == 0, applied.stderr
-    assert "autopass: warning" not in applied.stderr, applied.stderr
+    applied = _applied_under_lto(root, {})
     assert "(compiles, links) took the tuned flags" in applied.stderr
     comment = subprocess.run(["readelf", "-p", ".comment", "ltomini"], cwd=root,
                              capture_output=True, text=True, check=True).stdout
