@@ -110,7 +110,9 @@ each measured against the recorded build, within half the budget; the best verif
 becomes the baseline.  Then per-file flags are searched on top of it: each evaluation
 rebuilds the target with the candidate's per-unit flags (only changed units recompile;
 objects are cached), checks the benchmark's output against the baseline's, and measures
-both interleaved until the ratio's interval is clear.  Every
+both interleaved until the ratio's interval is clear.  On an LTO baseline the link
+re-optimizes every unit with the link's options, so many flags change nothing (such a
+candidate is not measured), and a unit may leave LTO (-fno-lto) to keep its flags.  Every
 evaluation is journaled in .autopass/runs/ before it is used.  At the end the best
 clearly-faster candidate is split into its units (each measured alone), re-measured with
 a tighter interval, and the units that help are written to the flags database.
