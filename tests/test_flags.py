@@ -35,6 +35,12 @@ def test_rejected(token):
         flags.validate([token])
 
 
+def test_a_unit_may_leave_lto_but_not_enter_it():
+    with pytest.raises(flags.FlagError, match=r"link-time optimization is a whole-program stage .* only leave it \(-fno-lto\)"):
+        flags.validate(["-O2", "-flto=thin"])
+    assert flags.validate(["-fno-lto"]) == ("-fno-lto",)
+
+
 @pytest.mark.parametrize("option", ["-load=x.so", "-debug-pass=x", "-inline-threshold=1 2",
                                     "inline-threshold=5", "-inline-threshold=$(x)"])
 def test_mllvm_options_are_allowlisted_too(option):

@@ -149,6 +149,9 @@ def check_token(token: str) -> str:
         return ""
     if token.startswith("-fno-") and (token[5:] in F_SWITCHES or token[5:] in F_OFF_ONLY):
         return ""
+    if token.startswith("-flto"):
+        return ("link-time optimization is a whole-program stage (tune --stages lto), not a "
+                "per-unit flag; a unit may only leave it (-fno-lto)")
     if token.startswith("-f"):
         name, _, value = token[2:].partition("=")
         if (not value and name in F_SWITCHES) or (value and name in F_VALUED and _value_ok(value)):
