@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, lto_level
+from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, lto_level, lto_mode
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.bolt import BoltStage, TrainedBolt
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
@@ -50,7 +50,7 @@ class Chosen:
     @property
     def links_across_units(self) -> bool:
         """LTO or ThinLTO: functions are inlined and moved across units at link time."""
-        return bool({Stage.LTO, Stage.THINLTO} & set(self.stages))
+        return bool(lto_mode(self.stages))
 
 
 def opt_level(evaluator: Evaluator) -> str:

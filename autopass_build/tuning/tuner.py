@@ -26,6 +26,7 @@ from autopass_build.core.files import hash_json
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
+from autopass_build.core.stage_flags import lto_mode
 from autopass_build.instruments import output_check, pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
@@ -240,9 +241,9 @@ class Tuner:
     def _compose(self, evaluator: Evaluator, hot: Profile | None) -> Chosen | None:
         """The best verified stage composition, made the baseline of the search (None:
         no stages asked for, none verified faster, or --pgo chose the baseline)."""
-        if self.request.pgo or not self.request.stages:
+        allowed = self._allowed_stages()
+        if not allowed:
             return None
-        allowed = stages.parse(self.request.stages)
         composer = Composer(evaluator, self.measurements, allowed,
                             lambda: self._profile(evaluator), self.show,
                             hot.unit_shares() if hot and _made_for(hot, evaluator) else None)
@@ -357,19 +358,19 @@ class Tuner:
 
     def _space(self, evaluator: Evaluator) -> Space:
         compiler = evaluator.replayer.compiler_override or evaluator.units[0].compiler
-        space = default_space(native=self._native(), lto=self._lto_allowed())
+        space = default_space(native=self._native(),
+                              lto=bool(lto_mode(self._allowed_stages())))
         try:
             return probe(space, compiler, os.path.join(self.store.dir, "probe"),
                          toolchain.stamp_of(compiler))
         except OSError as error:
             raise TuneError(f"cannot probe {compiler}: {error}") from None
 
-    def _lto_allowed(self) -> bool:
-        """Whether the stages may link across units (then a unit may leave LTO)."""
-        request = self.request
-        if request.pgo or not request.stages:
-            return False
-        return bool({stages.Stage.LTO, stages.Stage.THINLTO} & set(stages.parse(request.stages)))
+    def _allowed_stages(self) -> tuple[stages.Stage, ...]:
+        """The stages the run may compose (none with --pgo or no stages asked for)."""
+        if self.request.pgo or not self.request.stages:
+            return ()
+        return stages.parse(self.request.stages)
 
     def _notes(self, evaluator: Evaluator, sources: list[str], journal: Journal
                ) -> tuple[str, ...]:
