@@ -220,8 +220,8 @@ def _out_of_lto(context: Context, history: list[Trial]) -> list[Hypothesis]:
     link-time optimization (the LTO link drops -funroll-loops, -mllvm -unroll-threshold,
     the alignments and more of a unit's compile flags): the same value with the unit out
     of LTO.  After every evidence-based hypothesis, ahead of exploration: on the suite
-    and LAME under pgo+lto (budget 20), none of 41 such candidates was faster, and at a
-    higher prior they took a third of the budget."""
+    and LAME under pgo+lto (budget 20), none of 41 candidates out of LTO (alone or with
+    a value) was faster; at a higher prior they took a third of the budget."""
     knob, value = LEAVE_LTO
     if knob not in {k.name for k in context.space.knobs}:
         return []
