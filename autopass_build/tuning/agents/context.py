@@ -79,6 +79,11 @@ class Context:
                 self._remarks[key] = ([], {})
         return self._remarks[key][0]
 
+    def weight(self, source: str) -> float:
+        """The unit's share of the profile as a fraction, 0.1 for a unit outside the hot
+        list: what a hypothesis on it can move the program by, at most."""
+        return next((h.share / 100.0 for h in self.hot if h.source == source), 0.1)
+
     def sizes(self, source: str) -> dict[str, int]:
         self.remarks(source)
         return self._remarks[(source, ())][1]

@@ -68,7 +68,7 @@ class RulesBackend:
     def analyse(self, context: Context) -> Diagnosis:
         found: dict[tuple[str, str, str], Hypothesis] = {}
         for hot in context.hot:
-            weight = hot.share / 100.0
+            weight = context.weight(hot.source)
             for h in self._unit_rules(context, hot.source, hot.recorded_level, weight):
                 if h.key not in found or found[h.key].prior < h.prior:
                     found[h.key] = h
@@ -177,7 +177,6 @@ class RulesBackend:
         """A value that helped: try the next one in the same direction, first.  With
         attribution, "helped" is the unit's own cost, not the whole program's verdict."""
         knobs = {k.name: k for k in context.space.knobs}
-        shares = {h.source: h.share / 100.0 for h in context.hot}
         more = []
         for t in history:
             for unit, changes in t.changes.items():
@@ -189,7 +188,7 @@ class RulesBackend:
                     index = knob.index_of(value) if knob else None
                     if knob and name in ORDERED and index and index + 1 < len(knob.values):
                         more.append(Hypothesis(unit, name, knob.short(index + 1),
-                                               0.9 * shares.get(unit, 0.1),
+                                               0.9 * context.weight(unit),
                                                f"{name}={value} helped: try {knob.short(index + 1)}"))
         return more
 
@@ -225,7 +224,6 @@ def _out_of_lto(context: Context, history: list[Trial]) -> list[Hypothesis]:
     knob, value = LEAVE_LTO
     if knob not in {k.name for k in context.space.knobs}:
         return []
-    shares = {h.source: h.share / 100.0 for h in context.hot}
     again = []
     for t in history:
         if t.detail != IDENTICAL or len(t.changes) != 1:
@@ -233,7 +231,7 @@ def _out_of_lto(context: Context, history: list[Trial]) -> list[Hypothesis]:
         [(unit, changes)] = t.changes.items()
         if len(changes) == 1 and knob not in changes:
             [(name, tried)] = changes.items()
-            again.append(Hypothesis(unit, name, tried, OUT_OF_LTO_PRIOR * shares.get(unit, 0.1),
+            again.append(Hypothesis(unit, name, tried, OUT_OF_LTO_PRIOR * context.weight(unit),
                                     f"{name}={tried} changed nothing under LTO: try it with "
                                     "the unit out of LTO", ((knob, value),)))
     return again
