@@ -13,6 +13,7 @@ from autopass_build.cli.common import (
     CliError,
     Progress,
     add_config_option,
+    add_metric_option,
     add_target_option,
     load_config,
     measures,
@@ -49,6 +50,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--store", metavar="DIR", help="the store (for the target's path)")
     add_config_option(p)
     add_target_option(p)
+    add_metric_option(p)
     p.add_argument("--no-measure", action="store_true", help="only check reproducibility")
     p.set_defaults(func=cmd_verify)
 

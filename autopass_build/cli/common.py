@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from autopass_build import config as configuration
 from autopass_build.capture.spool import find_store_dir
-from autopass_build.core.names import CONFIG_NAME, STORE_DIRNAME
+from autopass_build.core.names import CONFIG_NAME, METRICS, STORE_DIRNAME
 from autopass_build.store import busy
 from autopass_build.store.index import Store, StoreError
 
@@ -47,6 +47,11 @@ def add_config_option(p: argparse.ArgumentParser) -> None:
 def add_target_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="the binary, as `autopass targets` lists it (default: "
                                     "[run].target, or the only one)")
+
+
+def add_metric_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metric", choices=METRICS,
+                   help="override [measure].metric (user: leaves the kernel's time out)")
 
 
 def store_dir(args: argparse.Namespace) -> str:

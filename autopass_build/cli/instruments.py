@@ -10,6 +10,7 @@ from autopass_build.cli.common import (
     CliError,
     Progress,
     add_config_option,
+    add_metric_option,
     add_store_option,
     add_target_option,
     count,
@@ -18,7 +19,6 @@ from autopass_build.cli.common import (
     open_store,
     print_evaluation,
 )
-from autopass_build.core.names import METRICS
 from autopass_build.store.index import Store
 
 
@@ -45,7 +45,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--flags", action="append", default=[], metavar="SOURCE=FLAGS",
                    help="flags for one unit (repeatable); SOURCE as `autopass units` shows it")
     add_target_option(p)
-    p.add_argument("--metric", choices=METRICS, help="override [measure].metric")
+    add_metric_option(p)
     p.add_argument("--min-pairs", type=int, help="override [measure].min_pairs")
     p.add_argument("--max-pairs", type=int, help="override [measure].max_pairs")
     p.set_defaults(func=cmd_try)

@@ -11,12 +11,13 @@ from autopass_build.cli.common import (
     CliError,
     Progress,
     add_config_option,
+    add_metric_option,
     add_store_option,
     load_config,
     measures,
     open_store,
 )
-from autopass_build.core.names import AGENT_BACKENDS, METRICS, RUNS_DIR, STAGES
+from autopass_build.core.names import AGENT_BACKENDS, RUNS_DIR, STAGES
 
 
 def add_parsers(sub) -> None:
@@ -35,7 +36,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=int, help="random seed; same seed, same candidates")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a strategy option, e.g. population=12 (see --list-strategies)")
-    p.add_argument("--metric", choices=METRICS, help="override [measure].metric")
+    add_metric_option(p)
     p.add_argument("--max-units", type=int, help="tune at most this many hot units")
     p.add_argument("--native", action="store_true", default=None,
                    help="allow -march=native: measured on every unit on top of the chosen "
