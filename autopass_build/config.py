@@ -414,8 +414,8 @@ mode = "output"
 [measure]
 # wall | cpu (user+sys of the whole process tree) | user (its user time: leaves out the
 # kernel's page faults and I/O, which flags do not change and which vary most between
-# runs) | instructions (callgrind: slow but deterministic) | cycles (perf stat, where
-# the host supports it)
+# runs; for runs of 0.5 s or more) | instructions (callgrind: slow but deterministic) |
+# cycles (perf stat, where the host supports it)
 metric = "wall"
 # Baseline and candidate run interleaved in pairs; at least min_pairs, at most max_pairs,
 # stopping once the 95 % interval of the ratio is narrower than +-precision.

@@ -77,5 +77,22 @@ def test_a_run_mostly_in_the_kernel_is_noted_with_the_metric_that_fits(
     assert result.outcome == Outcome.OK, result.detail
     kernel = [line for line in said if "in the kernel" in line]
     assert bool(kernel) == noted, said
-    if noted:
+    if noted:      # a 0.1 s run: `user` would need a longer one to be steadier than cpu
         assert 'metric = "user"' in kernel[0] and "--metric user" in kernel[0]
+        assert "0.5 s or more" in kernel[0] and "timer ticks" in kernel[0]
+
+
+def test_a_long_run_is_told_the_metric_alone() -> None:
+    """At 0.5 s and more, the tick-sampled split of user from system time errs by a few
+    ticks in hundreds: the note names the metric without asking for a bigger input."""
+    from autopass_build.instruments import measure
+    cmark_like = measure.RunResult(Outcome.OK, 1.2, 1.25, 0, b"", b"", cpu_time=1.16,
+                                   kernel_time=0.30)
+    for metric, said in (("cpu", True), ("user", False), ("instructions", False)):
+        measure._said.discard("kernel")
+        lines: list[str] = []
+        measure._note_kernel_time(metric, cmark_like, lines.append)
+        assert bool(lines) == said, (metric, lines)
+        if said:
+            assert "26%" in lines[0] and "--metric user" in lines[0]
+            assert "0.5 s or more" not in lines[0]

@@ -5,7 +5,8 @@ process group can be killed), pinned to one CPU unless it runs in parallel (see
 `cpu_pinning`), output to files (no pipe deadlocks), with a timeout.  Metrics: `wall`;
 `cpu` (user+sys of the whole waited-for process tree, from wait4); `user` (its user
 time alone: kernel work -- page faults, I/O -- is the same code in every candidate and
-the part of a run that varies most on a VM); `instructions`
+the part of a run that varies most on a VM; for runs of 0.5 s or more, see
+USER_METRIC_MIN_S); `instructions`
 (callgrind: deterministic, ~50x slower; valgrind 3.19 cannot run AVX-512 code); `cycles`
 (`perf stat`, only where the host supports it).
 
@@ -60,6 +61,11 @@ TIMED_METRICS = frozenset({"wall", "cpu", "user"})
 # measures mostly what no compiler flag changes (a markdown parser building an 80 MB
 # document's tree: 26 % in the kernel, its run-to-run spread 30 % against user time's 2 %).
 KERNEL_SHARE_NOTE = 0.15
+# The kernel measures a process's CPU time exactly but splits it into user and system
+# time by timer ticks (tick accounting, 4 ms at HZ=250), so `user` carries a sampling
+# error of a few ticks: on Lua's 0.07 s benchmark its run-to-run spread was 4.6 % against
+# cpu's 1.0 %; on LAME's 0.75 s, 0.5 % against 1.0 %.  Below this, `user` is no help.
+USER_METRIC_MIN_S = 0.5
 
 
 class MeasureError(Exception):
@@ -372,11 +378,14 @@ def _note_kernel_time(metric: str, run: RunResult, progress: Progress) -> None:
     counts it: the note names the metric that leaves it out."""
     share = run.kernel_time / run.cpu_time if run.cpu_time > 0 else 0.0
     if metric in ("wall", "cpu") and share >= KERNEL_SHARE_NOTE:
+        longer = ("" if run.cpu_time >= USER_METRIC_MIN_S else
+                  f", on a run of {USER_METRIC_MIN_S} s or more (a bigger input: the kernel "
+                  "splits user from system time by timer ticks)")
         _note_once("kernel", f"note: the benchmark spends {share:.0%} of its CPU time in "
                    "the kernel (page faults, I/O, system calls): work no compiler flag "
                    "changes, and on a VM the part of a run that varies most; "
                    "[measure].metric = \"user\" (--metric user) measures the program's "
-                   "own code only", progress)
+                   f"own code only{longer}", progress)
 
 
 def _note_an_unchecked_output(bench: Benchmark, reference: Reference,
