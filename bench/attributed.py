@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build.core.names import STAGES  # noqa: E402
+from autopass_build.core.names import METRICS, STAGES  # noqa: E402
 from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
 from autopass_build.tuning.journal import Phase  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
@@ -110,7 +110,8 @@ def speed_text(result: dict | None) -> str:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"Attributed vs whole-program tuning ({meta['strategy']}, budget "
-             f"{meta['budget']}, seed {meta['seed']}, {meta['minutes']} min"
+             f"{meta['budget']}, seed {meta['seed']}, metric {meta.get('metric', 'cpu')}, "
+             f"{meta['minutes']} min"
              + (", on top of the chosen stages" if meta["stages"] else "")
              + (", -march=native allowed" if meta.get("native") else "") + ")", "",
              "| program | method | stages | written | verified speedup [interval] | "
@@ -155,6 +156,8 @@ def main() -> int:
     parser.add_argument("--native", action="store_true",
                         help="let the search try -march=native (tune --native: the result "
                              "runs on this CPU family only)")
+    parser.add_argument("--metric", default="cpu", choices=METRICS,
+                        help="what tuning and the independent A/Bs measure (default cpu)")
     parser.add_argument("--out", default="attributed-out")
     args = parser.parse_args()
     stages = tuple(s for s in args.stage_set.split(",") if s) if args.stages else ()
@@ -167,7 +170,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="autopass-attributed-") as scratch:
         for name in args.programs.split(","):
             work = Path(scratch) / name
-            store, config = tc.prepare(name, work, "cpu")
+            store, config = tc.prepare(name, work, args.metric)
             for attribute in [m == "attributed" for m in args.methods.split(",")]:
                 row = tune(store, config, name, work, args.strategy, args.budget, args.seed,
                            attribute, stages, args.native)
@@ -176,7 +179,7 @@ def main() -> int:
                     row["over_o3"] = verify(store, config, row, over_o3=True)
                 rows.append(row)
     meta = {"strategy": args.strategy, "budget": args.budget, "seed": args.seed,
-            "native": args.native,
+            "native": args.native, "metric": args.metric,
             "stages": ",".join(stages), "minutes": round((time.monotonic() - started) / 60, 1)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
