@@ -167,6 +167,19 @@ def test_db_show_and_check(reference) -> None:
     os.unlink(root / "old.json")
 
 
+def test_db_show_gives_one_measurement_once_for_the_sources_it_covers(reference) -> None:
+    """The sources of one compile command are tuned as one: their entries share flags,
+    gain and reason, and `db show` says it once for all of them, not once per source."""
+    root = reference["root"]
+    write_db(root, {"lib/lz.c": entry(root, "lib/lz.c", TUNED),
+                    "lib/sort.c": entry(root, "lib/sort.c", TUNED)})
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "lib/lz.c, lib/sort.c: -O3 -mllvm -inline-threshold=900" in shown.stdout
+    assert shown.stdout.count("cpu: 0.9000x") == 1, shown.stdout
+    os.unlink(root / "autopass.flags.json")
+
+
 def test_cmake_apply_mode_through_autopass_cmake(tmp_path) -> None:
     """CMake + Ninja, the project untouched: AutoPass.cmake records, then applies."""
     from support import REPO

@@ -317,10 +317,24 @@ def _show(db, problems: dict[str, str]) -> None:
         print(f"  tuned on {db.cpu.model}" + (f" ({len(db.cpu.isa)} instruction-set "
               "extensions; a CPU without one of them builds without -march=native)"
               if db.cpu.isa else ""))
-    for source, entry in sorted(db.entries.items()):
-        mark = "  (not applied: see `autopass db check`)" if source in problems else ""
-        print(f"  {source}: {_flags_text(entry.flags)}{mark}")
+    for sources, entry in _measured_together(db.entries):
+        unapplied = [s for s in sources if s in problems]
+        which = f"{', '.join(unapplied)}; " if unapplied != sources else ""
+        mark = f"  (not applied: {which}see `autopass db check`)" if unapplied else ""
+        print(f"  {', '.join(sources)}: {_flags_text(entry.flags)}{mark}")
         gain = entry.gain
         if gain:
             print(f"      {gain.metric}: {gain.ratio:.4f}x [{gain.low:.4f}, {gain.high:.4f}]; "
                   f"{entry.why[:300]}")
+
+
+def _measured_together(entries: dict) -> list[tuple[list[str], flags_db.Entry]]:
+    """Entries by the one measurement they share: the sources of one compile command
+    (tuned as one) get the same flags, gain and reason, shown once for all of them."""
+    groups: dict[tuple, tuple[list[str], flags_db.Entry]] = {}
+    for source, entry in sorted(entries.items()):
+        gain = entry.gain
+        key = (entry.flags, entry.why, entry.run,
+               (gain.metric, gain.ratio, gain.low, gain.high) if gain else None)
+        groups.setdefault(key, ([], entry))[0].append(source)
+    return list(groups.values())
