@@ -113,6 +113,14 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def c_program(folder: Path, name: str, source: str, *flags: str) -> Path:
+    """`source` compiled by clang 19 at -O1 into folder/name: a small program a test runs."""
+    (folder / f"{name}.c").write_text(source)
+    clang = shutil.which("clang-19") or "clang"
+    subprocess.run([clang, "-O1", *flags, f"{name}.c", "-o", name], cwd=folder, check=True)
+    return folder / name
+
+
 def fake_compiler(directory: Path, name: str, body: str) -> str:
     """A shell script standing in for the compiler, for faults clang cannot produce."""
     path = directory / name

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from support import c_program
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import Outcome
@@ -51,12 +51,7 @@ int main(int argc, char **argv) {
 
 @pytest.fixture(scope="module")
 def sizes_itself(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("pinning")
-    (folder / "sizes.c").write_text(SIZES_ITSELF)
-    clang = shutil.which("clang-19") or "clang"
-    subprocess.run([clang, "-O1", "-pthread", "sizes.c", "-o", "sizes"], cwd=folder,
-                   check=True)
-    return folder / "sizes"
+    return c_program(tmp_path_factory.mktemp("pinning"), "sizes", SIZES_ITSELF, "-pthread")
 
 
 def bench_for(folder: Path, threads: int, command: str = '["{exe}", "THREADS"]') -> Benchmark:

@@ -9,10 +9,10 @@ the kernel's share is large, naming the metric that leaves it out."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from support import c_program
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import Outcome
@@ -41,11 +41,7 @@ int main(void) {
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("kernel")
-    (folder / "faults.c").write_text(PAGE_FAULTS)
-    clang = shutil.which("clang-19") or "clang"
-    subprocess.run([clang, "-O1", "faults.c", "-o", "faults"], cwd=folder, check=True)
-    return folder / "faults"
+    return c_program(tmp_path_factory.mktemp("kernel"), "faults", PAGE_FAULTS)
 
 
 def bench_for(folder: Path, metric: str) -> Benchmark:
