@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from autopass_build.cli.common import (
     CliError,
@@ -20,6 +21,9 @@ from autopass_build.cli.common import (
     print_evaluation,
 )
 from autopass_build.store.index import Store
+
+if TYPE_CHECKING:
+    from autopass_build.instruments.evaluate import Evaluator
 
 
 def add_parsers(sub) -> None:
@@ -189,7 +193,31 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for note in (reach.note(), failing_note(result)):
         if note:
             print(note)
+    _say_how_steady(evaluator, config.measure.metric)
     return 0
+
+
+def _say_how_steady(evaluator: Evaluator, configured: str) -> None:
+    """Each timed metric's run-to-run spread on the recorded build, and the metric to
+    measure by where another is clearly steadier than the configured one.  The profile
+    is out already: a failure here only leaves this line out."""
+    from autopass_build.instruments.evaluate import EvaluateError
+    from autopass_build.instruments.measure import MeasureError
+    from autopass_build.instruments.steadiness import TIMED, steadiness
+
+    if configured not in TIMED:
+        return
+    print("measuring the run-to-run spread of wall, cpu and user time ...", file=sys.stderr)
+    try:
+        base = evaluator.baseline()
+        found = steadiness(evaluator.bench, base.binary, base.env)
+    except (EvaluateError, MeasureError):
+        return
+    if found:
+        print(found.text())
+        advice = found.advice(configured)
+        if advice:
+            print(advice)
 
 
 def _unit_arg(store: Store, spec: str):

@@ -334,7 +334,7 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
 _parallel: dict[tuple[str, str, int], bool] = {}   # (exe, its command, mtime): in parallel?
 
 
-def _measured_cpu(bench: Benchmark, exe: str, env: dict[str, str],
+def measured_cpu(bench: Benchmark, exe: str, env: dict[str, str],
                   progress: Progress | None) -> int | None:
     """The CPU the A/B runs are pinned to: none for a benchmark that runs in parallel,
     which one unpinned run of the baseline (once per baseline binary) tells."""
@@ -411,7 +411,7 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
     as the baseline of pair i.  Timing metrics always re-run it, interleaved."""
     memo = baseline_memo if bench.measure.metric in DETERMINISTIC_METRICS else None
     cfg = bench.measure
-    cpu = _measured_cpu(bench, base_exe, base_env, progress)
+    cpu = measured_cpu(bench, base_exe, base_env, progress)
     reference, reference_run = baseline_reference(bench, base_exe, base_env, cpu)
     base_wall = reference_run.wall
     if progress and cfg.metric in TIMED_METRICS:

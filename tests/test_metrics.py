@@ -1,22 +1,27 @@
-"""RELIABILITY F62. Metric `user`: the benchmark's own code, without the time the kernel spends for it.
+"""Which time the A/B measures.  RELIABILITY F62: metric `user`, the benchmark's own
+code without the time the kernel spends for it.
 
 A markdown parser building an 80 MB document's tree spent 26 % of its CPU time in the
 kernel (page faults); over 12 runs of one binary its sys time varied by 30 %, its user
 time by 2 %, so under metric cpu every stage and candidate read "unclear" (intervals of
 +-15 % after 30 pairs).  Compiler flags change the user part; `compare` says so once when
-the kernel's share is large, naming the metric that leaves it out."""
+the kernel's share is large, naming the metric that leaves it out, and `profile` measures
+how much each timed metric varies and names a clearly steadier one."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-from support import c_program
+from support import AUTOPASS, c_program, recorded_copy
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.measure import Benchmark, compare, run_once
+from autopass_build.instruments.steadiness import Steadiness
 
 # Maps, touches and unmaps 8 MB 40 times (about 80 000 page faults: kernel time), then
 # spins a little in user code; prints a checksum so the output check has something.
@@ -92,3 +97,28 @@ def test_a_long_run_is_told_the_metric_alone() -> None:
         if said:
             assert "26%" in lines[0] and "--metric user" in lines[0]
             assert "0.5 s or more" not in lines[0]
+
+
+def test_the_steadiest_metric_is_advised_only_when_clearly_steadier() -> None:
+    """The spreads measured on cmark, LAME and Lua (steadiness.py's table)."""
+    cmark = Steadiness(12, {"wall": 7.2, "cpu": 8.1, "user": 2.5})
+    assert cmark.steadiest() == "user"
+    assert cmark.advice("cpu") == ('[measure].metric = "user" (now "cpu") would need about '
+                                   "10x fewer pairs for the same precision")
+    assert cmark.advice("user") == ""
+    assert cmark.advice("instructions") == ""          # not a timed metric: not compared
+    lame = Steadiness(12, {"wall": 1.0, "cpu": 1.0, "user": 0.5})
+    assert "about 4x fewer pairs" in lame.advice("wall")
+    lua = Steadiness(12, {"wall": 1.1, "cpu": 1.0, "user": 4.6})
+    assert lua.advice("wall") == ""                     # 1.1x: not clearly steadier
+    assert 'metric = "cpu" (now "user")' in lua.advice("user")
+
+
+def test_profile_says_how_steady_each_timed_metric_is(tmp_path) -> None:
+    root = recorded_copy(Path(__file__).parent / "data" / "attr-mini", tmp_path / "mini",
+                         '[run]\ncommand = ["{exe}", "3000"]\n[measure]\nmetric = "cpu"\n')
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [line] = [s for s in done.stdout.splitlines() if s.startswith("run-to-run spread")]
+    assert re.fullmatch(r"run-to-run spread of the recorded build \(\d runs\): "
+                        r"wall \d+\.\d%, cpu \d+\.\d%, user \d+\.\d%", line), line
