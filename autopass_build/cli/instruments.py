@@ -54,10 +54,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--max-pairs", type=int, help="override [measure].max_pairs")
     p.set_defaults(func=cmd_try)
 
-    p = sub.add_parser("profile", help="run the benchmark once: hot functions and their units",
+    p = sub.add_parser("profile", help="hot functions and their units; how steady each "
+                       "timed metric is",
                        description="Sample the benchmark with perf (cpu-clock) or, where perf "
                        "cannot, callgrind; map hot functions to the units that define them; "
-                       "store the result in the store for the tuner.")
+                       "store the result in the store for the tuner.  Then, under a timed "
+                       "metric (wall, cpu, user), run the recorded build up to 8 more times "
+                       "(at most ~20 s) and say how much each metric varies, naming one that "
+                       "would need clearly fewer pairs than [measure].metric.")
     add_store_option(p)
     add_config_option(p)
     add_target_option(p)
