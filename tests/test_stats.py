@@ -112,5 +112,10 @@ def test_a_speedup_of_an_interval_open_at_zero_stays_open() -> None:
     line divided by its zero low end (a ZeroDivisionError traceback)."""
     open_interval = stats.Estimate(0.9972, 0.0, math.inf, 3, 0.95)
     assert open_interval.speedup() == (1 / 0.9972, 0.0, math.inf)
-    assert open_interval.describe_speedup() == ("speedup 1.0028x, 95.0% interval "
-                                                "[0.0000, inf], 3 pairs")
+    # and says why there is no interval, with the fewest pairs that give one, where it
+    # read "[0.0000, inf]" (`try --max-pairs 5`)
+    assert open_interval.describe_speedup() == ("speedup 1.0028x, no 95.0% interval from "
+                                                "3 pairs (it needs 6)")
+    assert open_interval.describe() == "0.9972x, no 95.0% interval from 3 pairs (it needs 6)"
+    assert [stats.fewest_pairs(level) for level in (0.95, 0.983, 0.99)] == [6, 7, 8]
+    assert stats.signed_rank_critical(5, 0.05) < 0 <= stats.signed_rank_critical(6, 0.05)

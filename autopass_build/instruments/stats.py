@@ -70,6 +70,14 @@ def signed_rank_critical(n: int, alpha: float) -> int:
     return critical
 
 
+def fewest_pairs(level: float) -> int:
+    """The fewest pairs that give a bounded signed-rank interval at `level` (6 at 95 %)."""
+    n = 1
+    while signed_rank_critical(n, 1 - level) < 0:
+        n += 1
+    return n
+
+
 def hodges_lehmann_interval(diffs: list[float], level: float) -> tuple[float, float, float]:
     """(estimate, low, high) of the centre of `diffs`; unbounded if n is too small."""
     walsh = walsh_averages(diffs)
@@ -92,7 +100,19 @@ class Estimate:
     def half_width(self) -> float:
         return (self.high - self.low) / 2
 
+    @property
+    def bounded(self) -> bool:
+        """False when the pairs are too few for any interval at this level (it reads
+        [0, inf]: 5 pairs at 95 %, say)."""
+        return self.low > 0 and math.isfinite(self.high)
+
+    def too_few(self) -> str:
+        return (f"no {self.level:.1%} interval from {self.pairs} pairs "
+                f"(it needs {fewest_pairs(self.level)})")
+
     def describe(self) -> str:
+        if not self.bounded:
+            return f"{self.ratio:.4f}x, {self.too_few()}"
         return (f"{self.ratio:.4f}x [{self.low:.4f}, {self.high:.4f}] "
                 f"({self.level:.1%} interval, {self.pairs} pairs)")
 
@@ -103,6 +123,8 @@ class Estimate:
 
     def describe_speedup(self) -> str:
         speedup, low, high = self.speedup()
+        if not self.bounded:
+            return f"speedup {speedup:.4f}x, {self.too_few()}"
         return (f"speedup {speedup:.4f}x, {self.level:.1%} interval [{low:.4f}, {high:.4f}], "
                 f"{self.pairs} pairs")
 
