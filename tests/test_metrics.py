@@ -10,6 +10,7 @@ how much each timed metric varies and names a clearly steadier one."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -20,6 +21,8 @@ from support import AUTOPASS, c_program, recorded_copy
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import Outcome
+from autopass_build.instruments import sampling
+from autopass_build.instruments.hotspots import HotFunction, Profile, Reach
 from autopass_build.instruments.measure import Benchmark, compare, run_once
 from autopass_build.instruments.steadiness import Steadiness
 
@@ -122,3 +125,28 @@ def test_profile_says_how_steady_each_timed_metric_is(tmp_path) -> None:
     [line] = [s for s in done.stdout.splitlines() if s.startswith("run-to-run spread")]
     assert re.fullmatch(r"run-to-run spread of the recorded build \(\d runs\): "
                         r"wall \d+\.\d%, cpu \d+\.\d%, user \d+\.\d%", line), line
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="needs perf")
+def test_the_profile_counts_the_kernel_as_one_and_says_what_to_do_about_it(faults) -> None:
+    """cmark's 26 % in the kernel was spread over dozens of functions, most under the
+    profile's 0.5 % cut, and the note asked whether the benchmark ran the project's code
+    at all.  Every kernel sample now counts under one name, and the note names the
+    metric that leaves the kernel out."""
+    read = sampling.perf_report([str(faults)], str(faults.parent), dict(os.environ), 30,
+                                frequency=1999)
+    total = sum(read.samples.values())
+    assert read.samples[sampling.KERNEL_CODE] / total > 0.15, read.samples
+    assert not [name for name in read.samples if "page_fault" in name]   # exc_page_fault
+    cmark = Profile("build/src/cmark", "perf", [
+        HotFunction(sampling.KERNEL_CODE, 26.0),
+        HotFunction("_int_malloc", 15.0, [], "libc.so.6"),
+        HotFunction("S_process_line", 34.7, ["src/blocks.c"], "cmark")], "w")
+    reach = Reach.of(cmark, "/nonexistent/cmark")
+    assert reach.where(cmark.functions[0]) == ("(system calls, page faults: no compiler flag "
+                                               "reaches it; --metric user leaves it out)")
+    assert reach.note() == (
+        "only 34.7% of the run is in recorded units, where per-file flags act (15.0% in "
+        "libraries, 26.0% in the kernel); the kernel's part (system calls, page faults) is "
+        'the same in every build, and [measure].metric = "user" leaves it out of the '
+        "measurement")

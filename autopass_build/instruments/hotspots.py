@@ -25,6 +25,7 @@ from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.measure import run_once
 from autopass_build.instruments.sampling import (
     JIT_CODE,
+    KERNEL_CODE,
     NO_SYMBOLS,
     Samples,
     SamplingError,
@@ -241,7 +242,7 @@ class Reach:
     program: float
     generated: float
     others: float
-    outside: float
+    outside: float                    # libraries, and the kernel where not told apart
     in_program: frozenset[str]        # the functions the binary itself defines
     # the shared libraries the target does not link, with their share, the largest first
     libraries: tuple[tuple[str, float], ...] = ()
@@ -250,6 +251,7 @@ class Reach:
     made: tuple[tuple[str, str], ...] = ()
     # a copy in the project's tree of the hottest library's code (gnulib's regex)
     bundled: BundledCopy | None = None
+    kernel: float = 0.0               # told apart by perf since 2026-12-04, else in outside
 
     @classmethod
     def of(cls, result: Profile, binary: str, made: dict[str, str] | None = None) -> Reach:
@@ -265,7 +267,8 @@ class Reach:
         program = sum(f.share for f in unreached if f.name in in_program)
         generated = sum(f.share for f in unreached if f.name == JIT_CODE)
         others = sum(f.share for f in unreached if _another_program(f.name))
-        outside = sum(f.share for f in unreached) - program - generated - others
+        kernel = sum(f.share for f in unreached if f.name == KERNEL_CODE)
+        outside = sum(f.share for f in unreached) - program - generated - others - kernel
         libraries: dict[str, float] = {}
         for f in unreached:
             library = _object_of(f)
@@ -274,7 +277,7 @@ class Reach:
         return cls(sum(result.unit_shares().values()), program, generated, others, outside,
                    in_program, tuple(sorted(libraries.items(), key=lambda named: -named[1])),
                    tuple((name, rel) for name, rel in sorted((made or {}).items())
-                         if name in libraries))
+                         if name in libraries), kernel=kernel)
 
     def where(self, function: HotFunction) -> str:
         if function.units:
@@ -285,6 +288,9 @@ class Reach:
             return f"({owner}, not from a recorded unit: assembly or a prebuilt object)"
         if function.name == JIT_CODE:
             return "(made by the program as it runs: no compiler flag reaches it)"
+        if function.name == KERNEL_CODE:
+            return ("(system calls, page faults: no compiler flag reaches it; --metric user "
+                    "leaves it out)")
         if _another_program(function.name):
             return "(another program the benchmark runs)"
         library = _object_of(function)
@@ -302,14 +308,21 @@ class Reach:
                                 "compile"),
                  (self.generated, "in code it generates as it runs"),
                  (self.others, "in other programs it runs"),
-                 (self.outside, "in libraries and the kernel")]
+                 (self.outside, "in libraries" if self.kernel else
+                  "in libraries and the kernel"),
+                 (self.kernel, "in the kernel")]
         why = ", ".join(f"{share:.1f}% {what}" for share, what in parts if share >= 0.05)
-        ask = ("; is [run].command a benchmark of this project's code?"
-               if self.outside + self.others > max(self.program, self.generated) else "")
-        if ask and self.libraries and self.libraries[0][1] >= LIBRARY_NOTE_SHARE:
-            ask = self._library_advice(*self.libraries[0])
-        return (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
-                f"flags act ({why}){ask}")
+        lead = (f"only {self.units:.1f}% of the run is in recorded units, where per-file "
+                f"flags act ({why})")
+        if self.kernel > max(self.outside + self.others, self.program, self.generated):
+            return (f"{lead}; the kernel's part (system calls, page faults) is the same in "
+                    "every build, and [measure].metric = \"user\" leaves it out of the "
+                    "measurement")
+        if self.outside + self.others <= max(self.program, self.generated):
+            return lead
+        if self.libraries and self.libraries[0][1] >= LIBRARY_NOTE_SHARE:
+            return lead + self._library_advice(*self.libraries[0])
+        return f"{lead}; is [run].command a benchmark of this project's code?"
 
     def _library_advice(self, name: str, share: float) -> str:
         """How to reach the code of the library that holds the most of the run."""
