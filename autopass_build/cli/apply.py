@@ -328,7 +328,8 @@ def _show(db, problems: dict[str, str]) -> None:
                   f"{entry.why[:300]}")
 
 
-def _measured_together(entries: dict) -> list[tuple[list[str], flags_db.Entry]]:
+def _measured_together(entries: dict[str, flags_db.Entry]
+                       ) -> list[tuple[list[str], flags_db.Entry]]:
     """Entries by the one measurement they share: the sources of one compile command
     (tuned as one) get the same flags, gain and reason, shown once for all of them."""
     groups: dict[tuple, tuple[list[str], flags_db.Entry]] = {}

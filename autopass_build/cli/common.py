@@ -136,9 +136,7 @@ def print_evaluation(evaluation, config: configuration.Config) -> int:
                                               else ""))
     if comparison and comparison.estimate:
         est = comparison.estimate
-        interval = (f"{est.level:.1%} interval [{est.low:.4f}, {est.high:.4f}], "
-                    f"{est.pairs} pairs" if est.bounded else est.too_few())
         print(f"{config.measure.metric}: candidate/baseline = {est.ratio:.4f}x, "
-              f"{interval}, {comparison.runs} runs")
+              f"{est.interval_text(est.low, est.high)}, {comparison.runs} runs")
         print(f"verdict: {comparison.verdict.upper() if comparison.verdict else 'UNCLEAR'}")
     return 0

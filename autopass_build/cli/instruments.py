@@ -206,10 +206,10 @@ def _say_how_steady(evaluator: Evaluator, configured: str) -> None:
     measure by where another is clearly steadier than the configured one.  The profile
     is out already: a failure here only leaves this line out."""
     from autopass_build.instruments.evaluate import EvaluateError
-    from autopass_build.instruments.measure import MeasureError
-    from autopass_build.instruments.steadiness import TIMED, steadiness
+    from autopass_build.instruments.measure import TIMED_METRICS, MeasureError
+    from autopass_build.instruments.steadiness import steadiness
 
-    if configured not in TIMED:
+    if configured not in TIMED_METRICS:
         return
     print("measuring the run-to-run spread of wall, cpu and user time ...", file=sys.stderr)
     try:

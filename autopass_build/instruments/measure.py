@@ -55,8 +55,8 @@ from autopass_build.instruments.sampling import CALLGRIND
 # Metrics that give the same value for the same binary and input every time.
 DETERMINISTIC_METRICS = frozenset({"instructions"})
 # Metrics read from the clock (wall) or the kernel's accounting (wait4), with no tool
-# around the benchmark.
-TIMED_METRICS = frozenset({"wall", "cpu", "user"})
+# around the benchmark; in this order in `profile`'s spread line (steadiness.py).
+TIMED_METRICS = ("wall", "cpu", "user")
 # Above this share of a run's CPU time in the kernel, a timed metric other than `user`
 # measures mostly what no compiler flag changes (a markdown parser building an 80 MB
 # document's tree: 26 % in the kernel, its run-to-run spread 30 % against user time's 2 %).
@@ -84,6 +84,10 @@ class RunResult:
     files: tuple[tuple[str, str], ...] = ()   # [check].files: (path, digest) after the run
     cpu_time: float = 0.0    # user+sys of the waited-for process tree
     kernel_time: float = 0.0  # its sys part
+
+    @property
+    def user_time(self) -> float:
+        return self.cpu_time - self.kernel_time
     stdout_cut: str = ""     # "" when `stdout` is all of it, else the whole one's digest
 
 
@@ -335,7 +339,7 @@ _parallel: dict[tuple[str, str, int], bool] = {}   # (exe, its command, mtime): 
 
 
 def measured_cpu(bench: Benchmark, exe: str, env: dict[str, str],
-                  progress: Progress | None) -> int | None:
+                 progress: Progress | None) -> int | None:
     """The CPU the A/B runs are pinned to: none for a benchmark that runs in parallel,
     which one unpinned run of the baseline (once per baseline binary) tells."""
     cpu = pinned_cpu(bench.measure)

@@ -108,9 +108,9 @@ def read_report(text: str,
                 source_of: Callable[[str, str, int], str | None] = static_functions.source_of
                 ) -> Report:
     """`parse_report`, with the object of each symbol (not perf's own "[kernel.kallsyms]",
-    "[vdso]" or "[JIT] tid N"); every kernel sample counts under KERNEL_CODE.  In `perf report -v` lines (the object's path, and an
-    address before the symbol), a static function that several files of the object
-    define is told apart by `source_of(object, name, address)`: "flow (reverb.c)"; a
+    "[vdso]" or "[JIT] tid N"); every kernel sample counts under KERNEL_CODE.  In `perf
+    report -v` lines (the object's path, and an address before the symbol), a static
+    function that several files of the object define is told apart by `source_of(object, name, address)`: "flow (reverb.c)"; a
     function of one name in several objects (a C++ inline function the program and a
     library it loads each keep a copy of) by the object: "mix (libthird.so)"."""
     rows: list[tuple[str, str, int, bool]] = []       # symbol, dso, samples, told apart

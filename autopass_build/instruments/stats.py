@@ -110,6 +110,13 @@ class Estimate:
         return (f"no {self.level:.1%} interval from {self.pairs} pairs "
                 f"(it needs {fewest_pairs(self.level)})")
 
+    def interval_text(self, low: float, high: float) -> str:
+        """"95.0% interval [low, high], N pairs" (of the ratio or of the speedup), or
+        why there is none."""
+        if not self.bounded:
+            return self.too_few()
+        return f"{self.level:.1%} interval [{low:.4f}, {high:.4f}], {self.pairs} pairs"
+
     def describe(self) -> str:
         if not self.bounded:
             return f"{self.ratio:.4f}x, {self.too_few()}"
@@ -123,10 +130,7 @@ class Estimate:
 
     def describe_speedup(self) -> str:
         speedup, low, high = self.speedup()
-        if not self.bounded:
-            return f"speedup {speedup:.4f}x, {self.too_few()}"
-        return (f"speedup {speedup:.4f}x, {self.level:.1%} interval [{low:.4f}, {high:.4f}], "
-                f"{self.pairs} pairs")
+        return f"speedup {speedup:.4f}x, {self.interval_text(low, high)}"
 
 
 def _inverse(value: float) -> float:

@@ -22,9 +22,13 @@ from dataclasses import dataclass
 
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.cpu_pinning import pinned_cpu
-from autopass_build.instruments.measure import Benchmark, measured_cpu, run_once
+from autopass_build.instruments.measure import (
+    TIMED_METRICS,
+    Benchmark,
+    measured_cpu,
+    run_once,
+)
 
-TIMED = ("wall", "cpu", "user")
 SPENT_S = 20.0        # at most this long in extra runs
 MOST_RUNS = 8
 FEWEST_RUNS = 5       # below this, a spread says too little to advise on
@@ -37,16 +41,16 @@ class Steadiness:
     spread: dict[str, float]      # metric -> coefficient of variation over the runs, %
 
     def steadiest(self) -> str:
-        return min(TIMED, key=lambda metric: self.spread[metric])
+        return min(TIMED_METRICS, key=lambda metric: self.spread[metric])
 
     def text(self) -> str:
         return (f"run-to-run spread of the recorded build ({self.runs} runs): "
-                + ", ".join(f"{m} {self.spread[m]:.1f}%" for m in TIMED))
+                + ", ".join(f"{m} {self.spread[m]:.1f}%" for m in TIMED_METRICS))
 
     def advice(self, configured: str) -> str:
         """A line naming a clearly steadier metric than `configured`, or ""."""
         best = self.steadiest()
-        if configured not in TIMED or best == configured or \
+        if configured not in TIMED_METRICS or best == configured or \
                 self.spread[configured] < CLEARLY * self.spread[best]:
             return ""
         fewer = (self.spread[configured] / max(self.spread[best], 1e-9)) ** 2
@@ -66,13 +70,12 @@ def steadiness(bench: Benchmark, exe: str, env: dict[str, str]) -> Steadiness | 
     count = min(MOST_RUNS, int(SPENT_S / max(first.wall, 1e-3)))
     if count < FEWEST_RUNS:
         return None
-    values: dict[str, list[float]] = {metric: [] for metric in TIMED}
+    values: dict[str, list[float]] = {metric: [] for metric in TIMED_METRICS}
     for _ in range(count):
         run = run_once(bench, exe, env, bench.run.timeout, metric="wall", cpu=cpu)
         if run.outcome != Outcome.OK:
             return None
-        for metric, value in zip(TIMED, (run.wall, run.cpu_time,
-                                         run.cpu_time - run.kernel_time)):
+        for metric, value in zip(TIMED_METRICS, (run.wall, run.cpu_time, run.user_time)):
             values[metric].append(value)
     spread = {metric: 100 * statistics.stdev(v) / statistics.mean(v) if min(v) > 0
               else float("inf") for metric, v in values.items()}
