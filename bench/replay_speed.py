@@ -67,7 +67,7 @@ def measure(program: debian_sources.Program, work: Path) -> dict:
     binary = os.path.normpath(build_dir / program.binaries[0])
     target = next(t for t in resolve(store, str(tree)) if t.output == binary)
     units = {u.id: u for u in store.units()}
-    sized = sorted((os.path.getsize(store.blob_path("ir", units[i].ir_hash, ".bc")), i)
+    sized = sorted((len(store.spool.read_blob("ir", units[i].ir_hash, ".bc")), i)
                    for i in target.runtime_units())
     replayer = Replayer(store)
     replayer.build(binary, {})  # the baseline, cached

@@ -130,9 +130,9 @@ def fake_compiler(directory: Path, name: str, body: str) -> str:
 
 
 def verify_ir(opt: str, store_dir: Path, ir_hash: str) -> None:
-    blob = Store(str(store_dir)).blob_path("ir", ir_hash, ".bc")
-    result = subprocess.run([opt, "-passes=verify", "-disable-output", blob],
-                            capture_output=True, text=True)
+    with Store(str(store_dir)).blob_copy("ir", ir_hash, ".bc") as blob:
+        result = subprocess.run([opt, "-passes=verify", "-disable-output", blob],
+                                capture_output=True, text=True)
     assert result.returncode == 0, f"{blob} fails opt -passes=verify: {result.stderr}"
 
 

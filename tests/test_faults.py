@@ -8,13 +8,14 @@ import signal
 import sqlite3
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import psutil
 import pytest
 from support import AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
 
-from autopass_build.core.files import hash_file
+from autopass_build.core.files import hash_bytes
 
 HELLO = "int twice(int x) { return 2 * x; }\n"
 
@@ -84,8 +85,11 @@ def assert_store_consistent(rec: Recording, opt: str) -> None:
     assert [p.name for p in (rec.store_dir / "spool").iterdir()] == []
     with sqlite3.connect(rec.store_dir / "store.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    for blob in (rec.store_dir / "blobs" / "ir").rglob("*.bc"):
-        assert hash_file(str(blob)) == blob.stem, f"torn blob {blob}"
+    blobs = list((rec.store_dir / "blobs" / "ir").rglob("*.bc.z"))
+    assert blobs
+    for blob in blobs:
+        digest = blob.name.split(".")[0]
+        assert hash_bytes(zlib.decompress(blob.read_bytes())) == digest, f"torn blob {blob}"
     for unit in rec.units():
         verify_ir(opt, rec.store_dir, unit.ir_hash)
 

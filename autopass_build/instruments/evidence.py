@@ -169,16 +169,15 @@ class Evidence:
         self.store = store
         self.replayer = Replayer(store)
 
-    def _argv(self, unit: UnitRecord, flags: tuple[str, ...]) -> list[str]:
-        if unit.id in self.replayer.from_source or not replayable_from_ir(flags, unit.opt_level):
-            return [unit.compiler] + source_args(unit) + list(flags) + QUIET
-        ir = self.store.blob_path("ir", unit.ir_hash, ".bc")
-        return ([unit.compiler] + self.replayer.codegen_args(unit) + list(flags) + QUIET
-                + ["-x", "ir", ir])
-
     def _compile(self, unit: UnitRecord, flags: tuple[str, ...], extra: list[str]
                  ) -> proc.Captured:
-        return self.replayer.run_compiler(self._argv(unit, flags) + extra, unit.cwd, unit)
+        if unit.id in self.replayer.from_source or not replayable_from_ir(flags, unit.opt_level):
+            argv = [unit.compiler] + source_args(unit) + list(flags) + QUIET
+            return self.replayer.run_compiler(argv + extra, unit.cwd, unit)
+        with self.store.blob_copy("ir", unit.ir_hash, ".bc") as ir:
+            argv = ([unit.compiler] + self.replayer.codegen_args(unit) + list(flags) + QUIET
+                    + ["-x", "ir", ir])
+            return self.replayer.run_compiler(argv + extra, unit.cwd, unit)
 
     def collect(self, unit: UnitRecord, flags: tuple[str, ...] = ()) -> tuple[list[Remark],
                                                                               dict[str, int]]:
@@ -220,9 +219,8 @@ class Evidence:
         dis = toolchain.find_tool("opt")
         before_text = ""
         if dis:
-            done = proc.run_captured([dis, "-S", "-passes=verify",
-                                      self.store.blob_path("ir", unit.ir_hash, ".bc"), "-o", "-"],
-                                     unit.cwd)
+            with self.store.blob_copy("ir", unit.ir_hash, ".bc") as ir:
+                done = proc.run_captured([dis, "-S", "-passes=verify", ir, "-o", "-"], unit.cwd)
             before_text = done.stdout.decode("utf-8", "replace")
         after = self._compile(unit, flags, ["-S", "-emit-llvm", "-o", "-"])
         return {"before": _cut_function(before_text, function),

@@ -88,19 +88,19 @@ def recorded_object(store: Store, unit: UnitRecord) -> bytes | None:
     """The bytes of the object the build made for `unit`, wherever they were kept."""
     if not unit.object_hash:
         return None
-    kept = store.blob_path("obj", unit.object_hash, ".o")
-    if os.path.exists(kept):
-        with open(kept, "rb") as handle:
-            return handle.read()
+    try:
+        return store.spool.read_blob("obj", unit.object_hash, ".o")
+    except FileNotFoundError:
+        pass
     if unit.output and os.path.isfile(unit.output) and hash_file(unit.output) == unit.object_hash:
         with open(unit.output, "rb") as handle:
             return handle.read()
     for record in store.archives():
         for index, (_, digest) in enumerate(record.members):
             if digest == unit.object_hash:
-                blob = store.blob_path("ar", record.hash, ".a")
-                if os.path.exists(blob):
-                    data = archive.read_members(blob)[index].data
+                if store.has_blob("ar", record.hash, ".a"):
+                    data = archive.read_members(store.blob_file("ar", record.hash, ".a")
+                                                )[index].data
                     if hash_bytes(data) == digest:
                         return data
     return None

@@ -181,14 +181,15 @@ class Replayer:
         return path
 
     def _compile_ir(self, unit: UnitRecord, flags: Flags, output: str) -> None:
-        ir = self.store.blob_path("ir", unit.ir_hash, ".bc")
-        if not os.path.isfile(ir):
+        try:
+            with self.store.blob_copy("ir", unit.ir_hash, ".bc") as ir:
+                argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags) + QUIET
+                        + ["-c", "-x", "ir", ir, "-o", output])
+                self.run_compiler(argv, unit.cwd, unit)
+        except FileNotFoundError as lost:
             raise EvaluationError(Outcome.COMPILE_FAIL,
-                                  f"{unit.source_rel}: the store lost its recorded IR ({ir}): "
-                                  "record the build again")
-        argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags) + QUIET
-                + ["-c", "-x", "ir", ir, "-o", output])
-        self.run_compiler(argv, unit.cwd, unit)
+                                  f"{unit.source_rel}: the store lost its recorded IR "
+                                  f"({lost}): record the build again") from None
 
     def _compile_source(self, unit: UnitRecord, flags: Flags, output: str) -> None:
         if not os.path.isfile(unit.source) or hash_file(unit.source) != unit.source_hash:
@@ -220,10 +221,10 @@ class Replayer:
     # -- archives -----------------------------------------------------------------------
     def _archive_for(self, digest: str, flags_by_unit: dict[str, Flags], folder: str) -> str:
         record = self.store.archive(digest)
-        original = self.store.blob_path("ar", digest, ".a")
-        if record is None or not os.path.exists(original):
+        if record is None or not self.store.has_blob("ar", digest, ".a"):
             raise EvaluationError(Outcome.LINK_FAIL, f"archive {digest[:12]} was not kept "
                                   "by the recording: record the build again")
+        original = self.store.blob_file("ar", digest, ".a")
         try:
             kept = archive.read_members(original)
         except (OSError, archive.ArchiveFormatError) as error:   # a thin one kept as it was
@@ -397,8 +398,7 @@ class Replayer:
         unit = self.by_object.find(item.hash, item.path)
         if unit is not None:
             return self.object_for(unit, flags_by_unit.get(unit.id, ()))
-        kept = self.store.blob_path("obj", item.hash or "", ".o")
-        if item.hash and os.path.exists(kept):
-            return kept
+        if item.hash and self.store.has_blob("obj", item.hash, ".o"):
+            return self.store.blob_file("obj", item.hash, ".o")
         raise EvaluationError(Outcome.LINK_FAIL, f"{item.path} was not kept by the recording: "
                               "record the build again")
