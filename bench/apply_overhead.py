@@ -7,7 +7,8 @@
         apply   autopass apply -- make posix, with a flags database holding an entry for
                 every unit (flags equal to the Makefile's own -O2, so the code is the same
                 and only autopass's work is measured: lookup, hash, allowlist, append)
-    and prints median wall and CPU time and the ratio (target <= 1.10x).
+    and prints median wall and CPU time (the server's included) and the ratio (target
+    <= 1.05x).
 (2) With --tune-budget N: record Lua, tune it (the rules agent, N evaluations, cpu
     metric, bench/workloads/lua_mix.lua), then `autopass verify` through its Makefile:
     two clean tuned builds bit-identical?  Speedup of the tuned build over the plain
@@ -19,6 +20,7 @@ Usage: python bench/apply_overhead.py [--rounds 3] [--jobs 2] [--tune-budget 0]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -36,7 +38,12 @@ from record_overhead import timed  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
 from autopass_build.capture.applier import compiler_id  # noqa: E402
-from autopass_build.capture.build_env import apply_environment, record_environment  # noqa: E402
+from autopass_build.capture.build_env import (  # noqa: E402
+    TALLY_NAME,
+    apply_environment,
+    record_environment,
+)
+from autopass_build.capture.server import serving  # noqa: E402
 from autopass_build.core import toolchain  # noqa: E402
 from autopass_build.core.files import hash_file  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
@@ -70,7 +77,18 @@ def build_cost(tree: Path, clang: str, rounds: int, jobs: int, work: Path) -> No
         for name in order:
             subprocess.run(list(LUA.clean), cwd=build_dir, capture_output=True, check=True)
             argv, env = variants[name]
-            samples[name].append(timed(argv, build_dir, env))
+            own = os.times()
+            with serving(env) if name == "apply" else contextlib.nullcontext():
+                wall, cpu = timed(argv, build_dir, env)
+            served = os.times()     # the server's threads run in this process
+            cpu += (served.user - own.user) + (served.system - own.system)
+            samples[name].append((wall, cpu))
+            if name == "apply":
+                tally = work / "apply-bin" / TALLY_NAME
+                applied = tally.read_text().count("\n") if tally.exists() else 0
+                tally.unlink(missing_ok=True)
+                if applied < len(json.loads(db.read_text())["entries"]):
+                    sys.exit(f"only {applied} commands took the tuned flags")
             print(f"  round {round_no + 1} {name:<6} wall {samples[name][-1][0]:6.2f}s "
                   f"cpu {samples[name][-1][1]:6.2f}s", file=sys.stderr)
     plain_wall = statistics.median(w for w, _ in samples["plain"])
@@ -83,7 +101,7 @@ def build_cost(tree: Path, clang: str, rounds: int, jobs: int, work: Path) -> No
         cpu = statistics.median(c for _, c in values)
         print(f"{name:<8} {wall:9.2f} {cpu:9.2f} {wall / plain_wall:10.3f}x "
               f"{cpu / plain_cpu:9.3f}x")
-    print("target: apply <= 1.10x of plain")
+    print("target: apply <= 1.05x of plain")
 
 
 def tuned_and_verified(tree: Path, budget: int) -> None:

@@ -15,6 +15,9 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v clang-$LLVM >/dev/null || missing+=(clang-$LLVM)
 command -v opt-$LLVM >/dev/null || missing+=(llvm-$LLVM)
+# LLVM's headers: record builds its IR-saving pass plugin against them (one front end
+# per unit; without them record compiles every unit twice)
+[ -f /usr/lib/llvm-$LLVM/include/llvm/Passes/PassPlugin.h ] || missing+=(llvm-$LLVM-dev)
 command -v make >/dev/null || missing+=(make)
 command -v ld.lld-$LLVM >/dev/null || missing+=(lld-$LLVM)   # the LTO stages
 command -v llvm-bolt-$LLVM >/dev/null || missing+=(bolt-$LLVM)   # the BOLT stage

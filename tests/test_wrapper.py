@@ -281,6 +281,7 @@ def test_wrapper_and_record_path_import_only_light_foundations():
                     "autopass_build.core.files", "autopass_build.core.names",
                     "autopass_build.core.records",
                     "autopass_build.capture.wrapper", "autopass_build.capture.compiler_args",
+                    "autopass_build.capture.plan", "autopass_build.capture.host",
                     "autopass_build.capture.option_table",
                     "autopass_build.capture.response_files",
                     "autopass_build.capture.spool", "autopass_build.capture.recorder",

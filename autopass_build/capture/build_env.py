@@ -5,8 +5,13 @@ CMake/Ninja (reads CC/CXX on a fresh configure), and autotools (reads CC/CXX).  
 build gets CC/CXX pointing at the wrapper *and* a folder first on PATH where `cc`,
 `gcc`, `clang`, `c++`, `g++`, `clang++` (and versioned/triplet names) are the wrapper.
 
-The wrapper scripts written there start Python with `-I -S`: no site-packages scan,
-which costs tens of milliseconds per compile on some installs (pyenv's .pth files).
+There, `autopass-cc` and `autopass-c++` are the native launcher (launcher.c, compiled
+once per installation with the clang found here), which hands each call to the wrapper
+served by the autopass process running the build (server.py), or, without one, execs
+the Python wrapper beside it (`autopass-wrapper.py`).  That script starts Python with
+`-I -S`: no site-packages scan, which costs tens of milliseconds per compile on some
+installs (pyenv's .pth files).  Where no launcher can be compiled, the two names are
+the Python wrapper itself.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from autopass_build.core.names import (
     ENV_FALLBACK_CC,
     ENV_FALLBACK_CXX,
     ENV_FLAGS_DB,
+    ENV_IR_OUT,
+    ENV_IR_PLUGIN,
+    ENV_IR_PLUGIN_FOR,
     ENV_MASQUERADE_DIR,
     ENV_MODE,
     ENV_ROOT,
@@ -41,12 +49,31 @@ VERSIONED_GCC_NAMES = ("gcc", "g++", "x86_64-linux-gnu-gcc", "x86_64-linux-gnu-g
 ARCHIVERS = ("llvm-ar", "llvm-ranlib")
 MAX_SHEBANG = 120
 
-LAUNCHER = """#!{python} -IS
-# Written by `autopass record`: the compiler wrapper without site-packages start-up cost.
+PYTHON_WRAPPER = """#!{python} -IS
+# Written by autopass: the compiler wrapper without site-packages start-up cost.  The
+# native launcher execs it with the name the build called in AUTOPASS_ARGV0 (a script
+# started through its #! line loses its argv[0]).
+import os
 import sys
 sys.path.insert(0, {package_parent!r})
 from autopass_build.capture.wrapper import main
-sys.exit(main())
+argv0 = os.environ.pop("AUTOPASS_ARGV0", "")
+sys.exit(main([argv0] + sys.argv[1:] if argv0 else None))
+"""
+PYTHON_WRAPPER_NAME = "autopass-wrapper.py"    # launcher.c names it too
+HERE = os.path.dirname(os.path.abspath(__file__))
+LAUNCHER_SOURCE = os.path.join(HERE, "launcher.c")
+PLUGIN_SOURCE = os.path.join(HERE, "save_ir_plugin.cpp")
+# What the plugin is proven on: code whose IR names are made unique while optimizing
+# (string literals, printf -> puts), templates, exceptions and debug information.
+PLUGIN_PROBE = """#include <cstdio>
+#include <stdexcept>
+#include <vector>
+template <class T> T pick(const std::vector<T>& v, unsigned i) {
+  if (i >= v.size()) throw std::out_of_range("pick");
+  return v[i];
+}
+int report(int x) { printf("x\\n"); printf("y\\n"); return pick(std::vector<int>{x, 2}, 1); }
 """
 
 
@@ -62,18 +89,17 @@ def write_wrappers(bin_dir: str, search_path: str = "") -> tuple[str, str]:
     python = sys.executable
     if len(python) + 8 > MAX_SHEBANG or " " in python:
         python = "/usr/bin/env python3"  # pragma: no cover - very long interpreter paths
-    text = LAUNCHER.format(python=python, package_parent=package_parent())
+    text = PYTHON_WRAPPER.format(python=python, package_parent=package_parent())
+    _write_script(os.path.join(bin_dir, PYTHON_WRAPPER_NAME), text)
+    launcher = native_launcher(bin_dir)
     paths = []
     for name in ("autopass-cc", "autopass-c++"):
         path = os.path.join(bin_dir, name)
         paths.append(path)
-        if _holds(path, text):
-            continue               # a build running now may be starting it: leave it be
-        tmp = path + f".{os.getpid()}.tmp"
-        with open(tmp, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
+        if launcher:
+            _relink(path, launcher)
+        else:
+            _write_script(path, text)
     versioned = versioned_gcc_names(search_path, exclude=bin_dir)
     c_names = C_NAMES + tuple(v for v in versioned if not is_cxx_name(v))
     cxx_names = CXX_NAMES + tuple(v for v in versioned if is_cxx_name(v))
@@ -94,6 +120,101 @@ def write_wrappers(bin_dir: str, search_path: str = "") -> tuple[str, str]:
             for name in (tool, f"autopass-{tool}"):
                 _relink(os.path.join(bin_dir, name), os.path.abspath(found))
     return paths[0], paths[1]
+
+
+def _write_script(path: str, text: str) -> None:
+    if _holds(path, text):
+        return                     # a build running now may be starting it: leave it be
+    tmp = path + f".{os.getpid()}.tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
+
+
+def native_launcher(bin_dir: str) -> str | None:
+    """The launcher compiled from launcher.c into `bin_dir` (its file name, named after
+    the source's hash, made once), or None where it cannot be compiled here."""
+    clang = toolchain.find_tool("clang", exclude=frozenset({os.path.realpath(bin_dir)}))
+    return _compiled(bin_dir, LAUNCHER_SOURCE, "autopass-launcher", "",
+                     lambda out: [clang or "clang", "-O2", "-o", out, LAUNCHER_SOURCE])
+
+
+def record_plugin(bin_dir: str) -> tuple[str, str] | None:
+    """(the path of record's IR-saving pass plugin, the real path of the clang it was
+    built for and proven with), or None: without llvm-config and LLVM's headers
+    (llvm-19-dev), or if it does not prove out, record compiles twice, as before."""
+    clang = toolchain.find_tool("clang++", exclude=frozenset({os.path.realpath(bin_dir)}))
+    if clang is None:
+        return None
+    # The llvm-config of that clang's own LLVM (/usr/lib/llvm-19/bin/): the plugin must
+    # be built against the headers of the LLVM that loads it.
+    config = os.path.join(os.path.dirname(os.path.realpath(clang)), "llvm-config")
+    if not toolchain.is_executable_file(config):
+        return None
+    from autopass_build.core import proc
+
+    flags = proc.run_captured([config, "--cxxflags"], bin_dir, timeout=30)
+    real = os.path.realpath(clang)
+    if flags.status != 0:
+        return None
+    name = _compiled(bin_dir, PLUGIN_SOURCE, "autopass-save-ir", real,
+                     lambda out: [clang, "-shared", "-fPIC", "-O2",
+                                  *flags.stdout.decode().split(), "-o", out, PLUGIN_SOURCE],
+                     suffix=".so", proof=lambda path: _plugin_proves_out(clang, path))
+    return (os.path.join(bin_dir, name), real) if name else None
+
+
+def _plugin_proves_out(clang: str, plugin: str) -> bool:
+    """A small C++ unit compiled with the plugin gives the same object as without it,
+    and its IR: else the plugin is not used."""
+    import tempfile
+
+    from autopass_build.core import proc
+
+    with tempfile.TemporaryDirectory(prefix="autopass-plugin-") as folder:
+        source = os.path.join(folder, "probe.cpp")
+        with open(source, "w") as handle:
+            handle.write(PLUGIN_PROBE)
+        plain = [clang, "-O2", "-g", "-c", source, "-o", os.path.join(folder, "plain.o")]
+        ir = os.path.join(folder, "probe.bc")
+        saved = [clang, "-O2", "-g", "-c", source, "-o", os.path.join(folder, "saved.o"),
+                 f"-fpass-plugin={plugin}"]
+        env = {**os.environ, ENV_IR_OUT: ir}
+        if proc.run_captured(plain, folder).status or \
+                proc.run_captured(saved, folder, env).status:
+            return False
+        with open(os.path.join(folder, "plain.o"), "rb") as a, \
+                open(os.path.join(folder, "saved.o"), "rb") as b:
+            same = a.read() == b.read()
+        return same and os.path.isfile(ir) and open(ir, "rb").read(4) == b"BC\xc0\xde"
+
+
+def _compiled(bin_dir: str, source: str, stem: str, salt: str, argv, suffix: str = "",
+              proof=None) -> str | None:
+    """A program or library built from `source` into `bin_dir` once: its file name,
+    named after the hash of the source and `salt`, or None where it cannot be built (or
+    `proof` of the built file fails)."""
+    try:
+        with open(source, "rb") as handle:
+            name = f"{stem}-{hash_bytes(handle.read() + salt.encode())[:12]}{suffix}"
+    except OSError:
+        return None
+    path = os.path.join(bin_dir, name)
+    if os.access(path, os.R_OK):
+        return name
+    from autopass_build.core import proc
+
+    tmp = f"{path}.{os.getpid()}.tmp{suffix}"
+    try:
+        done = proc.run_captured(argv(tmp), bin_dir, timeout=300)
+        if done.status != 0 or not os.path.isfile(tmp) or (proof and not proof(tmp)):
+            return None
+        os.replace(tmp, path)
+        return name
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def versioned_gcc_names(search_path: str, exclude: str) -> list[str]:
@@ -202,6 +323,9 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
         ENV_STORE: store_dir, ENV_ROOT: root, ENV_MODE: "record",
         ENV_MASQUERADE_DIR: bin_dir, **CACHE_BYPASS,
     })
+    plugin = record_plugin(bin_dir)
+    if plugin:
+        env[ENV_IR_PLUGIN], env[ENV_IR_PLUGIN_FOR] = plugin
     return env
 
 

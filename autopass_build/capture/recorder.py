@@ -18,9 +18,10 @@ import time
 
 from autopass_build.capture import archive
 from autopass_build.capture.compiler_args import COMPILE, Invocation, Skip
+from autopass_build.capture.host import Host, LocalHost
 from autopass_build.capture.option_table import R_LINK, SHARED, STATIC
 from autopass_build.capture.spool import Spool
-from autopass_build.core import proc, toolchain
+from autopass_build.core import toolchain
 from autopass_build.core.files import hash_bytes, hash_file, hash_json, relative_to
 from autopass_build.core.names import ENV_IR_TIMEOUT
 
@@ -28,16 +29,18 @@ DEFAULT_IR_TIMEOUT_S = 300.0
 
 
 class Call:
-    """One run of the wrapper: which real compiler, with which arguments, where."""
+    """One run of the wrapper: which real compiler, with which arguments, where; `host`
+    runs its commands (host.py)."""
 
     def __init__(self, compiler_path: str, compiler_argv0: str, args: list[str], cwd: str,
-                 env: dict[str, str], root: str):
+                 env: dict[str, str], root: str, host: Host | None = None):
         self.compiler_path = compiler_path    # resolved, absolute or PATH-relative
         self.compiler_argv0 = compiler_argv0  # as the build wrote it (clang's driver mode)
         self.args = args                      # original arguments, passed on unchanged
         self.cwd = cwd
-        self.env = env
+        self.env = env                        # for the commands it runs
         self.root = root                      # project root, for relative source paths
+        self.host = host or LocalHost()
 
 
 IR_FAILED = "ir_failed"      # the IR step exited non-zero: the unit is not captured
@@ -80,8 +83,8 @@ def capture_ir(spool: Spool, call: Call, inv: Invocation, source_index: int) -> 
     tmp_err = tmp_ir + ".stderr"
     argv = [call.compiler_argv0] + inv.ir_args(source, tmp_ir)
     try:
-        done = proc.run_quiet(call.compiler_path, argv, call.env, ir_timeout(call.env),
-                              tmp_err)
+        done = call.host.quiet(call.compiler_path, argv, call.env, ir_timeout(call.env),
+                               tmp_err)
         if done.timed_out:
             raise CaptureError(f"IR step for {source.path} timed out after "
                                f"{ir_timeout(call.env):g}s", IR_TIMEOUT)
@@ -111,13 +114,16 @@ def _abs(cwd: str, path: str) -> str:
     return os.path.normpath(os.path.join(cwd, path))
 
 
-def record_units(spool: Spool, call: Call, inv: Invocation) -> list[dict]:
+def record_units(spool: Spool, call: Call, inv: Invocation,
+                 captured: dict[int, str] | None = None) -> list[dict]:
+    """Record each source of `inv` as a unit; `captured`: the IR blobs already stored, by
+    source index (one-pass record made them), else each source's IR step runs now."""
     identity = compiler_identity(spool, call)
     expanded = [t for arg in inv.args for t in arg.tokens]
     units = []
     for index, source in enumerate(inv.sources):
         try:
-            ir_hash = capture_ir(spool, call, inv, index)
+            ir_hash = (captured or {}).get(index) or capture_ir(spool, call, inv, index)
         except CaptureError as error:
             spool.log(str(error))
             record_skip(spool, call, Skip(error.reason, str(error), (source.path,)))
@@ -213,8 +219,9 @@ def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) ->
         "archives": archives, "recorded_at": time.time()})
 
 
-def record_call(spool: Spool, call: Call, inv: Invocation) -> None:
-    units = record_units(spool, call, inv) if inv.sources else []
+def record_call(spool: Spool, call: Call, inv: Invocation,
+                captured: dict[int, str] | None = None) -> None:
+    units = record_units(spool, call, inv, captured) if inv.sources else []
     if inv.mode != COMPILE:
         record_link(spool, call, inv, units)
     for skip in inv.skipped_sources:

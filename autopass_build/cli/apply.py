@@ -97,6 +97,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         apply_environment,
         for_debian_packaging,
     )
+    from autopass_build.capture.server import serving
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -127,7 +128,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if packaging:
             print(f"autopass: {packaging}", file=sys.stderr)
         started = time.time()
-        status = subprocess.call(command, env=env)
+        with serving(env):
+            status = subprocess.call(command, env=env)
         if status == 0 and flags_db.applies_anything(usable):
             _say_what_was_applied(db, applied_count(work), started)
         return status

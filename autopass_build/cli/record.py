@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from autopass_build import config as configuration
@@ -19,6 +20,7 @@ from autopass_build.capture.build_env import (
     wrapper_dir,
 )
 from autopass_build.capture.compiler_args import fixes
+from autopass_build.capture.server import serving
 from autopass_build.cli.common import (
     CliError,
     add_config_option,
@@ -122,7 +124,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     if packaging:
         print(f"autopass: {packaging}", file=sys.stderr)
     try:
-        status = subprocess.call(command, env=env, cwd=folder)
+        with serving(env):
+            status = subprocess.call(command, env=env, cwd=folder)
     except (FileNotFoundError, PermissionError):
         raise CliError(f"build command not found: {command[0]!r} (not on PATH, or not an "
                        "executable file)")
@@ -442,6 +445,19 @@ def _doctor_openmp(version: int) -> None:
               f"libomp-{version}-dev)")
 
 
+def _doctor_record_plugin(version: int) -> None:
+    """Record runs each unit's front end once with its pass plugin, which is built here
+    against LLVM's headers; without them it compiles every unit twice."""
+    from autopass_build.capture.build_env import record_plugin, wrapper_dir
+
+    built = record_plugin(wrapper_dir(tempfile.gettempdir()))
+    if built:
+        print(f"  {'record plugin':<14} {built[0]}")
+    else:
+        print("note: record compiles every unit twice (its IR-saving pass plugin needs "
+              f"llvm-config and LLVM's headers: sudo apt-get install llvm-{version}-dev)")
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     version = args.llvm_version
     reports = toolchain.survey(version)
@@ -468,6 +484,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                   f"(sudo apt-get install {package.format(v=version)})")
     _doctor_bolt()
     _doctor_openmp(version)
+    _doctor_record_plugin(version)
     if len(majors) > 1:
         print(f"error: the tools come from different LLVM versions {sorted(majors)}; "
               "set AUTOPASS_CC, AUTOPASS_CXX, AUTOPASS_OPT, AUTOPASS_PROFDATA to one version")

@@ -37,6 +37,17 @@ def run_buffered(path: str, argv: list[str], env: dict[str, str]) -> tuple[Finis
         os.close(err)
 
 
+def write_out(stdout: bytes, stderr: bytes) -> None:
+    """Pass on what a buffered run printed (run_buffered), as it would have printed it."""
+    import sys
+
+    for stream, data in ((sys.stdout, stdout), (sys.stderr, stderr)):
+        if data:
+            stream.flush()
+            stream.buffer.write(data)
+            stream.flush()
+
+
 ADDR_NO_RANDOMIZE = 0x0040000   # <linux/personality.h>
 
 

@@ -29,6 +29,7 @@ from autopass_build.capture.build_env import (
     apply_environment,
     for_debian_packaging,
 )
+from autopass_build.capture.server import serving
 from autopass_build.config import Config
 from autopass_build.core import flags_db
 from autopass_build.core.plural import counted
@@ -99,7 +100,8 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
             if packaging and i == 0:
                 progress(packaging)
             started = time.time()
-            _build(config, env, folder, progress, snapshot if i == 0 else None)
+            with serving(env):
+                _build(config, env, folder, progress, snapshot if i == 0 else None)
             if i == 1 and has_content and not applied_count(work):   # plain vs plain
                 raise VerifyError("the tuned build took none of the tuned flags: "
                                   + unseen.advice(folder, started, "verify"))

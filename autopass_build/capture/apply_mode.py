@@ -1,0 +1,99 @@
+"""Apply mode: this source's tuned flags appended; any doubt -> the plain compile.
+
+The decision is the applier's (applier.py); this runs it: the tuned compile with its
+output held back, so that a rejected flag (F3) shows only one warning before the plain
+compile's own output; after a tuned link, BOLT; stale-profile notes summarized.
+"""
+
+from __future__ import annotations
+
+from autopass_build.capture.compiler_args import Invocation, Skip, classify
+from autopass_build.capture.plan import Plan, WrapperError, clang_or_the_named_gcc
+from autopass_build.core import proc
+from autopass_build.core.names import APPLY_POLICIES, ENV_APPLY_TALLY
+
+
+def run(plan: Plan) -> int:
+    """Apply mode: this source's tuned flags appended; any doubt -> the plain compile."""
+    parsed: Invocation | Skip | None = None
+    try:
+        parsed = classify(plan.args, plan.cwd, plan.cxx)
+        decision = _decide(plan, parsed)
+    except Exception as error:  # our bug must not break the build
+        decision = None
+        plan.host.say(f"autopass: warning: apply failed ({error!r}); default flags\n")
+    if decision is None:
+        return _plain(plan, parsed)
+    if decision.warning:
+        plan.host.say(f"autopass: {'error' if decision.error else 'warning'}: "
+                      f"{decision.warning}\n")
+        if decision.error:
+            return 1
+    if not decision.flags:
+        return _plain(plan, parsed)
+    # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
+    # compile's own output.  LTO objects need a fixed address layout to be reproducible.
+    argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
+    try:
+        done, out, err = plan.host.buffered(plan.compiler_path, argv, plan.child_env(),
+                                            fixed_layout=proc.wants_fixed_layout(argv))
+    except OSError as error:   # E2BIG and the like: the plain compile is still ours to run
+        plan.host.say(f"autopass: warning: cannot run the compiler with the tuned flags "
+                      f"({error.strerror}); compiling with the default flags\n")
+        return _plain(plan, parsed)
+    if done.status < 0:     # killed (Ctrl-C, a CI timeout): not a rejected flag (F15)
+        return plan.host.exit_like(done.status)
+    if done.status == 0:
+        _tally(plan)
+        notes = []
+        if decision.profiled:
+            from autopass_build.capture.applier import stale_profile
+            err, stale = stale_profile(err, decision.profiled, plan.policy)
+            notes.append(stale)
+        if decision.bolt:   # the target's link: BOLT rewrites what it made
+            from autopass_build.capture.applier import run_bolt
+            notes.append(run_bolt(decision.bolt, plan.policy))
+        plan.host.write(out, err)
+        failed = False
+        for note in notes:
+            if note and note.warning:
+                plan.host.say(f"autopass: {'error' if note.error else 'warning'}: "
+                              f"{note.warning}\n")
+                failed = failed or note.error
+        return 1 if failed else 0
+    first = (err.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
+    plan.host.say(f"autopass: warning: the compiler rejected the tuned flags "
+                  f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
+                  "default flags\n")
+    return _plain(plan, parsed)
+
+
+def _plain(plan: Plan, parsed: Invocation | Skip | None) -> int:
+    """The command as the build gave it; a compile or link addressed to gcc that clang
+    refuses goes to that gcc (probes and queries stay clang's, as when recorded)."""
+    if not plan.gcc_named or not isinstance(parsed, Invocation):
+        return plan.exec_compiler()
+    done = clang_or_the_named_gcc(plan, parsed)
+    return 0 if done is None else plan.host.exit_like(done.status)
+
+
+def _tally(plan: Plan) -> None:
+    """One line in `autopass apply`'s tally file: this command got the tuned flags (a
+    write of two bytes with O_APPEND: parallel compiles never interleave)."""
+    path = plan.env.get(ENV_APPLY_TALLY)
+    if path:
+        try:
+            with open(path, "a") as handle:
+                handle.write("1\n")
+        except OSError:
+            pass
+
+
+def _decide(plan: Plan, parsed: Invocation | Skip):
+    from autopass_build.capture import applier
+
+    if plan.policy not in APPLY_POLICIES:
+        raise WrapperError(f"AUTOPASS_APPLY_POLICY={plan.policy!r}: use one of "
+                           + ", ".join(APPLY_POLICIES))
+    return applier.decide_call(parsed, plan.cwd, plan.root,
+                               plan.db, plan.policy, plan.compiler_path)
