@@ -31,8 +31,9 @@ SKIP_ROWS = [
                                "meson-private/sanitycheckc.exe"], ca.PROBE),
     ("I3 no inputs", ["-O2"], ca.QUERY),
     ("I3 -o - (object to stdout)", ["-c", "a.c", "-o", "-"], ca.STDOUT_OUTPUT),
-    ("I7 -flto", ["-flto", "-c", "a.c"], ca.LTO),
-    ("I7 -flto=thin", ["-flto=thin", "-O2", "-c", "a.c"], ca.LTO),
+    ("I11 CMake's check_ipo_supported", ["-O2", "-flto=thin", "-c",
+     "/b/CMakeFiles/_CMakeLTOTest-CXX/src/foo.cpp", "-o",
+     "/b/CMakeFiles/_CMakeLTOTest-CXX/bin/CMakeFiles/foo.dir/foo.cpp.o"], ca.PROBE),
     ("I7 -emit-llvm", ["-emit-llvm", "-c", "a.c"], ca.EMIT_LLVM),
     ("I7 -save-temps", ["-save-temps", "-c", "a.c"], ca.SAVE_TEMPS),
     ("I7 -save-temps=obj", ["-save-temps=obj", "-c", "a.c"], ca.SAVE_TEMPS),
@@ -83,7 +84,16 @@ def test_skip_reasons(args, reason):
 def test_quiet_reasons_are_the_passthrough_kinds():
     assert classify(["--version"]).quiet
     assert classify(["-E", "a.c"]).quiet
-    assert not classify(["-flto", "-c", "a.c"]).quiet  # worth a line in `autopass units`
+    assert not classify(["-save-temps", "-c", "a.c"]).quiet  # a line in `autopass units`
+
+
+@pytest.mark.parametrize("flag", ["-flto", "-flto=thin", "-flto=full", "-flto=auto"])
+def test_a_compile_of_a_build_that_is_lto_already_is_a_unit(flag):
+    """A release build with link-time optimization of its own (CMake's
+    INTERPROCEDURAL_OPTIMIZATION) is recorded as it is: each unit keeps its -flto."""
+    inv = classify(["-O3", flag, "-c", "a.cpp", "-o", "a.o"])
+    assert isinstance(inv, ca.Invocation) and inv.mode == ca.COMPILE
+    assert flag in inv.flag_tokens(ot.R_OPTIMIZATION)
 
 
 COMPILE_ROWS = [
@@ -254,7 +264,7 @@ def test_bsymbolic_is_a_link_flag_in_a_command():
 
 
 def test_the_fix_for_clangs_refusals_names_the_warnings_its_errors_name() -> None:
-    from autopass_build.capture.compiler_args import CLANG_REJECTS, FIXES, LTO, fix_for
+    from autopass_build.capture.compiler_args import CLANG_REJECTS, FIXES, PROFILE, fix_for
 
     indent = "output.c:843:8: error: variable 'p' set but not used " \
              "[-Werror,-Wunused-but-set-variable]"
@@ -265,4 +275,4 @@ def test_the_fix_for_clangs_refusals_names_the_warnings_its_errors_name() -> Non
         FIXES[CLANG_REJECTS] + " (here: -Wno-reserved-user-defined-literal "
         "-Wno-unused-but-set-variable)")
     assert fix_for(CLANG_REJECTS, [unknown]) == FIXES[CLANG_REJECTS]
-    assert fix_for(LTO, [indent]) == FIXES[LTO]
+    assert fix_for(PROFILE, [indent]) == FIXES[PROFILE]

@@ -177,27 +177,32 @@ def test_init_writes_any_argument_vector_back_exactly(tmp_path) -> None:
     assert config.build.command == tuple(odd) and config.run.target == 'bin/a"b'
 
 
-def test_a_build_with_flto_says_what_to_change(tmp_path) -> None:
-    """Compiles with -flto cannot be recorded (their object is bitcode already): the
-    record summary, `units` and the error of a command that found no executable name
-    the fix, instead of "no units recorded yet: run autopass record"."""
+def test_a_build_that_is_lto_already_is_recorded_as_it_is(tmp_path) -> None:
+    """A release build with ThinLTO of its own (as CMake's INTERPROCEDURAL_OPTIMIZATION
+    makes it): every unit recorded with its -flto=thin, its bitcode objects reproduced
+    from the IR, and the stages start from it: `lto` is tried, `thinlto` (the recorded
+    build itself) is not."""
     root = tmp_path / "lto"
-    write(root / "m.c", "int f(int);\nint main(int c, char **v) { return f(c); }\n")
-    write(root / "f.c", "int f(int x) { return x * 3; }\n")
-    build = "cc -O2 -flto -c m.c && cc -O2 -flto -c f.c && cc -flto -o app m.o f.o"
+    write(root / "m.c", '#include <stdio.h>\nint f(int);\n'
+          'int main(void) { int s = 0; for (int i = 0; i < 3000000; i++) s += f(i); '
+          'printf("%d\\n", s); return 0; }\n')
+    write(root / "f.c", "int f(int x) { return x % 7 * 3; }\n")
+    build = ("cc -O2 -flto=thin -c m.c && cc -O2 -flto=thin -c f.c && "
+             "cc -flto=thin -fuse-ld=lld -o app m.o f.o")
     done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root,
                           capture_output=True, text=True)
     assert done.returncode == 0 and (root / "app").exists()
-    assert "cannot be tuned: build without -flto" in done.stderr
-    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
-    assert "every compile was skipped" in units.stdout and "lto: build without" in units.stdout
-    subprocess.run([AUTOPASS, "init"], cwd=root, check=True, capture_output=True)
-    (root / "autopass.toml").write_text((root / "autopass.toml").read_text().replace(
-        'command = "{exe}"', 'command = ["{exe}"]'))
-    tune = subprocess.run([AUTOPASS, "tune", "--budget", "1"], cwd=root, capture_output=True,
-                          text=True)
-    assert tune.returncode == 2 and tune.stderr.count("\n") == 1
-    assert "skipped (lto): build without -flto" in tune.stderr
+    assert "recorded 2 units and 1 link" in done.stderr and "skipped" not in done.stderr
+    check = subprocess.run([AUTOPASS, "replay", "--check"], cwd=root, capture_output=True,
+                           text=True)
+    assert "2/2 units reproduce" in check.stdout, check.stdout + check.stderr
+    (root / "autopass.toml").write_text('[run]\ncommand = ["{exe}"]\ntarget = "app"\n'
+                                        '[measure]\nmetric = "instructions"\n')
+    tune = subprocess.run([AUTOPASS, "tune", "--budget", "2", "--stages", "lto,thinlto"],
+                          cwd=root, capture_output=True, text=True)
+    assert tune.returncode == 0, tune.stderr
+    assert "the recorded build is thinlto already" in tune.stderr
+    assert "stage lto:" in tune.stderr and "stage thinlto" not in tune.stderr
 
 
 def test_a_library_linked_with_double_dash_shared_is_a_shared_library(tmp_path) -> None:

@@ -165,7 +165,6 @@ def test_i6_dependency_files_are_the_plain_compiles(rec, clang, dep_args, depfil
 
 # ---- I7 ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("args, reason", [
-    (["-flto", "-O2", "-c", "a.c", "-o", "a.o"], ca.LTO),
     (["-emit-llvm", "-c", "a.c", "-o", "a.o"], ca.EMIT_LLVM),
     (["-save-temps", "-c", "a.c", "-o", "a.o"], ca.SAVE_TEMPS),
     (["-fprofile-instr-generate", "-c", "a.c", "-o", "a.o"], ca.PROFILE),
@@ -176,6 +175,19 @@ def test_i7_unsupported_is_recorded_with_a_reason_and_untouched(rec, clang, args
     assert_same(*both(rec, clang, args, ["a.o"]))
     assert rec.units() == []
     assert [s.reason for s in rec.skipped()] == [reason]
+
+
+@pytest.mark.parametrize("flag", ["-flto", "-flto=thin"])
+def test_i7_a_compile_with_lto_is_a_unit_and_its_bitcode_the_plain_one(rec, clang, opt,
+                                                                         flag):
+    """A build that is LTO already: its objects are LLVM bitcode, byte for byte the plain
+    compile's, and the unit's IR is the one before the pre-link pipeline."""
+    write(rec.root / "a.c", HELLO)
+    assert_same(*both(rec, clang, [flag, "-O2", "-c", "a.c", "-o", "a.o"], ["a.o"]))
+    assert (rec.root / "a.o").read_bytes()[:4] == b"BC\xc0\xde"
+    [unit] = rec.units()
+    assert flag in unit.argv and rec.skipped() == []
+    verify_ir(opt, rec.store_dir, unit.ir_hash)
 
 
 @pytest.mark.parametrize("args", [["-x", "c-header", "-c", "h.h", "-o", "h.pch"],

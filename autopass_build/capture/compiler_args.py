@@ -60,7 +60,6 @@ ASSEMBLER_SOURCE = "assembler_source"  # only .s/.S inputs
 PROBE = "probe"                        # conftest.c, CMake try_compile / compiler id
 MISSING_ARGUMENT = "missing_argument"  # -o/-I/-x ... as the last argument
 RESPONSE_FILE = "response_file"        # @file missing, unreadable or nested too deep
-LTO = "lto"
 EMIT_LLVM = "emit_llvm"
 SAVE_TEMPS = "save_temps"
 PROFILE = "profile"
@@ -76,9 +75,6 @@ EMBED_BITCODE = "embed_bitcode"
 # What a user changes in the build so that such compiles are recorded (record's summary,
 # `units`, and the error of a command that found nothing to tune say it).
 FIXES = {
-    LTO: "build without -flto (CMake: -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF; Meson: "
-         "-Db_lto=false): the lto and thinlto stages of `autopass tune` add it back, "
-         "measured",
     PROFILE: "build without -fprofile-*: the pgo stage of `autopass tune` trains its own",
     MODULES: "build without -fmodules / C++ modules",
     CLANG_REJECTS: "the build compiles with gcc, and clang refused these commands (a "
@@ -240,6 +236,7 @@ def _is_probe(path: str) -> bool:
             or "/CMakeScratch/TryCompile-" in path or "/CMakeTmp/" in path
             or "/CompilerIdC/" in path or "/CompilerIdCXX/" in path
             or base.startswith("cmTC_")
+            or "/_CMakeLTOTest-" in path       # check_ipo_supported's probe project
             or "meson-private" in path.split("/")    # meson's sanity checks and probes
             # `-x c++ /dev/null -o /dev/null`: does the compiler take a flag (ninja's
             # configure.py); a device is no source to tune, /dev/null no object
@@ -259,8 +256,6 @@ def _optimization_role(token: str) -> str:
 
 
 def _unsupported_flag(token: str) -> str:
-    if token.startswith("-flto") and token != "-flto=none" or token == "-flto":
-        return LTO
     if token == "-emit-llvm":
         return EMIT_LLVM
     if token.startswith(("-save-temps", "--save-temps")):

@@ -268,8 +268,8 @@ class Evaluator:
         the one with a strong definition (harfbuzz's Coverage::get_coverage, 9 % of
         hb-shape, is in five units; the linker keeps hb-aat-layout.cc's).  Static
         functions of one name stay with every unit (`sampling.with_source` tells them
-        apart).  A unit whose object is not ELF (LLVM bitcode under LTO, where functions
-        move across units at link time) counts by its recorded object."""
+        apart).  A unit whose object is LLVM bitcode (a build that is LTO already) counts by
+        the same compile out of LTO (Replayer.code_object_for)."""
         by_id = {unit.id: unit for unit in self.units}
         defined: dict[str, list[str]] = {}
         kept_in: dict[str, list[tuple[str, str]]] = {}   # weak function -> (binary, unit)
@@ -292,17 +292,11 @@ class Evaluator:
     def _functions_of(self, unit: UnitRecord, flags_by_unit: dict[str, tuple[str, ...]] | None
                       ) -> dict[str, bool]:
         """The functions `unit`'s object defines, name -> weak (evidence.weak_functions)."""
-        from elftools.common.exceptions import ELFError
-
         from autopass_build.instruments.evidence import weak_functions
 
         flags = (flags_by_unit or {}).get(unit.id, ())
-        try:
-            with open(self.replayer.object_for(unit, flags), "rb") as handle:
-                return weak_functions(handle.read())
-        except ELFError:
-            with open(self.replayer.object_for(unit), "rb") as handle:
-                return weak_functions(handle.read())
+        with open(self.replayer.code_object_for(unit, flags), "rb") as handle:
+            return weak_functions(handle.read())
 
     def changed_sources(self, flags_by_unit: dict[str, tuple[str, ...]]) -> list[str]:
         """The sources whose units a candidate builds differently from the baseline."""

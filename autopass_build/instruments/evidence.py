@@ -25,7 +25,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from autopass_build.core import proc, toolchain
 from autopass_build.core.flags import replayable_from_ir
-from autopass_build.instruments.replay import QUIET, Replayer, source_args
+from autopass_build.instruments.replay import BITCODE, QUIET, Replayer, source_args
 from autopass_build.store.index import Store, UnitRecord
 
 NUMERIC_ARGS = ("Cost", "Threshold", "VectorizationFactor", "InterleaveCount", "UnrollCount",
@@ -188,7 +188,11 @@ class Evidence:
             with open(record, encoding="utf-8", errors="replace") as handle:
                 remarks = parse_remarks(handle.read())
             with open(obj, "rb") as handle:
-                sizes = function_sizes(handle.read())
+                data = handle.read()
+            if data[:4] == BITCODE:    # the unit's own -flto=thin: sizes out of LTO
+                with open(self.replayer.code_object_for(unit, flags), "rb") as handle:
+                    data = handle.read()
+            sizes = function_sizes(data)
         return remarks, sizes
 
     def unit_evidence(self, unit: UnitRecord, flags: tuple[str, ...] = (),

@@ -41,10 +41,15 @@ def _runtime_sections(elf: ELFFile) -> dict[str, bytes]:
     return out
 
 
+BITCODE = b"BC\xc0\xde"
+
+
 def compare_objects(replayed: bytes, recorded: bytes) -> tuple[bool, str]:
     """(same code and data, why not / what differs)."""
     if replayed == recorded:
         return True, ""
+    if replayed[:4] == recorded[:4] == BITCODE:
+        return _compare_bitcode(replayed, recorded)
     try:
         a = _runtime_sections(ELFFile(io.BytesIO(replayed)))
         b = _runtime_sections(ELFFile(io.BytesIO(recorded)))
@@ -56,6 +61,34 @@ def compare_objects(replayed: bytes, recorded: bytes) -> tuple[bool, str]:
         if a[name] != b[name]:
             return False, f"{name} differs"
     return True, "code and data identical; debug info or metadata differ"
+
+
+def _compare_bitcode(replayed: bytes, recorded: bytes) -> tuple[bool, str]:
+    """The objects of a build that is LTO already (-flto=thin): LLVM bitcode, which a
+    compile of the IR writes with the names of local values that the compile of the
+    source drops, and with the metadata kinds its context knew (the linked program is the
+    same).  Compared as IR text without those names."""
+    import tempfile
+
+    from autopass_build.core import proc, toolchain
+
+    opt = toolchain.find_tool("opt")
+    if opt is None:
+        return False, "bitcode objects differ (" + toolchain.not_found("opt") + ")"
+    with tempfile.TemporaryDirectory(prefix="autopass-fidelity-") as folder:
+        texts = []
+        for name, data in (("replayed", replayed), ("recorded", recorded)):
+            path = os.path.join(folder, "unit.bc")     # one name: the text names its file
+            with open(path, "wb") as handle:
+                handle.write(data)
+            done = proc.run_captured([opt, "--discard-value-names", "-passes=verify", "-S",
+                                      path, "-o", "-"], folder, output_cap=1 << 30)
+            if done.status != 0:
+                return False, f"the {name} bitcode cannot be read by opt"
+            texts.append(done.stdout)
+    if texts[0] != texts[1]:
+        return False, "bitcode objects differ beyond the names of local values"
+    return True, "the same bitcode but for the names of local values"
 
 
 def check(store: Store, units: list[UnitRecord] | None = None,

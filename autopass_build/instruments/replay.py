@@ -60,6 +60,7 @@ NOT_PIC_SAID = ("objects without -fPIC, which lld refuses in an LTO shared libra
                 "-fPIC to their flags (GNU ld lets them pass)")
 
 Flags = tuple[str, ...]
+BITCODE = b"BC\xc0\xde"
 
 
 @dataclass
@@ -179,6 +180,16 @@ class Replayer:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return path
+
+    def code_object_for(self, unit: UnitRecord, flags: Flags = ()) -> str:
+        """`unit`'s object with machine code to read (its functions, their sizes, its
+        code's shape): `object_for`'s, or where that is LLVM bitcode (a build that is
+        LTO already, -flto=thin without fat objects), the same compile out of LTO."""
+        path = self.object_for(unit, flags)
+        with open(path, "rb") as handle:
+            if handle.read(4) != BITCODE:
+                return path
+        return self.object_for(unit, tuple(flags) + ("-fno-lto",))
 
     def _compile_ir(self, unit: UnitRecord, flags: Flags, output: str) -> None:
         try:

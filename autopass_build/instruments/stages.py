@@ -50,6 +50,34 @@ COMPOSITIONS: tuple[tuple[Stage, ...], ...] = (
 )
 
 
+LTO_FLAGS = {"-flto": Stage.LTO, "-flto=full": Stage.LTO, "-flto=auto": Stage.LTO,
+             "-flto=jobserver": Stage.LTO, "-flto=thin": Stage.THINLTO,
+             "-fno-lto": None, "-flto=none": None}
+
+
+def recorded_lto(argvs: list[list[str]]) -> Stage | None:
+    """The LTO stage the recorded build has of its own, given its units' arguments: a
+    CMake Release build with INTERPROCEDURAL_OPTIMIZATION compiles every unit with
+    -flto=thin.  None when it has none, or when its units do not agree."""
+    modes = set()
+    for argv in argvs:
+        mode = None
+        for token in argv:
+            if token in LTO_FLAGS:
+                mode = LTO_FLAGS[token]
+        modes.add(mode)
+    return modes.pop() if len(modes) == 1 else None
+
+
+def effective(composition: tuple[Stage, ...], recorded: Stage | None) -> tuple[Stage, ...]:
+    """What `composition` builds on a recorded build that is LTO already: without an
+    LTO stage of its own, the recorded one stays (pgo on a ThinLTO build is
+    pgo+thinlto)."""
+    if recorded is None or any(s in (Stage.LTO, Stage.THINLTO) for s in composition):
+        return composition
+    return tuple(s for s in Stage if s in composition or s == recorded)
+
+
 def parse(names: str | list[str] | tuple[str, ...]) -> tuple[Stage, ...]:
     """`"pgo,lto"` or `["pgo", "lto"]` as stages; ValueError naming a stage that is not one."""
     items = names.split(",") if isinstance(names, str) else list(names)

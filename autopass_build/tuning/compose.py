@@ -104,6 +104,10 @@ class Composer:
         self.show = show
         self._profile: pgo.TrainedProfile | None = None
         self.bolt_reach = bolt_reach(evaluator, unit_shares)
+        self.recorded = stages.recorded_lto([u.argv for u in evaluator.units])
+        if self.recorded:
+            show(f"the recorded build is {self.recorded} already (its units' own flags): "
+                 "the stages start from it")
         self.usable = self._usable()
 
     def _usable(self) -> set[Stage]:
@@ -119,8 +123,17 @@ class Composer:
         return usable
 
     def candidates(self) -> list[tuple[Stage, ...]]:
-        """The link-time compositions to try, in order."""
-        return [c for c in COMPOSITIONS if set(c) <= self.usable]
+        """The link-time compositions to try, in order; on a recorded build that is LTO
+        already, each as it builds there, the recorded build itself and repeats left
+        out (on a ThinLTO build: pgo+lto, lto, pgo+thinlto)."""
+        found: list[tuple[Stage, ...]] = []
+        for composition in COMPOSITIONS:
+            if not set(composition) <= self.usable:
+                continue
+            built = stages.effective(composition, self.recorded)
+            if built != (self.recorded,) and built not in found:
+                found.append(built)
+        return found
 
     def bolt_pending(self) -> bool:
         """Whether the BOLT step is still to be measured (it is usable and not journaled)."""

@@ -267,7 +267,7 @@ class Screener:
     def _shape(self, source: str, flags: tuple[str, ...]) -> dict[str, float]:
         unit = self.units[source]
         base = self.evaluator.base_flags.get(unit.id, ())
-        path = self.evaluator.replayer.object_for(unit, base + tuple(flags))
+        path = self.evaluator.replayer.code_object_for(unit, base + tuple(flags))
         return code_shape(path, self.functions.get(source, set()))
 
     def unit_features(self, flags: dict[str, tuple[str, ...]]) -> dict[str, dict[str, float]]:

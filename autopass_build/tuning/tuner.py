@@ -158,13 +158,16 @@ class Tuner:
                     for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
         hot = load_profile(self.store.dir)   # the one _hot_sources made or found
+        recorded = stages.recorded_lto([u.argv for u in evaluator.units])
         self.chosen = self._compose(evaluator, hot)
-        if LEAVE_LTO_KNOB in space.knobs and not (self.chosen and self.chosen.links_across_units):
+        links_across = self.chosen.links_across_units if self.chosen else bool(recorded)
+        if LEAVE_LTO_KNOB in space.knobs and not links_across:
             space = space.without({LEAVE_LTO_KNOB.name}, "no LTO stage was chosen")
-        if self.request.attribute and self.chosen and self.chosen.links_across_units:
-            self.show(f"attribution off on {self.chosen.name}: link-time optimization "
-                      "inlines and moves functions across units, so a unit's own cost is "
-                      "not defined there; the whole-program A/B judges alone")
+        if self.request.attribute and links_across:
+            self.show(f"attribution off on {self.chosen.name if self.chosen else recorded}: "
+                      "link-time optimization inlines and moves functions across units, so "
+                      "a unit's own cost is not defined there; the whole-program A/B judges "
+                      "alone")
         elif self.request.attribute:
             self.measurements.attributor = Attributor(evaluator.bench)
         run = RunContext(self.store, self.config, evaluator, journal,
@@ -359,7 +362,9 @@ class Tuner:
     def _space(self, evaluator: Evaluator) -> Space:
         compiler = evaluator.replayer.compiler_override or evaluator.units[0].compiler
         space = default_space(native=self._native(),
-                              lto=bool(lto_mode(self._allowed_stages())))
+                              lto=bool(lto_mode(self._allowed_stages()))
+                              or stages.recorded_lto([u.argv for u in evaluator.units])
+                              is not None)
         try:
             return probe(space, compiler, os.path.join(self.store.dir, "probe"),
                          toolchain.stamp_of(compiler))
