@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 import zlib
+from _thread import get_ident
 
 from autopass_build.core.files import hash_bytes, to_json
 from autopass_build.core.names import STORE_DIRNAME
@@ -52,9 +53,12 @@ class Spool:
             self.write_file(gitignore, b"*\n")
 
     def new_tmp_path(self, suffix: str) -> str:
+        """A name no other process or thread takes (the wrapper's server and replay's
+        compiles run several threads)."""
         global _counter
         _counter += 1
-        return self.path(TMP, f"{os.getpid()}-{time.monotonic_ns()}-{_counter}{suffix}")
+        return self.path(TMP, f"{os.getpid()}-{get_ident()}-{time.monotonic_ns()}-"
+                              f"{_counter}{suffix}")
 
     def blob_path(self, kind: str, digest: str, suffix: str) -> str:
         return self.path(BLOBS, kind, digest[:2], digest + suffix)
