@@ -89,6 +89,8 @@ class TuneConfig:
     flags_db: str = FLAGS_DB_NAME
     options: tuple[tuple[str, float], ...] = ()   # the strategy's options, e.g. population
     stages: tuple[str, ...] = STAGES     # whole-program stages to try first ([]: none)
+    time: str = ""                  # a time budget ("45m", "2h"; "": none), besides `budget`
+    stage_budget: int = 0           # evaluations for the stages (0: half the budget)
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,12 @@ def _validate(name: str, section: object) -> None:
                           '".autopass/runs/<run>/transcript.jsonl"')
     if isinstance(section, TuneConfig) and (section.budget < 1 or section.max_units < 1):
         raise ConfigError("[tune] needs budget >= 1 and max_units >= 1")
+    if isinstance(section, TuneConfig) and section.time:
+        from autopass_build.core.durations import DurationError, parse_duration
+        try:
+            parse_duration(section.time)
+        except DurationError as error:
+            raise ConfigError(f"[tune].time: {error}") from None
     if isinstance(section, TuneConfig) and not 0 < section.coverage <= 100:
         raise ConfigError(f"[tune].coverage = {section.coverage:g} is a percentage of the "
                           "profile: give one in (0, 100], e.g. 90")
@@ -433,6 +441,11 @@ pin_cpu = true
 strategy = "agent"
 budget = 40
 seed = 0
+# A time budget besides the evaluations ("45m", "2h"; "" for none): the stages take up to
+# half of it, and the search stops in time for the steps after it.
+time = ""
+# Evaluations for the whole-program stages (0: half the budget).
+stage_budget = 0
 # Whole-program stages tried first, each measured against the recorded build: PGO,
 # full LTO and ThinLTO (with lld), and their compositions. The best verified one becomes
 # the baseline that per-file flags are tuned on; BOLT (bolt-19) is tried last, on the

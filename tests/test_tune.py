@@ -133,7 +133,8 @@ def test_progress_says_how_long_the_rest_of_the_search_takes(straight_run) -> No
 
 
 def test_duration_text_reads_like_a_person_would_say_it() -> None:
-    from autopass_build.tuning.searching import Pace, duration_text
+    from autopass_build.core.durations import duration_text
+    from autopass_build.tuning.clock import Pace
     assert [duration_text(s) for s in (0.2, 40, 89, 125, 5399, 5400, 9000)] == \
         ["1 s", "40 s", "1 min", "2 min", "90 min", "1.5 h", "2.5 h"]
     pace = Pace(started=time.monotonic() - 60, measured=2)     # 30 s an evaluation
@@ -682,3 +683,45 @@ def test_a_second_measuring_command_waits_for_the_first(project) -> None:
         process.wait(60)
     with busy.measuring(str(project / ".autopass"), "test"):
         assert f"pid {os.getpid()}," in lock.read_text()
+
+
+@pytest.mark.parametrize("text, seconds", [("45m", 2700), ("2h", 7200), ("1h30m", 5400),
+                                           ("90s", 90), ("90", 90), (" 1.5h ", 5400)])
+def test_a_time_budget_reads_as_people_write_it(text, seconds) -> None:
+    from autopass_build.core.durations import parse_duration
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "45x", "m", "10m5", "0s"])
+def test_a_time_that_is_none_is_one_clear_line(project, text) -> None:
+    done = tune(project, "--time", text)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("autopass: error: --time: ") and \
+        done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_time_budget_ends_the_search_in_time(project) -> None:
+    """`--time` alone: the time decides, not a count; the search stops while what is left
+    still holds the final re-measurement, and says so; the split is said first."""
+    started = time.monotonic()
+    done = tune(project, "--time", "12s", "--seed", "31")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "budget: the stages up to 0 (0 compositions" in done.stderr, done.stderr
+    assert "--time: the search stops after " in done.stderr
+    journal = Journal.latest(str(project / ".autopass"))
+    measured = [e for e in journal.of_phase(Phase.SEARCH) if not e.identical]
+    assert len(measured) >= 1 and took < 60, (len(measured), took)
+    assert journal.header["time"] == 12.0
+
+
+def test_resume_lowers_a_budget_as_well_as_raising_it(project) -> None:
+    done = tune(project, "--budget", "6", "--seed", "33")
+    assert done.returncode == 0, done.stderr
+    done = tune(project, "--resume", "--budget", "3")
+    assert done.returncode == 0, done.stderr
+    journal = Journal.latest(str(project / ".autopass"))
+    assert journal.header["seed"] == 33
+    measured = [e for e in journal.of_phase(Phase.SEARCH) if not e.identical]
+    assert len(measured) == 6                  # what was measured stays; nothing more
+    assert "measuring " not in done.stderr

@@ -33,6 +33,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--agent-backend", choices=AGENT_BACKENDS,
                    help="override [agent].backend")
     p.add_argument("--budget", type=int, help="candidate evaluations (default: [tune].budget)")
+    p.add_argument("--time", metavar="DURATION",
+                   help="a time budget, e.g. 45m, 2h, 1h30m ([tune].time): the stages take "
+                        "up to half of it, the search stops in time for the steps after it; "
+                        "alone (without --budget), the time decides, not a count")
+    p.add_argument("--stage-budget", type=int, metavar="N",
+                   help="evaluations for the whole-program stages (default: "
+                        "[tune].stage_budget, else half the budget)")
     p.add_argument("--seed", type=int, help="random seed; same seed, same candidates")
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a strategy option, e.g. population=12 (see --list-strategies)")
@@ -104,11 +111,13 @@ examples:
   autopass tune --strategy ga --budget 60 --seed 3 --option population=12
   autopass tune --resume                          # after Ctrl-C, kill -9 or a full disk
   autopass tune --stages lto,thinlto              # which whole-program stages to try
+  autopass tune --time 45m                        # as many evaluations as fit in 45 min
   autopass tune --list-strategies
 
 First, compositions of whole-program stages (PGO, full LTO and ThinLTO with lld) are
-each measured against the recorded build, within half the budget; the best verified one
-becomes the baseline.  Then per-file flags are searched on top of it: each evaluation
+each measured against the recorded build, within half the budget (--stage-budget) and
+half of --time; the best verified one becomes the baseline (a recorded build that is
+LTO already is the baseline they start from).  Then per-file flags are searched on top of it: each evaluation
 rebuilds the target with the candidate's per-unit flags (only changed units recompile;
 objects are cached), checks the benchmark's output against the baseline's, and measures
 both interleaved until the ratio's interval is clear.  On an LTO baseline the link
@@ -129,6 +138,17 @@ def _stages(text: str | None) -> tuple[str, ...] | None:
         return tuple(s.value for s in stages.parse(text))
     except ValueError as error:
         raise CliError(f"--stages: {error}") from None
+
+
+def _time(text: str | None) -> float | None:
+    from autopass_build.core.durations import DurationError, parse_duration
+
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except DurationError as error:
+        raise CliError(f"--time: {error}") from None
 
 
 def _options(pairs: list[str]) -> dict | None:
@@ -152,7 +172,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from autopass_build.store.index import StoreError
     from autopass_build.tuning import search
     from autopass_build.tuning.journal import JournalError
-    from autopass_build.tuning.tuner import TuneError, Tuner, TuneRequest
+    from autopass_build.tuning.tuner import UNCOUNTED, TuneError, Tuner, TuneRequest
 
     if args.list_strategies:
         print(search.describe_all())
@@ -163,16 +183,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.agent_backend:
         from autopass_build.config import with_overrides
         config = with_overrides(config, agent={"backend": args.agent_backend})
+    time_limit = _time(args.time)
+    budget = args.budget if args.budget is not None or time_limit is None else UNCOUNTED
     request = TuneRequest.from_config(
-        config, strategy=args.strategy, budget=args.budget, seed=args.seed,
+        config, strategy=args.strategy, budget=budget, seed=args.seed,
         options=_options(args.option), max_units=args.max_units, native=args.native,
         flags_db=args.flags_db, resume=args.resume, pgo=args.pgo, screen=args.screen,
-        attribute=args.attribute,
-        stages=stages)
+        attribute=args.attribute, stages=stages, time_limit=time_limit,
+        stage_budget=args.stage_budget)
     if request.strategy not in search.STRATEGIES:
         raise CliError(f"no strategy {request.strategy!r}; choose one of "
                        f"{', '.join(search.STRATEGIES)}")
-    for option, value in (("--budget", request.budget), ("--max-units", request.max_units)):
+    for option, value in (("--budget", request.budget), ("--max-units", request.max_units),
+                          ("--stage-budget", request.stage_budget or 1)):
         if value < 1:      # [tune] in the file is checked when it is read (config.py)
             raise CliError(f"{option} {value}: must be 1 or more")
     progress = Progress("tune")

@@ -13,13 +13,13 @@ byte for byte costs a compile and no runs, and neither is counted.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from autopass_build.core.durations import duration_text
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning import composite
+from autopass_build.tuning.clock import Deadline, Pace
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
@@ -35,33 +35,7 @@ if TYPE_CHECKING:   # screening (scikit-learn) is imported only when a run scree
     from autopass_build.tuning.screen import Screener
 
 MAX_IDENTICAL = 200       # candidates identical to the baseline (free) before a run stops
-
-
-@dataclass
-class Pace:
-    """How long this process's measured evaluations took, on average, so that the
-    progress line can say about how long the rest of the search will take (PCRE2 at
-    budget 8: 15 minutes with no word of it).  Compiles that cost no measurement
-    (screened out, identical to the baseline) and confirmations are part of the pace:
-    the user waits for them too."""
-    started: float = field(default_factory=time.monotonic)
-    measured: int = 0
-
-    def time_left(self, evaluations_left: int) -> str:
-        """"about 12 min left · ", or nothing before the first evaluation ends."""
-        if self.measured == 0 or evaluations_left <= 0:
-            return ""
-        seconds = (time.monotonic() - self.started) / self.measured * evaluations_left
-        return f"about {duration_text(seconds)} left · "
-
-
-def duration_text(seconds: float) -> str:
-    """A wait in the unit a person reads it in: "40 s", "12 min", "1.5 h"."""
-    if seconds < 60:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
+UNCOUNTED = 100_000       # a budget this large is `tune --time` alone: the time decides
 
 
 def measured_in_search(journal: Journal) -> int:
@@ -74,13 +48,18 @@ class Search:
     earlier ones included), then the composite when attribution is on."""
 
     def __init__(self, measurements: Measurements, strategy: Strategy, budget: int,
-                 show: Callable[[str], None], screener: "Screener | None" = None):
+                 show: Callable[[str], None], screener: "Screener | None" = None,
+                 deadline: Deadline | None = None, kept_after: int = 1):
+        """`deadline`: the run's time budget; `kept_after`: how many evaluations' time
+        the steps after the search need (the final re-measurement, BOLT)."""
         self.measurements = measurements
         self.journal = measurements.journal
         self.strategy = strategy
         self.budget = budget
         self.show = show
         self.screener = screener
+        self.deadline = deadline or Deadline(None)
+        self.kept_after = kept_after
 
     def run(self, run: RunContext) -> Entry | None:
         """The incumbent after the search (and the composite), if any."""
@@ -88,6 +67,8 @@ class Search:
         measured, unmeasured = measured_in_search(journal), 0
         pace = Pace()
         while measured < self.budget and unmeasured <= MAX_IDENTICAL:
+            if not self._time_for_one_more(pace, measured):
+                break
             point = strategy.ask()
             if point is None:
                 self.show(f"{strategy.name} has no new candidate after {measured} "
@@ -103,8 +84,10 @@ class Search:
                     entry = self.measurements.screened(flags, judgement)
                 else:
                     measured += 1
-                    self.show(f"[{measured}/{self.budget}] {self._incumbent_text()}"
-                              f"{pace.time_left(self.budget - measured + 1)}"
+                    counted = self.deadline.left() is None or self.budget < UNCOUNTED
+                    self.show(f"[{measured}{f'/{self.budget}' if counted else ''}] "
+                              f"{self._incumbent_text()}{self.deadline.text()}"
+                              f"{pace.time_left(self.budget - measured + 1) if counted else ''}"
                               f"measuring {flags_text(flags)}"
                               + (f" ({judgement.why})" if judgement else ""))
                     entry = self.measurements.measure(Phase.SEARCH, flags, judgement=judgement)
@@ -124,6 +107,18 @@ class Search:
         if self.measurements.attributor is not None:
             self._composite()
         return self.measurements.incumbent()
+
+    def _time_for_one_more(self, pace: Pace, measured: int) -> bool:
+        """Whether the time budget holds one more evaluation and the steps after the
+        search (at the pace so far); said once when it does not."""
+        each = pace.each()
+        if self.deadline.holds(None if each is None else each * (1 + self.kept_after)):
+            return True
+        left = self.deadline.left() or 0.0
+        self.show(f"--time: the search stops after {measured} evaluations; the "
+                  f"{duration_text(max(0.0, left))} left are kept for the steps after it "
+                  f"(an evaluation took about {duration_text(each or 0.0)})")
+        return False
 
     def confirmed(self, entry: Entry, flags: UnitFlags) -> Entry:
         """A FASTER candidate that would become the incumbent is measured again, with

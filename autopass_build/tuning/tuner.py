@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.config import Config
 from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
+from autopass_build.core.durations import duration_text, parse_duration
 from autopass_build.core.files import hash_json
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.core.outcome import Outcome
@@ -37,6 +38,7 @@ from autopass_build.instruments.measure import MeasureError, native_unmeasurable
 from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import Store, command_mates
 from autopass_build.tuning import composite, hot_sources, publish, search
+from autopass_build.tuning.clock import Deadline
 from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
 from autopass_build.tuning.journal import HEADER_FIELDS, Entry, Journal, Phase
@@ -45,7 +47,7 @@ from autopass_build.tuning.measuring import (
     TuneError,
 )
 from autopass_build.tuning.run import RunContext
-from autopass_build.tuning.searching import Search, measured_in_search
+from autopass_build.tuning.searching import UNCOUNTED, Search, measured_in_search
 from autopass_build.tuning.space import (
     LEAVE_LTO_KNOB,
     JointSpace,
@@ -56,8 +58,9 @@ from autopass_build.tuning.space import (
 
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
+STAGE_SHARE = 0.5         # of --time: what the stages may take at most
 
-__all__ = ["TuneError", "TuneRequest", "TuneResult", "Tuner", "Winner"]
+__all__ = ["TuneError", "TuneRequest", "TuneResult", "Tuner", "Winner", "UNCOUNTED"]
 
 
 @dataclass
@@ -77,7 +80,9 @@ class TuneRequest:
     screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
     stages: tuple[str, ...] = STAGES   # whole-program stages to try first ([]: none)
     attribute: bool = False  # per-unit attribution, and the composite of its winners
-    budget_given: bool = False   # --budget on the command line: it may raise a resumed run's
+    budget_given: bool = False   # --budget on the command line: a resumed run takes it
+    time_limit: float | None = None    # --time / [tune].time, in seconds (clock.py)
+    stage_budget: int = 0        # evaluations for the stages (0: half the budget)
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
@@ -88,7 +93,9 @@ class TuneRequest:
                       tune.max_units, tune.coverage, tune.native,
                       config.resolve(tune.flags_db),
                       pgo=bool(config.run.train) and not tune.stages, screen=tune.screen,
-                      stages=tune.stages, attribute=tune.attribute)
+                      stages=tune.stages, attribute=tune.attribute,
+                      time_limit=parse_duration(tune.time) if tune.time else None,
+                      stage_budget=tune.stage_budget)
         if given.get("strategy") not in (None, tune.strategy):
             request = replace(request, options={})
         return replace(request, **{k: v for k, v in given.items() if v is not None},
@@ -125,6 +132,7 @@ class Tuner:
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
+        self.deadline = Deadline(self.request.time_limit)
         publish.check_writable(self.request.flags_db)
         journal = Journal.latest(self.store.dir, repair=False) if self.request.resume else None
         if journal:
@@ -238,7 +246,10 @@ class Tuner:
         if self.measurements.attributor is not None:
             budget -= composite.RESERVED     # kept for the composite of per-unit winners
         screener = self._screener(run) if request.screen else None
-        return Search(self.measurements, strategy, budget, self.show, screener).run(run)
+        kept_after = 1 + (BOLT_EVALUATIONS if self.composer is not None
+                          and self.composer.bolt_pending() else 0)
+        return Search(self.measurements, strategy, budget, self.show, screener,
+                      self.deadline, kept_after).run(run)
 
     # -- whole-program stages -------------------------------------------------------------
     def _compose(self, evaluator: Evaluator, hot: Profile | None) -> Chosen | None:
@@ -246,15 +257,17 @@ class Tuner:
         no stages asked for, none verified faster, or --pgo chose the baseline)."""
         allowed = self._allowed_stages()
         if not allowed:
+            self._say_the_split(0, None)
             return None
         composer = Composer(evaluator, self.measurements, allowed,
                             lambda: self._profile(evaluator), self.show,
                             hot.unit_shares() if hot and _made_for(hot, evaluator) else None)
         self.composer = composer
-        stage_budget = max(1, self.request.budget // 2)
+        stage_budget = self._stage_budget()
+        self._say_the_split(stage_budget, composer)
         if self._native():
             stage_budget = max(1, stage_budget - NATIVE_EVALUATIONS)
-        chosen, _ = composer.choose(stage_budget)
+        chosen, _ = composer.choose(stage_budget, self.deadline.share(STAGE_SHARE))
         if self._native():
             chosen = composer.native_on_top(chosen, self._build_of(chosen)) or chosen
         if chosen is None:
@@ -266,6 +279,27 @@ class Tuner:
         self.show(f"baseline: {chosen.name}, {chosen.entry.interval_text()} of "
                   f"{chosen.against}; per-file flags are tuned on top of it")
         return chosen
+
+    def _stage_budget(self) -> int:
+        """Evaluations the stages may take: [tune].stage_budget, else half the budget."""
+        given = self.request.stage_budget
+        return min(given, self.request.budget) if given else max(1, self.request.budget // 2)
+
+    def _say_the_split(self, stage_budget: int, composer: Composer | None) -> None:
+        """How the budget is split, said before anything is measured."""
+        reserved = BOLT_EVALUATIONS if composer and composer.bolt_pending() else 0
+        compositions = composer.candidates() if composer else []
+        rest = self.request.budget - min(stage_budget, 2 * len(compositions)) - reserved
+        counted = self.request.budget < UNCOUNTED
+        self.show((f"budget {self.request.budget} evaluations: " if counted else "budget: ")
+                  + f"the stages up to {min(stage_budget, 2 * len(compositions))} "
+                  f"({len(compositions)} compositions, each confirmed when faster; "
+                  "--stage-budget changes it)"
+                  + (f", BOLT {reserved}" if reserved else "")
+                  + (f", per-file flags at least {max(0, rest)}" if counted else
+                     ", per-file flags the rest")
+                  + (f"; --time {duration_text(self.request.time_limit)}: the stages up to "
+                     "half of it" if self.request.time_limit else ""))
 
     def _native(self) -> bool:
         """Whether -march=native is tried (asked for, and measurable here; said once
@@ -431,18 +465,21 @@ class Tuner:
                 "target": evaluator.target.output_rel, "metric": self.config.measure.metric,
                 "space": _fingerprint(space), "notes": space.notes,
                 "pgo": self.profile.hash if r.pgo and self.profile else None,
-                "screen": r.screen, "stages": list(r.stages), "attribute": r.attribute}
+                "screen": r.screen, "stages": list(r.stages), "attribute": r.attribute,
+                "time": r.time_limit}
 
     def _adopt(self, header: dict) -> None:
-        """--resume: the run's own settings win; only --budget raises its budget ([tune]
-        budget is what new runs get, not this one)."""
+        """--resume: the run's own settings win; only --budget changes its budget, up or
+        down ([tune] budget is what new runs get, not this one)."""
         self.request = replace(self.request, strategy=header["strategy"], seed=header["seed"],
                                options=header["options"], native=bool(header.get("native")),
                                pgo=bool(header.get("pgo")), screen=bool(header.get("screen")),
                                stages=tuple(header.get("stages") or ()),
                                attribute=bool(header.get("attribute")),
-                               budget=max(self.request.budget, header["budget"])
-                               if self.request.budget_given else header["budget"])
+                               budget=self.request.budget
+                               if self.request.budget_given else header["budget"],
+                               time_limit=self.request.time_limit or header.get("time"))
+        self.deadline = Deadline(self.request.time_limit)
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=header["metric"]))
 

@@ -1,0 +1,67 @@
+"""A tuning run's budget in time as well as evaluations, and how long it will likely take.
+
+Users think in time: `autopass tune --time 45m` ([tune].time) lets a run take at most
+that long (this invocation's wall time; a resumed run gets it anew), on top of or
+instead of the evaluation budget.  The stages may take half of it, as they take half of
+the evaluations; the search stops starting candidates when what is left would not hold
+the steps after it (BOLT, the final re-measurement); those always run, so a run can end
+a little past its time.  The pace of the evaluations so far says how long the rest will
+likely take, from the first one on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from autopass_build.core.durations import duration_text
+
+
+@dataclass
+class Pace:
+    """How long this process's evaluations of one kind took, on average, so that the
+    progress line can say about how long the rest will take (PCRE2 at budget 8: 15
+    minutes with no word of it).  Compiles that cost no measurement (screened out,
+    identical to the baseline) and confirmations are part of the pace: the user waits
+    for them too."""
+    started: float = field(default_factory=time.monotonic)
+    measured: int = 0
+
+    def each(self) -> float | None:
+        """Seconds per evaluation so far (None before the first one ends)."""
+        if self.measured == 0:
+            return None
+        return (time.monotonic() - self.started) / self.measured
+
+    def time_left(self, evaluations_left: int) -> str:
+        """"about 12 min left · ", or nothing before the first evaluation ends."""
+        each = self.each()
+        if each is None or evaluations_left <= 0:
+            return ""
+        return f"about {duration_text(each * evaluations_left)} left · "
+
+
+class Deadline:
+    """The end of a run's time budget (None: no time budget)."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds if seconds is not None else None
+
+    def left(self) -> float | None:
+        return None if self.end is None else self.end - time.monotonic()
+
+    def share(self, fraction: float) -> "Deadline":
+        """A deadline at `fraction` of the time left now (the stages' half)."""
+        left = self.left()
+        return Deadline(None if left is None else max(0.0, left * fraction))
+
+    def holds(self, seconds: float | None) -> bool:
+        """Whether `seconds` more fit before the end (always, without a time budget;
+        True when nothing says how long a step takes)."""
+        left = self.left()
+        return left is None or (left > 0 and (seconds is None or seconds <= left))
+
+    def text(self) -> str:
+        left = self.left()
+        return "" if left is None else f"{duration_text(max(0.0, left))} of --time left · "
