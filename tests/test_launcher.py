@@ -1,6 +1,7 @@
-"""The native launcher (capture/launcher.c) and the wrapper served to it (server.py): the
-same behaviour as the Python wrapper, without a Python start per compile; the Python
-wrapper whenever there is no server or a call it cannot take."""
+"""The native launcher (capture/launcher.c) and the wrapper served to it (server.py,
+docs/RELIABILITY.md I17): the same behaviour as the Python wrapper, without a Python
+start per compile; the Python wrapper whenever there is no server or a call it cannot
+take."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Record mode's one-pass compile (capture/one_pass.py): the build's own compile with a
-pass plugin that saves the unit's IR.  The front end runs once, and the build's objects,
-dependency files, output and exit status are exactly a plain compile's (real clang-19
-and the real plugin, built as `autopass record` builds it)."""
+"""Record mode's one-pass compile (capture/one_pass.py, docs/RELIABILITY.md I16): the
+build's own compile with a pass plugin that saves the unit's IR.  The front end runs
+once, and the build's objects, dependency files, output and exit status are exactly a
+plain compile's (real clang-19 and the real plugin, built as `autopass record` does)."""
 
 from __future__ import annotations
 

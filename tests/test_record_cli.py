@@ -177,6 +177,31 @@ def test_init_writes_any_argument_vector_back_exactly(tmp_path) -> None:
     assert config.build.command == tuple(odd) and config.run.target == 'bin/a"b'
 
 
+def test_a_build_with_profile_flags_says_what_to_change(tmp_path) -> None:
+    """Compiles with -fprofile-* cannot be recorded (the stages train their own
+    profile): the record summary, `units` and the error of a command that found no
+    executable name the fix, instead of "no units recorded yet: run autopass record"."""
+    root = tmp_path / "prof"
+    write(root / "m.c", "int f(int);\nint main(int c, char **v) { return f(c); }\n")
+    write(root / "f.c", "int f(int x) { return x * 3; }\n")
+    flags = "-O2 -fprofile-instr-generate"
+    build = f"cc {flags} -c m.c && cc {flags} -c f.c && cc {flags} -o app m.o f.o"
+    done = subprocess.run([AUTOPASS, "record", "--", "sh", "-c", build], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and (root / "app").exists()
+    assert "cannot be tuned: build without -fprofile-*" in done.stderr
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
+    assert "every compile was skipped" in units.stdout and "profile: build without" in \
+        units.stdout
+    subprocess.run([AUTOPASS, "init"], cwd=root, check=True, capture_output=True)
+    (root / "autopass.toml").write_text((root / "autopass.toml").read_text().replace(
+        'command = "{exe}"', 'command = ["{exe}"]'))
+    tune = subprocess.run([AUTOPASS, "tune", "--budget", "1"], cwd=root, capture_output=True,
+                          text=True)
+    assert tune.returncode == 2 and tune.stderr.count("\n") == 1
+    assert "skipped (profile): build without -fprofile-*" in tune.stderr
+
+
 def test_a_build_that_is_lto_already_is_recorded_as_it_is(tmp_path) -> None:
     """A release build with ThinLTO of its own (as CMake's INTERPROCEDURAL_OPTIMIZATION
     makes it): every unit recorded with its -flto=thin, its bitcode objects reproduced

@@ -12,11 +12,40 @@ runs many calls at once, one thread each).  Runs in every compile: core imports 
 
 from __future__ import annotations
 
+import _signal as signal
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 from autopass_build.core import proc
-from autopass_build.core.proc import Finished
+from autopass_build.core.proc import FORWARDED_SIGNALS, Finished
+
+
+class Interrupted(BaseException):
+    """A signal (Ctrl-C, a CI timeout's SIGTERM) reached the wrapper outside a child's
+    run: it unwinds the call, and main() exits as the signal would (128+n), without a
+    traceback in the build's log (issue 45)."""
+
+
+@contextlib.contextmanager
+def interrupts() -> Iterator[list[int]]:
+    """While the block runs, SIGINT, SIGTERM, SIGHUP and SIGQUIT raise Interrupted (the
+    signal's number is put in the list); a child's run forwards them instead
+    (proc.run_inherit), and its death by one ends the call the same way."""
+    caught: list[int] = []
+
+    def raise_interrupted(signum: int, _frame: object) -> None:
+        caught.append(signum)
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, raise_interrupted)
+                for signum in FORWARDED_SIGNALS}
+    try:
+        yield caught
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class Host:

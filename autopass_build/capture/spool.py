@@ -54,11 +54,32 @@ class Spool:
 
     def new_tmp_path(self, suffix: str) -> str:
         """A name no other process or thread takes (the wrapper's server and replay's
-        compiles run several threads)."""
+        compiles run several threads); remembered, so that an interrupted wrapper can
+        remove what it left (remove_tmp_files)."""
         global _counter
         _counter += 1
-        return self.path(TMP, f"{os.getpid()}-{get_ident()}-{time.monotonic_ns()}-"
+        path = self.path(TMP, f"{os.getpid()}-{get_ident()}-{time.monotonic_ns()}-"
                               f"{_counter}{suffix}")
+        _issued.append(path)
+        return path
+
+    def sweep_tmp(self) -> int:
+        """Remove what wrappers killed by SIGKILL left in tmp/ (their process is gone);
+        how many files.  `autopass record` sweeps before a build."""
+        removed = 0
+        try:
+            names = os.listdir(self.path(TMP))
+        except OSError:
+            return 0
+        for name in names:
+            pid = name.split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                try:
+                    os.unlink(self.path(TMP, name))
+                    removed += 1
+                except OSError:
+                    pass
+        return removed
 
     def blob_path(self, kind: str, digest: str, suffix: str) -> str:
         return self.path(BLOBS, kind, digest[:2], digest + suffix)
@@ -146,6 +167,30 @@ class Spool:
                 return handle.read().splitlines()
         except OSError:
             return []
+
+
+_issued: list[str] = []      # the temporary files this process named (new_tmp_path)
+
+
+def remove_tmp_files() -> None:
+    """Remove the temporary files this process named and left (an interrupted wrapper:
+    its half-written IR and its .part files, which no later record would remove)."""
+    for path in _issued:
+        for leftover in (path, path + ".part"):
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def find_store_dir(start: str) -> str | None:

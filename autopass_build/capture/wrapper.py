@@ -21,7 +21,7 @@ import os
 import sys
 
 from autopass_build.capture.compiler_args import Invocation, Skip, classify
-from autopass_build.capture.host import Host, LocalHost
+from autopass_build.capture.host import Host, Interrupted, LocalHost, interrupts
 from autopass_build.capture.plan import (
     Plan,
     WrapperError,
@@ -29,6 +29,7 @@ from autopass_build.capture.plan import (
     is_cxx_name,
     looks_like_compiler,
 )
+from autopass_build.capture.spool import remove_tmp_files
 from autopass_build.core.names import ENV_GUARD
 
 __all__ = ["main", "is_cxx_name", "looks_like_compiler"]
@@ -38,7 +39,20 @@ def main(argv: list[str] | None = None, host: Host | None = None,
          env: dict[str, str] | None = None, cwd: str | None = None) -> int:
     """One compiler call: `argv` as the build gave it; `host`, `env` and `cwd` are the
     server's for a call the launcher sent (server.py), else this process's."""
-    host = host or LocalHost()
+    if host is not None:
+        return _call(argv, host, env, cwd)
+    host = LocalHost()
+    with interrupts() as interrupted:
+        try:
+            return _call(argv, host, env, cwd)
+        except Interrupted:
+            pass
+    remove_tmp_files()     # an IR file half written: no later record would remove it
+    return host.exit_like(-interrupted[0])
+
+
+def _call(argv: list[str] | None, host: Host, env: dict[str, str] | None,
+          cwd: str | None) -> int:
     argv = list(sys.argv if argv is None else argv)
     env = dict(os.environ) if env is None else env
     name = os.path.basename(argv[0])

@@ -19,7 +19,7 @@ from autopass_build.cli.common import (
     measures,
     open_store,
 )
-from autopass_build.core import flags_db
+from autopass_build.core import flags_db, proc
 from autopass_build.core.names import (
     APPLY_POLICIES,
     DEFAULT_APPLY_POLICY,
@@ -90,8 +90,6 @@ def _paths(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    import subprocess
-
     from autopass_build.capture.build_env import (
         applied_count,
         apply_environment,
@@ -129,14 +127,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
             print(f"autopass: {packaging}", file=sys.stderr)
         started = time.time()
         with serving(env):
-            status = subprocess.call(command, env=env)
+            status = proc.run_build(command, env)
         if status == 0 and flags_db.applies_anything(usable):
             _say_what_was_applied(db, applied_count(work), started)
         return status
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):
         raise CliError(f"build command not found: {command[0]!r}") from None
-    except KeyboardInterrupt:
-        return 130
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

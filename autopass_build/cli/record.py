@@ -114,6 +114,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise CliError(f"build command not found: {command[0]!r} (not on PATH, or not an "
                        "executable file)")
     store = _create_store(store_dir)
+    store.spool.sweep_tmp()       # what wrappers killed mid-compile left behind
     if not toolchain.find_tool("clang", exclude=frozenset({wrapper_dir(store_dir)})):
         raise CliError(toolchain.not_found("clang"))
     env = record_environment(store_dir, root)
@@ -125,13 +126,14 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"autopass: {packaging}", file=sys.stderr)
     try:
         with serving(env):
-            status = subprocess.call(command, env=env, cwd=folder)
+            status = proc.run_build(command, env, folder)
     except (FileNotFoundError, PermissionError):
         raise CliError(f"build command not found: {command[0]!r} (not on PATH, or not an "
                        "executable file)")
-    except KeyboardInterrupt:
-        print("autopass: interrupted; what was recorded so far is kept", file=sys.stderr)
-        return 130
+    if status > 128 and status - 128 in proc.FORWARDED_SIGNALS:
+        print(f"autopass: interrupted (signal {status - 128}); the build was stopped, "
+              "what was recorded so far is kept", file=sys.stderr)
+        return status
     recorded, skipped = _print_record_summary(store, started, log_before)
     if recorded and status == 0:
         try:   # the build that recorded something, for `autopass init`

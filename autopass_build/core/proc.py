@@ -116,7 +116,12 @@ def run_quiet(path: str, argv: list[str], env: dict[str, str], timeout: float,
                (os.POSIX_SPAWN_OPEN, 2, stderr_path or os.devnull,
                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
     pid = os.posix_spawn(path, argv, env, file_actions=actions, setsid=True)
-    exited = _wait_for_exit(pid, timeout)
+    try:
+        exited = _wait_for_exit(pid, timeout)
+    except BaseException:     # interrupted (the wrapper's signal handler): none left behind
+        kill_group(pid)
+        os.waitpid(pid, 0)
+        raise
     if not exited:
         kill_group(pid)
     _, status = os.waitpid(pid, 0)
@@ -202,3 +207,59 @@ def run_captured(argv: list[str], cwd: str, env: dict[str, str] | None = None,
         process.wait()
         raise
     return Captured(process.returncode, stdout[:output_cap], stderr[:output_cap], timed_out)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children first), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()   # after "(command name)"
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    queue = [pid]
+    while queue:
+        for child in children.get(queue.pop(0), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def run_build(argv: list[str], env: dict[str, str], cwd: str | None = None) -> int:
+    """A user's build (record, apply, verify): its exit status, or 128+n when a signal
+    stopped it.  SIGTERM or SIGHUP sent to this process alone (a CI timeout, systemd)
+    reaches the whole build, every process below it included, and this waits for it to
+    end: killed, autopass left make and the compilers running as orphans (issue 45).
+    Ctrl-C reaches the terminal's whole process group by itself; it is waited out the
+    same way.  FileNotFoundError / PermissionError when the command cannot start."""
+    import subprocess
+
+    child = subprocess.Popen(argv, env=env, cwd=cwd)
+    received: list[int] = []
+
+    def stop_the_build(signum: int, _frame: object) -> None:
+        received.append(signum)
+        for pid in descendants(child.pid)[::-1] + [child.pid]:   # deepest first
+            try:
+                os.kill(pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    previous = {signum: signal.signal(signum, stop_the_build)
+                for signum in (signal.SIGTERM, signal.SIGHUP)}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, stop_the_build)
+    try:
+        status = child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        return 128 + received[0]
+    return status if status >= 0 else 128 - status
+
