@@ -81,3 +81,25 @@ else()
   endforeach()
 endif()
 message(STATUS "AutoPass: ${AUTOPASS_MODE} mode, store ${AUTOPASS_STORE}")
+
+# A compiler other than clang (CMAKE_C_COMPILER=gcc) is said once, at configure time:
+# record captures nothing from it (it needs clang's LLVM IR) and apply gives it none of
+# the tuned flags, and the build itself would not say so.  The compilers are known only
+# once project() has enabled the languages: checked at the end of the top directory.
+function(_autopass_check_compilers)
+  if(AUTOPASS_MODE STREQUAL "off")
+    return()
+  endif()
+  foreach(_lang C CXX)
+    if(CMAKE_${_lang}_COMPILER_LOADED AND NOT CMAKE_${_lang}_COMPILER_ID MATCHES "Clang")
+      message(WARNING "AutoPass: the ${_lang} compiler is ${CMAKE_${_lang}_COMPILER_ID} "
+                      "(${CMAKE_${_lang}_COMPILER}), not clang: in ${AUTOPASS_MODE} mode "
+                      "autopass records nothing from it and applies no tuned flags to it. "
+                      "Configure with clang instead (-DCMAKE_${_lang}_COMPILER=clang-19 or "
+                      "clang++-19), or leave the compiler unset.")
+    endif()
+  endforeach()
+endfunction()
+if(CMAKE_VERSION VERSION_GREATER_EQUAL 3.19)
+  cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _autopass_check_compilers)
+endif()

@@ -3,7 +3,9 @@ them, and a verified stage shipped whether or not a per-file flag wins."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -162,3 +164,52 @@ def test_cmake_under_record_takes_the_compilers_own_archiver(tmp_path) -> None:
     assert applied.returncode == 0, applied.stdout + applied.stderr
     result = subprocess.run(["b/routeplan"], cwd=root, capture_output=True, check=True)
     assert result.stdout == (root / "expected.txt").read_bytes()
+
+
+def test_gcc_under_the_cmake_include_is_said_at_configure_time(tmp_path) -> None:
+    """F64: CMAKE_C_COMPILER=gcc with the include in record mode recorded nothing and said
+    nothing, at configure or build time; now the configure warns, naming the fix."""
+    root = tmp_path / "g"
+    root.mkdir()
+    (root / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.16)\nproject(g C)\n"
+                                         "add_executable(g g.c)\n")
+    (root / "g.c").write_text("int main(void) { return 0; }\n")
+    done = subprocess.run(["cmake", "-S", ".", "-B", "b", "-G", "Ninja",
+                           "-DCMAKE_C_COMPILER=gcc", CMAKE_INCLUDE], cwd=root,
+                          env=env_with_autopass(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "the C compiler is GNU" in said and "records nothing from it" in said
+    assert "-DCMAKE_C_COMPILER=clang-19" in said
+
+
+def test_apply_mode_with_gcc_says_so_once_and_applies_nothing(tmp_path, clang) -> None:
+    """F64: a database tuned with clang 19 meets gcc (the CMake include's launcher in front
+    of it): every compile gets the default flags, the build hears one warning that names
+    both compilers (the wrapper's server says it once), and --policy error fails it."""
+    from autopass_build.capture.applier import compiler_id
+    from autopass_build.core.files import hash_file
+
+    root = tmp_path / "g"
+    for name in ("a", "b"):
+        (root / f"{name}.c").parent.mkdir(exist_ok=True)
+        (root / f"{name}.c").write_text(f"int {name}(int x) {{ return x + 1; }}\n")
+    entries = {n: {"flags": ["-mllvm", "-inline-threshold=500"],
+                   "source_hash": hash_file(str(root / n))} for n in ("a.c", "b.c")}
+    db = root / "autopass.flags.json"
+    db.write_text(json.dumps({"schema": 1, "cpu": None, "entries": entries,
+                              "toolchain": {"compiler": compiler_id(clang), "target": ""}}))
+    gcc = shutil.which("gcc")
+    build = f"autopass-cc {gcc} -O2 -c a.c && autopass-cc {gcc} -O2 -c b.c"
+    done = subprocess.run([AUTOPASS, "apply", "--db", str(db), "--", "sh", "-c", build],
+                          cwd=root, env=env_with_autopass(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("this build compiles with") == 1, done.stderr
+    assert "(not clang)" in done.stderr and compiler_id(clang) in done.stderr
+    subprocess.run([gcc, "-O2", "-c", "a.c", "-o", "plain.o"], cwd=root, check=True)
+    assert (root / "a.o").read_bytes() == (root / "plain.o").read_bytes()
+    strict = subprocess.run([AUTOPASS, "apply", "--db", str(db), "--policy", "error", "--",
+                             "sh", "-c", build], cwd=root, env=env_with_autopass(),
+                            capture_output=True, text=True)
+    assert strict.returncode != 0 and "autopass: error: this build compiles with" in \
+        strict.stderr

@@ -135,6 +135,9 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     db, why = load(path)
     if db is None:   # said by each compile; a link adds nothing to a refused database
         return Decision((), why, policy == "error") if why and parsed.mode != LINK else None
+    other = another_compiler(db, compiler_path)
+    if other and flags_db.applies_anything(db) and policy != "apply-anyway":
+        return _refuse(other, policy)       # the same words for every compile: said once
     stage, stage_warning = stage_decision(db, policy)
     link = Decision()
     # Only LTO and BOLT change a link (native is the compiles' alone): no other link
@@ -182,6 +185,21 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                       "; ".join(dict.fromkeys(w for w in notes + [decision.warning] if w)),
                       decision.error, ", ".join(sources) if profile.flags else "", link.bolt)
     return merged if merged.flags or merged.warning else None
+
+
+def another_compiler(db: FlagsDb, compiler_path: str) -> str:
+    """Why a compiler other than the one the database was tuned with gets none of it
+    ("" when it is that one): gcc in a CMake build configured with
+    CMAKE_C_COMPILER=gcc, another clang.  Its words do not name the source, so the
+    wrapper's server says them once per build."""
+    wanted = db.toolchain.get("compiler", "")
+    found = compiler_id(compiler_path)
+    if not wanted or found == wanted:
+        return ""
+    this = found or f"{compiler_path} (not clang)"
+    return (f"this build compiles with {this}, and {FLAGS_DB_NAME} was tuned with "
+            f"{wanted}: its flags and stages are not applied (build with that compiler, "
+            "or re-tune with this one; --policy apply-anyway applies them all the same)")
 
 
 def _one_command(db: FlagsDb, sources: list[str], skipped: bool, root: str, compiler: str,

@@ -71,9 +71,11 @@ def _env_fields(env: dict[str, str]) -> list[bytes]:
 class RemoteHost(Host):
     """The launcher at the other end of `conn` runs each command (see launcher.c)."""
 
-    def __init__(self, conn: socket.socket, stream, stderr_is_terminal: bool):
+    def __init__(self, conn: socket.socket, stream, stderr_is_terminal: bool,
+                 said: set[str] | None = None):
         self.conn, self.stream = conn, stream
         self.stderr_is_terminal = stderr_is_terminal
+        self.said = said if said is not None else set()   # the build's warnings so far
         self.ran = False          # a command ran: "python" is no longer an answer
         self.last_status = 0      # the status of the last command run
         self.ended = False        # exec was sent: the launcher is the command now
@@ -105,6 +107,15 @@ class RemoteHost(Host):
         if out or err:
             send(self.conn, b"write", out, err)
 
+    def say(self, text: str) -> None:
+        """A warning of ours is said once per build: the same words for every compile
+        (another compiler, a stale profile) were hundreds of lines in a large build."""
+        if text.startswith("autopass: warning:"):
+            if text in self.said:
+                return
+            self.said.add(text)
+        super().say(text)
+
     def exec(self, path, argv, env) -> int:
         send(self.conn, b"exec", _b(path), *_env_fields(env), *map(_b, argv))
         self.ended = True
@@ -127,6 +138,7 @@ class WrapperServer:
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self.served = 0            # calls the wrapper decided here
         self.handed_back = 0       # calls answered "python" (the launcher runs it all)
+        self.said: set[str] = set()   # warnings said to this build (RemoteHost.say)
 
     def env(self) -> dict[str, str]:
         return {ENV_SERVER: self.path}
@@ -152,7 +164,7 @@ class WrapperServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        if serve(conn):
+        if serve(conn, self.said):
             self.served += 1
         else:
             self.handed_back += 1
@@ -196,9 +208,9 @@ def serving(env: dict[str, str]) -> Iterator[None]:
         yield
 
 
-def serve(conn: socket.socket) -> bool:
+def serve(conn: socket.socket, said: set[str] | None = None) -> bool:
     """One launcher's call, start to end; False when it was handed back to the Python
-    wrapper (answered "python")."""
+    wrapper (answered "python").  `said`: the warnings said to the build so far."""
     from autopass_build.capture import wrapper
 
     host = None
@@ -215,7 +227,7 @@ def serve(conn: socket.socket) -> bool:
             if not folder_free([argv0] + args, env):
                 send(conn, b"python")
                 return False
-            host = RemoteHost(conn, stream, tty)
+            host = RemoteHost(conn, stream, tty, said)
             code = wrapper.main([argv0] + args, host=host, env=env, cwd=cwd)
             if not host.ended:
                 send(conn, b"exit", str(code).encode())
