@@ -459,3 +459,26 @@ def test_the_lto_level_written_is_one_the_database_accepts(levels, expected) -> 
     from autopass_build.tuning.compose import opt_level
     evaluator = SimpleNamespace(units=[SimpleNamespace(opt_level=level) for level in levels])
     assert opt_level(evaluator) == expected and expected in stage_flags.LTO_LEVELS
+
+
+def test_verify_says_what_of_the_database_the_builds_lack(tmp_path) -> None:
+    """F65: a PGO profile replaced by another file: apply builds without it (one warning)
+    and verify said "two clean tuned builds are bit-identical ... faster" without a word
+    of it; now it names what was not applied and calls the builds partly tuned, and
+    --policy error fails the verification."""
+    root = recorded(tmp_path / "mini")
+    (root / "autopass.profdata").write_bytes(b"not the profile it was tuned with\n")
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("ltomini", ("pgo", "lto"), "-O2", ("main.c", "ops.c"))
+    db.profile = flags_db.ProfileRef("autopass.profdata", "0" * 40)
+    db.toolchain = {"compiler": "", "target": ""}
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    verify = subprocess.run([AUTOPASS, "verify", "--no-measure"], cwd=root,
+                            capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stderr
+    assert "two clean partly tuned builds are bit-identical" in verify.stdout, verify.stdout
+    lacking = verify.stdout.split("could not be applied")[1]
+    assert "autopass.profdata is not the PGO profile" in lacking, verify.stdout
+    strict = subprocess.run([AUTOPASS, "verify", "--no-measure", "--policy", "error"],
+                            cwd=root, capture_output=True, text=True)
+    assert strict.returncode == 2 and "PGO profile" in strict.stderr, strict.stderr

@@ -12,6 +12,9 @@ from autopass_build.capture.plan import Plan, WrapperError, clang_or_the_named_g
 from autopass_build.core import proc
 from autopass_build.core.names import APPLY_POLICIES, ENV_APPLY_TALLY
 
+APPLIED = "1\n"          # a tally line: this command got the tuned flags
+NOT_APPLIED = "! "       # a tally line: what a command did not get, and why
+
 
 def run(plan: Plan) -> int:
     """Apply mode: this source's tuned flags appended; any doubt -> the plain compile."""
@@ -21,12 +24,11 @@ def run(plan: Plan) -> int:
         decision = _decide(plan, parsed)
     except Exception as error:  # our bug must not break the build
         decision = None
-        plan.host.say(f"autopass: warning: apply failed ({error!r}); default flags\n")
+        _note(plan, f"apply failed ({error!r}); default flags")
     if decision is None:
         return _plain(plan, parsed)
     if decision.warning:
-        plan.host.say(f"autopass: {'error' if decision.error else 'warning'}: "
-                      f"{decision.warning}\n")
+        _note(plan, decision.warning, decision.error)
         if decision.error:
             return 1
     if not decision.flags:
@@ -38,8 +40,8 @@ def run(plan: Plan) -> int:
         done, out, err = plan.host.buffered(plan.compiler_path, argv, plan.child_env(),
                                             fixed_layout=proc.wants_fixed_layout(argv))
     except OSError as error:   # E2BIG and the like: the plain compile is still ours to run
-        plan.host.say(f"autopass: warning: cannot run the compiler with the tuned flags "
-                      f"({error.strerror}); compiling with the default flags\n")
+        _note(plan, f"cannot run the compiler with the tuned flags ({error.strerror}); "
+                    "compiling with the default flags")
         return _plain(plan, parsed)
     if done.status < 0:     # killed (Ctrl-C, a CI timeout): not a rejected flag (F15)
         return plan.host.exit_like(done.status)
@@ -57,14 +59,12 @@ def run(plan: Plan) -> int:
         failed = False
         for note in notes:
             if note and note.warning:
-                plan.host.say(f"autopass: {'error' if note.error else 'warning'}: "
-                              f"{note.warning}\n")
+                _note(plan, note.warning, note.error)
                 failed = failed or note.error
         return 1 if failed else 0
     first = (err.decode("utf-8", "replace").strip().splitlines() or ["?"])[0]
-    plan.host.say(f"autopass: warning: the compiler rejected the tuned flags "
-                  f"{' '.join(decision.flags)} ({first[:200]}); compiling with the "
-                  "default flags\n")
+    _note(plan, f"the compiler rejected the tuned flags {' '.join(decision.flags)} "
+                f"({first[:200]}); compiling with the default flags")
     return _plain(plan, parsed)
 
 
@@ -77,14 +77,22 @@ def _plain(plan: Plan, parsed: Invocation | Skip | None) -> int:
     return 0 if done is None else plan.host.exit_like(done.status)
 
 
-def _tally(plan: Plan) -> None:
-    """One line in `autopass apply`'s tally file: this command got the tuned flags (a
-    write of two bytes with O_APPEND: parallel compiles never interleave)."""
+def _note(plan: Plan, text: str, error: bool = False) -> None:
+    """Something of the database not applied, said on the build's stderr and kept in
+    the tally, where `verify` reads what the build it measures lacks (F18)."""
+    plan.host.say(f"autopass: {'error' if error else 'warning'}: {text}\n")
+    _tally(plan, NOT_APPLIED + " ".join(text.split()) + "\n")
+
+
+def _tally(plan: Plan, line: str = APPLIED) -> None:
+    """One line in `autopass apply`'s tally file: this command got the tuned flags, or
+    what it did not get (each a write of one line with O_APPEND: parallel compiles
+    never interleave)."""
     path = plan.env.get(ENV_APPLY_TALLY)
     if path:
         try:
             with open(path, "a") as handle:
-                handle.write("1\n")
+                handle.write(line)
         except OSError:
             pass
 

@@ -52,6 +52,11 @@ def add_parsers(sub) -> None:
     add_target_option(p)
     add_metric_option(p)
     p.add_argument("--no-measure", action="store_true", help="only check reproducibility")
+    p.add_argument("--policy", choices=APPLY_POLICIES, default=DEFAULT_APPLY_POLICY,
+                   help="what the tuned builds do with what they cannot apply (a stale "
+                        "profile, a BOLT fingerprint that does not match): warn (the "
+                        "default: built without it, and verify says so), error (verify "
+                        "fails), apply-anyway")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("db", help="show, check, diff or prune the flags database",
@@ -167,7 +172,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         result = verify(config, target.output, db, os.path.dirname(store.dir), progress,
                         measure=not args.no_measure, libraries=tuple(target.loaded_libraries),
                         library_folders=tuple(target.prebuilt_library_folders(
-                            os.path.dirname(store.dir))), scratch=store.dir)
+                            os.path.dirname(store.dir))), scratch=store.dir,
+                        policy=args.policy)
     except (EvaluateError, MeasureError, VerifyError) as error:
         progress(None)
         raise CliError(str(error))
@@ -175,16 +181,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     libraries = ("the project shared library" if result.libraries == 1
                  else f"the {result.libraries} project shared libraries")
     with_libraries = f" (with {libraries} it loads)" if result.libraries else ""
-    print(f"{target.output_rel}{with_libraries}: two clean tuned builds are "
+    tuned = "tuned" if not result.not_applied else "partly tuned"
+    print(f"{target.output_rel}{with_libraries}: two clean {tuned} builds are "
           f"{'bit-identical' if result.identical else 'DIFFERENT (not reproducible)'}")
     if result.why_different:
         print(f"  {result.why_different}")
+    if result.not_applied:
+        print(f"the builds lack what of {os.path.relpath(db)} could not be applied "
+              "(measured as built, not as tuned):")
+        for why in result.not_applied:
+            print(f"  {why}")
     c = result.comparison
     if c is not None and c.estimate:
-        print(f"tuned vs plain ({config.measure.metric}): {c.estimate.describe_speedup()} "
+        print(f"{tuned} vs plain ({config.measure.metric}): {c.estimate.describe_speedup()} "
               f"-> {c.verdict or 'unclear'}")
     elif c is not None:
-        print(f"tuned vs plain: {c.outcome} {c.detail}")
+        print(f"{tuned} vs plain: {c.outcome} {c.detail}")
     return 0 if result.identical else 1
 
 

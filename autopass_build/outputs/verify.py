@@ -28,6 +28,7 @@ from autopass_build.capture.build_env import (
     applied_count,
     apply_environment,
     for_debian_packaging,
+    not_applied,
 )
 from autopass_build.capture.server import serving
 from autopass_build.config import Config
@@ -51,6 +52,7 @@ class Verification:
     comparison: Comparison | None
     libraries: int = 0      # project shared libraries copied with each side
     why_different: str = ""  # where the two tuned builds differ, and the likely cause
+    not_applied: tuple[str, ...] = ()   # what of the database the tuned builds lacked
 
 
 def _build(config: Config, env: dict[str, str], folder: str, progress: Progress,
@@ -73,7 +75,8 @@ def _build(config: Config, env: dict[str, str], folder: str, progress: Progress,
 
 def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
            measure: bool = True, libraries: tuple[str, ...] = (),
-           library_folders: tuple[str, ...] = (), scratch: str = "") -> Verification:
+           library_folders: tuple[str, ...] = (), scratch: str = "",
+           policy: str = "warn") -> Verification:
     """`root`: the project root the database's paths are relative to (the record root);
     `libraries`: the project's shared libraries `binary` loads, as built;
     `library_folders`: where the prebuilt ones it loads are; `scratch`: a folder on the
@@ -91,11 +94,12 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
     has_content = flags_db.applies_anything(applier.load(db)[0])
     keep = tempfile.mkdtemp(prefix="autopass-verify-")
     copies = []
+    lacking: list[str] = []
     snapshot = _snapshot(folder, scratch, progress)
     try:
         for i, database in enumerate([os.path.join(keep, "none.json"), db, db]):
             work = os.path.join(keep, f"w{i}")
-            env = apply_environment(root, database, "warn", work)
+            env = apply_environment(root, database, policy if i else "warn", work)
             packaging = for_debian_packaging(list(config.build.command), env)
             if packaging and i == 0:
                 progress(packaging)
@@ -105,6 +109,8 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
             if i == 1 and has_content and not applied_count(work):   # plain vs plain
                 raise VerifyError("the tuned build took none of the tuned flags: "
                                   + unseen.advice(folder, started, "verify"))
+            if i:
+                lacking += not_applied(work)
             side = os.path.join(keep, f"b{i}")     # equal-length paths on every side
             copies.append(_copy_side(side, binary, libraries))
         different = [name for name in sorted(os.listdir(copies[1])) if not _same_bytes(
@@ -118,7 +124,7 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
                             for side in copies[:2])
             comparison = compare(Benchmark.from_config(config), *plain, *tuned, progress)
         return Verification(not different, copies[0], copies[1], comparison, len(libraries),
-                            why)
+                            why, tuple(dict.fromkeys(lacking)))
     finally:
         shutil.rmtree(keep, ignore_errors=True)
         _restore(snapshot, progress)
