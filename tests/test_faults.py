@@ -13,9 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
+from support import AUTOPASS, AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
 
-from autopass_build.core.files import hash_bytes
+from autopass_build.core.files import disk_full, hash_bytes
 
 HELLO = "int twice(int x) { return 2 * x; }\n"
 
@@ -172,3 +172,45 @@ def test_a_compiler_variable_naming_no_program_says_which(rec, tmp_path):
     assert result.returncode == 2 and said.count("\n") == 1, said
     assert f"AUTOPASS_CC='{tmp_path / 'no-such-clang'}' names no program" in said
     assert "point it at clang-19, or unset it" in said and "apt-get" not in said
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 200 KB tmpfs (mounting needs root, which CI has)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", folder],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", folder], capture_output=True)
+
+
+def test_f66_a_full_disk_under_the_store_leaves_the_build_and_the_store_alone(
+        tmp_path, small_disk):
+    """The store's disk fills during `autopass record`: the build's exit status is
+    record's, one line says what could not be kept (before: exit 1 and a traceback of
+    "database or disk is full", then "cannot rollback"), `units` reads what the store
+    has and says what waits, and once there is room the waiting records go in."""
+    root = tmp_path / "p"
+    names = _many_units(root, 12)
+    write(root / "Makefile", "app: " + " ".join(n[:-2] + ".o" for n in names)
+          + "\n\t$(CC) -shared -o app $^\n")
+    store = small_disk / ".autopass"
+    done = subprocess.run([AUTOPASS, "record", "--store", store, "--", "make", "-s", "-j2"],
+                          cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0 and (root / "app").exists(), done.stderr
+    assert disk_full(str(small_disk))          # the test's premise: the disk did fill
+    assert "Traceback" not in done.stderr
+    assert "could not keep everything" in done.stderr and "free space" in done.stderr
+    units = subprocess.run([AUTOPASS, "units", "--store", store], cwd=root,
+                           capture_output=True, text=True)
+    assert units.returncode == 0 and "Traceback" not in units.stderr, units.stderr
+    subprocess.run(["mount", "-o", "remount,size=20m", small_disk], check=True)
+    units = subprocess.run([AUTOPASS, "units", "--store", store], cwd=root,
+                           capture_output=True, text=True)
+    assert units.returncode == 0 and "wait in the spool" not in units.stdout
+    assert " units" in units.stdout, units.stdout

@@ -35,6 +35,7 @@ from autopass_build.capture.recorder import (
     record_skip,
 )
 from autopass_build.capture.spool import Spool
+from autopass_build.core.files import disk_full
 from autopass_build.core.names import ENV_IR_OUT, ENV_IR_PLUGIN, ENV_IR_PLUGIN_FOR
 
 # Options under which the compile would not be the plain one with the plugin added: the
@@ -88,7 +89,8 @@ def _record(call: Call, inv: Invocation, spool: Spool, ir_tmp: str) -> None:
     source = inv.sources[0].path
     try:
         if not os.path.isfile(ir_tmp):   # the plugin could not write it (a full disk)
-            said = f"IR of {source} not written by the record plugin"
+            said = f"IR of {source} not written by the record plugin" + (
+                ": no space left on the store's disk" if disk_full(spool.dir) else "")
             spool.log(said)
             record_skip(spool, call, Skip(IR_FAILED, said, (source,)))
             return

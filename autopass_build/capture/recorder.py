@@ -22,7 +22,7 @@ from autopass_build.capture.host import Host, LocalHost
 from autopass_build.capture.option_table import R_LINK, SHARED, STATIC
 from autopass_build.capture.spool import Spool
 from autopass_build.core import toolchain
-from autopass_build.core.files import hash_bytes, hash_file, hash_json, relative_to
+from autopass_build.core.files import disk_full, hash_bytes, hash_file, hash_json, relative_to
 from autopass_build.core.names import ENV_IR_TIMEOUT
 
 DEFAULT_IR_TIMEOUT_S = 300.0
@@ -105,8 +105,10 @@ def _first_error_line(path: str) -> str:
         with open(path, "rb") as handle:
             lines = handle.read(4096).decode("utf-8", "replace").splitlines()
     except OSError:
-        return "(no stderr)"
+        lines = []
     errors = [line for line in lines if "error" in line]
+    if not (errors or lines) and disk_full(os.path.dirname(path)):
+        return "no space left on the store's disk"
     return (errors or lines or ["(no stderr)"])[0][:300]
 
 

@@ -134,7 +134,12 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(f"autopass: interrupted (signal {status - 128}); the build was stopped, "
               "what was recorded so far is kept", file=sys.stderr)
         return status
-    recorded, skipped = _print_record_summary(store, started, log_before)
+    try:
+        recorded, skipped = _print_record_summary(store, started, log_before)
+    except StoreError as error:   # the build is done either way: its status is ours
+        print(f"autopass: the build finished (exit {status}), but the store could not "
+              f"keep everything: {error}", file=sys.stderr)
+        return status
     if recorded and status == 0:
         try:   # the build that recorded something, for `autopass init`
             store.remember_build(command, folder or os.getcwd())
@@ -238,6 +243,9 @@ def cmd_units(args: argparse.Namespace) -> int:
                    "skipped": [vars(s) for s in skipped]}, sys.stdout, indent=2)
         print()
         return 0
+    if store.waiting:
+        print(f"note: {counted(store.waiting, 'record')} of the last build wait in the spool: "
+              f"the disk of {store.dir} is full; free space there and run this again")
     if not every and skipped:
         print("no units recorded: every compile was skipped (below)")
     elif not every:

@@ -81,3 +81,13 @@ def relative_to(path: str, root: str) -> str:
     """`path` relative to `root`, or unchanged (absolute) when it lies outside it."""
     rel = os.path.relpath(path, root)
     return path if rel.startswith("..") else rel
+
+
+def disk_full(folder: str) -> bool:
+    """Whether the file system of `folder` has less than a megabyte left (what a failed
+    write is then said to be: a full disk, not the write's own words)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < (1 << 20)

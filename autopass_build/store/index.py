@@ -19,9 +19,10 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from autopass_build.capture.spool import PACKED, SPOOL, Spool
-from autopass_build.core.files import write_atomic
+from autopass_build.core.files import disk_full, write_atomic
 from autopass_build.store import spool_records
 
 SCHEMA_VERSION = 1
@@ -167,6 +168,8 @@ class Store:
         self.spool = Spool(self.dir)
         self._conn: sqlite3.Connection | None = None
         self._ingested = False
+        self.frozen = False        # opened read-only: its disk is full (F66)
+        self.waiting = 0           # spool records not yet in the index (F66)
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -198,26 +201,36 @@ class Store:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            os.makedirs(self.dir, exist_ok=True)
-            conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S,
-                                   isolation_level=None)
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version in (0, SCHEMA_VERSION):
-                if version == 0:
-                    conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("BEGIN IMMEDIATE")
-                for statement in SCHEMA.split(";"):  # IF NOT EXISTS: new tables appear
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            else:
-                conn.close()
-                raise StoreError(f"store {self.dir} has schema {version}, this autopass "
-                                 f"expects {SCHEMA_VERSION}; remove the folder and record again")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn = conn
+            try:
+                self._conn = self._open()
+            except sqlite3.OperationalError:
+                if not (disk_full(self.dir) and os.path.isfile(self.db_path)):
+                    raise
+                # Nothing can be written, not even the WAL's shared-memory file: what the
+                # index holds is read as it is (the spool keeps the rest, F66).
+                self._conn = _frozen(self.db_path)
+                self.frozen = True
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        os.makedirs(self.dir, exist_ok=True)
+        conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version in (0, SCHEMA_VERSION):
+            if version == 0:
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in SCHEMA.split(";"):  # IF NOT EXISTS: new tables appear
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        else:
+            conn.close()
+            raise StoreError(f"store {self.dir} has schema {version}, this autopass "
+                             f"expects {SCHEMA_VERSION}; remove the folder and record again")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
 
     def set_aside_index(self) -> str:
         """Rename a damaged index (and its WAL files) out of the way, keeping it for
@@ -286,8 +299,9 @@ class Store:
         except FileNotFoundError:
             names = []
         self._ingested = True
-        if not names:
-            self.connection()
+        self.connection()
+        if not names or self.frozen:     # nothing to add, or no room to add it
+            self.waiting = len(names)
             return 0
         statements: list[tuple[str, tuple]] = []
         done = []
@@ -321,14 +335,28 @@ class Store:
             self.ingest()
 
     def _write(self, statements: list[tuple[str, tuple]]) -> None:
+        """All of `statements` in the index, or none (the spool keeps what was not
+        ingested); a full disk is a StoreError that says so (issue 45: a traceback of
+        "database or disk is full", then "cannot rollback")."""
         conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
             for sql, params in statements:
                 conn.execute(sql, params)
             conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
+        except BaseException as error:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            if isinstance(error, sqlite3.OperationalError):
+                raise StoreError(f"the store index {self.db_path} cannot take what this "
+                                 f"build recorded ({error}); it waits in the spool, and any "
+                                 "autopass command adds it once "
+                                 + ("there is space again: free space on that disk"
+                                    if disk_full(self.dir) else "the index can be written")
+                                 ) from None
             raise
 
     # -- reads --------------------------------------------------------------------------
@@ -405,6 +433,22 @@ class Store:
                 and isinstance(cwd, str)):
             return None
         return RecordedBuild(argv, cwd)
+
+
+def _frozen(path: str) -> sqlite3.Connection:
+    """The index at `path` read as it is on disk, without writing a byte (its WAL is not
+    read); an empty index of the schema where even that cannot be read."""
+    conn = sqlite3.connect(f"file:{quote(path)}?immutable=1", uri=True, isolation_level=None)
+    try:
+        conn.execute("SELECT count(*) FROM units, links, skipped").fetchone()
+        return conn
+    except sqlite3.Error:
+        conn.close()
+    empty = sqlite3.connect(":memory:", isolation_level=None)
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            empty.execute(statement)
+    return empty
 
 
 def _unit_from_row(r: tuple) -> UnitRecord:
