@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS, EXAMPLES
+from support import AUTOPASS, EXAMPLES, write
 
 from autopass_build.capture.applier import compiler_id
 from autopass_build.core import toolchain
@@ -395,3 +395,40 @@ def test_a_library_found_through_the_users_library_path_is_still_found(tmp_path)
     done = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "prog (with the project shared library it loads)" in done.stdout
+
+
+def test_database_keys_are_one_per_source_and_must_match_one(tmp_path) -> None:
+    """F67: `./a.c` is `a.c` (normalized on load and on write, and applied); two spellings
+    of one source are refused in one line (a.c silently won); an entry for no file
+    (`gone.c`) is listed by check and dropped by prune (both said all entries apply);
+    an absolute path is a problem entry; and a build whose compiles match no key hears
+    that, not that its compiler was named by a full path."""
+    root = tmp_path / "p"
+    write(root / "a.c", "int a(int x) { return x + 1; }\n")
+    digest = hash_file(str(root / "a.c"))
+    db = root / "autopass.flags.json"
+
+    def entries(**by_source) -> None:
+        db.write_text(json.dumps({"schema": 1, "toolchain": {}, "entries": {
+            source: {"flags": flags, "source_hash": digest} for source, flags in
+            by_source.items()}}))
+
+    entries(**{"./a.c": ["-O1"], "gone.c": ["-O1"], str(root / "b.c"): ["-O1"]})
+    check = subprocess.run([AUTOPASS, "db", "check"], cwd=root, capture_output=True, text=True)
+    assert check.returncode == 1
+    assert "gone.c: no such file" in check.stdout and "an absolute path" in check.stdout
+    assert "1/3 entries apply" in check.stdout, check.stdout
+    subprocess.run([AUTOPASS, "db", "prune"], cwd=root, check=True, capture_output=True)
+    assert list(json.loads(db.read_text())["entries"]) == ["a.c"]
+    applied = subprocess.run([AUTOPASS, "apply", "--policy", "error", "--", "clang-19", "-O3",
+                              "-c", "a.c"], cwd=root, capture_output=True, text=True)
+    assert applied.returncode == 0 and "1 command" in applied.stderr, applied.stderr
+    entries(**{"./a.c": ["-O1"], "a.c": ["-O2"]})
+    both = subprocess.run([AUTOPASS, "db", "check"], cwd=root, capture_output=True, text=True)
+    assert both.returncode == 2 and both.stderr.count("\n") == 1
+    assert "'./a.c' and 'a.c' name one source" in both.stderr
+    entries(**{"src/a.c": ["-O1"]})
+    missed = subprocess.run([AUTOPASS, "apply", "--", "clang-19", "-O3", "-c", "a.c"],
+                            cwd=root, capture_output=True, text=True)
+    assert "1 compile went through autopass, none of a source the database names" in \
+        missed.stderr, missed.stderr

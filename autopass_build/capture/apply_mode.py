@@ -13,6 +13,7 @@ from autopass_build.core import proc
 from autopass_build.core.names import APPLY_POLICIES, ENV_APPLY_TALLY
 
 APPLIED = "1\n"          # a tally line: this command got the tuned flags
+SEEN = "c\n"             # a tally line: a compile went through the wrapper
 NOT_APPLIED = "! "       # a tally line: what a command did not get, and why
 
 
@@ -21,6 +22,8 @@ def run(plan: Plan) -> int:
     parsed: Invocation | Skip | None = None
     try:
         parsed = classify(plan.args, plan.cwd, plan.cxx)
+        if isinstance(parsed, Invocation) and parsed.sources:
+            _tally(plan, SEEN)
         decision = _decide(plan, parsed)
     except Exception as error:  # our bug must not break the build
         decision = None

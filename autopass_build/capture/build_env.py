@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from autopass_build.capture.apply_mode import APPLIED, NOT_APPLIED
+from autopass_build.capture.apply_mode import APPLIED, NOT_APPLIED, SEEN
 from autopass_build.capture.wrapper import is_cxx_name, looks_like_compiler
 from autopass_build.core import toolchain
 from autopass_build.core.files import hash_bytes, user_cache_dir
@@ -389,6 +389,11 @@ def applied_count(work_dir: str) -> int:
     """How many commands of a build run with `apply_environment(..., work_dir)` were
     given tuned flags (the wrapper writes one line for each)."""
     return sum(line == APPLIED for line in _tally_lines(work_dir))
+
+
+def compiles_seen(work_dir: str) -> int:
+    """How many compiles of that build went through the wrapper, flags or not."""
+    return sum(line == SEEN for line in _tally_lines(work_dir))
 
 
 def not_applied(work_dir: str) -> list[str]:

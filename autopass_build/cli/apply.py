@@ -98,6 +98,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from autopass_build.capture.build_env import (
         applied_count,
         apply_environment,
+        compiles_seen,
         for_debian_packaging,
     )
     from autopass_build.capture.server import serving
@@ -134,7 +135,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         with serving(env):
             status = proc.run_build(command, env)
         if status == 0 and flags_db.applies_anything(usable):
-            _say_what_was_applied(db, applied_count(work), started)
+            _say_what_was_applied(db, applied_count(work), started, compiles_seen(work),
+                                  usable, root)
         return status
     except (FileNotFoundError, PermissionError):
         raise CliError(f"build command not found: {command[0]!r}") from None
@@ -142,16 +144,24 @@ def cmd_apply(args: argparse.Namespace) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _say_what_was_applied(db: str, applied: int, started: float) -> None:
+def _say_what_was_applied(db: str, applied: int, started: float, seen: int,
+                          usable: flags_db.FlagsDb | None, root: str) -> None:
     """After a build with a database that has something to apply: how many commands
-    took the tuned flags, or, when none did, why (an up-to-date build, a build folder
-    configured before with the compiler's full path)."""
+    took the tuned flags, or, when none did, why: compiles that went through autopass
+    but none of the database's sources (its keys match nothing), an up-to-date build, a
+    build folder configured before with the compiler's full path."""
     from autopass_build.capture import unseen
 
     if applied:
         print(f"autopass: {counted(applied, 'command')} (compiles, links) "
               f"took the tuned flags of {db}",
               file=sys.stderr)
+    elif seen and usable is not None:
+        named = ", ".join(sorted(usable.entries)[:5]) or "none"
+        print(f"autopass: warning: no compile or link took the tuned flags: "
+              f"{counted(seen, 'compile')} went through autopass, none of a source the "
+              f"database names relative to {root} ({named}); check its keys with "
+              "`autopass db check`", file=sys.stderr)
     else:
         print(f"autopass: warning: no compile or link took the tuned flags: "
               f"{unseen.advice(os.getcwd(), started, 'apply')}", file=sys.stderr)
@@ -218,8 +228,13 @@ def cmd_db(args: argparse.Namespace) -> int:
     compiler = _compiler_id()
     for source in sorted(db.entries):
         decision = applier.decide(db, os.path.join(root, source), root, compiler, "warn")
-        if decision.warning:
+        if db.entries[source].problem:
+            problems[source] = f"{source}: entry rejected ({db.entries[source].problem})"
+        elif decision.warning:
             problems[source] = decision.warning
+        elif not os.path.isfile(os.path.join(root, source)):
+            problems[source] = (f"{source}: no such file under {root} (renamed or removed "
+                                "since tuning?): the entry matches no source")
     unusable = _unusable_profiles(db, path)
     if args.action == "show":
         _show(db, problems)

@@ -41,6 +41,7 @@ long, or outside the allowlist) refuses that entry only, with its reason in `pro
 from __future__ import annotations
 
 import math
+import os
 
 from autopass_build.core import flags as flagset
 from autopass_build.core.cpu import Cpu
@@ -207,8 +208,33 @@ def from_json(data: object, path: str) -> FlagsDb:
     if not isinstance(entries, dict):
         raise FlagsDbError(f"{path}: \"entries\" must be an object (source -> entry); {FIX}")
     return FlagsDb(dict(toolchain), cpu, _profile(data.get("profile"), path),
-                   {source: entry_from_json(raw) for source, raw in entries.items()},
-                   _target(data.get("target"), path))
+                   _entries(entries, path), _target(data.get("target"), path))
+
+
+def source_key(source: str) -> str:
+    """How an entry names its source: relative to the project root, normalized
+    (`./a.c` and `src/../a.c` are `a.c`), so that every spelling of one file is one key."""
+    return os.path.normpath(source)
+
+
+def _entries(raw: dict, path: str) -> dict[str, Entry]:
+    """The entries by normalized source; two spellings of one source are refused (which
+    would win was an accident of order), an absolute path is a problem entry."""
+    entries: dict[str, Entry] = {}
+    spelled: dict[str, str] = {}
+    for source, value in raw.items():
+        key = source_key(source)
+        if key in spelled:
+            raise FlagsDbError(f"{path}: the entries {shown(spelled[key])} and {shown(source)} "
+                               f"name one source ({key}): keep one; {FIX}")
+        spelled[key] = source
+        entry = entry_from_json(value)
+        if os.path.isabs(key) and not entry.problem:
+            entry = Entry(entry.flags, entry.source_hash, entry.gain, entry.why, entry.run,
+                          problem="an absolute path: entries name their source relative to "
+                                  "the project root (re-run autopass tune)")
+        entries[key] = entry
+    return entries
 
 
 def _cpu(raw: object, path: str) -> Cpu | None:
@@ -328,7 +354,7 @@ def to_json(db: FlagsDb) -> str:
             "cpu": {"model": db.cpu.model, "isa": list(db.cpu.isa)} if db.cpu else None,
             "profile": {"path": db.profile.path, "hash": db.profile.hash} if db.profile
             else None,
-            "entries": {source: _entry_json(e) for source, e in db.entries.items()},
+            "entries": {source_key(source): _entry_json(e) for source, e in db.entries.items()},
             "target": _target_json(db.target) if db.target else None}
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
