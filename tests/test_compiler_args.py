@@ -85,6 +85,9 @@ def test_quiet_reasons_are_the_passthrough_kinds():
     assert classify(["--version"]).quiet
     assert classify(["-E", "a.c"]).quiet
     assert not classify(["-save-temps", "-c", "a.c"]).quiet  # a line in `autopass units`
+    # an assembler source is code autopass cannot tune: listed (zstd's
+    # huf_decompress_amd64.S), as the README says
+    assert not classify(["-c", "start.S", "-o", "start.o"]).quiet
 
 
 @pytest.mark.parametrize("flag", ["-flto", "-flto=thin", "-flto=full", "-flto=auto"])

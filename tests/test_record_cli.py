@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS, EXAMPLES, copy_example, write
+from support import AUTOPASS, EXAMPLES, copy_example, fake_compiler, write
 
 from autopass_build import config as cfg
 from autopass_build.capture.applier import carries_bitcode
@@ -995,3 +995,33 @@ def test_a_build_that_names_gcc_with_gcc_only_options_still_builds(tmp_path) -> 
     assert subprocess.run([str(root / "app")]).returncode == 0
     assert carries_bitcode((root / "twice.o").read_bytes())    # the LTO stage: applied
     assert not carries_bitcode((root / "main.o").read_bytes())  # gcc's, as recorded
+
+
+def test_small_words_to_a_user(tmp_path, clang) -> None:
+    """F68, one each: a newline in a file name is escaped in `units`; an assembler source
+    is listed as skipped (the README says so); a skip whose compile records later is no
+    longer listed; `targets` after a record that captured nothing says why."""
+    root = tmp_path / "w"
+    write(root / "a\nb.c", "int ab(void) { return 1; }\n")
+    write(root / "start.S", ".globl start\nstart:\n ret\n")
+    write(root / "c.c", "int c(void) { return 2; }\n")
+    failing = fake_compiler(tmp_path, "fail-clang",
+                            'for a; do [ "$a" = -emit-llvm ] && exit 1; done\n'
+                            f'exec "{clang}" "$@"\n')
+    env = {**os.environ, "AUTOPASS_CC": failing}   # its IR step fails
+    first = subprocess.run([AUTOPASS, "record", "--", "sh", "-c",
+                            "cc -c 'a\nb.c' && cc -c start.S && cc -c c.c"],
+                           cwd=root, capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
+    assert "assembler_source" in units.stdout and "ir_failed" in units.stdout
+    targets = subprocess.run([AUTOPASS, "targets"], cwd=root, capture_output=True, text=True)
+    assert "nothing linked them" in targets.stdout or "every compile was skipped" in \
+        targets.stdout, targets.stdout
+    again = subprocess.run([AUTOPASS, "record", "--", "sh", "-c",
+                            "cc -c 'a\nb.c' && cc -c start.S && cc -c c.c"],
+                           cwd=root, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
+    assert "ir_failed" not in units.stdout, units.stdout
+    assert "a\\nb.c" in units.stdout and "a\nb.c" not in units.stdout

@@ -720,3 +720,24 @@ def test_a_benchmark_that_exits_with_an_error_is_said_to(tmp_path):
     assert idle.returncode == 2 and "Traceback" not in idle.stderr, idle.stderr
     assert idle.stderr.splitlines()[-1].startswith(
         "autopass: error: nothing to tune: the benchmark exits with status 3 (mini: bad mode)")
+
+
+def test_try_takes_any_spelling_of_a_source_and_inputs_are_the_benchmarks(tmp_path) -> None:
+    """F68: `try --flags ./hot.c=...` found no unit; [run].inputs are relative to the
+    benchmark's folder, as init's template says (the code read them from autopass.toml's)."""
+    from support import recorded_tune_mini
+
+    root = recorded_tune_mini(tmp_path / "mini", '[run]\ncommand = ["{exe}", "1"]\n'
+                              'cwd = "data"\ninputs = ["in.txt"]\n[measure]\n'
+                              'metric = "instructions"\nmax_pairs = 2\nmin_pairs = 2\n',
+                              profile=False)
+    (root / "data").mkdir()
+    (root / "data" / "in.txt").write_text("x\n")
+    done = subprocess.run([AUTOPASS, "try", "--flags", "./hot.c=-O2"], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (root / "data" / "in.txt").unlink()
+    (root / "in.txt").write_text("x\n")          # beside autopass.toml: not the benchmark's
+    missing = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "in.txt does not exist in" in missing.stderr

@@ -116,7 +116,7 @@ def _warnings_named(error: str) -> list[str]:
 # A precompiled header's own compile is quiet too: it holds no code of its own to tune,
 # and the sources that include it are recorded with it.
 QUIET_REASONS = frozenset({QUERY, VERBOSE, PREPROCESS, DEPENDENCY_ONLY, SYNTAX_ONLY, PROBE,
-                           ASSEMBLY_OUTPUT, ASSEMBLER_SOURCE, PCH})
+                           ASSEMBLY_OUTPUT, PCH})
 
 SOURCE_LANGUAGES = {
     ".c": "c", ".i": "cpp-output",

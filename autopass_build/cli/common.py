@@ -33,6 +33,12 @@ def count(text: str) -> int:
     return value
 
 
+def shown_path(path: str) -> str:
+    """A path as one line of a listing: a newline, tab or other control character in a
+    file name is written as its escape (`a\\nb.c`), not printed raw."""
+    return "".join(c if c.isprintable() or ord(c) > 127 else repr(c)[1:-1] for c in path)
+
+
 def add_store_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR",
                    help=f"the store folder (default: the nearest {STORE_DIRNAME}/ "

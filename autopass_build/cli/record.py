@@ -27,6 +27,7 @@ from autopass_build.cli.common import (
     add_store_option,
     open_store,
     root_of,
+    shown_path,
     store_dir,
 )
 from autopass_build.core import proc, toolchain
@@ -213,7 +214,7 @@ def _loose_units_note(store: Store, root: str, units: list[UnitRecord]) -> str:
     linked_sources = {u.source for u in units if u.id in linked}
     loose = [u for u in units if u.id not in linked]
     twins = [u for u in loose if u.source in linked_sources]
-    other = [u.source_rel for u in loose if u.source not in linked_sources]
+    other = [shown_path(u.source_rel) for u in loose if u.source not in linked_sources]
     lines = []
     if twins:
         lines.append(f"{len(twins)} units compile a source again whose other compile is "
@@ -251,12 +252,12 @@ def cmd_units(args: argparse.Namespace) -> int:
     elif not every:
         print("no units recorded yet: run `autopass record -- <build command>`")
     elif units:
-        width = max(len(u.source_rel) for u in units)
+        width = max(len(shown_path(u.source_rel)) for u in units)
         print(f"{'SOURCE':<{width}}  LANG  OPT  OBJECT")
         for u in units:
             obj = os.path.relpath(u.output, root) if u.output else "(linked directly)"
-            print(f"{u.source_rel:<{width}}  {_short_lang(u.language):<4}  "
-                  f"{u.opt_level:<3}  {obj}")
+            print(f"{shown_path(u.source_rel):<{width}}  {_short_lang(u.language):<4}  "
+                  f"{u.opt_level:<3}  {shown_path(obj)}")
         print(counted(len(units), "unit"))
     if deleted:
         print(f"left out: {len(probes)} units whose source and object were "
@@ -269,8 +270,10 @@ def cmd_units(args: argparse.Namespace) -> int:
     if skipped:
         print(f"\nskipped ({len(skipped)}):")
         for s in skipped:
-            what = " ".join(os.path.relpath(p, root) for p in s.sources) or " ".join(s.argv)[:80]
-            print(f"  {s.reason:<16} {what}" + (f"  ({s.detail})" if s.detail else ""))
+            what = shown_path(" ".join(os.path.relpath(p, root) for p in s.sources)
+                              or " ".join(s.argv)[:80])
+            print(f"  {s.reason:<16} {what}"
+                  + (f"  ({shown_path(s.detail)})" if s.detail else ""))
         for reason, fix in fixes([(s.reason, s.detail) for s in skipped]):
             print(f"{reason}: {fix}")
     return 0
@@ -295,16 +298,31 @@ def cmd_targets(args: argparse.Namespace) -> int:
         print()
         return 0
     if not targets:
-        print("no links recorded yet: run `autopass record -- <build command>`")
+        print(_nothing_linked(store))
     for t in targets:
         print(f"{t.output_rel} ({t.kind}): {len(t.units)} units")
         for source in t.unit_sources:
-            print(f"  {source}")
+            print(f"  {shown_path(source)}")
         for lib in t.shared_libraries:
             print(f"  shared library {lib}")
         for item in t.unmatched:
             print(f"  not captured: {item}")
     return 0
+
+
+def _nothing_linked(store: Store) -> str:
+    """Why `targets` has nothing to list: no recording yet, or one whose compiles were
+    all skipped (with what to change), or one that linked nothing through autopass."""
+    skipped, units = store.skipped(), store.units()
+    if units:
+        return ("no links recorded: the units were compiled but nothing linked them "
+                "through autopass (link with $(CC) under `autopass record`)")
+    if not skipped:
+        return "no links recorded yet: run `autopass record -- <build command>`"
+    reasons = sorted({s.reason for s in skipped})
+    fixes_found = fixes([(s.reason, s.detail) for s in skipped])
+    return (f"no links recorded: every compile was skipped ({', '.join(reasons)}); "
+            + (fixes_found[0][1] if fixes_found else "see `autopass units` for why"))
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -124,9 +124,11 @@ def _why_nothing(store: Store) -> str:
 
 
 def match_units(spec: str, units: list[UnitRecord]) -> list[UnitRecord]:
-    """Units named by `spec`: a source as `autopass units` shows it, its absolute path,
-    or a unit id.  libtool's PIC and non-PIC compiles of one source both match."""
-    return [u for u in units if spec in (u.source_rel, u.source, u.id)]
+    """Units named by `spec`: a source as `autopass units` shows it (any spelling of
+    it: `./x.c` is `x.c`), its absolute path, or a unit id.  libtool's PIC and non-PIC
+    compiles of one source both match."""
+    normal = os.path.normpath(spec)
+    return [u for u in units if spec == u.id or normal in (u.source_rel, u.source)]
 
 
 def parse_unit_flags(specs: list[str], units: list[UnitRecord],

@@ -104,10 +104,13 @@ class Benchmark:
         if not config.run.command:
             raise MeasureError("no benchmark: add a [run] command to autopass.toml, e.g. "
                                'command = "{exe} input.txt" (`autopass init` writes a starter)')
-        for path in config.run.inputs:
-            if not os.path.exists(config.resolve(path)):
-                raise MeasureError(f"[run].inputs: {path} does not exist")
-        if not os.path.isdir(config.resolve(config.run.cwd)):
+        cwd = config.resolve(config.run.cwd)
+        for path in config.run.inputs:      # as the benchmark names them: from its folder
+            if not os.path.exists(os.path.join(cwd, path)):
+                raise MeasureError(f"[run].inputs: {path} does not exist in {cwd} (the "
+                                   "benchmark's folder, [run].cwd, which inputs are "
+                                   "relative to)")
+        if not os.path.isdir(cwd):
             raise MeasureError(f"[run].cwd: {config.resolve(config.run.cwd)} is not a folder; "
                                "give the folder the benchmark runs in, relative to "
                                "autopass.toml")

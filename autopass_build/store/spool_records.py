@@ -78,6 +78,11 @@ def statements(record: object) -> list[tuple[str, tuple]]:
             # The object file was overwritten: whatever made it before is gone.
             statements.append(("DELETE FROM units WHERE output = ? AND id != ?",
                                (_b(r["output"]), r["id"])))
+        # The source's IR step failed before, in this folder: recorded now, that skip
+        # is stale (a successful re-record listed it still).
+        statements.append(("DELETE FROM skipped WHERE cwd = ? AND sources = ? AND reason "
+                           "IN ('ir_failed', 'ir_timeout') AND recorded_at <= ?",
+                           (_b(r["cwd"]), json.dumps([r["source"]]), r["recorded_at"])))
         statements.append((
             "INSERT OR REPLACE INTO units VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (r["id"], _b(r["source"]), _b(r["source_rel"]), _b(r["cwd"]), _b(r["compiler"]),

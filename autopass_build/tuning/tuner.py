@@ -292,9 +292,9 @@ class Tuner:
         rest = self.request.budget - min(stage_budget, 2 * len(compositions)) - reserved
         counted = self.request.budget < UNCOUNTED
         self.show((f"budget {self.request.budget} evaluations: " if counted else "budget: ")
-                  + f"the stages up to {min(stage_budget, 2 * len(compositions))} "
-                  f"({len(compositions)} compositions, each confirmed when faster; "
-                  "--stage-budget changes it)"
+                  + (f"the stages up to {min(stage_budget, 2 * len(compositions))} "
+                     f"({len(compositions)} compositions, each confirmed when faster; "
+                     "--stage-budget changes it)" if compositions else "no stages")
                   + (f", BOLT {reserved}" if reserved else "")
                   + (f", per-file flags at least {max(0, rest)}" if counted else
                      ", per-file flags the rest")
