@@ -113,8 +113,11 @@ GEOS = Program(
     rebuild=("ninja", "-C", "build", "-j2"),
 )
 # cppcheck: ~75 large units (the analyzer library, its command line, tinyxml2,
-# simplecpp), one executable.
-_CPPCHECK_OPTIONS = " >/dev/null && ninja -C build -j2 >/dev/null"
+# simplecpp), one executable.  It finds its library configurations (std.cfg) in
+# FILESDIR or beside its binary; a candidate runs from autopass's work folder, so
+# FILESDIR names the build's own copy (a distribution sets /usr/share/cppcheck).
+_CPPCHECK_OPTIONS = (' -DFILESDIR="$PWD/build/bin" >/dev/null && ninja -C build -j2 '
+                     ">/dev/null")
 CPPCHECK = Program(
     package="cppcheck", build_dir=".",
     build=("sh", "-c", _CMAKE + _CPPCHECK_OPTIONS),

@@ -19,12 +19,12 @@ Every variant is then measured by an independent A/B of its build against the -O
 (fresh runs, 20-40 pairs; tuned variants are not credited with their tuning-time
 numbers); "agent on PGO" also against PGO alone.  Output: a table per program, the
 geomean per variant, evaluations and tuning wall time, as text, JSON, Markdown (the
-README's Results section: --readme) and one HTML file with plots.
+results page's suite section: --readme docs/results.md) and one HTML file with plots.
 
     python bench/suite.py --quick            # bzip2 + lua5.4, agent only, budget 6: < 30 min
     python bench/suite.py                    # 4 programs, every strategy, budget 20: hours
     python bench/suite.py --programs sqlite3 --strategies agent,random --budget 8
-    python bench/suite.py --render suite-out/suite.json --readme README.md
+    python bench/suite.py --render suite-out/suite.json --readme docs/results.md
 """
 
 from __future__ import annotations
@@ -382,7 +382,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--metric", default="cpu", choices=tc.cfg.METRICS)
     parser.add_argument("--out", default="suite-out", help="folder for suite.json/.md/.html")
-    parser.add_argument("--readme", type=Path, help="rewrite this README's Results section")
+    parser.add_argument("--readme", type=Path, help="rewrite the suite section of this page "
+                        "(docs/results.md)")
     parser.add_argument("--render", type=Path, metavar="SUITE_JSON",
                         help="only write the outputs again from an earlier suite.json")
     args = parser.parse_args()

@@ -63,6 +63,7 @@ class Case:
     build: tuple[str, ...]                   # its own build, at -O3
     binary: str                              # basename of the executable to tune
     command: Callable[[Path], list[str]]     # benchmark argv ("{exe}"), given the work dir
+    check_files: tuple[str, ...] = ()        # [check].files: what it writes, compared
 
 
 def wav_input(path: Path, seconds: int, seed: int = 1) -> Path:
@@ -110,7 +111,28 @@ CASES = {
     "lame": Case(debian_sources.LAME, debian_sources.LAME.build, "lame",
                  lambda work: ["{exe}", "--silent", "-V", "2", str(wav_input(work / "in.wav", 90)),
                                "-"]),
+    # Whole C++ applications (debian_sources.APPLICATIONS), each with a workload its users
+    # run: GEOS's geosop buffering the union of 3,000 polygons (the time is in libgeos.so,
+    # a project shared library); cppcheck checking one of its own sources, its findings
+    # written to a file that every run must write the same.
+    "geos": Case(debian_sources.GEOS, debian_sources.GEOS.build, "geosop",
+                 lambda work: ["{exe}", "-a", str(geos_input(work / "polys.wkt")), "-c",
+                               "-f", "txt", "buffer", "2"]),
+    "cppcheck": Case(debian_sources.CPPCHECK, debian_sources.CPPCHECK.build, "cppcheck",
+                     lambda work: ["{exe}", "--enable=warning,style,performance,portability",
+                                   "--std=c++11", "--output-file=findings.txt",
+                                   "lib/mathlib.cpp"],
+                     check_files=("findings.txt",)),
 }
+
+
+def geos_input(path: Path) -> Path:
+    sys.path.insert(0, str(HERE / "workloads"))
+    from geos_polygons import polygons
+
+    if not path.exists():
+        path.write_text("\n".join(polygons(3000)) + "\n")
+    return path
 
 
 def prepare(name: str, work: Path, metric: str,
@@ -132,7 +154,8 @@ def prepare(name: str, work: Path, metric: str,
                 and Path(t.output).name == case.binary]
     config = cfg.parse(
         f"[run]\ncommand = {json.dumps((command or case.command)(work))}\ntarget = {json.dumps(target.output_rel)}\n"
-        f"timeout = 60\n[measure]\nmetric = \"{metric}\"\nmin_pairs = {pairs}\nmax_pairs = 20\n",
+        f"timeout = 60\n[measure]\nmetric = \"{metric}\"\nmin_pairs = {pairs}\nmax_pairs = 20\n"
+        + (f"[check]\nfiles = {json.dumps(list(case.check_files))}\n" if case.check_files else ""),
         project_dir=str(tree))
     log(f"{name}: profiling")
     found = profile(Evaluator(store, config))
