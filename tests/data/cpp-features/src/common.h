@@ -1,0 +1,2 @@
+#pragma once
+int common_work(int n);

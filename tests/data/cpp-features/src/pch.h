@@ -1,0 +1,5 @@
+#pragma once
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
