@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -116,6 +117,9 @@ def run_program(name: str, work: Path, seconds: float, metric: str) -> list[dict
                                ("candidate on PGO+LTO", RECIPES["PGO+LTO"])):
         tc.log(f"{name}: timing a {label}")
         costs[label] = round(candidate_seconds(store, config, composition, profile), 1)
+        # the largest single process so far (the LTO links are the likely one): KiB
+        costs[f"peak process after the {label}, GiB"] = round(
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20, 2)
     rows = []
     level = opt_level(evaluator)
     for label, composition in RECIPES.items():
@@ -144,7 +148,9 @@ def report(rows: list[dict]) -> str:
         out.append(f"\n{program} ({mine[0]['units']} units; clean build "
                    f"{costs['clean build']} s; one per-file candidate's build: "
                    f"{costs['candidate on PGO+ThinLTO']} s on PGO+ThinLTO, "
-                   f"{costs['candidate on PGO+LTO']} s on PGO+LTO)")
+                   f"{costs['candidate on PGO+LTO']} s on PGO+LTO; the largest process "
+                   f"(a link) {costs['peak process after the candidate on PGO+LTO, GiB']} "
+                   "GiB)")
         for r in mine:
             cell = (f"{r['speedup']:.3f}x [{r['low']:.3f}, {r['high']:.3f}] {r['verdict']}"
                     if r["speedup"] else r["verdict"])

@@ -157,6 +157,7 @@ class Replayer:
         self.by_object = ObjectIndex(list(self.units.values()))
         self.links = {link.output: link for link in store.links()}
         self.from_source = store.units_replayed_from_source() if trust_fidelity else set()
+        self.recorded_objects = trust_fidelity    # the baseline takes the build's own
         self.compile_timeout = compile_timeout
         self.compiler_override = compiler_override or os.environ.get(ENV_REPLAY_CC)
         self.stats = ReplayStats()
@@ -186,7 +187,19 @@ class Replayer:
         return self.store.blob_path("replay", key, ".o"), from_source
 
     def has_object(self, unit: UnitRecord, flags: Flags = ()) -> bool:
-        return os.path.exists(self._object_path(unit, flags, None)[0])
+        return os.path.exists(self._object_path(unit, flags, None)[0]) or \
+            self._recorded_object(unit, flags) is not None
+
+    def _recorded_object(self, unit: UnitRecord, flags: Flags) -> str | None:
+        """The object the recorded build made for `unit`, kept in the store, for a
+        compile with no flags of ours: the baseline is the build itself, and a large
+        application's first replay compiled every unit again for nothing (GEOS: 389
+        compiles).  Not while judging the IR replay itself (`replay --check`)."""
+        if flags or not self.recorded_objects or not unit.object_hash or \
+                unit.compiler != self._compiler(unit) or \
+                not self.store.has_blob("obj", unit.object_hash, ".o"):
+            return None
+        return self.store.blob_file("obj", unit.object_hash, ".o")
 
     def object_for(self, unit: UnitRecord, flags: Flags = (),
                    from_source: bool | None = None) -> str:
@@ -198,6 +211,10 @@ class Replayer:
         if os.path.exists(path):
             self.stats.cached += 1
             return path
+        recorded = self._recorded_object(unit, flags)
+        if recorded is not None:
+            self.stats.cached += 1
+            return recorded
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = self.store.spool.new_tmp_path(".o")
         try:
