@@ -115,6 +115,11 @@ def test_the_steadiest_metric_is_advised_only_when_clearly_steadier() -> None:
     lua = Steadiness(12, {"wall": 1.1, "cpu": 1.0, "user": 4.6})
     assert lua.advice("wall") == ""                     # 1.1x: not clearly steadier
     assert 'metric = "cpu" (now "user")' in lua.advice("user")
+    # F68: the profile said "user leaves the kernel's 21 % out", and the next line named
+    # cpu with no word of why: now it says why user is not it here
+    short = lua.advice("user", kernel=21.0)
+    assert "user, which leaves the kernel's 21% out, varies more here (4.6%" in short
+    assert "kernel" not in lua.advice("user", kernel=3.0)
 
 
 def test_profile_says_how_steady_each_timed_metric_is(tmp_path) -> None:

@@ -197,11 +197,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
     for note in (reach.note(), failing_note(result)):
         if note:
             print(note)
-    _say_how_steady(evaluator, config.measure.metric)
+    _say_how_steady(evaluator, config.measure.metric, reach.kernel)
     return 0
 
 
-def _say_how_steady(evaluator: Evaluator, configured: str) -> None:
+def _say_how_steady(evaluator: Evaluator, configured: str, kernel: float = 0.0) -> None:
     """Each timed metric's run-to-run spread on the recorded build, and the metric to
     measure by where another is clearly steadier than the configured one.  The profile
     is out already: a failure here only leaves this line out."""
@@ -219,7 +219,7 @@ def _say_how_steady(evaluator: Evaluator, configured: str) -> None:
         return
     if found:
         print(found.text())
-        advice = found.advice(configured)
+        advice = found.advice(configured, kernel)
         if advice:
             print(advice)
 

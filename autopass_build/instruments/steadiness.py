@@ -33,6 +33,7 @@ SPENT_S = 20.0        # at most this long in extra runs
 MOST_RUNS = 8
 FEWEST_RUNS = 5       # below this, a spread says too little to advise on
 CLEARLY = 1.5         # another metric's spread must be this much smaller to be suggested
+KERNEL_NOTED = 15.0   # % of the run in the kernel at which the profile names metric user
 
 
 @dataclass(frozen=True)
@@ -47,15 +48,21 @@ class Steadiness:
         return (f"run-to-run spread of the recorded build ({self.runs} runs): "
                 + ", ".join(f"{m} {self.spread[m]:.1f}%" for m in TIMED_METRICS))
 
-    def advice(self, configured: str) -> str:
-        """A line naming a clearly steadier metric than `configured`, or ""."""
+    def advice(self, configured: str, kernel: float = 0.0) -> str:
+        """A line naming a clearly steadier metric than `configured`, or "".  Where the
+        profile put `kernel` % of the run in the kernel and said `user` leaves it out,
+        a line naming another metric says why user is not it here."""
         best = self.steadiest()
         if configured not in TIMED_METRICS or best == configured or \
                 self.spread[configured] < CLEARLY * self.spread[best]:
             return ""
         fewer = (self.spread[configured] / max(self.spread[best], 1e-9)) ** 2
+        why_not_user = (f"; user, which leaves the kernel's {kernel:.0f}% out, varies more "
+                        f"here ({self.spread['user']:.1f}%: a short run's user time is "
+                        "counted in 4 ms ticks)" if best != "user" and kernel >= KERNEL_NOTED
+                        else "")
         return (f'[measure].metric = "{best}" (now "{configured}") would need about '
-                f"{fewer:.0f}x fewer pairs for the same precision")
+                f"{fewer:.0f}x fewer pairs for the same precision{why_not_user}")
 
 
 def steadiness(bench: Benchmark, exe: str, env: dict[str, str]) -> Steadiness | None:
