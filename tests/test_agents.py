@@ -311,12 +311,13 @@ def test_slow_endpoint_and_budget_hand_over_to_rules(project, tmp_path) -> None:
 
 def test_resuming_without_budget_keeps_the_runs_own_budget(project) -> None:
     """A run of --budget 2 resumed with a bare --resume took [tune].budget (40 by default)
-    and went on measuring (libvorbis: "[1/33]" after a budget-8 run); only --budget raises."""
+    and went on measuring (libvorbis: "[1/33]" after a budget-8 run); only --budget raises.
+    The run finished, so a bare --resume says so and measures nothing."""
     first = tune(project, "--seed", "7", "--budget", "2")
     assert first.returncode == 0, first.stderr
     before = search_flags(project)
     resumed = tune(project, "--resume")
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.returncode == 2 and "nothing to resume" in resumed.stderr, resumed.stderr
     assert search_flags(project) == before and len(before) <= 2
     assert Journal.latest(str(project / ".autopass")).header["budget"] == 2
 

@@ -1025,3 +1025,47 @@ def test_small_words_to_a_user(tmp_path, clang) -> None:
     units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
     assert "ir_failed" not in units.stdout, units.stdout
     assert "a\\nb.c" in units.stdout and "a\nb.c" not in units.stdout
+
+
+def test_a_generated_source_is_no_probe_after_make_clean(tmp_path) -> None:
+    """F68: a source the build generates (here copied from a template, as bison writes a
+    parser) is deleted by `make clean` with its object; `units` dropped it as a
+    configure probe, though it was linked with the rest of the program."""
+    root = tmp_path / "gen"
+    write(root / "Makefile", "prog: main.o gen.o\n\t$(CC) -o prog main.o gen.o\n"
+                             "gen.c: gen.in\n\tcp gen.in gen.c\n"
+                             "clean:\n\trm -f prog *.o gen.c\n")
+    write(root / "gen.in", "int gen(void) { return 4; }\n")
+    write(root / "main.c", "int gen(void);\nint main(void) { return gen() - 4; }\n")
+    done = subprocess.run([AUTOPASS, "record", "--", "make"], cwd=root, capture_output=True,
+                          text=True)
+    assert "recorded 2 units and 1 link" in done.stderr, done.stderr
+    subprocess.run(["make", "clean"], cwd=root, check=True, capture_output=True)
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
+    assert "gen.c" in units.stdout and "configure probes" not in units.stdout, units.stdout
+    assert "2 units" in units.stdout
+
+
+def test_a_store_copied_with_its_tree_reads_its_paths_where_it_is(tmp_path) -> None:
+    """F68: a tree and its store copied elsewhere (the old one gone): the recorded
+    absolute paths are read where the store is now, so try rebuilds from the copy and
+    a database written there names the target relative to the root; before, it named
+    the old path, which matched no link, and BOLT was skipped without a word."""
+    from support import TUNE_MINI
+
+    old = tmp_path / "old" / "mini"
+    shutil.copytree(TUNE_MINI, old)
+    subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=old, check=True,
+                   capture_output=True)
+    subprocess.run([AUTOPASS, "units"], cwd=old, check=True, capture_output=True)
+    new = tmp_path / "elsewhere" / "mini"
+    shutil.copytree(old, new, symlinks=True)
+    shutil.rmtree(tmp_path / "old")
+    targets = subprocess.run([AUTOPASS, "targets"], cwd=new, capture_output=True, text=True)
+    assert targets.stdout.startswith("mini (executable)"), targets.stdout
+    (new / "autopass.toml").write_text('[run]\ncommand = ["{exe}", "2"]\n[measure]\n'
+                                       'metric = "instructions"\nmin_pairs = 2\n'
+                                       'max_pairs = 2\n')
+    done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=new,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "outcome: OK" in done.stdout, done.stdout + done.stderr

@@ -716,12 +716,35 @@ def test_a_time_budget_ends_the_search_in_time(project) -> None:
 
 
 def test_resume_lowers_a_budget_as_well_as_raising_it(project) -> None:
-    done = tune(project, "--budget", "6", "--seed", "33")
-    assert done.returncode == 0, done.stderr
+    """A run killed early resumes with a lower budget and ends there; a run that
+    finished is not resumed (its strategy, asked again, measured one more candidate)
+    unless --budget raises its budget."""
+    process = subprocess.Popen([AUTOPASS, "tune", "--budget", "8", "--seed", "33"],
+                               cwd=project, env=scratch_env(project),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    journal_dir = None
+    while time.monotonic() < deadline and process.poll() is None:
+        latest = Journal.latest(str(project / ".autopass"))
+        if latest.header.get("seed") == 33 and len(latest.of_phase(Phase.SEARCH)) >= 2:
+            journal_dir = latest.folder
+            break
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    assert journal_dir is not None
+    before = len([e for e in Journal.open(journal_dir).of_phase(Phase.SEARCH)
+                  if not e.identical])
     done = tune(project, "--resume", "--budget", "3")
     assert done.returncode == 0, done.stderr
-    journal = Journal.latest(str(project / ".autopass"))
+    journal = Journal.open(journal_dir)
     assert journal.header["seed"] == 33
     measured = [e for e in journal.of_phase(Phase.SEARCH) if not e.identical]
-    assert len(measured) == 6                  # what was measured stays; nothing more
-    assert "measuring " not in done.stderr
+    assert len(measured) == max(3, before) < 8
+    again = tune(project, "--resume")
+    assert again.returncode == 2 and "finished (budget 3): nothing to resume" in \
+        again.stderr, again.stderr
+    more = tune(project, "--resume", "--budget", str(len(measured) + 1))
+    assert more.returncode == 0, more.stderr
+    assert len([e for e in Journal.open(journal_dir).of_phase(Phase.SEARCH)
+                if not e.identical]) == len(measured) + 1

@@ -23,7 +23,7 @@ from autopass_build.capture.option_table import R_LINK, SHARED, STATIC
 from autopass_build.capture.spool import Spool
 from autopass_build.core import toolchain
 from autopass_build.core.files import disk_full, hash_bytes, hash_file, hash_json, relative_to
-from autopass_build.core.names import ENV_IR_TIMEOUT
+from autopass_build.core.names import ENV_IR_TIMEOUT, ENV_RECORD_SESSION
 
 DEFAULT_IR_TIMEOUT_S = 300.0
 
@@ -144,6 +144,7 @@ def record_units(spool: Spool, call: Call, inv: Invocation,
             "object_hash": hash_file(output) if output and inv.mode == COMPILE else None,
             "ir_hash": ir_hash, "compiler_id": identity.short(), "recorded_at": time.time()}
         spool.write_record(unit)
+        _in_session(call, "unit", unit_id)
         units.append(unit)
     return units
 
@@ -219,6 +220,7 @@ def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) ->
         "argv": [t for arg in inv.args for t in arg.tokens], "kind": kind, "inputs": inputs,
         "output_hash": hash_file(output) if os.path.isfile(output) else None,
         "archives": archives, "recorded_at": time.time()})
+    _in_session(call, "link", hash_json([output]))
 
 
 def record_call(spool: Spool, call: Call, inv: Invocation,
@@ -231,7 +233,22 @@ def record_call(spool: Spool, call: Call, inv: Invocation,
 
 
 def record_skip(spool: Spool, call: Call, skip: Skip) -> None:
+    sources = [_abs(call.cwd, s) for s in skip.sources]
     spool.write_record({
-        "type": "skip", "cwd": call.cwd, "argv": call.args,
-        "sources": [_abs(call.cwd, s) for s in skip.sources], "reason": skip.reason,
-        "detail": skip.detail, "recorded_at": time.time()})
+        "type": "skip", "cwd": call.cwd, "argv": call.args, "sources": sources,
+        "reason": skip.reason, "detail": skip.detail, "recorded_at": time.time()})
+    _in_session(call, "skip", hash_json([call.cwd, call.args, sources]))
+
+
+def _in_session(call: Call, kind: str, key: str) -> None:
+    """One line in the session file of the `autopass record` running this build: what
+    it recorded, so that its summary counts its own records, not those of another
+    record into the same store at the same time (a line with O_APPEND: compiles in
+    parallel never interleave)."""
+    path = call.env.get(ENV_RECORD_SESSION)
+    if path:
+        try:
+            with open(path, "a") as handle:
+                handle.write(f"{kind} {key}\n")
+        except OSError:
+            pass

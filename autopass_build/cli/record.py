@@ -32,11 +32,11 @@ from autopass_build.cli.common import (
 )
 from autopass_build.core import proc, toolchain
 from autopass_build.core.clean_command import clean_command, make_dry_run
-from autopass_build.core.files import write_atomic
-from autopass_build.core.names import STORE_DIRNAME
+from autopass_build.core.files import hash_json, write_atomic
+from autopass_build.core.names import ENV_RECORD_SESSION, STORE_DIRNAME
 from autopass_build.core.plural import counted
 from autopass_build.store.index import DamagedIndex, Store, StoreError, UnitRecord
-from autopass_build.store.targets import executables_text, gone, resolve
+from autopass_build.store.targets import executables_text, probes, resolve
 
 
 def add_parsers(sub) -> None:
@@ -119,9 +119,21 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not toolchain.find_tool("clang", exclude=frozenset({wrapper_dir(store_dir)})):
         raise CliError(toolchain.not_found("clang"))
     env = record_environment(store_dir, root)
+    session_dir = tempfile.mkdtemp(prefix="autopass-record-")
+    try:
+        return _record_build(store, command, folder, env, os.path.join(session_dir, "session"))
+    finally:
+        shutil.rmtree(session_dir, ignore_errors=True)
+
+
+def _record_build(store: Store, command: list[str], folder: str | None, env: dict[str, str],
+                  session: str) -> int:
+    """Run the build with the wrappers recording into `store`, then say what it
+    recorded (the wrappers list their records in the `session` file)."""
+    env[ENV_RECORD_SESSION] = session
     started = time.time()
     log_before = len(store.log_lines())
-    print(f"autopass: recording into {store_dir}", file=sys.stderr)
+    print(f"autopass: recording into {store.dir}", file=sys.stderr)
     packaging = for_debian_packaging(command, env)
     if packaging:
         print(f"autopass: {packaging}", file=sys.stderr)
@@ -136,7 +148,8 @@ def cmd_record(args: argparse.Namespace) -> int:
               "what was recorded so far is kept", file=sys.stderr)
         return status
     try:
-        recorded, skipped = _print_record_summary(store, started, log_before)
+        recorded, skipped = _print_record_summary(store, started, log_before,
+                                                  _session(session))
     except StoreError as error:   # the build is done either way: its status is ours
         print(f"autopass: the build finished (exit {status}), but the store could not "
               f"keep everything: {error}", file=sys.stderr)
@@ -168,13 +181,38 @@ def _configured_build(args: argparse.Namespace) -> tuple[list[str], str]:
     return list(config.build.command), config.resolve(config.build.root)
 
 
-def _print_record_summary(store: Store, started: float, log_before: int) -> tuple[int, int]:
-    """Says what this build recorded: (units and links recorded, commands skipped)."""
+def _session(path: str) -> dict[str, set[str]] | None:
+    """What this `autopass record`'s build recorded (recorder._in_session): kind ->
+    keys, or None when the wrappers wrote no session file (nothing went through them,
+    or a wrapper run by hand)."""
+    try:
+        with open(path) as handle:
+            lines = handle.read().split()
+    except OSError:
+        return None
+    found: dict[str, set[str]] = {"unit": set(), "link": set(), "skip": set()}
+    for kind, key in zip(lines[::2], lines[1::2]):
+        found.setdefault(kind, set()).add(key)
+    return found
+
+
+def _print_record_summary(store: Store, started: float, log_before: int,
+                          session: dict[str, set[str]] | None = None) -> tuple[int, int]:
+    """Says what this build recorded: (units and links recorded, commands skipped).
+    `session`: its own records, where another record into the same store at the same
+    time recorded others (else what was recorded since it `started`)."""
     all_units, all_links = store.units(), store.links()
-    recorded = [u for u in all_units if u.recorded_at >= started]
-    units = [u for u in recorded if not gone(u)]     # a probe in meson's /tmp/tmpXXXX
-    skipped = [s for s in store.skipped() if s.recorded_at >= started]
-    links = [link for link in all_links if link.recorded_at >= started]
+    if session is not None:
+        recorded = [u for u in all_units if u.id in session["unit"]]
+        skipped = [s for s in store.skipped()
+                   if hash_json([s.cwd, s.argv, s.sources]) in session["skip"]]
+        links = [link for link in all_links if hash_json([link.output]) in session["link"]]
+    else:
+        recorded = [u for u in all_units if u.recorded_at >= started]
+        skipped = [s for s in store.skipped() if s.recorded_at >= started]
+        links = [link for link in all_links if link.recorded_at >= started]
+    deleted = probes(store)
+    units = [u for u in recorded if u.id not in deleted]   # a probe in meson's /tmp/tmpXXXX
     reasons = collections.Counter(s.reason for s in skipped)
     line = f"autopass: recorded {counted(len(units), 'unit')} and {counted(len(links), 'link')}"
     if len(recorded) > len(units):
@@ -234,10 +272,10 @@ def cmd_units(args: argparse.Namespace) -> int:
     store = open_store(args)
     root = root_of(store)
     every, skipped = store.units(), store.skipped()
-    probes = [u for u in every if gone(u)]
-    probe_ids = {u.id for u in probes}
+    probe_ids = probes(store)
+    probe_units = [u for u in every if u.id in probe_ids]
     units = [u for u in every if u.id not in probe_ids]
-    deleted = sorted({u.source_rel for u in probes})
+    deleted = sorted({u.source_rel for u in probe_units})
     if args.json:
         json.dump({"root": root,
                    "units": [_unit_json(u, root) for u in units],
@@ -260,7 +298,7 @@ def cmd_units(args: argparse.Namespace) -> int:
                   f"{u.opt_level:<3}  {shown_path(obj)}")
         print(counted(len(units), "unit"))
     if deleted:
-        print(f"left out: {len(probes)} units whose source and object were "
+        print(f"left out: {len(probe_units)} units whose source and object were "
               f"deleted after the build, configure probes ({', '.join(deleted[:5])}"
               f"{', ...' if len(deleted) > 5 else ''})")
     if units:

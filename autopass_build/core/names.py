@@ -29,6 +29,7 @@ ENV_SERVER = "AUTOPASS_SERVER"               # the socket of the wrapper's serve
 ENV_IR_PLUGIN = "AUTOPASS_IR_PLUGIN"         # record's IR-saving pass plugin (capture/one_pass.py)
 ENV_IR_PLUGIN_FOR = "AUTOPASS_IR_PLUGIN_FOR"  # the real path of the clang it was built for
 ENV_IR_OUT = "AUTOPASS_IR_OUT"               # where that plugin writes one compile's IR
+ENV_RECORD_SESSION = "AUTOPASS_RECORD_SESSION"   # a file: what one `autopass record` recorded
 ENV_CC = "AUTOPASS_CC"
 ENV_CXX = "AUTOPASS_CXX"
 # The compiler a build reading $CC/$CXX would have used had autopass not set them (the

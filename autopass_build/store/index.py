@@ -18,7 +18,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
 from autopass_build.capture.spool import PACKED, SPOOL, Spool
@@ -28,6 +28,7 @@ from autopass_build.store import spool_records
 SCHEMA_VERSION = 1
 DB_NAME = "store.db"
 BUILD_NAME = "build-command.json"
+LOCATION_NAME = "location"         # the folder the store's tree was recorded in
 BUSY_TIMEOUT_S = 120.0
 
 SCHEMA = """
@@ -169,6 +170,7 @@ class Store:
         self._conn: sqlite3.Connection | None = None
         self._ingested = False
         self.frozen = False        # opened read-only: its disk is full (F66)
+        self._moved: tuple[str, str] | None = None   # (recorded in, here): _relocation
         self.waiting = 0           # spool records not yet in the index (F66)
 
     # -- opening ------------------------------------------------------------------------
@@ -359,26 +361,75 @@ class Store:
                                  ) from None
             raise
 
+    # -- where the store was recorded -----------------------------------------------------
+    def _relocation(self) -> tuple[str, str] | None:
+        """(the folder the store's tree was recorded in, where it is now) when the tree
+        was copied or moved with its store since (paths recorded there are read as
+        here), else None.  The place is remembered at the first read of the index."""
+        if self._moved is None:
+            here = os.path.dirname(self.dir)
+            was = here
+            try:
+                with open(os.path.join(self.dir, LOCATION_NAME), encoding="utf-8",
+                          errors="surrogateescape") as handle:
+                    was = handle.read().rstrip("\n") or here
+            except FileNotFoundError:
+                try:
+                    write_atomic(os.path.join(self.dir, LOCATION_NAME),
+                                 os.fsencode(here) + b"\n")
+                except OSError:
+                    pass
+            except OSError:
+                pass
+            self._moved = (was, here)
+        was, here = self._moved
+        return None if was == here else (was, here)
+
+    def _here(self, path: str) -> str:
+        moved = self._relocation()
+        if moved is None:
+            return path
+        was, here = moved
+        return path.replace(was, here, 1) if path == was or path.startswith(was + os.sep) \
+            else path
+
+    def _here_argv(self, argv: list[str]) -> list[str]:
+        """Arguments with the recorded folder in them (-I/old/include, /old/src/x.cpp)
+        read as here."""
+        moved = self._relocation()
+        if moved is None:
+            return argv
+        was, here = moved
+        return [token.replace(was + os.sep, here + os.sep) for token in argv]
+
     # -- reads --------------------------------------------------------------------------
     def units(self) -> list[UnitRecord]:
         self._ensure_ingested()
         rows = self.connection().execute(
             "SELECT * FROM units ORDER BY source_rel, output").fetchall()
-        return [_unit_from_row(r) for r in rows]
+        units = [_unit_from_row(r) for r in rows]
+        if self._relocation() is None:
+            return units
+        return [replace(u, source=self._here(u.source), cwd=self._here(u.cwd),
+                        output=self._here(u.output) if u.output else u.output,
+                        argv=self._here_argv(u.argv)) for u in units]
 
     def skipped(self) -> list[SkipRecord]:
         self._ensure_ingested()
         rows = self.connection().execute(
             "SELECT cwd, argv, sources, reason, detail, recorded_at FROM skipped "
             "ORDER BY reason, recorded_at").fetchall()
-        return [SkipRecord(_text(r[0]), json.loads(r[1]), json.loads(r[2]), r[3], r[4], r[5])
+        return [SkipRecord(self._here(_text(r[0])), json.loads(r[1]),
+                           [self._here(p) for p in json.loads(r[2])], r[3], r[4], r[5])
                 for r in rows]
 
     def links(self) -> list[LinkRecord]:
         self._ensure_ingested()
         rows = self.connection().execute("SELECT * FROM links ORDER BY output").fetchall()
-        return [LinkRecord(_text(r[0]), _text(r[1]), _text(r[2]), json.loads(r[3]), r[4],
-                           [LinkInput(*i) for i in json.loads(r[5])], r[6], r[7])
+        return [LinkRecord(self._here(_text(r[0])), self._here(_text(r[1])), _text(r[2]),
+                           self._here_argv(json.loads(r[3])), r[4],
+                           [LinkInput(i[0], i[1] if i[0] == "unit" else self._here(i[1]),
+                                      *i[2:]) for i in json.loads(r[5])], r[6], r[7])
                 for r in rows]
 
     def archive(self, digest: str) -> ArchiveRecord | None:
@@ -387,12 +438,13 @@ class Store:
             "SELECT hash, path, members FROM archives WHERE hash = ?", (digest,)).fetchone()
         if row is None:
             return None
-        return ArchiveRecord(row[0], _text(row[1]), [tuple(m) for m in json.loads(row[2])])
+        return ArchiveRecord(row[0], self._here(_text(row[1])),
+                             [tuple(m) for m in json.loads(row[2])])
 
     def archives(self) -> list[ArchiveRecord]:
         self._ensure_ingested()
         rows = self.connection().execute("SELECT hash, path, members FROM archives").fetchall()
-        return [ArchiveRecord(r[0], _text(r[1]), [tuple(m) for m in json.loads(r[2])])
+        return [ArchiveRecord(r[0], self._here(_text(r[1])), [tuple(m) for m in json.loads(r[2])])
                 for r in rows]
 
     # -- replay fidelity ----------------------------------------------------------------

@@ -138,9 +138,31 @@ def prebuilt_library_folders(linked: Iterable[str], built: Iterable[str], root: 
 def gone(unit: UnitRecord) -> bool:
     """Whether a unit's source and object were both deleted after the build: a configure
     script's probe under a name no rule knows (zlib's ztest$$.c), not part of the
-    program.  A `make clean` deletes objects, never sources."""
+    program.  A `make clean` deletes objects, never sources it did not make (see
+    `probes` for those it did)."""
     return not os.path.exists(unit.source) and not (unit.output
                                                     and os.path.exists(unit.output))
+
+
+def probes(store: Store) -> set[str]:
+    """The ids of units that were configure probes: gone (source and object deleted),
+    and not linked beside a unit whose source is still there.  A source the build
+    generates (a parser from bison) is deleted by `make clean` with its object, but it
+    was linked with the rest of the program: not a probe (`units` dropped it as one)."""
+    units = {u.id: u for u in store.units()}
+    candidates = {uid for uid, u in units.items() if gone(u)}
+    if not candidates:
+        return set()
+    by_object = ObjectIndex(list(units.values()))
+    kept: set[str] = set()
+    for link in store.links():
+        linked = {i.path for i in link.inputs if i.kind == "unit"}
+        linked |= {u.id for i in link.inputs if i.kind == "object"
+                   for u in [by_object.find(i.hash, i.path)] if u is not None}
+        if linked & candidates and any(os.path.exists(units[u].source)
+                                       for u in linked - candidates if u in units):
+            kept |= linked & candidates
+    return candidates - kept
 
 
 def resolve(store: Store, root: str) -> list[Target]:

@@ -23,7 +23,7 @@ from autopass_build.config import Config
 from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.durations import duration_text, parse_duration
-from autopass_build.core.files import hash_json
+from autopass_build.core.files import hash_json, write_atomic
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
@@ -59,6 +59,7 @@ from autopass_build.tuning.space import (
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
 STAGE_SHARE = 0.5         # of --time: what the stages may take at most
+FINISHED = "finished"     # in a run's folder: it ended (with this budget)
 
 __all__ = ["TuneError", "TuneRequest", "TuneResult", "Tuner", "Winner", "UNCOUNTED"]
 
@@ -140,6 +141,7 @@ class Tuner:
             if missing:
                 raise TuneError(f"run {journal.run_id} cannot be resumed: its settings lack "
                                 f"{', '.join(missing)}; start a new run without --resume")
+            self._not_finished(journal)
             journal.take_over()
             self._adopt(journal.header)
         evaluator = self._evaluator()
@@ -188,9 +190,27 @@ class Tuner:
         written = self._ship(final, winners, "PGO" if self.request.pgo else searched_on,
                              mates)
         measured = measured_in_search(journal)
+        try:       # a resumed run that finished has nothing left to do (_not_finished)
+            write_atomic(os.path.join(journal.folder, FINISHED), b"%d\n" % self.request.budget)
+        except OSError:
+            pass
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on,
                           self._notes(evaluator, sources, journal), mates)
+
+    def _not_finished(self, journal: Journal) -> None:
+        """A run that ended is not resumed (its strategy, asked again, could propose one
+        more candidate), unless --budget raises its budget."""
+        try:
+            with open(os.path.join(journal.folder, FINISHED)) as handle:
+                ended_at = int(handle.read().strip() or 0)
+        except (OSError, ValueError):
+            return
+        if self.request.budget_given and self.request.budget > ended_at:
+            return
+        raise TuneError(f"run {journal.run_id} finished (budget {ended_at}): nothing "
+                        "to resume; `autopass report` shows it, `--resume --budget N` "
+                        "(N above it) goes on, `autopass tune` starts a new run")
 
     def _settle(self, final: Entry | None, winners: list[Winner]) -> None:
         """The result against the recorded build (stages with the winners), then BOLT on
