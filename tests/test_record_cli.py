@@ -1069,3 +1069,21 @@ def test_a_store_copied_with_its_tree_reads_its_paths_where_it_is(tmp_path) -> N
     done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=new,
                           capture_output=True, text=True)
     assert done.returncode == 0 and "outcome: OK" in done.stdout, done.stdout + done.stderr
+
+
+def test_two_records_into_one_store_at_once_each_count_their_own(tmp_path, clang) -> None:
+    """F68: concurrent records into one store each counted the other's units in their
+    summary (everything recorded since they started); each counts its own now."""
+    slow = fake_compiler(tmp_path, "slow-clang", f'sleep 0.5\nexec "{clang}" "$@"\n')
+    store = tmp_path / "store" / ".autopass"
+    runs = []
+    for name, count in (("a", 3), ("b", 2)):
+        root = tmp_path / name
+        for i in range(count):
+            write(root / f"{name}{i}.c", f"int {name}{i}(void) {{ return {i}; }}\n")
+        build = " && ".join(f"cc -c {name}{i}.c" for i in range(count))
+        runs.append(subprocess.Popen(
+            [AUTOPASS, "record", "--store", store, "--", "sh", "-c", build], cwd=root,
+            env={**os.environ, "AUTOPASS_CC": slow}, stderr=subprocess.PIPE, text=True))
+    said = [run.communicate(timeout=120)[1] for run in runs]
+    assert "recorded 3 units" in said[0] and "recorded 2 units" in said[1], said
