@@ -133,3 +133,24 @@ def test_ctrl_c_in_the_ir_step_is_quiet_and_leaves_nothing(rec, clang, tmp_path)
     assert wrapped.returncode == -signal.SIGINT, err
     assert err == b""
     assert list((rec.store_dir / "tmp").iterdir()) == []
+
+
+def test_a_killed_clang_under_a_gcc_named_build_is_not_rebuilt_by_gcc(tmp_path, clang):
+    """A Makefile that says CC = gcc gets clang under record; a clang killed by Ctrl-C
+    was taken for a refusal, rebuilt by gcc and listed as clang_rejects."""
+    root = tmp_path / "p"
+    write(root / "Makefile", "CC = gcc\n" + MAKEFILE)
+    write(root / "a.c", A)
+    write(root / "b.c", B)
+    log = tmp_path / "calls.log"
+    env = {**os.environ, "AUTOPASS_CC": _slow_clang(tmp_path, clang, log)}
+    build = subprocess.Popen([AUTOPASS, "record", "--", "make"], cwd=root, env=env,
+                             start_new_session=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    _wait_for(build.pid, "sleep")
+    os.killpg(build.pid, signal.SIGINT)
+    _, err = build.communicate(timeout=30)
+    assert build.returncode == 128 + signal.SIGINT, err
+    assert not list(root.glob("*.o"))
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
+    assert "clang_rejects" not in units.stdout, units.stdout
