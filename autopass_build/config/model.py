@@ -1,0 +1,207 @@
+"""The model of `autopass.toml`: its sections and keys, each with its default and what it
+means.  The configuration reference (docs/configuration.md) and the starter file that
+`autopass init` writes are generated from these records (config/starter.py), so a key
+cannot land undocumented and the two cannot drift from the code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from autopass_build.core.names import (
+    AGENT_BACKENDS,
+    DEFAULT_STRATEGY,
+    FLAGS_DB_NAME,
+    METRICS,
+    STAGES,
+)
+
+CHECK_MODES = ("output", "numbers", "exit-code", "command")
+
+
+class ConfigError(Exception):
+    pass
+
+
+def key(default: Any, doc: str, *, kind: str = "", example: str = "",
+        shown: str = "") -> Any:
+    """A key of autopass.toml.  `doc`: what it means (the reference and the starter file
+    say it); `kind`: its TOML type in a user's words where the Python type does not say
+    it; `example`: TOML text the starter file shows commented out (the key then stays
+    unset there); `shown`: TOML text the starter file sets instead of the default."""
+    meta = {"doc": doc, "kind": kind, "example": example, "shown": shown}
+    if isinstance(default, tuple):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+COMMAND = "string (run by sh -c) or list of strings"
+ARGV = "string (split like a shell) or list of strings"
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """The build to record (`autopass record` with no command runs it) and how to get back
+    to a clean tree (`autopass verify` builds from scratch three times)."""
+    command: tuple[str, ...] = key(
+        (), "The build command. A string runs as your shell runs it (sh -c: `&&`, "
+        "`>/dev/null` and variables work); a list of strings is one argument vector, run "
+        "without a shell.", kind=COMMAND)
+    root: str = key(".", "The folder the build runs in, relative to this file (`autopass "
+                    "record` and `verify`).", example='"."')
+    clean: tuple[str, ...] = key(
+        (), "The command that brings the tree back to clean (`make clean`, `ninja -t "
+        "clean`); `autopass verify` needs it to build from scratch.", kind=COMMAND)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The benchmark: what `try`, `tune` and `verify` run to time a build."""
+    command: tuple[str, ...] = key(
+        (), 'The benchmark (required for try and tune). "{exe}" is replaced by the binary '
+        'under test. A list of strings avoids any quoting question: ["{exe}", "--size", '
+        '"4"]. Never run by a shell.', kind=ARGV, shown='"{exe}"')
+    target: str = key("", "Which recorded binary to tune (see `autopass targets`); default: "
+                      "the only executable.")
+    cwd: str = key(".", "The folder the benchmark runs in, relative to this file.")
+    env: tuple[tuple[str, str], ...] = key(
+        (), 'Environment added to the benchmark\'s, e.g. { LC_ALL = "C" }.',
+        kind="table of strings")
+    timeout: float = key(120.0, "Seconds the baseline may take; a candidate is killed at "
+                         "[measure].timeout_factor times the baseline's time.")
+    inputs: tuple[str, ...] = key(
+        (), "Files the benchmark reads (relative to cwd), checked to exist before anything "
+        "runs.", kind="list of paths", example='["data/input.bin"]')
+    stdin: str = key("", "A file fed to the benchmark's standard input on every run (else "
+                     "/dev/null).", example='"input.txt"')
+    train: tuple[str, ...] = key(
+        (), "A training run for profile-guided optimization, when it should differ from "
+        "the benchmark (other inputs); default: the benchmark. When set, `autopass tune` "
+        "tunes on top of the PGO build.", kind=ARGV,
+        example='["{exe}", "training-input.txt"]')
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """How a candidate's output is judged correct before its time counts."""
+    mode: str = key(
+        "output", '"output": exit code and stdout equal the baseline\'s. "numbers": the '
+        "same, but numbers in stdout may differ by the relative `tolerance` (a program "
+        'built with -ffast-math rounds differently under other flags). "exit-code": only '
+        'the exit code must match. "command": a checker that gets "{outdir}" (holding '
+        "stdout, stderr, exit_code) must exit 0.", kind=" | ".join(CHECK_MODES))
+    command: tuple[str, ...] = key(
+        (), 'mode = "command": the checker, e.g. ["./check.sh", "{outdir}"] (giving one '
+        "alone sets the mode).", kind=ARGV, example='["./check.sh", "{outdir}"]')
+    tolerance: float = key(1e-6, 'mode = "numbers": how far (relative) a number may be from '
+                           "the baseline's.", example="1e-6")
+    files: tuple[str, ...] = key(
+        (), "Files the benchmark writes (relative to [run].cwd), in any mode: each run must "
+        "write them anew, byte for byte the baseline's.", kind="list of paths",
+        example='["out.bin"]')
+    ignore: tuple[str, ...] = key(
+        (), 'Regular expressions for stdout lines not compared (modes "output" and '
+        '"numbers"): what a program prints that changes every run, its own timing or a '
+        "date.", kind="list of regular expressions", example='["^Time used:", "elapsed"]')
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """How a candidate is timed against the baseline: interleaved pairs until the 95 %
+    interval of their ratio is narrow enough."""
+    metric: str = key(
+        "wall", "wall | cpu (user+sys of the whole process tree) | user (its user time: "
+        "leaves out the kernel's page faults and I/O, which flags do not change and which "
+        "vary most between runs; for runs of 0.5 s or more) | instructions (callgrind: "
+        "slow but deterministic) | cycles (perf stat, where the host has counters).",
+        kind=" | ".join(METRICS))
+    min_pairs: int = key(5, "Baseline/candidate pairs run before any verdict (at least 2).")
+    max_pairs: int = key(30, "Pairs after which the verdict is given as it stands.")
+    precision: float = key(0.01, "Stop once the interval's half-width is below this "
+                           "fraction of the time.")
+    timeout_factor: float = key(3.0, "A candidate is killed at this many times the "
+                                "baseline's time (at least 1).")
+    warmup: int = key(1, "Unmeasured runs of each side first.")
+    pin_cpu: bool = key(True, "Hold single-threaded runs to one CPU away from CPU 0; a "
+                        "program that keeps several CPUs busy is seen once and run "
+                        "unpinned.")
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """`autopass tune`: its strategy, budget and what it may change (its command-line
+    options override these)."""
+    strategy: str = key(DEFAULT_STRATEGY, "agent | random | greedy | ga | de | pso "
+                        "(`autopass tune --list-strategies` says what each does).")
+    budget: int = key(40, "Candidate evaluations, each a rebuild and an A/B.")
+    seed: int = key(0, "The random seed of the strategies that draw.")
+    max_units: int = key(4, "Tune at most this many of the hottest units ...")
+    coverage: float = key(90.0, "... stopping once they hold this % of the profile.")
+    native: bool = key(False, "Allow -march=native: tune measures it on top of the stages "
+                       "it chose and per file. The tuned build then runs on this CPU "
+                       "family only: opt in.")
+    screen: bool = key(False, "Compile each candidate first and measure only those a model "
+                       "(trained on what was measured here and on earlier programs) ranks "
+                       "best; `autopass screen` shows what it knows.")
+    attribute: bool = key(False, "Measure each changed unit's own cost too (perf samples "
+                          "per unit, 8 extra runs of each side) and compose the units found "
+                          "faster into one candidate the whole-program A/B verifies.")
+    flags_db: str = key(FLAGS_DB_NAME, "Where the result is written (the flags database "
+                        "`autopass apply` reads).")
+    options: tuple[tuple[str, float], ...] = key(
+        (), "The strategy's own options (`autopass tune --list-strategies` lists each "
+        "one's).", kind="table of numbers", example="{ population = 12 }")
+    stages: tuple[str, ...] = key(
+        STAGES, "Whole-program stages tried first, each measured against the recorded "
+        "build: PGO, full LTO and ThinLTO (with lld) and their compositions; the best "
+        "verified one becomes the baseline per-file flags are tuned on; BOLT is tried "
+        "last, on the result. [] tunes per-file flags only.",
+        kind="list of " + " | ".join(STAGES))
+    time: str = key("", 'A time budget besides the evaluations ("45m", "2h"; "" for none): '
+                    "the stages take up to half of it, and the search stops in time for "
+                    "the steps after it.")
+    stage_budget: int = key(0, "Evaluations for the whole-program stages (0: half the "
+                            "budget).")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Who plays analyst, planner and diagnoser for `--strategy agent`."""
+    backend: str = key(
+        "rules", '"rules" (offline, built in), "openai" (any OpenAI-compatible endpoint: a '
+        'hosted API, vLLM, llama.cpp server, Ollama) or "replay" (a saved transcript, for '
+        "demos and tests).", kind=" | ".join(AGENT_BACKENDS))
+    model: str = key("", "openai: the model (default: $AUTOPASS_MODEL).")
+    base_url: str = key("", "openai: the endpoint (default: $OPENAI_BASE_URL, else the "
+                        "openai client's default).")
+    api_key_env: str = key("OPENAI_API_KEY", "The variable holding the key; the key itself "
+                           "is never read from this file.")
+    max_calls: int = key(60, "LLM calls per tuning run; then the rules agent takes over.")
+    max_tokens: int = key(400000, "Tokens per tuning run, likewise.")
+    timeout: float = key(120.0, "Seconds an LLM call may take before it is retried.",
+                        example="120")
+    retries: int = key(3, "Retries per call, with backoff, on 429, 5xx and timeouts.",
+                       example="3")
+    transcript: str = key("", 'backend = "replay": the transcript.jsonl to replay, e.g. '
+                          '".autopass/runs/<run>/transcript.jsonl".', example='""')
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str | None = None         # the file it came from, for messages
+    project_dir: str = "."          # folder holding autopass.toml
+    build: BuildConfig = field(default_factory=BuildConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    check: CheckConfig = field(default_factory=CheckConfig)
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+    tune: TuneConfig = field(default_factory=TuneConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+
+    def resolve(self, path: str) -> str:
+        import os
+
+        return os.path.normpath(os.path.join(self.project_dir, path))
+
+
+SECTIONS = {"build": BuildConfig, "run": RunConfig, "check": CheckConfig,
+            "measure": MeasureConfig, "tune": TuneConfig, "agent": AgentConfig}

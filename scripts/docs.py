@@ -1,0 +1,40 @@
+"""Write the generated pages of docs/: the configuration reference (from the config
+model) and the command reference (from the parser).  Run after changing either:
+
+    python scripts/docs.py          # rewrite docs/configuration.md and docs/commands.md
+    python scripts/docs.py --check  # exit 1 when a page differs from what it would write
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autopass_build.cli.main import build_parser  # noqa: E402
+from autopass_build.cli.reference import commands_markdown  # noqa: E402
+from autopass_build.config import reference_markdown  # noqa: E402
+
+
+def pages() -> dict[Path, str]:
+    return {ROOT / "docs" / "configuration.md": reference_markdown(),
+            ROOT / "docs" / "commands.md": commands_markdown(build_parser())}
+
+
+def main(argv: list[str]) -> int:
+    stale = [path for path, text in pages().items()
+             if not path.exists() or path.read_text() != text]
+    if "--check" in argv:
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is out of date: run python scripts/docs.py")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(pages()[path])
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
