@@ -50,7 +50,7 @@ align-all-nofallthru-blocks align-all-blocks
 
 
 # Flags that act in the middle or back end only: replaying the unit's IR with them gives
-# the same object as compiling its source with them (measured, see DESIGN "Replay =
+# the same object as compiling its source with them (measured: docs/decisions.md, "Replay =
 # apply").  Every other flag changes what the front end emits (`-Os` sets optsize,
 # `-fno-unroll-loops` attaches loop metadata, `-ffast-math` sets per-instruction flags,
 # `-march` sets function attributes), so a unit given one is recompiled from source.

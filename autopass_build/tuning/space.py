@@ -10,7 +10,7 @@ valid points; `repair` maps an invalid point to the nearest valid one by resetti
 dependent knobs.
 
 Each value is middle-end (replayable from the stored IR) or front-end (the unit is
-recompiled from source): `flags.replayable_from_ir` decides, from measurements (DESIGN,
+recompiled from source): `flags.replayable_from_ir` decides, from measurements (docs/decisions.md,
 "Replay = apply").  `probe` drops knobs the installed clang rejects, once per compiler
 (cached in the store).
 """
