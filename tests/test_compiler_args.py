@@ -86,7 +86,7 @@ def test_quiet_reasons_are_the_passthrough_kinds():
     assert classify(["-E", "a.c"]).quiet
     assert not classify(["-save-temps", "-c", "a.c"]).quiet  # a line in `autopass units`
     # an assembler source is code autopass cannot tune: listed (zstd's
-    # huf_decompress_amd64.S), as the README says
+    # huf_decompress_amd64.S), as the guide says
     assert not classify(["-c", "start.S", "-o", "start.o"]).quiet
 
 

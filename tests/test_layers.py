@@ -1,6 +1,6 @@
 """The package's layers: each imports only from the layers before it, and nothing cycles.
 
-The order is the pipeline's (README, Layout).  `capture/` runs inside every compile of a
+The order is the pipeline's (docs/architecture.md).  `capture/` runs inside every compile of a
 user's build, so it may import only `core/` and itself (its start-up cost is pinned by
 test_wrapper's import test as well).
 """

@@ -999,7 +999,7 @@ def test_a_build_that_names_gcc_with_gcc_only_options_still_builds(tmp_path) -> 
 
 def test_small_words_to_a_user(tmp_path, clang) -> None:
     """F68, one each: a newline in a file name is escaped in `units`; an assembler source
-    is listed as skipped (the README says so); a skip whose compile records later is no
+    is listed as skipped (the guide says so); a skip whose compile records later is no
     longer listed; `targets` after a record that captured nothing says why."""
     root = tmp_path / "w"
     write(root / "a\nb.c", "int ab(void) { return 1; }\n")
