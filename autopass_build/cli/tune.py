@@ -84,10 +84,13 @@ def add_parsers(sub) -> None:
                    help="print the strategies and their options, then exit")
     p.set_defaults(func=cmd_tune)
     p = sub.add_parser("report", help="what a tuning run did: progress, flags, rejections",
-                       description="Summarize tuning runs from their journals: the best "
-                       "clear gain after each evaluation, the per-file flags written with "
-                       "their measured gains, and rejected candidates by outcome. --html "
-                       "writes one self-contained file with the convergence plot.")
+                       description="Summarize tuning runs from their journals: what the "
+                       "run shipped against the recorded build first, each stage "
+                       "composition, the per-file flags written with their measured gains, "
+                       "and rejected candidates by outcome. --html writes one "
+                       "self-contained file whose figures show the shipped build and each "
+                       "composition as bars with their intervals, every measurement by "
+                       "phase, and each unit's own effect.")
     add_store_option(p)
     p.add_argument("runs", nargs="*", metavar="RUN",
                    help="run ids (folders of .autopass/runs; default: the latest)")

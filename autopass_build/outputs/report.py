@@ -1,10 +1,11 @@
 """`autopass report`: what one tuning run did, for a terminal or as one HTML file.
 
-From the run's journal (nothing is re-measured): the convergence curve (best clear gain
-after each evaluation), the final per-file flags with their measured gains and why,
-and the rejected candidates by outcome.  The HTML report is self-contained: the plot is
-drawn by matplotlib and embedded as a PNG, so the file can be mailed or attached to a
-pull request.
+From the run's journal (nothing is re-measured): what it shipped against the recorded
+build first, each stage composition, the search's progress (best clear gain after each
+candidate), the final per-file flags with their measured gains and why, and the
+rejected candidates by outcome.  The HTML report is self-contained: the figures
+(outputs/figures.py) are drawn by matplotlib and embedded as PNGs, so the file can be
+mailed or attached to a pull request.
 """
 
 from __future__ import annotations
@@ -18,8 +19,15 @@ from dataclasses import dataclass
 
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
-from autopass_build.core.stage_flags import BOLT, NATIVE
 from autopass_build.instruments.stats import FASTER, SAME, SLOWER, UNCLEAR
+from autopass_build.outputs.figures import (
+    ON_TOP,
+    BarKind,
+    chosen_stages,
+    last_stage_looks,
+    run_png,
+    shipped_bars,
+)
 from autopass_build.tuning.journal import VERSUS_RECORDED, Entry, Journal, Phase
 
 
@@ -77,11 +85,6 @@ def versus_lines(entries: dict[Phase, Entry]) -> list[str]:
     return lines
 
 
-# The steps measured on top of the build without them (not against the recorded build),
-# in the order a run takes them, with the name a line gives each.
-ON_TOP = {NATIVE: "-march=native", BOLT: "BOLT"}
-
-
 def stage_lines(entries: list[Entry]) -> list[str]:
     """Each whole-program composition measured: its gain against the recorded build and
     against each composition it extends ('pgo+lto: ...; 0.93x of pgo'); native and BOLT,
@@ -92,17 +95,12 @@ def stage_lines(entries: list[Entry]) -> list[str]:
             measured[e.stages] = e          # a confirmation replaces the first look
     lines = [_stage_line(name, e, measured) for name, e in measured.items()]
     link_time = {n: e for n, e in measured.items() if not set(n.split("+")) & set(ON_TOP)}
-    # The composer confirms every FASTER look on a timing metric, so the best FASTER
-    # final look of each composition is the one it chose.
-    faster = [e for e in link_time.values() if e.verdict == FASTER and e.ratio is not None]
-    chosen = min(faster, key=lambda e: e.ratio or 1.0).stages if faster else ""
     for name, e in measured.items():
         top = name.split("+")[-1]
         if top in ON_TOP:
             kept = e.verdict == FASTER and e.measured
             lines.append(f"{ON_TOP[top]} on top: {'kept' if kept else 'not kept'}")
-            if kept and top == NATIVE:
-                chosen = name               # the search runs on it (BOLT comes after)
+    chosen = chosen_stages(last_stage_looks(entries))
     if chosen:
         lines.append(f"baseline of the per-file search: {chosen}")
     elif link_time:
@@ -147,6 +145,7 @@ def text(summary: RunSummary) -> str:
                 "not measured)" if summary.identical else "")
              + f" of {', '.join(h.get('sources', []))}, "
              f"metric {h.get('metric')}, target {h.get('target')}"]
+    lines.append(shipped_line(summary.entries))
     marks = [(i + 1, g) for i, g in enumerate(summary.curve)
              if g > 0 and (i == 0 or g > summary.curve[i - 1])]
     # numbered by search candidate, as the plot's x axis, not by the journal's # below
@@ -174,6 +173,17 @@ def text(summary: RunSummary) -> str:
     lines.append("every evaluation, against its baseline (ratio below 1 is faster):")
     lines += ["  " + line for line in evaluation_lines(summary.entries)]
     return "\n".join(lines)
+
+
+def shipped_line(entries: list[Entry]) -> str:
+    """What the run wrote, against the recorded build, first: the figure a user wants."""
+    bars = shipped_bars(entries)
+    shipped = [b for b in bars if b.kind == BarKind.SHIPPED]
+    if shipped:
+        b = shipped[-1]
+        return (f"shipped {b.label[len('shipped: '):]}: {b.speedup:.3f}x [{b.low:.3f}, "
+                f"{b.high:.3f}] the speed of the recorded build -> {b.verdict}")
+    return "shipped: nothing measured against the recorded build (see below)"
 
 
 def verdict_words(entries: list[Entry]) -> str:
@@ -228,27 +238,23 @@ def evaluation_lines(entries: list[Entry]) -> list[str]:
     return lines
 
 
-def _plot_png(runs: list[RunSummary]) -> bytes:
+def _convergence_png(runs: list[RunSummary]) -> bytes:
+    """The search's progress across runs (`report --all`): best clear gain of the
+    per-file flags after each search candidate, one line per run."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (axes, every) = plt.subplots(2, 1, figsize=(7, 6.4), dpi=110)
+    figure, axes = plt.subplots(figsize=(8, 3.2), dpi=100)
     for run in runs:
         label = f"{run.header.get('strategy')} ({run.run_id[-18:]})"
         axes.step(range(1, len(run.curve) + 1), [100 * g for g in run.curve], where="post",
                   label=label)
-        _every_evaluation(every, run, label)
-    axes.set_xlabel("evaluations")
-    axes.set_ylabel("best clear gain (%)")
-    axes.set_title("tuning progress")
+    axes.set_xlabel("search candidates")
+    axes.set_ylabel("best clear gain of per-file flags (%)")
+    axes.set_title("the per-file search on top of each run's chosen baseline", fontsize=10)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
-    every.axhline(1.0, color="grey", linewidth=0.8)
-    every.set_xlabel("journal entry")
-    every.set_ylabel("candidate / baseline")
-    every.set_title("every measurement, with its interval (below 1: faster)")
-    every.grid(alpha=0.3)
     buffer = io.BytesIO()
     figure.tight_layout()
     figure.savefig(buffer, format="png")
@@ -256,26 +262,22 @@ def _plot_png(runs: list[RunSummary]) -> bytes:
     return buffer.getvalue()
 
 
-def _every_evaluation(axes, run: RunSummary, label: str) -> None:
-    measured = [e for e in run.entries if e.measured and e.ratio is not None and not e.identical]
-    if not measured:
-        return
-    ratios = [e.ratio or 1.0 for e in measured]
-    below = [r - (e.low if e.low is not None else r) for r, e in zip(ratios, measured)]
-    above = [(e.high if e.high is not None else r) - r for r, e in zip(ratios, measured)]
-    axes.errorbar([e.n for e in measured], ratios, yerr=[below, above], fmt="o",
-                  markersize=3, capsize=2, label=label)
+def _img(png: bytes, alt: str) -> str:
+    return f"<img alt='{alt}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
 
 
 def html_report(runs: list[RunSummary]) -> str:
-    image = base64.b64encode(_plot_png(runs)).decode()
     parts = ["<!doctype html><meta charset='utf-8'><title>autopass report</title>",
              "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
              "td,th{padding:.2em .8em;text-align:left}pre{background:#f4f4f4;padding:1em}"
-             "</style><h1>autopass tuning report</h1>",
-             f"<img alt='convergence' src='data:image/png;base64,{image}'>"]
+             "</style><h1>autopass tuning report</h1>"]
+    if len(runs) > 1 and any(run.curve for run in runs):
+        parts.append(_img(_convergence_png(runs), "the search of each run"))
     for run in runs:
-        parts.append(f"<h2>run {html.escape(run.run_id)}</h2><pre>{html.escape(text(run))}</pre>")
+        title = f"{run.header.get('target')} ({run.header.get('metric')})"
+        parts.append(f"<h2>run {html.escape(run.run_id)}</h2>"
+                     + _img(run_png(run.entries, title), "what the run shipped")
+                     + f"<pre>{html.escape(text(run))}</pre>")
         if run.winners:
             rows = "".join(f"<tr><td>{html.escape(s)}</td><td><code>{html.escape(w.flags)}"
                            f"</code></td><td>{html.escape(w.measured.interval_text())}</td></tr>"

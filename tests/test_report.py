@@ -1,0 +1,70 @@
+"""The report's figures hold the journal's numbers: what the run shipped, each stage
+composition against the recorded build, every measurement by phase, each unit's effect."""
+
+from __future__ import annotations
+
+import pytest
+
+from autopass_build.core.outcome import Outcome
+from autopass_build.instruments.attribution import UnitEffect
+from autopass_build.instruments.stats import FASTER, UNCLEAR
+from autopass_build.outputs import figures
+from autopass_build.outputs.figures import BarKind
+from autopass_build.outputs.report import shipped_line
+from autopass_build.tuning.journal import Entry, Phase
+
+
+def entry(n, phase, ratio, low, high, verdict, stages="", flags=None, effects=()):
+    return Entry(n, phase, f"c{n}", flags or {}, Outcome.OK, verdict, ratio, low, high,
+                 pairs=10, stages=stages, effects=effects)
+
+
+EFFECT = UnitEffect("src/lvm.c", 0.95, 0.93, 0.97, 8, 40.0, FASTER, "controlled")
+RUN = [entry(1, Phase.STAGE, 0.90, 0.88, 0.93, FASTER, "pgo"),
+       entry(2, Phase.STAGE, 0.80, 0.78, 0.83, FASTER, "pgo+lto"),
+       entry(3, Phase.STAGE_CONFIRM, 0.82, 0.80, 0.84, FASTER, "pgo+lto"),
+       entry(4, Phase.STAGE, 0.97, 0.95, 0.99, FASTER, "pgo+lto+bolt"),
+       entry(5, Phase.SEARCH, 0.99, 0.97, 1.01, UNCLEAR, "pgo+lto",
+             {"src/lvm.c": "-O2"}, (EFFECT,)),
+       entry(6, Phase.TUNED, 0.79, 0.77, 0.81, FASTER, "pgo+lto+bolt")]
+
+
+def test_the_bars_are_the_journals_numbers_against_the_recorded_build():
+    bars = {b.label: b for b in figures.shipped_bars(RUN)}
+    assert bars["recorded build"].speedup == 1.0
+    confirmed = bars["pgo+lto"]             # the confirmation replaces the first look
+    assert confirmed.kind == BarKind.STAGE
+    assert confirmed.speedup == pytest.approx(1 / 0.82)
+    assert (confirmed.low, confirmed.high) == (pytest.approx(1 / 0.84), pytest.approx(1 / 0.80))
+    bolt = bars["pgo+lto+bolt (BOLT x its base)"]    # measured against pgo+lto: multiplied
+    assert bolt.kind == BarKind.ON_TOP
+    assert bolt.speedup == pytest.approx(1 / (0.97 * 0.82))
+    shipped = [b for b in bars.values() if b.kind == BarKind.SHIPPED]
+    assert len(shipped) == 1 and shipped[0].speedup == pytest.approx(1 / 0.79)
+    assert shipped[0].label == "shipped: pgo+lto+bolt"
+    assert shipped_line(RUN).startswith("shipped pgo+lto+bolt: 1.266x [1.235, 1.299]")
+
+
+def test_without_per_file_flags_the_chosen_stages_are_what_shipped():
+    """No tuned entry against the recording: the stages chosen are the result, BOLT with
+    them where it was kept."""
+    bars = figures.shipped_bars(RUN[:5])
+    assert bars[-1].label == "shipped: pgo+lto+bolt, no per-file flags"
+    assert bars[-1].speedup == pytest.approx(1 / (0.97 * 0.82))
+    not_kept = [*RUN[:3], entry(4, Phase.STAGE, 1.0, 0.98, 1.02, UNCLEAR, "pgo+lto+bolt")]
+    assert figures.shipped_bars(not_kept)[-1].label == "shipped: pgo+lto, no per-file flags"
+
+
+def test_every_measurement_is_a_dot_named_by_its_phase_and_units():
+    dots = figures.dots(RUN)
+    assert [d.n for d in dots] == [1, 2, 3, 4, 5, 6]
+    assert {d.n: d.group for d in dots}[4] == "BOLT on its base"
+    assert {d.n: d.group for d in dots}[3] == "stage, confirmed"
+    search = dots[4]
+    assert (search.group, search.label, search.ratio) == ("search candidate", "lvm.c", 0.99)
+    assert figures.effects(RUN) == [("#5 lvm.c", 0.95, 0.93, 0.97)]
+
+
+def test_the_figure_renders():
+    png = figures.run_png(RUN, "lua (cpu)")
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
