@@ -46,7 +46,7 @@ from autopass_build.instruments import pgo, stages  # noqa: E402
 from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
 from autopass_build.instruments.hotspots import load as load_profile  # noqa: E402
 from autopass_build.instruments.stages import Stage  # noqa: E402
-from autopass_build.tuning.compose import opt_level  # noqa: E402
+from autopass_build.tuning.stage_choice import opt_level  # noqa: E402
 from autopass_build.tuning.tuner import UNCOUNTED, Tuner, TuneRequest  # noqa: E402
 
 RECIPES = {"PGO+ThinLTO": (Stage.PGO, Stage.THINLTO),

@@ -33,7 +33,7 @@ import tune_classical as tc  # noqa: E402
 from autopass_build.instruments import pgo, stages  # noqa: E402
 from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
 from autopass_build.instruments.stages import COMPOSITIONS  # noqa: E402
-from autopass_build.tuning.compose import opt_level  # noqa: E402
+from autopass_build.tuning.stage_choice import opt_level  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 
 LINK_TIME = ("pgo", "lto", "thinlto")

@@ -54,7 +54,7 @@ from autopass_build.instruments.bolt import BoltStage  # noqa: E402
 from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
 from autopass_build.instruments.stages import Stage  # noqa: E402
 from autopass_build.outputs.report import html_report, summarize  # noqa: E402
-from autopass_build.tuning.compose import opt_level  # noqa: E402
+from autopass_build.tuning.stage_choice import opt_level  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 
 FULL = {"programs": "bzip2,lua5.4,libzstd,sqlite3", "strategies": "agent,random,greedy,ga,de,pso",

@@ -118,8 +118,8 @@ def test_with_attribution_the_agent_builds_on_the_unit_that_got_faster(project) 
     from autopass_build.core.outcome import Outcome
     from autopass_build.instruments.attribution import UnitEffect
     from autopass_build.tuning.journal import Entry, Phase
-    from autopass_build.tuning.search.agent import AgentStrategy
     from autopass_build.tuning.space import JointSpace
+    from autopass_build.tuning.strategies.agent import AgentStrategy
 
     def entry(source: str, unit_verdict: str | None, ratio: float) -> Entry:
         effects = () if unit_verdict is None else (UnitEffect(

@@ -16,9 +16,10 @@ from types import SimpleNamespace
 import pytest
 from support import AUTOPASS, recorded_copy
 
-from autopass_build.core import bolt, flags_db
+from autopass_build.core import bolt_commands as bolt
+from autopass_build.core import flags_db
 from autopass_build.instruments import stages
-from autopass_build.tuning import compose
+from autopass_build.tuning import stage_choice as compose
 from autopass_build.tuning.journal import Journal, Phase
 
 BOLT_MINI = Path(__file__).parent / "data" / "bolt-mini"

@@ -19,10 +19,10 @@ import pytest
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.attribution import CONTROLLED, UnitEffect
 from autopass_build.instruments.stats import FASTER, SAME, SLOWER, UNCLEAR
-from autopass_build.tuning import search
+from autopass_build.tuning import strategies as search
 from autopass_build.tuning.journal import Entry, Phase
-from autopass_build.tuning.search.credit import UnitCredit
 from autopass_build.tuning.space import JointSpace, Knob, Space
+from autopass_build.tuning.strategies.credit import UnitCredit
 
 UNITS = ("a.c", "b.c", "c.c", "d.c")
 SHARE = 1 / len(UNITS)

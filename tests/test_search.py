@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autopass_build.tuning import search
+from autopass_build.tuning import strategies as search
 from autopass_build.tuning.space import JointSpace, Knob, Requires, Space, default_space
 
 

@@ -456,7 +456,7 @@ def test_the_lto_level_written_is_one_the_database_accepts(levels, expected) -> 
     takes (it refused the -O1 the tuner once wrote)."""
     from types import SimpleNamespace
 
-    from autopass_build.tuning.compose import opt_level
+    from autopass_build.tuning.stage_choice import opt_level
     evaluator = SimpleNamespace(units=[SimpleNamespace(opt_level=level) for level in levels])
     assert opt_level(evaluator) == expected and expected in stage_flags.LTO_LEVELS
 

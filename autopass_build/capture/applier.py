@@ -369,7 +369,7 @@ def run_bolt(plan: BoltPlan, policy: str) -> Decision:
     """After the target's link: BOLT on the output with the shipped profile, if the
     output is the binary the profile was trained on.  Any failure leaves the linked
     binary as it is, with one warning (an error under the error policy)."""
-    from autopass_build.core import bolt
+    from autopass_build.core import bolt_commands as bolt
 
     try:
         fingerprint = bolt.code_fingerprint(plan.output)

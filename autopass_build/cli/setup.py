@@ -146,7 +146,7 @@ OPTIONAL_TOOLS = {"ld.lld": ("lld-{v}", "the LTO stages (lto, thinlto) are"),
 
 def _doctor_bolt() -> None:
     """BOLT also needs its instrumentation runtime, which the tool list cannot show."""
-    from autopass_build.core import bolt
+    from autopass_build.core import bolt_commands as bolt
 
     if bolt.tool() is None or bolt.tool("merge-fdata") is None:
         return   # the tool list's note said so

@@ -173,7 +173,7 @@ def _options(pairs: list[str]) -> dict | None:
 @measures("tune")
 def cmd_tune(args: argparse.Namespace) -> int:
     from autopass_build.store.index import StoreError
-    from autopass_build.tuning import search
+    from autopass_build.tuning import strategies as search
     from autopass_build.tuning.journal import JournalError
     from autopass_build.tuning.tuner import UNCOUNTED, TuneError, Tuner, TuneRequest
 

@@ -102,7 +102,7 @@ class TargetStages(Record):
     """The whole-program stages chosen for one binary: apply mode builds `units` with
     the stages' flags, links `output` with theirs (core/stage_flags.py) and, with BOLT,
     rewrites the linked `output` with the `bolt` profile if its code fingerprint is
-    `bolt_binary` (core/bolt.py), and each of `bolt_libraries` after its link."""
+    `bolt_binary` (core/bolt_commands.py), and each of `bolt_libraries` after its link."""
     __slots__ = ("output", "stages", "opt_level", "units", "bolt", "bolt_binary",
                  "bolt_libraries")
     _defaults = {"bolt": None, "bolt_binary": "", "bolt_libraries": ()}

@@ -11,7 +11,7 @@ core.
              still read them, and lld is told to use the bitcode (--fat-lto-objects)
     thinlto  the same with -flto=thin
     bolt     the link with -Wl,--emit-relocs; the linked binary is then rewritten by BOLT
-             with the profile shipped beside the database (core/bolt.py)
+             with the profile shipped beside the database (core/bolt_commands.py)
     native   every unit with -march=native -ffp-contract=off (only with `tune --native`:
              the build then runs on this CPU family only)
 """

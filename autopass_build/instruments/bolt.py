@@ -6,7 +6,7 @@ is measured.
     benchmark ──merge──▶ .autopass/blobs/bolt/<hash>.fdata (+ bolt.json: which binary)
     candidate + profile ──llvm-bolt──▶ the binary that is measured
 
-A BOLT profile belongs to one binary (core/bolt.py), so it is trained on the binary that
+A BOLT profile belongs to one binary (core/bolt_commands.py), so it is trained on the binary that
 will ship and the stage is measured last, on top of everything else the run chose.  The
 program's time is often in a library of its own (HarfBuzz's hb-shape in libharfbuzz.so,
 libjpeg-turbo's cjpeg in libjpeg.so): the program and those libraries are instrumented
@@ -23,7 +23,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from autopass_build.core import bolt
+from autopass_build.core import bolt_commands as bolt
 from autopass_build.core.files import relative_to
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments import training

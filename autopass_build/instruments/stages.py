@@ -4,15 +4,11 @@ A composition of stages (PGO, full LTO, ThinLTO) is a build like any candidate: 
 flags plus link flags, replayed from the store and measured against the recorded build.
 BOLT comes after the link: it rewrites the binary with a profile of that exact binary
 (instruments/bolt.py), so it is measured last, on the build the run settled on.
-The flags come from here and only from here (never from a database or an LLM), so apply
-mode can rebuild them from the stage names a database lists.
-
-    pgo      every unit with -fprofile-instr-use (instruments/pgo.py trains the profile)
-    lto      every unit as LLVM bitcode (-flto), linked by lld at -O3 if a unit is -O3, else -O2
-    thinlto  the same with -flto=thin
-    bolt     the link with -Wl,--emit-relocs, then llvm-bolt with the binary's profile
-    native   every unit with -march=native -ffp-contract=off: only with `tune --native`,
-             measured on top of the link-time composition chosen (before the search)
+The flags each stage adds are core/stage_flags.py's table, the one place they are
+computed (never from a database or an LLM), so apply mode rebuilds them from the stage
+names a database lists; this module decides which compositions can run here and in what
+order.  PGO's profile is trained by instruments/pgo.py; native is tried only with `tune
+--native`, on top of the link-time composition chosen (before the search).
 
 LTO units compile from source (not from the stored IR): the front end's -flto output is
 what apply mode builds, so what is measured is what ships.  Another binary of the build
@@ -24,7 +20,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-from autopass_build.core import bolt, stage_flags, toolchain
+from autopass_build.core import bolt_commands as bolt
+from autopass_build.core import stage_flags, toolchain
 from autopass_build.core.names import STAGES
 from autopass_build.core.stage_flags import StageFlags
 from autopass_build.store.targets import Target

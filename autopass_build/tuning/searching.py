@@ -29,7 +29,7 @@ from autopass_build.tuning.measuring import (
     value_for_strategy,
 )
 from autopass_build.tuning.run import RunContext
-from autopass_build.tuning.search import Strategy
+from autopass_build.tuning.strategies import Strategy
 
 if TYPE_CHECKING:   # screening (scikit-learn) is imported only when a run screens
     from autopass_build.tuning.screen import Screener

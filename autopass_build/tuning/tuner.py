@@ -37,9 +37,9 @@ from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.measure import MeasureError, native_unmeasurable
 from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import Store, command_mates
-from autopass_build.tuning import composite, hot_sources, publish, search
+from autopass_build.tuning import composite, hot_sources, publish
+from autopass_build.tuning import strategies as search
 from autopass_build.tuning.clock import Deadline
-from autopass_build.tuning.compose import Chosen, Composer, opt_level
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
 from autopass_build.tuning.journal import HEADER_FIELDS, Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
@@ -55,6 +55,7 @@ from autopass_build.tuning.space import (
     default_space,
     probe,
 )
+from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level
 
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half

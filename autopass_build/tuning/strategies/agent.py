@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from autopass_build.instruments.stats import SLOWER
-from autopass_build.tuning.search.base import Option, Point, StartError, Strategy
+from autopass_build.tuning.strategies.base import Option, Point, StartError, Strategy
 
 if TYPE_CHECKING:
     from autopass_build.tuning.agents.context import Context, Trial

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autopass_build.tuning.search.base import Point, Strategy
+from autopass_build.tuning.strategies.base import Point, Strategy
 
 
 class RandomSearch(Strategy):

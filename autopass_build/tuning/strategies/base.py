@@ -22,8 +22,8 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Protocol
 
-from autopass_build.tuning.search.credit import UnitCredit
 from autopass_build.tuning.space import JointSpace
+from autopass_build.tuning.strategies.credit import UnitCredit
 
 if TYPE_CHECKING:   # types only: strategies stay importable without a run
     from autopass_build.tuning.journal import Entry

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autopass_build.tuning.search.base import Option, Point, Strategy
+from autopass_build.tuning.strategies.base import Option, Point, Strategy
 
 
 class ParticleSwarm(Strategy):

@@ -18,8 +18,8 @@ Options per strategy: `STRATEGIES[name].OPTIONS` (default, meaning, bounds);
 
 from __future__ import annotations
 
-from autopass_build.tuning.search.agent import AgentStrategy
-from autopass_build.tuning.search.base import (
+from autopass_build.tuning.strategies.agent import AgentStrategy
+from autopass_build.tuning.strategies.base import (
     Option,
     OptionError,
     Point,
@@ -27,11 +27,11 @@ from autopass_build.tuning.search.base import (
     StartError,
     Strategy,
 )
-from autopass_build.tuning.search.de import DifferentialEvolution
-from autopass_build.tuning.search.ga import Genetic
-from autopass_build.tuning.search.greedy import Greedy
-from autopass_build.tuning.search.pso import ParticleSwarm
-from autopass_build.tuning.search.random_search import RandomSearch
+from autopass_build.tuning.strategies.de import DifferentialEvolution
+from autopass_build.tuning.strategies.ga import Genetic
+from autopass_build.tuning.strategies.greedy import Greedy
+from autopass_build.tuning.strategies.pso import ParticleSwarm
+from autopass_build.tuning.strategies.random_search import RandomSearch
 
 __all__ = ["CLASSICAL", "STRATEGIES", "Option", "OptionError", "Point", "Searchable",
            "StartError", "Strategy", "describe_all", "make"]
