@@ -34,7 +34,8 @@ import debian_sources  # noqa: E402
 from autopass_build import config as cfg  # noqa: E402
 from autopass_build.capture.build_env import record_environment  # noqa: E402
 from autopass_build.instruments import stats  # noqa: E402
-from autopass_build.instruments.measure import Benchmark, compare, run_once  # noqa: E402
+from autopass_build.instruments.benchmark import Benchmark, run_once  # noqa: E402
+from autopass_build.instruments.measure import compare  # noqa: E402
 from autopass_build.instruments.replay import Replayer  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 

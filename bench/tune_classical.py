@@ -34,9 +34,9 @@ import debian_sources  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
 from autopass_build.capture.build_env import record_environment  # noqa: E402
+from autopass_build.instruments.benchmark import DETERMINISTIC_METRICS  # noqa: E402
 from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
 from autopass_build.instruments.hotspots import profile  # noqa: E402
-from autopass_build.instruments.measure import DETERMINISTIC_METRICS  # noqa: E402
 from autopass_build.outputs.report import summarize  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402

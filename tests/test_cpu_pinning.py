@@ -15,8 +15,9 @@ from support import c_program
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import Outcome
+from autopass_build.instruments.benchmark import Benchmark, run_once
 from autopass_build.instruments.cpu_pinning import pinned_cpu
-from autopass_build.instruments.measure import Benchmark, compare, run_once
+from autopass_build.instruments.measure import compare
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
                                 reason="pinning needs two CPUs to choose from")

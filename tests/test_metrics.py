@@ -22,8 +22,9 @@ from support import AUTOPASS, c_program, recorded_copy
 from autopass_build import config as cfg
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import sampling
+from autopass_build.instruments.benchmark import Benchmark, run_once
 from autopass_build.instruments.hotspots import HotFunction, Profile, Reach
-from autopass_build.instruments.measure import Benchmark, compare, run_once
+from autopass_build.instruments.measure import compare
 from autopass_build.instruments.steadiness import Steadiness
 
 # Maps, touches and unmaps 8 MB 40 times (about 80 000 page faults: kernel time), then
@@ -90,7 +91,8 @@ def test_a_long_run_is_told_the_metric_alone() -> None:
     """At 0.5 s and more, the tick-sampled split of user from system time errs by a few
     ticks in hundreds: the note names the metric without asking for a bigger input."""
     from autopass_build.instruments import measure
-    cmark_like = measure.RunResult(Outcome.OK, 1.2, 1.25, 0, b"", b"", cpu_time=1.16,
+    from autopass_build.instruments.benchmark import RunResult
+    cmark_like = RunResult(Outcome.OK, 1.2, 1.25, 0, b"", b"", cpu_time=1.16,
                                    kernel_time=0.30)
     for metric, said in (("cpu", True), ("user", False), ("instructions", False)):
         measure._said.discard("kernel")

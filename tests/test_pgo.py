@@ -156,7 +156,7 @@ def test_a_changed_benchmark_trains_and_profiles_afresh(recorded, tmp_path) -> N
     whatever [run] said since; a changed command (another input, a benchmark that now
     crashes) kept the old profile (dav1d).  Both now carry the workload they ran."""
     from autopass_build.instruments import hotspots
-    from autopass_build.instruments.measure import Benchmark
+    from autopass_build.instruments.benchmark import Benchmark
 
     first = subprocess.run([AUTOPASS, "tune", "--pgo", "--strategy", "random", "--budget", "1"],
                            cwd=recorded, capture_output=True, text=True)

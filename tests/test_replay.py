@@ -19,18 +19,14 @@ from support import AUTOPASS, EXAMPLES, fake_compiler, write
 from autopass_build import config as cfg
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments import fidelity
+from autopass_build.instruments.benchmark import Benchmark, MeasureError, run_once
 from autopass_build.instruments.evaluate import (
     IDENTICAL,
     EvaluateError,
     Evaluator,
     parse_unit_flags,
 )
-from autopass_build.instruments.measure import (
-    Benchmark,
-    MeasureError,
-    compare,
-    run_once,
-)
+from autopass_build.instruments.measure import compare
 from autopass_build.instruments.replay import Replayer
 from autopass_build.instruments.stats import SAME, Estimate
 from autopass_build.store.index import Store

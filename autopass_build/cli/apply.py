@@ -169,8 +169,8 @@ def _say_what_was_applied(db: str, applied: int, started: float, seen: int,
 
 @measures("verify")
 def cmd_verify(args: argparse.Namespace) -> int:
+    from autopass_build.instruments.benchmark import MeasureError
     from autopass_build.instruments.evaluate import EvaluateError, choose_target
-    from autopass_build.instruments.measure import MeasureError
     from autopass_build.outputs.verify import VerifyError, verify
 
     store = open_store(args)

@@ -130,12 +130,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 @measures("try")
 def cmd_try(args: argparse.Namespace) -> int:
+    from autopass_build.instruments.benchmark import MeasureError
     from autopass_build.instruments.evaluate import (
         EvaluateError,
         Evaluator,
         parse_unit_flags,
     )
-    from autopass_build.instruments.measure import MeasureError
 
     store = open_store(args)
     config = load_config(args)
@@ -159,6 +159,7 @@ def cmd_try(args: argparse.Namespace) -> int:
 
 @measures("profile")
 def cmd_profile(args: argparse.Namespace) -> int:
+    from autopass_build.instruments.benchmark import MeasureError
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
     from autopass_build.instruments.hotspots import (
         ProfileError,
@@ -168,7 +169,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
         readable,
         shortened,
     )
-    from autopass_build.instruments.measure import MeasureError
 
     store = open_store(args)
     config = load_config(args)
@@ -205,8 +205,8 @@ def _say_how_steady(evaluator: Evaluator, configured: str, kernel: float = 0.0) 
     """Each timed metric's run-to-run spread on the recorded build, and the metric to
     measure by where another is clearly steadier than the configured one.  The profile
     is out already: a failure here only leaves this line out."""
+    from autopass_build.instruments.benchmark import TIMED_METRICS, MeasureError
     from autopass_build.instruments.evaluate import EvaluateError
-    from autopass_build.instruments.measure import TIMED_METRICS, MeasureError
     from autopass_build.instruments.steadiness import steadiness
 
     if configured not in TIMED_METRICS:
@@ -314,8 +314,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 @measures("pgo")
 def cmd_pgo(args: argparse.Namespace) -> int:
+    from autopass_build.instruments.benchmark import MeasureError
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-    from autopass_build.instruments.measure import MeasureError
     from autopass_build.instruments.pgo import PgoError, flags_for, train
 
     store = open_store(args)

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autopass_build.instruments import stats
+from autopass_build.instruments.benchmark import DETERMINISTIC_METRICS, Benchmark
 from autopass_build.instruments.binaries import debugless_copy
-from autopass_build.instruments.measure import DETERMINISTIC_METRICS, Benchmark
 from autopass_build.instruments.sampling import (
     Samples,
     SamplingError,

@@ -27,8 +27,8 @@ from autopass_build.core import bolt_commands as bolt
 from autopass_build.core.files import relative_to
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments import training
+from autopass_build.instruments.benchmark import Benchmark
 from autopass_build.instruments.binaries import alias_soname
-from autopass_build.instruments.measure import Benchmark
 from autopass_build.instruments.replay import Candidate
 from autopass_build.store.index import Store
 

@@ -23,8 +23,9 @@ from autopass_build.instruments.attribution import (
     Side,
     UnitEffect,
 )
+from autopass_build.instruments.benchmark import Benchmark
 from autopass_build.instruments.binaries import build_id
-from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
+from autopass_build.instruments.measure import Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
 from autopass_build.instruments.sampling import with_source
 from autopass_build.store.index import Store, UnitRecord, command_mates

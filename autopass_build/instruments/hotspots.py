@@ -19,10 +19,10 @@ from autopass_build.core.files import write_atomic
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import bundled_copies
 from autopass_build.instruments.attribution import unit_mapper
+from autopass_build.instruments.benchmark import run_once
 from autopass_build.instruments.binaries import debugless_copy
 from autopass_build.instruments.bundled_copies import BundledCopy
 from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.measure import run_once
 from autopass_build.instruments.sampling import (
     JIT_CODE,
     KERNEL_CODE,

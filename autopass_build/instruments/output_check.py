@@ -28,7 +28,7 @@ UNREADABLE = "cannot be read as a file"  # ... and, with the reason, a folder or
 
 
 class Benchmark(Protocol):
-    """What a check needs of measure.Benchmark (not imported: measure imports this)."""
+    """What a check needs of benchmark.Benchmark (not imported: benchmark imports this)."""
     check: CheckConfig
     run: RunConfig
     project_dir: str
@@ -40,7 +40,7 @@ class Benchmark(Protocol):
 
 
 class RunResult(Protocol):
-    """What a check reads of one run (measure.RunResult)."""
+    """What a check reads of one run (benchmark.RunResult)."""
     status: int
     stdout: bytes
     stderr: bytes

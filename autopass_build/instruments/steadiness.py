@@ -21,13 +21,9 @@ import statistics
 from dataclasses import dataclass
 
 from autopass_build.core.outcome import Outcome
+from autopass_build.instruments.benchmark import TIMED_METRICS, Benchmark, run_once
 from autopass_build.instruments.cpu_pinning import pinned_cpu
-from autopass_build.instruments.measure import (
-    TIMED_METRICS,
-    Benchmark,
-    measured_cpu,
-    run_once,
-)
+from autopass_build.instruments.measure import measured_cpu
 
 SPENT_S = 20.0        # at most this long in extra runs
 MOST_RUNS = 8

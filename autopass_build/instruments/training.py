@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from autopass_build.core import proc
 from autopass_build.core.files import hash_file
-from autopass_build.instruments.measure import Benchmark
+from autopass_build.instruments.benchmark import Benchmark
 from autopass_build.store.index import Store
 
 if TYPE_CHECKING:

@@ -34,8 +34,9 @@ from autopass_build.capture.server import serving
 from autopass_build.config import Config
 from autopass_build.core import flags_db
 from autopass_build.core.plural import counted
+from autopass_build.instruments.benchmark import Benchmark
 from autopass_build.instruments.binaries import alias_soname
-from autopass_build.instruments.measure import Benchmark, Comparison, Progress, compare
+from autopass_build.instruments.measure import Comparison, Progress, compare
 from autopass_build.outputs import tree_snapshot
 from autopass_build.outputs.tree_snapshot import Snapshot
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, lto_level, lto_mode
 from autopass_build.instruments import pgo, stages
+from autopass_build.instruments.benchmark import MeasureError
 from autopass_build.instruments.bolt import BoltStage, TrainedBolt
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.measure import MeasureError
 from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.clock import Deadline, Pace

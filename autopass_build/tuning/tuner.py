@@ -30,11 +30,11 @@ from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import lto_mode
 from autopass_build.instruments import output_check, pgo, stages
 from autopass_build.instruments.attribution import Attributor
+from autopass_build.instruments.benchmark import MeasureError, native_unmeasurable
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.hotspots import Profile, ProfileError, failing_note, reach_of
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
-from autopass_build.instruments.measure import MeasureError, native_unmeasurable
 from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import Store, command_mates
 from autopass_build.tuning import composite, hot_sources, publish
