@@ -14,7 +14,7 @@ import pytest
 from support import AUTOPASS, EXAMPLES, copy_example, fake_compiler, write
 
 from autopass_build import config as cfg
-from autopass_build.capture.applier import carries_bitcode
+from autopass_build.capture.bitcode import carries_bitcode
 from autopass_build.instruments import stages
 from autopass_build.instruments.evaluate import choose_target
 from autopass_build.instruments.hotspots import _symbols, shortened

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import AUTOPASS, recorded_copy
 
-from autopass_build.capture.applier import carries_bitcode
+from autopass_build.capture.bitcode import carries_bitcode
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.core import flags_db, names, stage_flags, toolchain
 from autopass_build.instruments import stages

@@ -1,8 +1,9 @@
 """Apply mode: the flags database's entry for this compile's source, checked, or why not.
 
 Runs inside the wrapper (once per compile).  The database is read by its one loader
-(`core/flags_db.py`, which says what it refuses), and the parsed JSON is cached per file
-version so that a build does not pay for `json` in every compile.  The database is
+(`core/flags_db.py`, which says what it refuses) through capture/trusted_db.py, which
+refuses an untrusted file and keeps what it parsed per file version, so that a build
+does not pay for `json` in every compile.  The database is
 input, not trusted code: its flags pass the allowlist again; a
 database that cannot be read, has another schema, is writable by others or owned by
 someone else gives a warning and the default flags; an entry whose source changed since
@@ -17,18 +18,15 @@ the policy says otherwise:
 
 from __future__ import annotations
 
-import marshal
 import os
-import stat
 
 from autopass_build.capture.spool import COMPILERS, TMP, Spool
+from autopass_build.capture.trusted_db import load
 from autopass_build.core import flags_db
 from autopass_build.core.files import (
-    hash_bytes,
     hash_file,
     relative_to,
     user_cache_dir,
-    write_atomic,
 )
 from autopass_build.core.flags_db import FlagsDb
 from autopass_build.core.names import FLAGS_DB_NAME
@@ -68,66 +66,6 @@ def db_path(root: str, explicit: str | None) -> str:
     return os.path.abspath(explicit) if explicit else os.path.join(root, FLAGS_DB_NAME)
 
 
-def load(path: str) -> tuple[FlagsDb | None, str]:
-    """(database, "") or (None, why it is refused); (None, "") when there is none."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None, ""
-    except OSError as error:
-        return None, f"cannot read {path}: {error.strerror}"
-    if st.st_mode & stat.S_IWOTH:
-        return None, f"{path} is writable by every user: refused (chmod o-w {path})"
-    if st.st_uid not in (os.getuid(), 0):
-        return None, f"{path} belongs to another user (uid {st.st_uid}): refused"
-    version = (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
-    if version in _LOADED:
-        return _LOADED[version]
-    try:
-        data = _cached(path, st)
-        if data is None:
-            text = flags_db.read_text(path)
-            if text is None:
-                return None, ""
-            data = flags_db.loads(text, path)
-            _remember(path, st, data)
-        loaded: tuple[FlagsDb | None, str] = (flags_db.from_json(data, path), "")
-    except flags_db.FlagsDbError as error:
-        loaded = (None, str(error))
-    _LOADED[version] = loaded
-    return loaded
-
-
-# The database as this process read it, by file version: the wrapper's server decides
-# every compile of a build in one process, and checking a 390-entry database's flags
-# against the allowlist again for each compile cost GEOS's apply build 75 ms a compile.
-_LOADED: dict[tuple[str, int, int, int], tuple[FlagsDb | None, str]] = {}
-
-
-def _cache_file(path: str, st: os.stat_result) -> str:
-    key = f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-    return user_cache_dir("flagsdb", hash_bytes(key.encode()) + ".marshal")
-
-
-def _cached(path: str, st: os.stat_result):
-    """The database as parsed by an earlier compile of this build (keyed by path, size,
-    mtime and inode: any edit is a miss), or None."""
-    try:
-        with open(_cache_file(path, st), "rb") as handle:
-            return marshal.load(handle)
-    except (OSError, ValueError, EOFError, TypeError):
-        return None
-
-
-def _remember(path: str, st: os.stat_result, data: object) -> None:
-    target = _cache_file(path, st)
-    try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        write_atomic(target, marshal.dumps(data))  # type: ignore[arg-type]  # JSON values
-    except (OSError, ValueError):
-        pass  # only a cache
-
-
 def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                 compiler_path: str) -> Decision | None:
     """The Decision for one classified compiler call, or None: nothing to add (not a
@@ -160,6 +98,7 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         is_target = relative_to(output, root) == target.output
         library = target.bolt_library(relative_to(output, root)) if BOLT in target.stages \
             else None
+        from autopass_build.capture.bitcode import links_bitcode
         if is_target or library or links_bitcode(parsed, cwd):
             # The target, a library BOLT rewrites, or another binary of the build that
             # links its bitcode units (a library's objects in two programs): each needs
@@ -242,64 +181,6 @@ def _several_sources_note(db: FlagsDb, sources: list[str], ours: bool, staged: b
         notes.append(f"{', '.join(mixed)}: the stages of {target.output} not applied: "
                      "compiled in one command with sources it is not made of")
     return "; ".join(notes)
-
-
-BITCODE = b"BC\xc0\xde"
-FAT_SECTION = b".llvm.lto\x00"      # the section name, in the object's string table
-
-
-def links_bitcode(parsed, cwd: str) -> bool:
-    """Whether a link's objects or archive members (its own -L libraries included) carry
-    LLVM bitcode: bitcode files, or the fat objects the LTO stages make (a shared library
-    of the tuned binary, linked by libtool, must get the LTO link too)."""
-    from autopass_build.capture import archive
-    from autopass_build.capture.recorder import libraries, library_dirs, resolve_library
-
-    dirs = library_dirs(parsed, cwd)
-    paths = [os.path.join(cwd, p) for p in parsed.link_inputs]
-    paths += [found for name in libraries(parsed)
-              if (found := resolve_library(name, dirs, static=True))]
-    for path in paths:
-        try:
-            if archive.is_archive(path):
-                if any(carries_bitcode(m.data) for m in archive.read_members(path)):
-                    return True
-            else:
-                with open(path, "rb") as handle:
-                    if carries_bitcode(handle.read()):
-                        return True
-        except (OSError, ValueError):
-            continue
-    return False
-
-
-def carries_bitcode(data: bytes) -> bool:
-    """LLVM bitcode, or an ELF object with its .llvm.lto section (-ffat-lto-objects)."""
-    if data[:4] == BITCODE:
-        return True
-    return data[:4] == b"\x7fELF" and FAT_SECTION in data and ".llvm.lto" in _section_names(data)
-
-
-def _section_names(data: bytes) -> list[str]:
-    """The section names of a 64-bit little-endian ELF file (x86-64), read by hand: the
-    wrapper runs without site-packages, so pyelftools is not there."""
-    import struct
-
-    if len(data) < 64 or data[4] != 2 or data[5] != 1:    # ELFCLASS64, ELFDATA2LSB
-        return []
-    try:
-        shoff, = struct.unpack_from("<Q", data, 0x28)
-        entsize, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
-        names_offset, names_size = struct.unpack_from("<QQ", data,
-                                                      shoff + names_index * entsize + 0x18)
-        table = data[names_offset:names_offset + names_size]
-        result = []
-        for i in range(count):
-            name_at, = struct.unpack_from("<I", data, shoff + i * entsize)
-            result.append(table[name_at:table.index(b"\0", name_at)].decode("latin-1"))
-        return result
-    except (struct.error, ValueError):
-        return []
 
 
 def stage_decision(db: FlagsDb, policy: str = "warn") -> tuple[StageFlags | None, str]:

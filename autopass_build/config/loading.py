@@ -27,6 +27,7 @@ from autopass_build.config.model import (
     TuneConfig,
 )
 from autopass_build.core.names import AGENT_BACKENDS, CONFIG_NAME, METRICS, STAGES
+from autopass_build.core.trust import refusal
 
 try:
     import tomllib
@@ -254,15 +255,9 @@ def load(path: str | None = None, start: str = ".") -> Config:
 
 def _check_trusted(path: str) -> None:
     """The config names commands autopass runs: refuse one anybody could have edited."""
-    import stat
-
-    st = os.stat(path)
-    if stat.S_ISREG(st.st_mode) and st.st_mode & stat.S_IWOTH:
-        raise ConfigError(f"{path} is writable by every user, and it names commands autopass "
-                          f"runs: refused (chmod o-w {path})")
-    if stat.S_ISREG(st.st_mode) and st.st_uid not in (os.getuid(), 0):
-        raise ConfigError(f"{path} belongs to another user (uid {st.st_uid}) and names "
-                          "commands autopass runs: refused")
+    why = refusal(path, os.stat(path), "commands autopass runs")
+    if why:
+        raise ConfigError(why)
 
 
 def with_overrides(config: Config, **sections: dict) -> Config:
