@@ -77,8 +77,8 @@ def context_for(project: Path) -> Context:
 def test_rules_agent_is_the_default_and_starts_from_the_evidence(project) -> None:
     done = tune(project)
     assert done.returncode == 0, done.stderr
-    header = Journal.latest(str(project / ".autopass")).header
-    assert header["strategy"] == "agent"
+    settings = Journal.latest(str(project / ".autopass")).settings
+    assert settings.strategy == "agent"
     first = search_flags(project)[0]
     assert list(first.values()) == ["-O3"]         # built at -O1: the strongest rule fires
     assert json.loads((project / "autopass.flags.json").read_text())["entries"]
@@ -319,7 +319,7 @@ def test_resuming_without_budget_keeps_the_runs_own_budget(project) -> None:
     resumed = tune(project, "--resume")
     assert resumed.returncode == 2 and "nothing to resume" in resumed.stderr, resumed.stderr
     assert search_flags(project) == before and len(before) <= 2
-    assert Journal.latest(str(project / ".autopass")).header["budget"] == 2
+    assert Journal.latest(str(project / ".autopass")).settings.budget == 2
 
 
 def test_resuming_an_llm_run_replays_its_transcript_first(project) -> None:

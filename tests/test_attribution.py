@@ -22,6 +22,7 @@ from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.store.index import Store
 from autopass_build.tuning import composite
 from autopass_build.tuning.journal import Entry, Journal, Phase
+from autopass_build.tuning.settings import RunSettings
 
 ATTR_MINI = Path(__file__).parent / "data" / "attr-mini"
 CONFIG = """
@@ -205,7 +206,7 @@ def entry(n: int, flags: dict[str, str], effects: list[tuple[str, float, str]]) 
 
 
 def test_the_composite_takes_each_units_best_attributed_flags(tmp_path) -> None:
-    journal = Journal.create(str(tmp_path), {"sources": ["a.c", "b.c"]})
+    journal = Journal.create(str(tmp_path), RunSettings(sources=("a.c", "b.c")))
     journal.entries += [
         entry(1, {"a.c": "-O3", "b.c": "-Os"}, [("a.c", 0.8, "faster"), ("b.c", 1.3, "slower")]),
         entry(2, {"a.c": "-O2", "b.c": "-O3"}, [("a.c", 0.9, "faster"), ("b.c", 0.85, "faster")]),
@@ -231,7 +232,7 @@ def test_tune_attributes_each_candidate_and_measures_the_composite(tmp_path) -> 
     journal = Journal.latest(str(root / ".autopass"))
     searched = [e for e in journal.of_phase(Phase.SEARCH) if e.measured]
     assert searched and all(e.effects for e in searched)
-    assert {f.source for e in searched for f in e.effects} <= set(journal.header["sources"])
+    assert {f.source for e in searched for f in e.effects} <= set(journal.settings.sources)
     assert "attributed a.c" in done.stderr or "attributed b.c" in done.stderr
     assert "composite" in done.stderr
     report = subprocess.run([AUTOPASS, "report"], cwd=root, capture_output=True, text=True)

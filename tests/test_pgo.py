@@ -62,8 +62,8 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
                           cwd=recorded, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     from autopass_build.tuning.journal import Journal
-    header = Journal.latest(str(recorded / ".autopass")).header
-    assert header["pgo"] and "with its PGO profile" in done.stderr
+    settings = Journal.latest(str(recorded / ".autopass")).settings
+    assert settings.pgo and "with its PGO profile" in done.stderr
     # gains are against PGO alone; PGO alone is also measured against the recorded build
     versus = {e.phase: e for e in Journal.latest(str(recorded / ".autopass")).entries}
     assert versus["pgo-alone"].ratio is not None
@@ -145,10 +145,10 @@ def test_a_training_command_turns_pgo_on_and_is_what_trains(recorded, tmp_path) 
     assert done.returncode == 0, done.stderr
     assert marker.exists()                     # the training command ran, not the benchmark
     from autopass_build.tuning.journal import Journal
-    assert Journal.latest(str(recorded / ".autopass")).header["pgo"]
+    assert Journal.latest(str(recorded / ".autopass")).settings.pgo
     off = subprocess.run([AUTOPASS, "tune", "--config", str(config), "--no-pgo", "--strategy",
                           "random", "--budget", "1"], cwd=recorded, capture_output=True, text=True)
-    assert off.returncode == 0 and not Journal.latest(str(recorded / ".autopass")).header["pgo"]
+    assert off.returncode == 0 and not Journal.latest(str(recorded / ".autopass")).settings.pgo
 
 
 def test_a_changed_benchmark_trains_and_profiles_afresh(recorded, tmp_path) -> None:

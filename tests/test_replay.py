@@ -32,6 +32,7 @@ from autopass_build.instruments.stats import SAME, Estimate
 from autopass_build.store.index import Store
 from autopass_build.tuning.journal import Journal, Phase
 from autopass_build.tuning.measuring import Measurements
+from autopass_build.tuning.settings import RunSettings
 
 CONFIG = """
 [run]
@@ -128,7 +129,7 @@ def test_a_candidate_identical_to_the_baseline_is_not_measured(project, tmp_path
     assert measured is not None and measured.runs > 0 and measured.estimate.pairs == 2
     changed = evaluator.evaluate(parse_unit_flags(["lib/lz.c=-O1"], evaluator.units))
     assert changed.comparison is not None and changed.comparison.runs > 0
-    journal = Journal.create(str(tmp_path), {"sources": ["lib/lz.c"]})
+    journal = Journal.create(str(tmp_path), RunSettings(sources=("lib/lz.c",)))
     measurements = Measurements(journal, evaluator, config,
                                 {"lib/lz.c": list(flags)}, lambda _: None)
     entry = measurements.measure(Phase.SEARCH, {"lib/lz.c": ("-fvectorize",)})

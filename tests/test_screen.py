@@ -260,7 +260,7 @@ def _replays_the_same_decisions(journal: Journal, known: list[dict],
                                 shares: dict[str, float] | None = None) -> None:
     """screen.Ranker, fed the journal's recorded features in order, decides as the run
     did: what bench/screen.py --replay relies on to replay recorded candidates."""
-    ranker = screen.Ranker(known, "this run", options, journal.header["seed"])
+    ranker = screen.Ranker(known, "this run", options, journal.settings.seed)
     decided = [e for e in journal.entries if e.phase in ("search", "screened")]
     for entry in decided:
         if not entry.features:       # not compiled: measured unjudged, not learned from

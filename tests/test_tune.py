@@ -24,6 +24,7 @@ from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.outcome import Outcome
 from autopass_build.tuning.journal import Entry, Journal, JournalError, Phase, Timing
+from autopass_build.tuning.settings import RunSettings
 
 CONFIG = """
 [run]
@@ -101,9 +102,9 @@ def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight
     assert db.entries, "an 8-evaluation GA on this program finds a faster candidate"
     final = [e for e in entries if e.phase == "final"][-1]
     assert final.verdict == "faster" and final.ratio < 1
-    header = Journal.latest(str(project / ".autopass")).header
+    settings = Journal.latest(str(project / ".autopass")).settings
     for source, entry in db.entries.items():
-        assert source in header["sources"] and not os.path.isabs(source)
+        assert source in settings.sources and not os.path.isabs(source)
         assert flagset.validate(entry.flags) and entry.gain.ratio < 1
         assert entry.gain.metric == "instructions" and entry.run
         assert "x of the recorded build [" in entry.why
@@ -204,7 +205,7 @@ def test_sigterm_stops_children_and_says_how_to_resume(project) -> None:
         time.sleep(0.3)
         family = psutil.Process(process.pid).children(recursive=True)
         latest = Journal.latest(str(project / ".autopass"))
-        if latest.header.get("seed") == 9 and latest.entries and family:
+        if latest.settings.seed == 9 and latest.entries and family:
             break
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=60)
@@ -213,7 +214,7 @@ def test_sigterm_stops_children_and_says_how_to_resume(project) -> None:
     time.sleep(0.5)
     assert not [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     journal = Journal.latest(str(journal_dir.parent))
-    assert journal.header["seed"] == 9 and journal.entries   # nothing finished was lost
+    assert journal.settings.seed == 9 and journal.entries   # nothing finished was lost
 
 
 def test_a_full_disk_stops_resumably(project) -> None:
@@ -247,7 +248,7 @@ def _entry(n: int, config: str) -> Entry:
 
 
 def test_journal_drops_a_torn_last_line_and_rejects_damage(tmp_path) -> None:
-    journal = Journal.create(str(tmp_path), {"strategy": "random", "seed": 0})
+    journal = Journal.create(str(tmp_path), RunSettings(strategy="random", seed=0))
     journal.append(_entry(1, "a"))
     journal.append(_entry(2, "b"))
     with open(journal.path, "ab") as handle:
@@ -714,7 +715,7 @@ def test_a_time_budget_ends_the_search_in_time(project) -> None:
     journal = Journal.latest(str(project / ".autopass"))
     measured = [e for e in journal.of_phase(Phase.SEARCH) if not e.identical]
     assert len(measured) >= 1 and took < 60, (len(measured), took)
-    assert journal.header["time"] == 12.0
+    assert journal.settings.time == 12.0
 
 
 def test_resume_lowers_a_budget_as_well_as_raising_it(project) -> None:
@@ -728,7 +729,7 @@ def test_resume_lowers_a_budget_as_well_as_raising_it(project) -> None:
     journal_dir = None
     while time.monotonic() < deadline and process.poll() is None:
         latest = Journal.latest(str(project / ".autopass"))
-        if latest.header.get("seed") == 33 and len(latest.of_phase(Phase.SEARCH)) >= 2:
+        if latest.settings.seed == 33 and len(latest.of_phase(Phase.SEARCH)) >= 2:
             journal_dir = latest.folder
             break
         time.sleep(0.05)
@@ -740,7 +741,7 @@ def test_resume_lowers_a_budget_as_well_as_raising_it(project) -> None:
     done = tune(project, "--resume", "--budget", "3")
     assert done.returncode == 0, done.stderr
     journal = Journal.open(journal_dir)
-    assert journal.header["seed"] == 33
+    assert journal.settings.seed == 33
     measured = [e for e in journal.of_phase(Phase.SEARCH) if not e.identical]
     assert len(measured) == max(3, before) < 8
     again = tune(project, "--resume")

@@ -245,7 +245,7 @@ def _print_result(result, metric: str) -> None:
     for line in stage_lines(journal.entries) + versus_lines(
             {e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}):
         print("  " + line)
-    baseline = ("PGO alone" if journal.header.get("pgo") else
+    baseline = ("PGO alone" if journal.settings.pgo else
                 f"the {result.searched_on} build" if result.searched_on else "the recorded build")
     if result.best is None:
         print(f"no candidate was clearly faster than {baseline}; "

@@ -10,6 +10,9 @@ with the reason.  A denylist would miss the next dangerous option; this cannot.
 
 from __future__ import annotations
 
+# A unit (its id, or its source relative to the root) -> the flags it gets: a candidate,
+# a composition's per-unit flags, what replay builds.
+UnitFlags = dict[str, tuple[str, ...]]
 OPT_LEVELS = frozenset({"-O0", "-O1", "-O2", "-O3", "-Os", "-Oz"})
 # -f<name> and -fno-<name> for these names.
 F_SWITCHES = frozenset("""

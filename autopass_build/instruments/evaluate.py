@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.capture.compiler_args import fixes
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
+from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments import stats
 from autopass_build.instruments.attribution import (
@@ -28,7 +29,7 @@ from autopass_build.instruments.binaries import build_id
 from autopass_build.instruments.measure import Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
 from autopass_build.instruments.sampling import with_source
-from autopass_build.store.index import Store, UnitRecord, command_mates
+from autopass_build.store.index import CommandMates, Store, UnitRecord, command_mates
 from autopass_build.store.targets import Target, executables_text, resolve
 
 
@@ -134,12 +135,12 @@ def match_units(spec: str, units: list[UnitRecord]) -> list[UnitRecord]:
 
 def parse_unit_flags(specs: list[str], units: list[UnitRecord],
                      show: Callable[[str], None] = lambda line: None,
-                     ) -> dict[str, tuple[str, ...]]:
+                     ) -> UnitFlags:
     """['lib/lz.c=-O3 -fno-unroll-loops', ...] -> {unit id: flags} (flags validated).
     A source compiled in one command with others gives them its flags too, as apply mode
     would (one set per command, F23), and `show` says so; different flags for two
     sources of one command are refused: no build could ship them."""
-    by_source: dict[str, tuple[str, ...]] = {}
+    by_source: UnitFlags = {}
     for spec in specs:
         where, sep, text = spec.partition("=")
         if not sep:
@@ -160,8 +161,8 @@ def parse_unit_flags(specs: list[str], units: list[UnitRecord],
     return {u.id: by_source[u.source_rel] for u in units if u.source_rel in by_source}
 
 
-def _give_command_mates(by_source: dict[str, tuple[str, ...]],
-                        mates_of: dict[str, tuple[str, ...]],
+def _give_command_mates(by_source: UnitFlags,
+                        mates_of: CommandMates,
                         show: Callable[[str], None]) -> None:
     for source, mates in mates_of.items():
         differing = [m for m in mates if by_source.get(m, by_source[source]) != by_source[source]]
@@ -197,12 +198,12 @@ class Evaluator:
         self._baseline: Candidate | None = None
         # What the baseline and every candidate are built with: the chosen whole-program
         # stages (the PGO profile, LTO) as per-unit flags and link flags.
-        self.base_flags: dict[str, tuple[str, ...]] = {}
+        self.base_flags: UnitFlags = {}
         self.base_link_flags: tuple[str, ...] = ()
         self._baseline_memo: list[float] = []   # its instruction counts (deterministic)
         self._baseline_defined: dict[str, list[str]] | None = None   # its functions' units
 
-    def rebase(self, unit_flags: dict[str, tuple[str, ...]], link_flags: tuple[str, ...]
+    def rebase(self, unit_flags: UnitFlags, link_flags: tuple[str, ...]
                ) -> None:
         """Build the baseline, and every candidate after, with these stages' flags."""
         self.base_flags, self.base_link_flags = dict(unit_flags), tuple(link_flags)
@@ -218,7 +219,7 @@ class Evaluator:
                                     f"{error}") from None
         return self._baseline
 
-    def evaluate(self, flags_by_unit: dict[str, tuple[str, ...]],
+    def evaluate(self, flags_by_unit: UnitFlags,
                  progress: Progress | None = None,
                  measure: MeasureConfig | None = None,
                  link_flags: tuple[str, ...] = (),
@@ -261,7 +262,7 @@ class Evaluator:
                 shutil.rmtree(candidate.folder, ignore_errors=True)
         return Evaluation(comparison.outcome, comparison, replay, comparison.detail, effects)
 
-    def defined_functions(self, flags_by_unit: dict[str, tuple[str, ...]] | None = None
+    def defined_functions(self, flags_by_unit: UnitFlags | None = None
                           ) -> dict[str, list[str]]:
         """Function name -> the units (source_rel) whose copy of it the program runs: the
         objects built with `flags_by_unit` (a candidate's: other flags keep other
@@ -292,7 +293,7 @@ class Evaluator:
         defined.update(_by_binary(kept_in))
         return defined
 
-    def _functions_of(self, unit: UnitRecord, flags_by_unit: dict[str, tuple[str, ...]] | None
+    def _functions_of(self, unit: UnitRecord, flags_by_unit: UnitFlags | None
                       ) -> dict[str, bool]:
         """The functions `unit`'s object defines, name -> weak (evidence.weak_functions)."""
         from autopass_build.instruments.evidence import weak_functions
@@ -301,13 +302,13 @@ class Evaluator:
         with open(self.replayer.code_object_for(unit, flags), "rb") as handle:
             return weak_functions(handle.read())
 
-    def changed_sources(self, flags_by_unit: dict[str, tuple[str, ...]]) -> list[str]:
+    def changed_sources(self, flags_by_unit: UnitFlags) -> list[str]:
         """The sources whose units a candidate builds differently from the baseline."""
         return sorted({u.source_rel for u in self.units
                        if tuple(flags_by_unit.get(u.id, ())) != self.base_flags.get(u.id, ())})
 
     def _attributed(self, attribute: Attributor, base: Candidate, candidate: Candidate,
-                    flags_by_unit: dict[str, tuple[str, ...]],
+                    flags_by_unit: UnitFlags,
                     progress: Progress | None) -> list[UnitEffect]:
         changed = self.changed_sources(flags_by_unit)
         if not changed:

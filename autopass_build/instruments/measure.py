@@ -42,7 +42,7 @@ from autopass_build.instruments.output_check import (
 @dataclass
 class Comparison:
     outcome: Outcome
-    verdict: str | None = None          # stats.FASTER / SLOWER / SAME / UNCLEAR
+    verdict: stats.Verdict | None = None
     estimate: stats.Estimate | None = None
     baseline: list[float] = field(default_factory=list)
     candidate: list[float] = field(default_factory=list)

@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass
 
 from autopass_build.core import proc, toolchain
+from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.instruments import training
 from autopass_build.instruments.evaluate import Evaluator
@@ -50,7 +51,7 @@ class TrainedProfile:
         return f"-fprofile-instr-use={self.path}"
 
 
-def flags_for(evaluator: Evaluator, profile: TrainedProfile) -> dict[str, tuple[str, ...]]:
+def flags_for(evaluator: Evaluator, profile: TrainedProfile) -> UnitFlags:
     """Every runtime unit of the target compiled with the profile."""
     return {u.id: (profile.use_flag(),) for u in evaluator.units}
 

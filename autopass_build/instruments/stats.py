@@ -22,11 +22,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
-FASTER = "faster"
-SLOWER = "slower"
-SAME = "same"          # the interval is inside +-precision: no difference worth having
-UNCLEAR = "unclear"    # ran out of pairs before the interval separated
+
+class Verdict(str, Enum):
+    """What an A/B says of a candidate; a string in the journal and in messages."""
+    FASTER = "faster"
+    SLOWER = "slower"
+    SAME = "same"          # the interval is inside +-precision: no difference worth having
+    UNCLEAR = "unclear"    # ran out of pairs before the interval separated
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FASTER, SLOWER, SAME, UNCLEAR = Verdict.FASTER, Verdict.SLOWER, Verdict.SAME, Verdict.UNCLEAR
 # Callgrind's count of a real program moves by tens of instructions in hundreds of
 # millions between runs of one binary (probably its environment and auxiliary vector):
 # log ratios within one part per million of each other are taken as agreeing.
@@ -152,7 +162,7 @@ def estimate(baseline: list[float], candidate: list[float], level: float = 0.95,
     return Estimate(math.exp(centre), math.exp(low), math.exp(high), len(diffs), level)
 
 
-def verdict(est: Estimate, precision: float, final: bool) -> str | None:
+def verdict(est: Estimate, precision: float, final: bool) -> Verdict | None:
     """FASTER / SLOWER when the interval excludes 1; SAME when it is narrower than
     +-precision around a ratio within precision of 1; UNCLEAR at the last look."""
     if est.high < 1.0:

@@ -29,6 +29,7 @@ from autopass_build.outputs.figures import (
     shipped_bars,
 )
 from autopass_build.tuning.journal import VERSUS_RECORDED, Entry, Journal, Phase
+from autopass_build.tuning.settings import RunSettings
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Winner:
 @dataclass
 class RunSummary:
     run_id: str
-    header: dict
+    settings: RunSettings
     curve: list[float]                 # best clear gain (1 - ratio) after each measured evaluation
     final: Entry | None
     winners: dict[str, Winner]
@@ -69,7 +70,7 @@ def summarize(journal: Journal) -> RunSummary:
     outcomes = Counter(str(e.outcome) for e in journal.of_phase(Phase.SEARCH))
     versus = {e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}
     identical = sum(1 for e in journal.of_phase(Phase.SEARCH) if e.identical)
-    return RunSummary(journal.run_id, journal.header, curve, final,
+    return RunSummary(journal.run_id, journal.settings, curve, final,
                       _winners(entries, final), outcomes, len(curve), versus, entries,
                       identical)
 
@@ -138,13 +139,12 @@ def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
 
 
 def text(summary: RunSummary) -> str:
-    h = summary.header
-    lines = [f"run {summary.run_id}: {h.get('strategy')} (seed {h.get('seed')}), "
+    h = summary.settings
+    lines = [f"run {summary.run_id}: {h.strategy} (seed {h.seed}), "
              f"{counted(summary.evaluations, 'evaluation')}"
              + (f" (and {counted(summary.identical, 'candidate')} identical to the baseline, "
                 "not measured)" if summary.identical else "")
-             + f" of {', '.join(h.get('sources', []))}, "
-             f"metric {h.get('metric')}, target {h.get('target')}"]
+             + f" of {', '.join(h.sources)}, metric {h.metric}, target {h.target}"]
     lines.append(shipped_line(summary.entries))
     marks = [(i + 1, g) for i, g in enumerate(summary.curve)
              if g > 0 and (i == 0 or g > summary.curve[i - 1])]
@@ -153,7 +153,7 @@ def text(summary: RunSummary) -> str:
                  + (", ".join(f"{i}: {g:.1%}" for i, g in marks) or "none"))
     f = summary.final
     if f and f.measured:
-        against = " (against PGO alone)" if h.get("pgo") else ""
+        against = " (against PGO alone)" if h.pgo else ""
         lines.append(f"final re-measurement{against}: {f.interval_text()} -> {f.verdict}")
     lines += stage_lines(summary.entries)
     lines += versus_lines(summary.versus_recorded)
@@ -162,8 +162,8 @@ def text(summary: RunSummary) -> str:
                      f"({w.measured.phase})")
     if not summary.winners:
         lines.append("no per-file flags written: no candidate held up as clearly faster")
-    screened = summary.header.get("screen") and sum(
-        1 for e in summary.entries if e.phase == Phase.SCREENED)
+    screened = sum(1 for e in summary.entries if e.phase == Phase.SCREENED) \
+        if summary.settings.screen else 0
     if screened:
         lines.append(f"screened out before measuring: {screened} (predicted no gain)")
     rejected = {o: n for o, n in summary.outcomes.items() if o != Outcome.OK.value}
@@ -247,7 +247,7 @@ def _convergence_png(runs: list[RunSummary]) -> bytes:
 
     figure, axes = plt.subplots(figsize=(8, 3.2), dpi=100)
     for run in runs:
-        label = f"{run.header.get('strategy')} ({run.run_id[-18:]})"
+        label = f"{run.settings.strategy} ({run.run_id[-18:]})"
         axes.step(range(1, len(run.curve) + 1), [100 * g for g in run.curve], where="post",
                   label=label)
     axes.set_xlabel("search candidates")
@@ -274,7 +274,7 @@ def html_report(runs: list[RunSummary]) -> str:
     if len(runs) > 1 and any(run.curve for run in runs):
         parts.append(_img(_convergence_png(runs), "the search of each run"))
     for run in runs:
-        title = f"{run.header.get('target')} ({run.header.get('metric')})"
+        title = f"{run.settings.target} ({run.settings.metric})"
         parts.append(f"<h2>run {html.escape(run.run_id)}</h2>"
                      + _img(run_png(run.entries, title), "what the run shipped")
                      + f"<pre>{html.escape(text(run))}</pre>")
@@ -285,5 +285,5 @@ def html_report(runs: list[RunSummary]) -> str:
             parts.append("<table><tr><th>file</th><th>flags</th><th>measured</th></tr>"
                          f"{rows}</table>")
         parts.append("<details><summary>run settings</summary><pre>"
-                     f"{html.escape(json.dumps(run.header, indent=1))}</pre></details>")
+                     f"{html.escape(json.dumps(run.settings.to_json(), indent=1))}</pre></details>")
     return "\n".join(parts) + "\n"

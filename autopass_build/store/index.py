@@ -86,7 +86,11 @@ class UnitRecord:
     recorded_at: float = field(default_factory=time.time)
 
 
-def command_groups(units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
+# A source compiled in one command with others -> those sources (they share its flags).
+CommandMates = dict[str, tuple[str, ...]]
+
+
+def command_groups(units: list[UnitRecord]) -> CommandMates:
     """Each source compiled in one command with others (`cc -c a.c b.c ...`: lz4's and
     lp_solve's libraries; `cc -o duk duktape.c duk_cmdline.c ...`: duktape) -> every
     source of that command, itself included, in the command's order.  Apply mode gives
@@ -101,7 +105,7 @@ def command_groups(units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
             for source in group}
 
 
-def command_mates(sources: list[str], units: list[UnitRecord]) -> dict[str, tuple[str, ...]]:
+def command_mates(sources: list[str], units: list[UnitRecord]) -> CommandMates:
     """Each of `sources` compiled in one command with others -> those others."""
     groups = command_groups(units)
     return {s: tuple(g for g in groups[s] if g != s) for s in sources if s in groups}

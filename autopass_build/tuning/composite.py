@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autopass_build.core.flags import UnitFlags
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.journal import Entry, Journal, Phase
-from autopass_build.tuning.measuring import UnitFlags, config_key
+from autopass_build.tuning.measuring import config_key
 
 RESERVED = 2          # evaluations kept for the composite and its confirmation
 

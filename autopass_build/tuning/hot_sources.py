@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autopass_build.store.index import UnitRecord, command_groups, command_mates
+from autopass_build.store.index import CommandMates, UnitRecord, command_groups, command_mates
 
 WITH_OUTSIDERS = ("compiled in one command with sources {target} is not made of, which "
                   "apply mode would give the same flags, unmeasured")
@@ -55,7 +55,7 @@ def compiled_with_outsiders(units: list[UnitRecord], all_units: list[UnitRecord]
     return {source for source in mine if not set(groups.get(source, ())) <= mine}
 
 
-def _riding_along(shares: dict[str, float], groups: dict[str, tuple[str, ...]]) -> set[str]:
+def _riding_along(shares: dict[str, float], groups: CommandMates) -> set[str]:
     """The sources that are not tuned for themselves: compiled in one command with a
     hotter source (`shares` is hottest first), they take that one's flags."""
     riding: set[str] = set()

@@ -15,14 +15,15 @@ import json
 import os
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import RUNS_DIR
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.attribution import UnitEffect
-from autopass_build.instruments.stats import SAME
+from autopass_build.instruments.stats import SAME, Verdict
+from autopass_build.tuning.settings import RunSettings, SettingsError
 
 HEADER = "run.json"
 JOURNAL = "journal.jsonl"
@@ -77,7 +78,7 @@ class Entry:
     config: str                    # hash of the per-unit flags: the cache key within a phase
     flags: dict[str, str]          # source -> its flags, space-separated
     outcome: Outcome
-    verdict: str | None = None     # faster | slower | same | unclear (stats); None: failed
+    verdict: Verdict | None = None   # the A/B's (stats); None: the candidate failed
     ratio: float | None = None     # candidate / baseline of the metric
     low: float | None = None
     high: float | None = None
@@ -124,9 +125,11 @@ class Entry:
         try:
             timing = Timing(**data.pop("timing", {}) or {})
             effects = tuple(UnitEffect(**e) for e in data.pop("effects", ()) or ())
+            verdict = data.get("verdict")
             entry = cls(**{**data, "phase": Phase(data.get("phase")),
                            "outcome": Outcome(data.get("outcome")), "timing": timing,
-                           "effects": effects})
+                           "effects": effects,
+                           "verdict": None if verdict is None else Verdict(verdict)})
         except TypeError as error:
             raise ValueError(str(error)) from None
         if not isinstance(entry.flags, dict) or not isinstance(entry.n, int):
@@ -135,9 +138,9 @@ class Entry:
 
 
 class Journal:
-    def __init__(self, folder: str, header: dict, entries: list[Entry]):
+    def __init__(self, folder: str, settings: RunSettings, entries: list[Entry]):
         self.folder = folder
-        self.header = header
+        self.settings = settings
         self.entries = entries
 
     @property
@@ -150,23 +153,22 @@ class Journal:
 
     # -- creating and opening ----------------------------------------------------------
     @classmethod
-    def create(cls, store_dir: str, header: dict) -> "Journal":
+    def create(cls, store_dir: str, settings: RunSettings) -> "Journal":
         runs = os.path.join(store_dir, RUNS_DIR)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        base = f"{stamp}-{header.get('strategy', 'run')}-seed{header.get('seed', 0)}"
+        base = f"{stamp}-{settings.strategy}-seed{settings.seed}"
         folder = os.path.join(runs, base)
         suffix = 1
         while os.path.exists(folder):
             suffix += 1
             folder = os.path.join(runs, f"{base}-{suffix}")
         os.makedirs(folder)
-        header = {"journal_version": JOURNAL_VERSION, **header}
-        write_atomic(os.path.join(folder, HEADER),
-                     json.dumps(header, indent=1, sort_keys=True).encode(), durable=True)
+        settings = replace(settings, journal_version=JOURNAL_VERSION)
+        _write_settings(folder, settings)
         open(os.path.join(folder, JOURNAL), "ab").close()
         write_atomic(os.path.join(runs, LATEST), (os.path.basename(folder) + "\n").encode(),
                      durable=True)
-        return cls(folder, header, [])
+        return cls(folder, settings, [])
 
     @classmethod
     def open(cls, folder: str, repair: bool = False) -> "Journal":
@@ -178,15 +180,17 @@ class Journal:
         except (OSError, ValueError) as error:
             why = error.strerror if isinstance(error, OSError) and error.strerror else error
             raise JournalError(f"{folder} is not a readable tuning run ({why})") from None
-        if not isinstance(header, dict) or not _header_ok(header):
+        try:
+            settings = RunSettings.from_json(header)
+        except SettingsError:
             raise JournalError(f"{folder}/{HEADER} is damaged (not the settings of a run); "
-                               "start a new run")
-        if header.get("journal_version") not in READABLE_VERSIONS:
+                               "start a new run") from None
+        if settings.journal_version not in READABLE_VERSIONS:
             raise JournalError(f"{folder} was written by another autopass version "
                                f"(journal version {header.get('journal_version')}); "
                                "start a new run")
-        return cls(folder, header, _read_entries(os.path.join(folder, JOURNAL), repair,
-                                                 header["journal_version"]))
+        return cls(folder, settings, _read_entries(os.path.join(folder, JOURNAL), repair,
+                                                   settings.journal_version))
 
     @classmethod
     def latest(cls, store_dir: str, repair: bool = False) -> "Journal":
@@ -200,14 +204,13 @@ class Journal:
         self.lock()
         self.entries = _read_entries(self.path, True, self.version)
         if self.version != JOURNAL_VERSION:   # appends are written in today's version
-            self.header["journal_version"] = JOURNAL_VERSION
+            self.settings = replace(self.settings, journal_version=JOURNAL_VERSION)
             write_atomic(self.path, b"".join(_line(e) for e in self.entries), durable=True)
-            write_atomic(os.path.join(self.folder, HEADER),
-                         json.dumps(self.header, indent=1, sort_keys=True).encode(), durable=True)
+            _write_settings(self.folder, self.settings)
 
     @property
     def version(self) -> int:
-        return int(self.header.get("journal_version", JOURNAL_VERSION))
+        return self.settings.journal_version
 
     def find(self, phase: Phase, config: str) -> Entry | None:
         """The evaluation of `config` in `phase`, if the run has made it."""
@@ -241,15 +244,10 @@ class Journal:
         self.entries.append(entry)
 
 
-HEADER_FIELDS = {"strategy": str, "seed": int, "budget": int, "options": dict, "sources": list,
-                 "target": str, "metric": str, "space": str}
-
-
-def _header_ok(header: dict) -> bool:
-    """The settings `--resume` and `report` read; a run written by tests or an earlier
-    step may lack them all (then it is a plain header of its strategy and seed)."""
-    present = [k for k in HEADER_FIELDS if k in header]
-    return all(isinstance(header[k], HEADER_FIELDS[k]) for k in present)
+def _write_settings(folder: str, settings: RunSettings) -> None:
+    write_atomic(os.path.join(folder, HEADER),
+                 json.dumps(settings.to_json(), indent=1, sort_keys=True).encode(),
+                 durable=True)
 
 
 def _line(entry: Entry) -> bytes:

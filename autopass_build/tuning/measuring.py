@@ -10,6 +10,7 @@ from typing import Callable
 
 from autopass_build.config import Config
 from autopass_build.core.files import hash_json
+from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.benchmark import DETERMINISTIC_METRICS, MeasureError
@@ -18,7 +19,6 @@ from autopass_build.instruments.replay import Candidate
 from autopass_build.instruments.stats import FASTER, SLOWER
 from autopass_build.tuning.journal import Entry, Journal, Phase, Timing
 
-UnitFlags = dict[str, tuple[str, ...]]      # source -> the flags a candidate gives it
 ATTRIBUTED = (Phase.SEARCH, Phase.COMPOSITE)   # phases whose entries carry unit effects
 
 

@@ -9,7 +9,7 @@ from autopass_build.core import cpu, flags_db, toolchain
 from autopass_build.core.names import BOLT_PROFILE_NAME, PROFILE_NAME
 from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.pgo import TrainedProfile
-from autopass_build.store.index import UnitRecord
+from autopass_build.store.index import CommandMates, UnitRecord
 from autopass_build.tuning.conclude import Winner
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import TuneError
@@ -32,7 +32,7 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
           metric: str, strategy: str, native: bool, profile: TrainedProfile | None,
           target: flags_db.TargetStages | None = None, bolt: TrainedBolt | None = None,
           bolt_libraries: tuple[TrainedBolt, ...] = (), searched_on: str = "",
-          command_mates: dict[str, tuple[str, ...]] | None = None) -> str:
+          command_mates: CommandMates | None = None) -> str:
     """Replace the run's sources' entries in the database at `path` by the winners, and
     its whole-program section by `target` (the stages chosen, if any, with the BOLT
     profile `bolt` when BOLT is one of them, and those of the libraries it rewrote);
@@ -59,7 +59,7 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
     # A source compiled in one command with others was measured with its flags on all of
     # them, and apply mode gives the command one set: each of them gets the entry (F23).
     mates = command_mates or {}
-    for source in journal.header["sources"]:
+    for source in journal.settings.sources:
         for member in (source, *mates.get(source, ())):
             db.entries.pop(member, None)     # re-tuned: only what helps now stays
     by_source = {u.source_rel: u for u in units}

@@ -41,6 +41,7 @@ import os
 from dataclasses import dataclass, field
 
 from autopass_build.core.files import hash_json
+from autopass_build.core.flags import UnitFlags
 from autopass_build.instruments.codeshape import CODE_FEATURES, code_shape, relative
 from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.knowledge import Knowledge, knowledge_path
@@ -270,7 +271,7 @@ class Screener:
         path = self.evaluator.replayer.code_object_for(unit, base + tuple(flags))
         return code_shape(path, self.functions.get(source, set()))
 
-    def unit_features(self, flags: dict[str, tuple[str, ...]]) -> dict[str, dict[str, float]]:
+    def unit_features(self, flags: UnitFlags) -> dict[str, dict[str, float]]:
         """Each changed unit's hot code relative to the baseline's.  The knob values
         themselves are left out: what a knob does differs between programs (and on
         tune-mini they ranked worse next to the loop features); the code it produces is
@@ -294,7 +295,7 @@ class Screener:
                 result[k] += self.shares.get(source, 0.0) / total * v
         return result
 
-    def judge(self, flags: dict[str, tuple[str, ...]]) -> Judgement:
+    def judge(self, flags: UnitFlags) -> Judgement:
         try:
             units = self.unit_features(flags)
         except Exception as error:   # screening is an optimization: never the search's end

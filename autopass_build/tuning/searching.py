@@ -17,13 +17,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from autopass_build.core.durations import duration_text
+from autopass_build.core.flags import UnitFlags
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning import composite
 from autopass_build.tuning.clock import Deadline, Pace
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
-    UnitFlags,
     config_key,
     flags_text,
     value_for_strategy,

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field, replace
 from autopass_build.core import flags as flagset
 from autopass_build.core import proc
 from autopass_build.core.files import hash_json, write_atomic
+from autopass_build.core.flags import UnitFlags
 from autopass_build.core.stage_flags import NATIVE_FLAGS
 
-Point = tuple[int, ...]
+Point = tuple[int, ...]    # a value index per knob: one point of a space (strategies' too)
 SPACE_VERSION = 1
 
 
@@ -286,7 +287,7 @@ class JointSpace:
     def sample(self, rng: random.Random) -> Point:
         return tuple(v for _, space in self.blocks for v in space.sample(rng))
 
-    def flags_by_label(self, point: Point) -> dict[str, tuple[str, ...]]:
+    def flags_by_label(self, point: Point) -> UnitFlags:
         """Only the blocks that change something."""
         return {label: s.flags(p) for label, s, p in self.split(point) if any(p)}
 

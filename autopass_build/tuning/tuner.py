@@ -36,18 +36,19 @@ from autopass_build.instruments.hotspots import Profile, ProfileError, failing_n
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.stats import FASTER
-from autopass_build.store.index import Store, command_mates
+from autopass_build.store.index import CommandMates, Store, command_mates
 from autopass_build.tuning import composite, hot_sources, publish
 from autopass_build.tuning import strategies as search
 from autopass_build.tuning.clock import Deadline
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
-from autopass_build.tuning.journal import HEADER_FIELDS, Entry, Journal, Phase
+from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
     TuneError,
 )
 from autopass_build.tuning.run import RunContext
 from autopass_build.tuning.searching import UNCOUNTED, Search, measured_in_search
+from autopass_build.tuning.settings import RunSettings
 from autopass_build.tuning.space import (
     LEAVE_LTO_KNOB,
     JointSpace,
@@ -117,7 +118,7 @@ class TuneResult:
     searched_on: str = ""              # the stages the per-file search ran on
     notes: tuple[str, ...] = ()        # what the summary should explain
     # a source compiled in one command with others -> those others (they took its flags)
-    command_mates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    command_mates: CommandMates = field(default_factory=dict)
 
 
 class Tuner:
@@ -138,28 +139,28 @@ class Tuner:
         publish.check_writable(self.request.flags_db)
         journal = Journal.latest(self.store.dir, repair=False) if self.request.resume else None
         if journal:
-            missing = [k for k in HEADER_FIELDS if k not in journal.header]
+            missing = journal.settings.lacking
             if missing:
                 raise TuneError(f"run {journal.run_id} cannot be resumed: its settings lack "
                                 f"{', '.join(missing)}; start a new run without --resume")
             self._not_finished(journal)
             journal.take_over()
-            self._adopt(journal.header)
+            self._adopt(journal.settings)
         evaluator = self._evaluator()
-        if journal and journal.header.get("pgo") and self.profile \
-                and journal.header["pgo"] != self.profile.hash:
+        if journal and journal.settings.pgo and self.profile \
+                and journal.settings.pgo != self.profile.hash:
             raise TuneError(f"run {journal.run_id} was tuned on another PGO profile; start a "
                             "new run without --resume")
         outsiders = hot_sources.compiled_with_outsiders(evaluator.units, self.store.units())
-        sources = (journal.header["sources"] if journal
+        sources = (list(journal.settings.sources) if journal
                    else self._hot_sources(evaluator, outsiders))
         space = self._space(evaluator)
         for note in space.notes:
             self.show(note)
         if journal is None:
-            journal = Journal.create(self.store.dir, self._header(evaluator, sources, space))
+            journal = Journal.create(self.store.dir, self._settings(evaluator, sources, space))
             journal.lock()
-        elif journal.header["space"] != _fingerprint(space):
+        elif journal.settings.space != _fingerprint(space):
             raise TuneError(f"run {journal.run_id}: the knob space changed since it started "
                             "(another compiler?); start a new run without --resume")
         self.journal = journal
@@ -227,7 +228,7 @@ class Tuner:
             self.chosen = with_bolt
 
     def _ship(self, final: Entry | None, winners: list[Winner], searched_on: str,
-              mates: dict[str, tuple[str, ...]]) -> str | None:
+              mates: CommandMates) -> str | None:
         """Write what was verified: the winners, and a chosen stage whether or not a
         per-file flag won on top of it.  Returns the database written, if any."""
         profile = self.profile if self.request.pgo else (self.chosen.profile if self.chosen
@@ -479,30 +480,31 @@ class Tuner:
             blocks.append((source, block))
         return JointSpace(blocks)
 
-    def _header(self, evaluator: Evaluator, sources: list[str], space: Space) -> dict:
+    def _settings(self, evaluator: Evaluator, sources: list[str], space: Space
+                  ) -> RunSettings:
         r = self.request
-        return {"strategy": r.strategy, "seed": r.seed, "budget": r.budget,
-                "options": r.options, "native": r.native, "sources": sources,
-                "target": evaluator.target.output_rel, "metric": self.config.measure.metric,
-                "space": _fingerprint(space), "notes": space.notes,
-                "pgo": self.profile.hash if r.pgo and self.profile else None,
-                "screen": r.screen, "stages": list(r.stages), "attribute": r.attribute,
-                "time": r.time_limit}
+        return RunSettings(strategy=r.strategy, seed=r.seed, budget=r.budget,
+                           options=dict(r.options), sources=tuple(sources),
+                           target=evaluator.target.output_rel,
+                           metric=self.config.measure.metric, space=_fingerprint(space),
+                           notes=tuple(space.notes),
+                           pgo=self.profile.hash if r.pgo and self.profile else None,
+                           native=r.native, screen=r.screen, stages=tuple(r.stages),
+                           attribute=r.attribute, time=r.time_limit)
 
-    def _adopt(self, header: dict) -> None:
+    def _adopt(self, settings: RunSettings) -> None:
         """--resume: the run's own settings win; only --budget changes its budget, up or
         down ([tune] budget is what new runs get, not this one)."""
-        self.request = replace(self.request, strategy=header["strategy"], seed=header["seed"],
-                               options=header["options"], native=bool(header.get("native")),
-                               pgo=bool(header.get("pgo")), screen=bool(header.get("screen")),
-                               stages=tuple(header.get("stages") or ()),
-                               attribute=bool(header.get("attribute")),
+        self.request = replace(self.request, strategy=settings.strategy, seed=settings.seed,
+                               options=dict(settings.options), native=settings.native,
+                               pgo=bool(settings.pgo), screen=settings.screen,
+                               stages=settings.stages, attribute=settings.attribute,
                                budget=self.request.budget
-                               if self.request.budget_given else header["budget"],
-                               time_limit=self.request.time_limit or header.get("time"))
+                               if self.request.budget_given else settings.budget,
+                               time_limit=self.request.time_limit or settings.time)
         self.deadline = Deadline(self.request.time_limit)
         self.config = replace(self.config, measure=replace(self.config.measure,
-                                                           metric=header["metric"]))
+                                                           metric=settings.metric))
 
 
 def _fingerprint(space: Space) -> str:

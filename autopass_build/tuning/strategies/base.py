@@ -22,14 +22,13 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Protocol
 
-from autopass_build.tuning.space import JointSpace
+from autopass_build.tuning.space import JointSpace, Point
 from autopass_build.tuning.strategies.credit import UnitCredit
 
 if TYPE_CHECKING:   # types only: strategies stay importable without a run
     from autopass_build.tuning.journal import Entry
     from autopass_build.tuning.run import RunContext
 
-Point = tuple[int, ...]
 MAX_SKIPS = 5000     # consecutive already-seen proposals before a strategy counts as done
 
 

@@ -31,11 +31,11 @@ import math
 from typing import TYPE_CHECKING, Iterable
 
 from autopass_build.instruments.stats import FASTER, SLOWER
+from autopass_build.tuning.space import Point
 
 if TYPE_CHECKING:
     from autopass_build.instruments.attribution import UnitEffect
 
-Point = tuple[int, ...]
 
 
 class UnitCredit:
