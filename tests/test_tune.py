@@ -506,11 +506,11 @@ def test_wrong_output_by_rounding_names_the_tolerance_that_accepts_it(tmp_path) 
     accepted = subprocess.run(native, cwd=root, capture_output=True, text=True)
     assert accepted.returncode == 0 and "outcome: OK" in accepted.stdout, accepted.stdout
     # tune's summary counts such candidates among the wrong outputs
-    from autopass_build.tuning.tuner import Tuner
     wrong = [Entry(n, Phase.SEARCH, str(n), {"fma.c": "x"}, Outcome.WRONG_OUTPUT, detail=d)
              for n, d in ((1, done.stdout.split("(", 1)[1][:-2]), (2, "exit code 1, the "
                                                                    "baseline's was 0"))]
-    [note] = Tuner._rounding_note(wrong)
+    from autopass_build.tuning.explain import rounding_note
+    [note] = rounding_note(wrong)
     assert note.startswith("1 candidate of 2 with wrong output differed only in printed "
                            "numbers, by little: stdout line 1:"), note
 

@@ -13,8 +13,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from autopass_build.core.durations import duration_text
+
+if TYPE_CHECKING:
+    from autopass_build.tuning.settings import TuneRequest
+    from autopass_build.tuning.stage_choice import Composer
+
+UNCOUNTED = 100_000       # a budget this large is `tune --time` alone: the time decides
+BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
 
 
 @dataclass
@@ -65,3 +73,26 @@ class Deadline:
     def text(self) -> str:
         left = self.left()
         return "" if left is None else f"{duration_text(max(0.0, left))} of --time left · "
+
+
+def stage_budget(request: TuneRequest) -> int:
+    """Evaluations the stages may take: [tune].stage_budget, else half the budget."""
+    given = request.stage_budget
+    return min(given, request.budget) if given else max(1, request.budget // 2)
+
+
+def split_text(request: TuneRequest, stage_budget: int, composer: Composer | None) -> str:
+    """How the budget is split, said before anything is measured."""
+    reserved = BOLT_EVALUATIONS if composer and composer.bolt_pending() else 0
+    compositions = composer.candidates() if composer else []
+    rest = request.budget - min(stage_budget, 2 * len(compositions)) - reserved
+    counted = request.budget < UNCOUNTED
+    return ((f"budget {request.budget} evaluations: " if counted else "budget: ")
+            + (f"the stages up to {min(stage_budget, 2 * len(compositions))} "
+               f"({len(compositions)} compositions, each confirmed when faster; "
+               "--stage-budget changes it)" if compositions else "no stages")
+            + (f", BOLT {reserved}" if reserved else "")
+            + (f", per-file flags at least {max(0, rest)}" if counted else
+               ", per-file flags the rest")
+            + (f"; --time {duration_text(request.time_limit)}: the stages up to "
+               "half of it" if request.time_limit else ""))

@@ -1,16 +1,19 @@
-"""What a tuning run knows once it is set up: handed to strategies (`Strategy.start`) and
-to the screener, so that neither is wired up by setting attributes from outside."""
+"""What a tuning run knows once it is set up (`RunContext`), handed to strategies
+(`Strategy.start`) and
+to the screener, so that neither is wired up by setting attributes from outside; and
+what it ends with (`TuneResult`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from autopass_build.config import Config
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.hotspots import Profile
-from autopass_build.store.index import Store, UnitRecord
-from autopass_build.tuning.journal import Journal
+from autopass_build.store.index import CommandMates, Store, UnitRecord
+from autopass_build.tuning.conclude import Winner
+from autopass_build.tuning.journal import Entry, Journal
 from autopass_build.tuning.space import JointSpace
 
 
@@ -46,3 +49,19 @@ class RunContext:
             for unit in f.units:
                 functions.setdefault(unit, {})[f.symbol] = f.share / len(f.units)
         return functions
+
+
+@dataclass
+class TuneResult:
+    journal: Journal
+    sources: list[str]
+    measured: int                      # search evaluations in the journal
+    best: Entry | None                 # the incumbent, if any candidate was clearly faster
+    final: Entry | None                # the final re-measurement
+    winners: list[Winner]
+    flags_db: str | None               # where the winners were written
+    stages: str = ""                   # the whole-program stages written (BOLT included)
+    searched_on: str = ""              # the stages the per-file search ran on
+    notes: tuple[str, ...] = ()        # what the summary should explain
+    # a source compiled in one command with others -> those others (they took its flags)
+    command_mates: CommandMates = field(default_factory=dict)

@@ -20,7 +20,7 @@ from autopass_build.core.durations import duration_text
 from autopass_build.core.flags import UnitFlags
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning import composite
-from autopass_build.tuning.clock import Deadline, Pace
+from autopass_build.tuning.clock import UNCOUNTED, Deadline, Pace
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
@@ -35,7 +35,6 @@ if TYPE_CHECKING:   # screening (scikit-learn) is imported only when a run scree
     from autopass_build.tuning.screen import Screener
 
 MAX_IDENTICAL = 200       # candidates identical to the baseline (free) before a run stops
-UNCOUNTED = 100_000       # a budget this large is `tune --time` alone: the time decides
 
 
 def measured_in_search(journal: Journal) -> int:

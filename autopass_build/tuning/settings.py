@@ -1,11 +1,16 @@
-"""A tuning run's settings: one frozen record, built once when the run starts (from
-[tune], the command line and what the run found: its sources, target, knob space) and
-written as the run's `run.json`.  `--resume` adopts it, `report` and `publish` read it;
-nothing reads the file by string key."""
+"""A tuning run's settings, in two records.  `TuneRequest`: what is asked, [tune] of
+autopass.toml with the command line's values on top.  `RunSettings`: one frozen record,
+built once when the run starts from the request and what the run found (its sources,
+target, knob space), written as the run's `run.json`; `--resume` adopts it (`adopted`),
+`report` and `publish` read it; nothing reads the file by string key."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from autopass_build.config import Config
+from autopass_build.core.durations import parse_duration
+from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 
 # The keys a run needs to be resumed, and their JSON types: a run.json lacking one was
 # written by a test or an earlier step (reported, not resumed); one of another type is
@@ -64,3 +69,64 @@ class RunSettings:
         except (TypeError, ValueError) as error:
             raise SettingsError(str(error)) from None
         return cls(**values, lacking=tuple(k for k in REQUIRED if k not in data))
+
+
+@dataclass
+class TuneRequest:
+    strategy: str = DEFAULT_STRATEGY
+    budget: int = 40
+    seed: int = 0
+    options: dict = field(default_factory=dict)
+    max_units: int = 4
+    coverage: float = 90.0
+    native: bool = False
+    flags_db: str = FLAGS_DB_NAME
+    resume: bool = False
+    pgo: bool = False        # tune on top of the PGO build (`autopass pgo` trains it)
+    screen: bool = False     # rank candidates by their compiled code before measuring
+    knowledge: str = ""      # the screening knowledge file (default: the user's cache)
+    screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
+    stages: tuple[str, ...] = STAGES   # whole-program stages to try first ([]: none)
+    attribute: bool = False  # per-unit attribution, and the composite of its winners
+    budget_given: bool = False   # --budget on the command line: a resumed run takes it
+    time_limit: float | None = None    # --time / [tune].time, in seconds (clock.py)
+    stage_budget: int = 0        # evaluations for the stages (0: half the budget)
+
+    @classmethod
+    def from_config(cls, config: Config, **given) -> "TuneRequest":
+        """[tune] with the command line's values on top.  [tune].options belong to
+        [tune].strategy: another strategy on the command line starts from its defaults."""
+        tune = config.tune
+        request = cls(tune.strategy, tune.budget, tune.seed, dict(tune.options),
+                      tune.max_units, tune.coverage, tune.native,
+                      config.resolve(tune.flags_db),
+                      pgo=bool(config.run.train) and not tune.stages, screen=tune.screen,
+                      stages=tune.stages, attribute=tune.attribute,
+                      time_limit=parse_duration(tune.time) if tune.time else None,
+                      stage_budget=tune.stage_budget)
+        if given.get("strategy") not in (None, tune.strategy):
+            request = replace(request, options={})
+        return replace(request, **{k: v for k, v in given.items() if v is not None},
+                       budget_given=given.get("budget") is not None)
+
+
+def settings_for(request: TuneRequest, sources: list[str], target: str, metric: str,
+                 space: str, notes: list[str], pgo: str | None) -> RunSettings:
+    """The settings a new run writes: the request, and what the run found."""
+    return RunSettings(strategy=request.strategy, seed=request.seed, budget=request.budget,
+                       options=dict(request.options), sources=tuple(sources), target=target,
+                       metric=metric, space=space, notes=tuple(notes), pgo=pgo,
+                       native=request.native, screen=request.screen,
+                       stages=tuple(request.stages), attribute=request.attribute,
+                       time=request.time_limit)
+
+
+def adopted(request: TuneRequest, settings: RunSettings) -> TuneRequest:
+    """--resume: the run's own settings win; only --budget changes its budget, up or
+    down ([tune] budget is what new runs get, not this one), and --time its time."""
+    return replace(request, strategy=settings.strategy, seed=settings.seed,
+                   options=dict(settings.options), native=settings.native,
+                   pgo=bool(settings.pgo), screen=settings.screen, stages=settings.stages,
+                   attribute=settings.attribute,
+                   budget=request.budget if request.budget_given else settings.budget,
+                   time_limit=request.time_limit or settings.time)

@@ -353,3 +353,11 @@ def _probe_knobs(space: Space, compiler: str, cache_dir: str) -> list[str]:
             return []
         return [k.name for k in space.knobs
                 if not all(_accepts(compiler, list(v), scratch) for v in k.values[1:])]
+
+
+def fingerprint(space: Space) -> str:
+    """What a resumed run checks: the same knobs, values and constraints (a compiler
+    that rejects other flags gives another space)."""
+    return hash_json([[k.name, [list(v) for v in k.values]] for k in space.knobs]
+                     + [[c.knob, sorted(c.values), list(c.defaults)]
+                        for c in space.constraints])[:24]

@@ -17,18 +17,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from autopass_build.config import Config
 from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
-from autopass_build.core.durations import duration_text, parse_duration
-from autopass_build.core.files import hash_json, write_atomic
-from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
-from autopass_build.core.outcome import Outcome
-from autopass_build.core.plural import counted
+from autopass_build.core.files import write_atomic
 from autopass_build.core.stage_flags import lto_mode
-from autopass_build.instruments import output_check, pgo, stages
+from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.benchmark import MeasureError, native_unmeasurable
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
@@ -39,86 +35,33 @@ from autopass_build.instruments.stats import FASTER
 from autopass_build.store.index import CommandMates, Store, command_mates
 from autopass_build.tuning import composite, hot_sources, publish
 from autopass_build.tuning import strategies as search
-from autopass_build.tuning.clock import Deadline
+from autopass_build.tuning.clock import BOLT_EVALUATIONS, UNCOUNTED, Deadline, split_text
+from autopass_build.tuning.clock import stage_budget as stage_budget_of
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
+from autopass_build.tuning.explain import wrong_output_notes
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
     TuneError,
 )
-from autopass_build.tuning.run import RunContext
-from autopass_build.tuning.searching import UNCOUNTED, Search, measured_in_search
-from autopass_build.tuning.settings import RunSettings
+from autopass_build.tuning.run import RunContext, TuneResult
+from autopass_build.tuning.searching import Search, measured_in_search
+from autopass_build.tuning.settings import RunSettings, TuneRequest, adopted, settings_for
 from autopass_build.tuning.space import (
     LEAVE_LTO_KNOB,
     JointSpace,
     Space,
     default_space,
+    fingerprint,
     probe,
 )
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level
 
-BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
 STAGE_SHARE = 0.5         # of --time: what the stages may take at most
 FINISHED = "finished"     # in a run's folder: it ended (with this budget)
 
 __all__ = ["TuneError", "TuneRequest", "TuneResult", "Tuner", "Winner", "UNCOUNTED"]
-
-
-@dataclass
-class TuneRequest:
-    strategy: str = DEFAULT_STRATEGY
-    budget: int = 40
-    seed: int = 0
-    options: dict = field(default_factory=dict)
-    max_units: int = 4
-    coverage: float = 90.0
-    native: bool = False
-    flags_db: str = FLAGS_DB_NAME
-    resume: bool = False
-    pgo: bool = False        # tune on top of the PGO build (`autopass pgo` trains it)
-    screen: bool = False     # rank candidates by their compiled code before measuring
-    knowledge: str = ""      # the screening knowledge file (default: the user's cache)
-    screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
-    stages: tuple[str, ...] = STAGES   # whole-program stages to try first ([]: none)
-    attribute: bool = False  # per-unit attribution, and the composite of its winners
-    budget_given: bool = False   # --budget on the command line: a resumed run takes it
-    time_limit: float | None = None    # --time / [tune].time, in seconds (clock.py)
-    stage_budget: int = 0        # evaluations for the stages (0: half the budget)
-
-    @classmethod
-    def from_config(cls, config: Config, **given) -> "TuneRequest":
-        """[tune] with the command line's values on top.  [tune].options belong to
-        [tune].strategy: another strategy on the command line starts from its defaults."""
-        tune = config.tune
-        request = cls(tune.strategy, tune.budget, tune.seed, dict(tune.options),
-                      tune.max_units, tune.coverage, tune.native,
-                      config.resolve(tune.flags_db),
-                      pgo=bool(config.run.train) and not tune.stages, screen=tune.screen,
-                      stages=tune.stages, attribute=tune.attribute,
-                      time_limit=parse_duration(tune.time) if tune.time else None,
-                      stage_budget=tune.stage_budget)
-        if given.get("strategy") not in (None, tune.strategy):
-            request = replace(request, options={})
-        return replace(request, **{k: v for k, v in given.items() if v is not None},
-                       budget_given=given.get("budget") is not None)
-
-
-@dataclass
-class TuneResult:
-    journal: Journal
-    sources: list[str]
-    measured: int                      # search evaluations in the journal
-    best: Entry | None                 # the incumbent, if any candidate was clearly faster
-    final: Entry | None                # the final re-measurement
-    winners: list[Winner]
-    flags_db: str | None               # where the winners were written
-    stages: str = ""                   # the whole-program stages written (BOLT included)
-    searched_on: str = ""              # the stages the per-file search ran on
-    notes: tuple[str, ...] = ()        # what the summary should explain
-    # a source compiled in one command with others -> those others (they took its flags)
-    command_mates: CommandMates = field(default_factory=dict)
 
 
 class Tuner:
@@ -160,7 +103,7 @@ class Tuner:
         if journal is None:
             journal = Journal.create(self.store.dir, self._settings(evaluator, sources, space))
             journal.lock()
-        elif journal.settings.space != _fingerprint(space):
+        elif journal.settings.space != fingerprint(space):
             raise TuneError(f"run {journal.run_id}: the knob space changed since it started "
                             "(another compiler?); start a new run without --resume")
         self.journal = journal
@@ -198,7 +141,7 @@ class Tuner:
             pass
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on,
-                          self._notes(evaluator, sources, journal), mates)
+                          wrong_output_notes(evaluator.units, sources, journal), mates)
 
     def _not_finished(self, journal: Journal) -> None:
         """A run that ended is not resumed (its strategy, asked again, could propose one
@@ -279,14 +222,14 @@ class Tuner:
         no stages asked for, none verified faster, or --pgo chose the baseline)."""
         allowed = self._allowed_stages()
         if not allowed:
-            self._say_the_split(0, None)
+            self.show(split_text(self.request, 0, None))
             return None
         composer = Composer(evaluator, self.measurements, allowed,
                             lambda: self._profile(evaluator), self.show,
                             hot.unit_shares() if hot and _made_for(hot, evaluator) else None)
         self.composer = composer
-        stage_budget = self._stage_budget()
-        self._say_the_split(stage_budget, composer)
+        stage_budget = stage_budget_of(self.request)
+        self.show(split_text(self.request, stage_budget, composer))
         if self._native():
             stage_budget = max(1, stage_budget - NATIVE_EVALUATIONS)
         chosen, _ = composer.choose(stage_budget, self.deadline.share(STAGE_SHARE))
@@ -301,27 +244,6 @@ class Tuner:
         self.show(f"baseline: {chosen.name}, {chosen.entry.interval_text()} of "
                   f"{chosen.against}; per-file flags are tuned on top of it")
         return chosen
-
-    def _stage_budget(self) -> int:
-        """Evaluations the stages may take: [tune].stage_budget, else half the budget."""
-        given = self.request.stage_budget
-        return min(given, self.request.budget) if given else max(1, self.request.budget // 2)
-
-    def _say_the_split(self, stage_budget: int, composer: Composer | None) -> None:
-        """How the budget is split, said before anything is measured."""
-        reserved = BOLT_EVALUATIONS if composer and composer.bolt_pending() else 0
-        compositions = composer.candidates() if composer else []
-        rest = self.request.budget - min(stage_budget, 2 * len(compositions)) - reserved
-        counted = self.request.budget < UNCOUNTED
-        self.show((f"budget {self.request.budget} evaluations: " if counted else "budget: ")
-                  + (f"the stages up to {min(stage_budget, 2 * len(compositions))} "
-                     f"({len(compositions)} compositions, each confirmed when faster; "
-                     "--stage-budget changes it)" if compositions else "no stages")
-                  + (f", BOLT {reserved}" if reserved else "")
-                  + (f", per-file flags at least {max(0, rest)}" if counted else
-                     ", per-file flags the rest")
-                  + (f"; --time {duration_text(self.request.time_limit)}: the stages up to "
-                     "half of it" if self.request.time_limit else ""))
 
     def _native(self) -> bool:
         """Whether -march=native is tried (asked for, and measurable here; said once
@@ -433,36 +355,6 @@ class Tuner:
             return ()
         return stages.parse(self.request.stages)
 
-    def _notes(self, evaluator: Evaluator, sources: list[str], journal: Journal
-               ) -> tuple[str, ...]:
-        """Why candidates were WRONG_OUTPUT, when the units say: floating-point results
-        that depend on optimization (libvorbis builds with -ffast-math: its PGO build
-        encodes other bytes)."""
-        wrong = [e for e in journal.entries if e.outcome == Outcome.WRONG_OUTPUT]
-        if not wrong:
-            return ()
-        loose = {u.source_rel: flag for u in evaluator.units if u.source_rel in sources
-                 for flag in [flagset.loose_floating_point(u.argv)] if flag}
-        if not loose:
-            return self._rounding_note(wrong)
-        flag = sorted(set(loose.values()))[0]
-        return (f"wrong output explained: {', '.join(sorted(loose))} "
-                f"{'is' if len(loose) == 1 else 'are'} compiled with {flag}, so "
-                "floating-point results depend on how the code is optimized and other stages "
-                "or flags change the output; if small differences are acceptable, "
-                '[check] mode = "numbers" (with a tolerance) or a [check] command lets such '
-                "builds be measured",)
-
-    @staticmethod
-    def _rounding_note(wrong: list[Entry]) -> tuple[str, ...]:
-        """A note when wrong outputs differed only in printed numbers, by little (aubio's
-        pitch track, 1.6e-06 apart under -force-vector-width=4, without -ffast-math)."""
-        rounded = [e for e in wrong if output_check.NUMBERS_ONLY in e.detail]
-        if not rounded:
-            return ()
-        return (f"{counted(len(rounded), 'candidate')} of {len(wrong)} with wrong output "
-                f"differed only in printed numbers, by little: {rounded[0].detail}",)
-
     def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space) -> JointSpace:
         """One block per tuned source; a source compiled against a precompiled header
         does not get the values the header fixes (they would not compile)."""
@@ -482,35 +374,16 @@ class Tuner:
 
     def _settings(self, evaluator: Evaluator, sources: list[str], space: Space
                   ) -> RunSettings:
-        r = self.request
-        return RunSettings(strategy=r.strategy, seed=r.seed, budget=r.budget,
-                           options=dict(r.options), sources=tuple(sources),
-                           target=evaluator.target.output_rel,
-                           metric=self.config.measure.metric, space=_fingerprint(space),
-                           notes=tuple(space.notes),
-                           pgo=self.profile.hash if r.pgo and self.profile else None,
-                           native=r.native, screen=r.screen, stages=tuple(r.stages),
-                           attribute=r.attribute, time=r.time_limit)
+        return settings_for(self.request, sources, evaluator.target.output_rel,
+                            self.config.measure.metric, fingerprint(space), space.notes,
+                            self.profile.hash if self.request.pgo and self.profile else None)
 
     def _adopt(self, settings: RunSettings) -> None:
-        """--resume: the run's own settings win; only --budget changes its budget, up or
-        down ([tune] budget is what new runs get, not this one)."""
-        self.request = replace(self.request, strategy=settings.strategy, seed=settings.seed,
-                               options=dict(settings.options), native=settings.native,
-                               pgo=bool(settings.pgo), screen=settings.screen,
-                               stages=settings.stages, attribute=settings.attribute,
-                               budget=self.request.budget
-                               if self.request.budget_given else settings.budget,
-                               time_limit=self.request.time_limit or settings.time)
+        """--resume: the run's own settings win (settings.adopted)."""
+        self.request = adopted(self.request, settings)
         self.deadline = Deadline(self.request.time_limit)
         self.config = replace(self.config, measure=replace(self.config.measure,
                                                            metric=settings.metric))
-
-
-def _fingerprint(space: Space) -> str:
-    return hash_json([[k.name, [list(v) for v in k.values]] for k in space.knobs]
-                     + [[c.knob, sorted(c.values), list(c.defaults)]
-                        for c in space.constraints])[:24]
 
 
 def _made_for(stored: Profile | pgo.TrainedProfile, evaluator: Evaluator) -> bool:
