@@ -19,7 +19,6 @@ from autopass_build.core.durations import duration_text
 
 if TYPE_CHECKING:
     from autopass_build.tuning.settings import TuneRequest
-    from autopass_build.tuning.stage_choice import Composer
 
 UNCOUNTED = 100_000       # a budget this large is `tune --time` alone: the time decides
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
@@ -81,15 +80,16 @@ def stage_budget(request: TuneRequest) -> int:
     return min(given, request.budget) if given else max(1, request.budget // 2)
 
 
-def split_text(request: TuneRequest, stage_budget: int, composer: Composer | None) -> str:
-    """How the budget is split, said before anything is measured."""
-    reserved = BOLT_EVALUATIONS if composer and composer.bolt_pending() else 0
-    compositions = composer.candidates() if composer else []
-    rest = request.budget - min(stage_budget, 2 * len(compositions)) - reserved
+def split_text(request: TuneRequest, stage_budget: int, compositions: int,
+               bolt_pending: bool) -> str:
+    """How the budget is split, said before anything is measured: `compositions` the
+    stage compositions to measure, `bolt_pending` whether BOLT will be tried."""
+    reserved = BOLT_EVALUATIONS if bolt_pending else 0
+    rest = request.budget - min(stage_budget, 2 * compositions) - reserved
     counted = request.budget < UNCOUNTED
     return ((f"budget {request.budget} evaluations: " if counted else "budget: ")
-            + (f"the stages up to {min(stage_budget, 2 * len(compositions))} "
-               f"({len(compositions)} compositions, each confirmed when faster; "
+            + (f"the stages up to {min(stage_budget, 2 * compositions)} "
+               f"({compositions} compositions, each confirmed when faster; "
                "--stage-budget changes it)" if compositions else "no stages")
             + (f", BOLT {reserved}" if reserved else "")
             + (f", per-file flags at least {max(0, rest)}" if counted else

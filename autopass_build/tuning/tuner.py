@@ -222,14 +222,15 @@ class Tuner:
         no stages asked for, none verified faster, or --pgo chose the baseline)."""
         allowed = self._allowed_stages()
         if not allowed:
-            self.show(split_text(self.request, 0, None))
+            self.show(split_text(self.request, 0, 0, False))
             return None
         composer = Composer(evaluator, self.measurements, allowed,
                             lambda: self._profile(evaluator), self.show,
                             hot.unit_shares() if hot and _made_for(hot, evaluator) else None)
         self.composer = composer
         stage_budget = stage_budget_of(self.request)
-        self.show(split_text(self.request, stage_budget, composer))
+        self.show(split_text(self.request, stage_budget, len(composer.candidates()),
+                             composer.bolt_pending()))
         if self._native():
             stage_budget = max(1, stage_budget - NATIVE_EVALUATIONS)
         chosen, _ = composer.choose(stage_budget, self.deadline.share(STAGE_SHARE))
