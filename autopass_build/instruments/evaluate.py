@@ -29,7 +29,8 @@ from autopass_build.instruments.binaries import build_id
 from autopass_build.instruments.measure import Comparison, Progress, compare
 from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
 from autopass_build.instruments.sampling import with_source
-from autopass_build.store.index import CommandMates, Store, UnitRecord, command_mates
+from autopass_build.store.index import Store
+from autopass_build.store.records import CommandMates, UnitRecord, command_mates
 from autopass_build.store.targets import Target, executables_text, resolve
 
 

@@ -26,7 +26,8 @@ from elftools.elf.sections import SymbolTableSection
 from autopass_build.core import proc, toolchain
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.instruments.replay import BITCODE, QUIET, Replayer, source_args
-from autopass_build.store.index import Store, UnitRecord
+from autopass_build.store.index import Store
+from autopass_build.store.records import UnitRecord
 
 NUMERIC_ARGS = ("Cost", "Threshold", "VectorizationFactor", "InterleaveCount", "UnrollCount",
                 "NumInstructions", "NumVRCopies", "NumStackBytes", "Line")

@@ -42,7 +42,8 @@ from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.core.stage_flags import without_strip_all
 from autopass_build.instruments.binaries import alias_soname
-from autopass_build.store.index import LinkRecord, Store, UnitRecord
+from autopass_build.store.index import Store
+from autopass_build.store.records import LinkRecord, UnitRecord
 from autopass_build.store.targets import ObjectIndex, prebuilt_library_folders
 
 OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")

@@ -18,17 +18,25 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from urllib.parse import quote
 
 from autopass_build.capture.spool import PACKED, SPOOL, Spool
 from autopass_build.core.files import disk_full, write_atomic
 from autopass_build.store import spool_records
+from autopass_build.store.location import Location
+from autopass_build.store.records import (
+    ArchiveRecord,
+    LinkInput,
+    LinkRecord,
+    RecordedBuild,
+    SkipRecord,
+    UnitRecord,
+)
 
 SCHEMA_VERSION = 1
 DB_NAME = "store.db"
 BUILD_NAME = "build-command.json"
-LOCATION_NAME = "location"         # the folder the store's tree was recorded in
 BUSY_TIMEOUT_S = 120.0
 
 SCHEMA = """
@@ -67,92 +75,6 @@ def _text(blob: bytes) -> str:
     return os.fsdecode(blob)
 
 
-@dataclass
-class UnitRecord:
-    """One translation unit: a source compiled with one command into one object."""
-    id: str
-    source: str            # absolute
-    source_rel: str        # relative to the project root (absolute when outside it)
-    cwd: str
-    compiler: str          # the real compiler that ran
-    argv: list[str]        # arguments after the compiler, expanded, as classified
-    output: str | None     # absolute object path; None when compiled and linked in one call
-    language: str
-    opt_level: str
-    source_hash: str
-    object_hash: str | None
-    ir_hash: str
-    compiler_id: str
-    recorded_at: float = field(default_factory=time.time)
-
-
-# A source compiled in one command with others -> those sources (they share its flags).
-CommandMates = dict[str, tuple[str, ...]]
-
-
-def command_groups(units: list[UnitRecord]) -> CommandMates:
-    """Each source compiled in one command with others (`cc -c a.c b.c ...`: lz4's and
-    lp_solve's libraries; `cc -o duk duktape.c duk_cmdline.c ...`: duktape) -> every
-    source of that command, itself included, in the command's order.  Apply mode gives
-    such a command one set of flags (F23): what is tuned for one of them is measured,
-    and ships, for all of them."""
-    by_command: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for u in units:
-        group = by_command.setdefault((u.cwd, tuple(u.argv)), [])
-        if u.source_rel not in group:
-            group.append(u.source_rel)
-    return {source: tuple(group) for group in by_command.values() if len(group) > 1
-            for source in group}
-
-
-def command_mates(sources: list[str], units: list[UnitRecord]) -> CommandMates:
-    """Each of `sources` compiled in one command with others -> those others."""
-    groups = command_groups(units)
-    return {s: tuple(g for g in groups[s] if g != s) for s in sources if s in groups}
-
-
-@dataclass
-class SkipRecord:
-    cwd: str
-    argv: list[str]
-    sources: list[str]
-    reason: str
-    detail: str = ""
-    recorded_at: float = field(default_factory=time.time)
-
-
-@dataclass
-class LinkInput:
-    kind: str     # "object", "archive", "shared", "unit" (compiled in the same call)
-    path: str     # absolute; for "unit", the unit id
-    hash: str | None = None
-
-
-@dataclass
-class LinkRecord:
-    output: str            # absolute
-    cwd: str
-    compiler: str
-    argv: list[str]
-    kind: str              # "executable" or "shared"
-    inputs: list[LinkInput]
-    output_hash: str | None
-    recorded_at: float = field(default_factory=time.time)
-
-
-@dataclass
-class ArchiveRecord:
-    hash: str
-    path: str
-    members: list[tuple[str, str]]  # (member name, content hash), archive order
-
-
-@dataclass(frozen=True)
-class RecordedBuild:
-    argv: list[str]
-    cwd: str
-
-
 class StoreError(Exception):
     pass
 
@@ -174,7 +96,7 @@ class Store:
         self._conn: sqlite3.Connection | None = None
         self._ingested = False
         self.frozen = False        # opened read-only: its disk is full (F66)
-        self._moved: tuple[str, str] | None = None   # (recorded in, here): _relocation
+        self.location = Location(self.dir)   # where its tree was recorded, where it is
         self.waiting = 0           # spool records not yet in the index (F66)
 
     # -- opening ------------------------------------------------------------------------
@@ -365,74 +287,33 @@ class Store:
                                  ) from None
             raise
 
-    # -- where the store was recorded -----------------------------------------------------
-    def _relocation(self) -> tuple[str, str] | None:
-        """(the folder the store's tree was recorded in, where it is now) when the tree
-        was copied or moved with its store since (paths recorded there are read as
-        here), else None.  The place is remembered at the first read of the index."""
-        if self._moved is None:
-            here = os.path.dirname(self.dir)
-            was = here
-            try:
-                with open(os.path.join(self.dir, LOCATION_NAME), encoding="utf-8",
-                          errors="surrogateescape") as handle:
-                    was = handle.read().rstrip("\n") or here
-            except FileNotFoundError:
-                try:
-                    write_atomic(os.path.join(self.dir, LOCATION_NAME),
-                                 os.fsencode(here) + b"\n")
-                except OSError:
-                    pass
-            except OSError:
-                pass
-            self._moved = (was, here)
-        was, here = self._moved
-        return None if was == here else (was, here)
-
-    def _here(self, path: str) -> str:
-        moved = self._relocation()
-        if moved is None:
-            return path
-        was, here = moved
-        return path.replace(was, here, 1) if path == was or path.startswith(was + os.sep) \
-            else path
-
-    def _here_argv(self, argv: list[str]) -> list[str]:
-        """Arguments with the recorded folder in them (-I/old/include, /old/src/x.cpp)
-        read as here."""
-        moved = self._relocation()
-        if moved is None:
-            return argv
-        was, here = moved
-        return [token.replace(was + os.sep, here + os.sep) for token in argv]
-
     # -- reads --------------------------------------------------------------------------
     def units(self) -> list[UnitRecord]:
         self._ensure_ingested()
         rows = self.connection().execute(
             "SELECT * FROM units ORDER BY source_rel, output").fetchall()
         units = [_unit_from_row(r) for r in rows]
-        if self._relocation() is None:
+        if self.location.moved() is None:
             return units
-        return [replace(u, source=self._here(u.source), cwd=self._here(u.cwd),
-                        output=self._here(u.output) if u.output else u.output,
-                        argv=self._here_argv(u.argv)) for u in units]
+        return [replace(u, source=self.location.here(u.source), cwd=self.location.here(u.cwd),
+                        output=self.location.here(u.output) if u.output else u.output,
+                        argv=self.location.here_argv(u.argv)) for u in units]
 
     def skipped(self) -> list[SkipRecord]:
         self._ensure_ingested()
         rows = self.connection().execute(
             "SELECT cwd, argv, sources, reason, detail, recorded_at FROM skipped "
             "ORDER BY reason, recorded_at").fetchall()
-        return [SkipRecord(self._here(_text(r[0])), json.loads(r[1]),
-                           [self._here(p) for p in json.loads(r[2])], r[3], r[4], r[5])
+        return [SkipRecord(self.location.here(_text(r[0])), json.loads(r[1]),
+                           [self.location.here(p) for p in json.loads(r[2])], r[3], r[4], r[5])
                 for r in rows]
 
     def links(self) -> list[LinkRecord]:
         self._ensure_ingested()
         rows = self.connection().execute("SELECT * FROM links ORDER BY output").fetchall()
-        return [LinkRecord(self._here(_text(r[0])), self._here(_text(r[1])), _text(r[2]),
-                           self._here_argv(json.loads(r[3])), r[4],
-                           [LinkInput(i[0], i[1] if i[0] == "unit" else self._here(i[1]),
+        return [LinkRecord(self.location.here(_text(r[0])), self.location.here(_text(r[1])), _text(r[2]),
+                           self.location.here_argv(json.loads(r[3])), r[4],
+                           [LinkInput(i[0], i[1] if i[0] == "unit" else self.location.here(i[1]),
                                       *i[2:]) for i in json.loads(r[5])], r[6], r[7])
                 for r in rows]
 
@@ -442,13 +323,13 @@ class Store:
             "SELECT hash, path, members FROM archives WHERE hash = ?", (digest,)).fetchone()
         if row is None:
             return None
-        return ArchiveRecord(row[0], self._here(_text(row[1])),
+        return ArchiveRecord(row[0], self.location.here(_text(row[1])),
                              [tuple(m) for m in json.loads(row[2])])
 
     def archives(self) -> list[ArchiveRecord]:
         self._ensure_ingested()
         rows = self.connection().execute("SELECT hash, path, members FROM archives").fetchall()
-        return [ArchiveRecord(r[0], self._here(_text(r[1])), [tuple(m) for m in json.loads(r[2])])
+        return [ArchiveRecord(r[0], self.location.here(_text(r[1])), [tuple(m) for m in json.loads(r[2])])
                 for r in rows]
 
     # -- replay fidelity ----------------------------------------------------------------
