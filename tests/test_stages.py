@@ -157,8 +157,8 @@ def test_a_unit_out_of_lto_gets_its_own_flags_in_tuning_and_in_apply_mode(tmp_pa
     as it was; with the space's leave_lto value (-fno-lto) the unit is machine code built
     with its flags.  Apply mode builds that unit so, the others as bitcode, and the
     object is the one replay measured."""
+    from autopass_build.instruments.candidate import same_program
     from autopass_build.instruments.fidelity import compare_objects
-    from autopass_build.instruments.replay import same_program
 
     root = recorded(tmp_path / "mini")
     store = Store.open_existing(str(root / ".autopass"))

@@ -29,7 +29,7 @@ from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.instruments import training
 from autopass_build.instruments.benchmark import Benchmark
 from autopass_build.instruments.binaries import alias_soname
-from autopass_build.instruments.replay import Candidate
+from autopass_build.instruments.candidate import Candidate
 from autopass_build.store.index import Store
 
 BOLT_FILE = "bolt.json"

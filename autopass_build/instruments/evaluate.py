@@ -26,8 +26,9 @@ from autopass_build.instruments.attribution import (
 )
 from autopass_build.instruments.benchmark import Benchmark
 from autopass_build.instruments.binaries import build_id
+from autopass_build.instruments.candidate import Candidate, ReplayStats, same_program
 from autopass_build.instruments.measure import Comparison, Progress, compare
-from autopass_build.instruments.replay import Candidate, Replayer, ReplayStats, same_program
+from autopass_build.instruments.replay import Replayer
 from autopass_build.instruments.sampling import with_source
 from autopass_build.store.index import Store
 from autopass_build.store.records import CommandMates, UnitRecord, command_mates

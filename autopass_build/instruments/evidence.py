@@ -23,9 +23,11 @@ import yaml
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from autopass_build.capture.bitcode import BITCODE
 from autopass_build.core import proc, toolchain
 from autopass_build.core.flags import replayable_from_ir
-from autopass_build.instruments.replay import BITCODE, QUIET, Replayer, source_args
+from autopass_build.instruments.replay import QUIET, Replayer
+from autopass_build.instruments.replay_args import source_args
 from autopass_build.store.index import Store
 from autopass_build.store.records import UnitRecord
 

@@ -14,21 +14,16 @@ first through LD_LIBRARY_PATH.
 
 from __future__ import annotations
 
-import filecmp
 import os
 import shutil
-from dataclasses import dataclass, field
 
 from autopass_build.capture import archive
+from autopass_build.capture.bitcode import BITCODE
 from autopass_build.capture.compiler_args import Invocation, classify
 from autopass_build.capture.option_table import (
-    R_DEBUG,
     R_DEPENDENCY,
     R_LINK,
     R_LINK_INPUT,
-    R_MODE,
-    R_OPTIMIZATION,
-    R_OTHER,
     R_OUTPUT,
     R_SIDE_OUTPUT,
     R_SOURCE,
@@ -42,6 +37,12 @@ from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.core.stage_flags import without_strip_all
 from autopass_build.instruments.binaries import alias_soname
+from autopass_build.instruments.candidate import Candidate, ReplayStats
+from autopass_build.instruments.replay_args import (
+    codegen_args,
+    source_args,
+    thinlto_cache,
+)
 from autopass_build.store.index import Store
 from autopass_build.store.records import LinkRecord, UnitRecord
 from autopass_build.store.targets import ObjectIndex, prebuilt_library_folders
@@ -49,8 +50,6 @@ from autopass_build.store.targets import ObjectIndex, prebuilt_library_folders
 OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")
 MAX_TREE_FILE = 1 << 20      # version and linker scripts are small; outputs are not read
 
-# Roles of a unit's original arguments that matter when compiling its IR.
-CODEGEN_ROLES = (R_OPTIMIZATION, R_DEBUG, R_OTHER)
 QUIET = ["-w", "-Wno-unused-command-line-argument"]
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
 # A shared library linked from objects compiled without -fPIC (clang's default PIE):
@@ -61,91 +60,7 @@ NOT_PIC_SAID = ("objects without -fPIC, which lld refuses in an LTO shared libra
                 "-fPIC to their flags (GNU ld lets them pass)")
 
 Flags = tuple[str, ...]
-BITCODE = b"BC\xc0\xde"
 
-
-@dataclass
-class ReplayStats:
-    compiled: int = 0       # objects compiled from IR
-    from_source: int = 0    # objects compiled from source (IR replay does not reproduce)
-    cached: int = 0         # objects found in the cache
-    links: int = 0
-
-
-@dataclass
-class Candidate:
-    binary: str
-    folder: str
-    env: dict[str, str] = field(default_factory=dict)  # LD_LIBRARY_PATH for rebuilt .so
-
-
-def same_program(a: Candidate, b: Candidate) -> bool:
-    """Byte for byte the same files (the binary, and any shared library rebuilt beside
-    it) in the same environment: measuring one against the other would be an A/A.
-    Anything else in a folder (say, a rewriter's leftovers) makes them differ."""
-    if a.folder == b.folder:
-        return a.binary == b.binary and a.env == b.env
-    if os.path.relpath(a.binary, a.folder) != os.path.relpath(b.binary, b.folder):
-        return False
-    if {k: v.replace(a.folder, "") for k, v in a.env.items()} != \
-            {k: v.replace(b.folder, "") for k, v in b.env.items()}:
-        return False
-    names_a, names_b = _files_under(a.folder), _files_under(b.folder)
-    return names_a == names_b and all(
-        filecmp.cmp(os.path.join(a.folder, n), os.path.join(b.folder, n), shallow=False)
-        for n in names_a)
-
-
-# A relink under ThinLTO generates code again only for the modules a candidate changed
-# and those that import from them: the others come from this cache (keyed by their
-# inputs and options, so a hit is what the link would make).  Bounded: a 390-unit C++
-# program's entries are tens of megabytes each time the baseline changes.
-THINLTO_CACHE_POLICY = "cache_size_bytes=4g:prune_after=168h"
-
-
-def thinlto_cache(link_argv: list[str], folder: str) -> list[str]:
-    """The link options that keep ThinLTO's code generation in `folder`, for a link whose
-    last LTO option is -flto=thin (lld's, or the gold plugin's that GNU ld loads)."""
-    lto = [t for t in link_argv if t in ("-flto", "-flto=thin", "-flto=full", "-fno-lto")]
-    if not lto or lto[-1] != "-flto=thin":
-        return []
-    lld = any(t == "-fuse-ld=lld" or (t.startswith("--ld-path=") and "lld" in t)
-              for t in link_argv)
-    if lld:
-        return [f"-Wl,--thinlto-cache-dir={folder}",
-                f"-Wl,--thinlto-cache-policy={THINLTO_CACHE_POLICY}"]
-    return [f"-Wl,-plugin-opt,cache-dir={folder}",
-            f"-Wl,-plugin-opt,cache-policy={THINLTO_CACHE_POLICY}"]
-
-
-def _files_under(folder: str) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(root, name), folder)
-                  for root, _, names in os.walk(folder) for name in names)
-
-
-def _parsed(unit: UnitRecord) -> Invocation:
-    parsed = classify(unit.argv, unit.cwd)
-    if not isinstance(parsed, Invocation):  # pragma: no cover - recorded units parse
-        raise EvaluationError(Outcome.COMPILE_FAIL, f"cannot re-read {unit.source_rel}'s command")
-    return parsed
-
-
-def _codegen_args(unit: UnitRecord) -> list[str]:
-    return [t for arg in _parsed(unit).args if arg.role in CODEGEN_ROLES for t in arg.tokens]
-
-
-def source_args(unit: UnitRecord) -> list[str]:
-    """The unit's own compile arguments for only this source, without -c/-o/dep files."""
-    parsed = _parsed(unit)
-    out: list[str] = []
-    for arg in parsed.args:
-        if arg.role in (R_OUTPUT, R_MODE, R_DEPENDENCY, R_SIDE_OUTPUT, R_LINK, R_LINK_INPUT):
-            continue
-        if arg.role == R_SOURCE and os.path.normpath(
-                os.path.join(unit.cwd, arg.tokens[0])) != unit.source:
-            continue
-        out.extend(arg.tokens)
-    return out
 
 
 class Replayer:
@@ -169,7 +84,7 @@ class Replayer:
     # -- objects ------------------------------------------------------------------------
     def codegen_args(self, unit: UnitRecord) -> list[str]:
         if unit.id not in self._codegen:
-            self._codegen[unit.id] = _codegen_args(unit)
+            self._codegen[unit.id] = codegen_args(unit)
         return self._codegen[unit.id]
 
     def _compiler(self, unit: UnitRecord) -> str:

@@ -14,8 +14,8 @@ from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.benchmark import DETERMINISTIC_METRICS, MeasureError
+from autopass_build.instruments.candidate import Candidate
 from autopass_build.instruments.evaluate import Evaluation, Evaluator
-from autopass_build.instruments.replay import Candidate
 from autopass_build.instruments.stats import FASTER, SLOWER
 from autopass_build.tuning.journal import Entry, Journal, Phase, Timing
 

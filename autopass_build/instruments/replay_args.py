@@ -1,0 +1,73 @@
+"""The arguments replay gives the compiler and the linker, from a unit's recorded command:
+its code-generation flags (to compile its IR), its own arguments for its source alone
+(to compile it from source), and the options that keep ThinLTO's cache."""
+
+from __future__ import annotations
+
+import os
+
+from autopass_build.capture.compiler_args import Invocation, classify
+from autopass_build.capture.option_table import (
+    R_DEBUG,
+    R_DEPENDENCY,
+    R_LINK,
+    R_LINK_INPUT,
+    R_MODE,
+    R_OPTIMIZATION,
+    R_OTHER,
+    R_OUTPUT,
+    R_SIDE_OUTPUT,
+    R_SOURCE,
+)
+from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.store.records import UnitRecord
+
+# Roles of a unit's original arguments that matter when compiling its IR.
+CODEGEN_ROLES = (R_OPTIMIZATION, R_DEBUG, R_OTHER)
+
+
+# A relink under ThinLTO generates code again only for the modules a candidate changed
+# and those that import from them: the others come from this cache (keyed by their
+# inputs and options, so a hit is what the link would make).  Bounded: a 390-unit C++
+# program's entries are tens of megabytes each time the baseline changes.
+THINLTO_CACHE_POLICY = "cache_size_bytes=4g:prune_after=168h"
+
+
+def thinlto_cache(link_argv: list[str], folder: str) -> list[str]:
+    """The link options that keep ThinLTO's code generation in `folder`, for a link whose
+    last LTO option is -flto=thin (lld's, or the gold plugin's that GNU ld loads)."""
+    lto = [t for t in link_argv if t in ("-flto", "-flto=thin", "-flto=full", "-fno-lto")]
+    if not lto or lto[-1] != "-flto=thin":
+        return []
+    lld = any(t == "-fuse-ld=lld" or (t.startswith("--ld-path=") and "lld" in t)
+              for t in link_argv)
+    if lld:
+        return [f"-Wl,--thinlto-cache-dir={folder}",
+                f"-Wl,--thinlto-cache-policy={THINLTO_CACHE_POLICY}"]
+    return [f"-Wl,-plugin-opt,cache-dir={folder}",
+            f"-Wl,-plugin-opt,cache-policy={THINLTO_CACHE_POLICY}"]
+
+
+def parsed_unit(unit: UnitRecord) -> Invocation:
+    parsed = classify(unit.argv, unit.cwd)
+    if not isinstance(parsed, Invocation):  # pragma: no cover - recorded units parse
+        raise EvaluationError(Outcome.COMPILE_FAIL, f"cannot re-read {unit.source_rel}'s command")
+    return parsed
+
+
+def codegen_args(unit: UnitRecord) -> list[str]:
+    return [t for arg in parsed_unit(unit).args if arg.role in CODEGEN_ROLES for t in arg.tokens]
+
+
+def source_args(unit: UnitRecord) -> list[str]:
+    """The unit's own compile arguments for only this source, without -c/-o/dep files."""
+    parsed = parsed_unit(unit)
+    out: list[str] = []
+    for arg in parsed.args:
+        if arg.role in (R_OUTPUT, R_MODE, R_DEPENDENCY, R_SIDE_OUTPUT, R_LINK, R_LINK_INPUT):
+            continue
+        if arg.role == R_SOURCE and os.path.normpath(
+                os.path.join(unit.cwd, arg.tokens[0])) != unit.source:
+            continue
+        out.extend(arg.tokens)
+    return out
