@@ -38,12 +38,9 @@ from record_overhead import timed  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
 from autopass_build.capture.applier import compiler_id  # noqa: E402
-from autopass_build.capture.build_env import (  # noqa: E402
-    TALLY_NAME,
-    apply_environment,
-    record_environment,
-)
+from autopass_build.capture.build_env import apply_environment, record_environment
 from autopass_build.capture.server import serving  # noqa: E402
+from autopass_build.capture.tally import TALLY_NAME
 from autopass_build.core import toolchain  # noqa: E402
 from autopass_build.core.files import hash_file  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402

@@ -110,7 +110,7 @@ def test_apply_mode_through_the_server_adds_the_tuned_flags(tmp_path, clang):
     assert server.served == 1
     subprocess.run([clang, "-O3", "-c", "a.c", "-O1", "-o", "tuned.o"], cwd=root, check=True)
     assert (root / "a.o").read_bytes() == (root / "tuned.o").read_bytes()
-    from autopass_build.capture.build_env import applied_count, compiles_seen
+    from autopass_build.capture.tally import applied_count, compiles_seen
     assert applied_count(str(tmp_path / "work")) == 1
     assert compiles_seen(str(tmp_path / "work")) == 1
 

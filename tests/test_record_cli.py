@@ -17,7 +17,8 @@ from autopass_build import config as cfg
 from autopass_build.capture.bitcode import carries_bitcode
 from autopass_build.instruments import stages
 from autopass_build.instruments.evaluate import choose_target
-from autopass_build.instruments.hotspots import _symbols, shortened
+from autopass_build.instruments.hotspots import _symbols
+from autopass_build.instruments.symbol_names import shortened
 from autopass_build.store.index import Store
 from autopass_build.store.targets import resolve
 

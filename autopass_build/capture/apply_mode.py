@@ -7,14 +7,12 @@ compile's own output; after a tuned link, BOLT; stale-profile notes summarized.
 
 from __future__ import annotations
 
+from autopass_build.capture import tally
 from autopass_build.capture.compiler_args import Invocation, Skip, classify
 from autopass_build.capture.plan import Plan, WrapperError, clang_or_the_named_gcc
+from autopass_build.capture.tally import APPLIED, NOT_APPLIED, SEEN
 from autopass_build.core import proc
 from autopass_build.core.names import APPLY_POLICIES, ENV_APPLY_TALLY
-
-APPLIED = "1\n"          # a tally line: this command got the tuned flags
-SEEN = "c\n"             # a tally line: a compile went through the wrapper
-NOT_APPLIED = "! "       # a tally line: what a command did not get, and why
 
 
 def run(plan: Plan) -> int:
@@ -88,16 +86,7 @@ def _note(plan: Plan, text: str, error: bool = False) -> None:
 
 
 def _tally(plan: Plan, line: str = APPLIED) -> None:
-    """One line in `autopass apply`'s tally file: this command got the tuned flags, or
-    what it did not get (each a write of one line with O_APPEND: parallel compiles
-    never interleave)."""
-    path = plan.env.get(ENV_APPLY_TALLY)
-    if path:
-        try:
-            with open(path, "a") as handle:
-                handle.write(line)
-        except OSError:
-            pass
+    tally.write(plan.env.get(ENV_APPLY_TALLY), line)
 
 
 def _decide(plan: Plan, parsed: Invocation | Skip):

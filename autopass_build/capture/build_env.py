@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from autopass_build.capture.apply_mode import APPLIED, NOT_APPLIED, SEEN
+from autopass_build.capture.tally import TALLY_NAME
 from autopass_build.capture.wrapper import is_cxx_name, looks_like_compiler
 from autopass_build.core import toolchain
 from autopass_build.core.files import hash_bytes, user_cache_dir
@@ -371,37 +371,6 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
             if found:
                 env[variable] = found
     return env
-
-
-TALLY_NAME = "applied"
-
-
-def _tally_lines(work_dir: str) -> list[str]:
-    try:
-        with open(os.path.join(work_dir, TALLY_NAME), encoding="utf-8",
-                  errors="replace") as handle:
-            return handle.read().splitlines(keepends=True)
-    except OSError:
-        return []
-
-
-def applied_count(work_dir: str) -> int:
-    """How many commands of a build run with `apply_environment(..., work_dir)` were
-    given tuned flags (the wrapper writes one line for each)."""
-    return sum(line == APPLIED for line in _tally_lines(work_dir))
-
-
-def compiles_seen(work_dir: str) -> int:
-    """How many compiles of that build went through the wrapper, flags or not."""
-    return sum(line == SEEN for line in _tally_lines(work_dir))
-
-
-def not_applied(work_dir: str) -> list[str]:
-    """What of the database that build's commands did not get, and why (each said once,
-    in the order first said): a profile refused, BOLT not run, a flag rejected."""
-    return list(dict.fromkeys(line[len(NOT_APPLIED):].strip()
-                              for line in _tally_lines(work_dir)
-                              if line.startswith(NOT_APPLIED)))
 
 
 def bitcode_archives(db: str) -> bool:

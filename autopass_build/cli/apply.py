@@ -95,13 +95,9 @@ def _paths(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from autopass_build.capture.build_env import (
-        applied_count,
-        apply_environment,
-        compiles_seen,
-        for_debian_packaging,
-    )
+    from autopass_build.capture.build_env import apply_environment, for_debian_packaging
     from autopass_build.capture.server import serving
+    from autopass_build.capture.tally import applied_count, compiles_seen
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:

@@ -161,14 +161,8 @@ def cmd_try(args: argparse.Namespace) -> int:
 def cmd_profile(args: argparse.Namespace) -> int:
     from autopass_build.instruments.benchmark import MeasureError
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-    from autopass_build.instruments.hotspots import (
-        ProfileError,
-        failing_note,
-        profile,
-        reach_of,
-        readable,
-        shortened,
-    )
+    from autopass_build.instruments.hotspots import ProfileError, failing_note, profile, reach_of
+    from autopass_build.instruments.symbol_names import readable, shortened
 
     store = open_store(args)
     config = load_config(args)

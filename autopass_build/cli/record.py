@@ -17,8 +17,8 @@ from autopass_build.capture.build_env import (
     record_environment,
     wrapper_dir,
 )
-from autopass_build.capture.compiler_args import fixes
 from autopass_build.capture.server import serving
+from autopass_build.capture.skip_fixes import fixes
 from autopass_build.cli.common import (
     CliError,
     add_config_option,

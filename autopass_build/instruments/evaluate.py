@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from autopass_build.capture.compiler_args import fixes
+from autopass_build.capture.skip_fixes import fixes
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
 from autopass_build.core.flags import UnitFlags

@@ -39,25 +39,19 @@ from autopass_build.core.stage_flags import without_strip_all
 from autopass_build.instruments.binaries import alias_soname
 from autopass_build.instruments.candidate import Candidate, ReplayStats
 from autopass_build.instruments.replay_args import (
+    NOT_PIC,
+    NOT_PIC_SAID,
     codegen_args,
     source_args,
     thinlto_cache,
+    tree_files,
 )
 from autopass_build.store.index import Store
 from autopass_build.store.records import LinkRecord, UnitRecord
 from autopass_build.store.targets import ObjectIndex, prebuilt_library_folders
 
-OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")
-MAX_TREE_FILE = 1 << 20      # version and linker scripts are small; outputs are not read
-
 QUIET = ["-w", "-Wno-unused-command-line-argument"]
 DEFAULT_COMPILE_TIMEOUT_S = 600.0
-# A shared library linked from objects compiled without -fPIC (clang's default PIE):
-# GNU ld lets libgsm's pass, as its code reaches the data of other files through the
-# GOT; under LTO the data is in the one module, reached directly, and lld refuses it.
-NOT_PIC = b"recompile with -fPIC"
-NOT_PIC_SAID = ("objects without -fPIC, which lld refuses in an LTO shared library: add "
-                "-fPIC to their flags (GNU ld lets them pass)")
 
 Flags = tuple[str, ...]
 
@@ -304,22 +298,11 @@ class Replayer:
                 done.result()           # the first failure, as a serial build meets it
 
     def _tree_files(self, link: LinkRecord) -> list[str]:
-        """The hashes of the files the link reads from the project tree besides its inputs
-        (a version script, a linker script), its shared inputs' links included: the
-        user's next build may rewrite them, and a relink cached before would be stale."""
-        root = os.path.dirname(os.path.realpath(self.store.dir)) + os.sep
-        skip = {os.path.realpath(i.path) for i in link.inputs} | {
-            os.path.realpath(link.output)}
-        found = []
-        for token in link.argv:
-            for part in token.replace("=", ",").split(","):
-                path = os.path.realpath(os.path.join(link.cwd, part))
-                if (part and not part.startswith("-") and not part.endswith(OBJECT_ENDINGS)
-                        and path.startswith(root) and path not in skip
-                        and os.path.isfile(path) and os.path.getsize(path) <= MAX_TREE_FILE):
-                    found.append(hash_file(path))
-        return found + [h for shared in self._shared_inputs(link)
-                        for h in self._tree_files(shared)]
+        """The hashes of the files the link reads from the project tree besides its
+        inputs, its shared inputs' links included (replay_args.tree_files)."""
+        root = os.path.dirname(os.path.realpath(self.store.dir))
+        return tree_files(link, root) + [h for shared in self._shared_inputs(link)
+                                         for h in self._tree_files(shared)]
 
     def _link_of_shared(self, path: str) -> LinkRecord | None:
         """The recorded link that made a shared library input (libtool links the

@@ -19,9 +19,18 @@ from autopass_build.capture.option_table import (
     R_SIDE_OUTPUT,
     R_SOURCE,
 )
+from autopass_build.core.files import hash_file
 from autopass_build.core.outcome import EvaluationError, Outcome
-from autopass_build.store.records import UnitRecord
+from autopass_build.store.records import LinkRecord, UnitRecord
 
+OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")
+MAX_TREE_FILE = 1 << 20      # version and linker scripts are small; outputs are not read
+# A shared library linked from objects compiled without -fPIC (clang's default PIE):
+# GNU ld lets libgsm's pass, as its code reaches the data of other files through the
+# GOT; under LTO the data is in the one module, reached directly, and lld refuses it.
+NOT_PIC = b"recompile with -fPIC"
+NOT_PIC_SAID = ("objects without -fPIC, which lld refuses in an LTO shared library: add "
+                "-fPIC to their flags (GNU ld lets them pass)")
 # Roles of a unit's original arguments that matter when compiling its IR.
 CODEGEN_ROLES = (R_OPTIMIZATION, R_DEBUG, R_OTHER)
 
@@ -71,3 +80,19 @@ def source_args(unit: UnitRecord) -> list[str]:
             continue
         out.extend(arg.tokens)
     return out
+
+
+def tree_files(link: LinkRecord, root: str) -> list[str]:
+    """The hashes of the files `link` reads from the project tree under `root` besides
+    its inputs (a version script, a linker script): the user's next build may rewrite
+    them, and a relink cached before would be stale."""
+    skip = {os.path.realpath(i.path) for i in link.inputs} | {os.path.realpath(link.output)}
+    found = []
+    for token in link.argv:
+        for part in token.replace("=", ",").split(","):
+            path = os.path.realpath(os.path.join(link.cwd, part))
+            if (part and not part.startswith("-") and not part.endswith(OBJECT_ENDINGS)
+                    and path.startswith(root + os.sep) and path not in skip
+                    and os.path.isfile(path) and os.path.getsize(path) <= MAX_TREE_FILE):
+                found.append(hash_file(path))
+    return found

@@ -24,13 +24,9 @@ import time
 from dataclasses import dataclass
 
 from autopass_build.capture import applier, unseen
-from autopass_build.capture.build_env import (
-    applied_count,
-    apply_environment,
-    for_debian_packaging,
-    not_applied,
-)
+from autopass_build.capture.build_env import apply_environment, for_debian_packaging
 from autopass_build.capture.server import serving
+from autopass_build.capture.tally import applied_count, not_applied
 from autopass_build.config import Config
 from autopass_build.core import flags_db
 from autopass_build.core.plural import counted

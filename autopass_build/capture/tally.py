@@ -1,0 +1,53 @@
+"""`autopass apply`'s tally: one line per compile or link of the build, written by the
+wrapper, read by `apply` and `verify` to say what the build got of the database and
+what not (F18)."""
+
+from __future__ import annotations
+
+import os
+
+APPLIED = "1\n"          # a tally line: this command got the tuned flags
+SEEN = "c\n"             # a tally line: a compile went through the wrapper
+NOT_APPLIED = "! "       # a tally line: what a command did not get, and why
+
+
+def write(path: str | None, line: str) -> None:
+    """One line in the tally file at `path` (None: no tally kept).  Each a write of one
+    line with O_APPEND: parallel compiles never interleave."""
+    if path:
+        try:
+            with open(path, "a") as handle:
+                handle.write(line)
+        except OSError:
+            pass
+
+
+TALLY_NAME = "applied"
+
+
+def _tally_lines(work_dir: str) -> list[str]:
+    try:
+        with open(os.path.join(work_dir, TALLY_NAME), encoding="utf-8",
+                  errors="replace") as handle:
+            return handle.read().splitlines(keepends=True)
+    except OSError:
+        return []
+
+
+def applied_count(work_dir: str) -> int:
+    """How many commands of a build run with `apply_environment(..., work_dir)` were
+    given tuned flags (the wrapper writes one line for each)."""
+    return sum(line == APPLIED for line in _tally_lines(work_dir))
+
+
+def compiles_seen(work_dir: str) -> int:
+    """How many compiles of that build went through the wrapper, flags or not."""
+    return sum(line == SEEN for line in _tally_lines(work_dir))
+
+
+def not_applied(work_dir: str) -> list[str]:
+    """What of the database that build's commands did not get, and why (each said once,
+    in the order first said): a profile refused, BOLT not run, a flag rejected."""
+    return list(dict.fromkeys(line[len(NOT_APPLIED):].strip()
+                              for line in _tally_lines(work_dir)
+                              if line.startswith(NOT_APPLIED)))
