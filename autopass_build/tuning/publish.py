@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass, field
 
 from autopass_build.core import cpu, flags_db, toolchain
 from autopass_build.core.names import BOLT_PROFILE_NAME, PROFILE_NAME
@@ -28,17 +29,31 @@ def why(strategy: str, entry: Entry, searched_on: str = "") -> str:
             f"[{entry.low:.4f}, {entry.high:.4f}], {entry.pairs} pairs")
 
 
-def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRecord],
-          metric: str, strategy: str, native: bool, profile: TrainedProfile | None,
-          target: flags_db.TargetStages | None = None, bolt: TrainedBolt | None = None,
-          bolt_libraries: tuple[TrainedBolt, ...] = (), searched_on: str = "",
-          command_mates: CommandMates | None = None) -> str:
+@dataclass(frozen=True)
+class Shipment:
+    """What a run writes besides its settings (which the journal carries): the winners,
+    the recorded units they name, the stages chosen (`target`, with the BOLT profiles of
+    the binary and the libraries it rewrote when BOLT is one of them), the PGO profile,
+    whether -march=native is in, the stages the winners' gains are measured against
+    (`searched_on`), and the sources compiled in one command with a run's source, which
+    took its flags (`command_mates`)."""
+    winners: list[Winner]
+    units: list[UnitRecord]
+    native: bool = False
+    profile: TrainedProfile | None = None
+    target: flags_db.TargetStages | None = None
+    bolt: TrainedBolt | None = None
+    bolt_libraries: tuple[TrainedBolt, ...] = ()
+    searched_on: str = ""
+    command_mates: CommandMates = field(default_factory=dict)
+
+
+def write(path: str, journal: Journal, shipment: Shipment) -> str:
     """Replace the run's sources' entries in the database at `path` by the winners, and
-    its whole-program section by `target` (the stages chosen, if any, with the BOLT
-    profile `bolt` when BOLT is one of them, and those of the libraries it rewrote);
-    `searched_on`: the stages the winners' gains are measured against; `command_mates`:
-    the sources compiled in one command with a run's source (hot_sources), which took
-    its flags."""
+    its whole-program section by the stages chosen."""
+    winners, units, target = shipment.winners, shipment.units, shipment.target
+    bolt, searched_on = shipment.bolt, shipment.searched_on
+    metric, strategy = journal.settings.metric, journal.settings.strategy
     try:
         db = flags_db.load(path)
     except flags_db.FlagsDbError as error:
@@ -46,19 +61,19 @@ def write(path: str, winners: list[Winner], journal: Journal, units: list[UnitRe
     identity = toolchain.identify(units[0].compiler)
     db.toolchain = {"compiler": identity.short() if identity else "unknown",
                     "target": identity.target if identity else ""}
-    if native:
+    if shipment.native:
         db.cpu = cpu.this_cpu()
-    db.profile = _ship_profile(path, profile) if profile else None
+    db.profile = _ship_profile(path, shipment.profile) if shipment.profile else None
     if target is not None and bolt is not None:
         target.bolt = _ship(path, bolt.path, bolt.hash, BOLT_PROFILE_NAME)
         target.bolt_binary = bolt.binary
         target.bolt_libraries = tuple(
             flags_db.BoltLibrary(b.library, _ship(path, b.path, b.hash, library_profile_name(
-                b.library)), b.binary) for b in bolt_libraries)
+                b.library)), b.binary) for b in shipment.bolt_libraries)
     db.target = target
     # A source compiled in one command with others was measured with its flags on all of
     # them, and apply mode gives the command one set: each of them gets the entry (F23).
-    mates = command_mates or {}
+    mates = shipment.command_mates
     for source in journal.settings.sources:
         for member in (source, *mates.get(source, ())):
             db.entries.pop(member, None)     # re-tuned: only what helps now stays

@@ -185,12 +185,10 @@ class Tuner:
         if not ((winners and final) or profile or self.chosen):
             return None
         assert self.journal is not None
-        return publish.write(self.request.flags_db, winners, self.journal, self.evaluator.units,
-                             self.config.measure.metric, self.request.strategy,
-                             self._native(), profile, self._target_stages(),
-                             self.chosen.bolt if self.chosen else None,
-                             self.chosen.bolt_libraries if self.chosen else (), searched_on,
-                             mates)
+        return publish.write(self.request.flags_db, self.journal, publish.Shipment(
+            winners, self.evaluator.units, self._native(), profile, self._target_stages(),
+            self.chosen.bolt if self.chosen else None,
+            self.chosen.bolt_libraries if self.chosen else (), searched_on, mates))
 
     def _search(self, run: RunContext, outsiders: set[str]) -> Entry | None:
         request, journal = self.request, run.journal
