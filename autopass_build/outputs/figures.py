@@ -49,7 +49,7 @@ class Dot:
 
 GROUPS = {Phase.STAGE: "stage", Phase.STAGE_CONFIRM: "stage, confirmed",
           Phase.SEARCH: "search candidate", Phase.CONFIRM: "confirmation",
-          Phase.ATTRIBUTE: "unit alone", Phase.COMPOSITE: "composite",
+          Phase.ALONE: "unit alone", Phase.COMPOSITE: "composite",
           Phase.FINAL: "final", Phase.PGO_ALONE: "against the recording",
           Phase.TUNED_ON_PGO: "against the recording", Phase.TUNED: "against the recording"}
 
@@ -147,7 +147,7 @@ def dots(entries: list[Entry]) -> list[Dot]:
         if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM) and top in ON_TOP:
             group = f"{ON_TOP[top]} on its base"
         units = ", ".join(os.path.basename(s) for s in sorted(e.flags))
-        label = units if e.phase in (Phase.SEARCH, Phase.CONFIRM, Phase.ATTRIBUTE) \
+        label = units if e.phase in (Phase.SEARCH, Phase.CONFIRM, Phase.ALONE) \
             else e.stages
         found.append(Dot(e.n, e.ratio, e.low if e.low is not None else e.ratio,
                          e.high if e.high is not None else e.ratio, group, label[:28]))

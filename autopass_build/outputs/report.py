@@ -128,7 +128,7 @@ def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
     if not final or final.verdict != FASTER or not final.measured:
         return {}
     alone = {next(iter(e.flags)): e for e in entries
-             if e.phase in (Phase.ATTRIBUTE, Phase.SEARCH) and len(e.flags) == 1}
+             if e.phase in (Phase.ALONE, Phase.SEARCH) and len(e.flags) == 1}
     result = {}
     for source, flags in final.flags.items():
         measured = alone.get(source) if len(final.flags) > 1 else final

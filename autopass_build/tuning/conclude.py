@@ -37,7 +37,7 @@ def conclude(best: Entry, measurements: Measurements) -> tuple[Entry, list[Winne
         for source, unit_flags in flags.items():
             alone = {source: unit_flags}
             entry = (measurements.journal.find(Phase.SEARCH, config_key(alone))
-                     or measurements.once(Phase.ATTRIBUTE, alone,
+                     or measurements.once(Phase.ALONE, alone,
                                           f"{source} alone (attribution)"))
             if entry.verdict == FASTER:
                 gains[source] = entry

@@ -43,7 +43,7 @@ class Phase(str, Enum):
     SCREENED = "screened"          # a strategy's candidate, not measured (predicted no gain)
     CONFIRM = "confirm"            # a would-be incumbent measured again with fresh pairs
     COMPOSITE = "composite"        # the per-unit winners of attribution, composed
-    ATTRIBUTE = "attribute"        # one unit of the best candidate, measured alone
+    ALONE = "alone"                # one unit of the best candidate, measured alone
     FINAL = "final"                # the winners together, tight interval
     PGO_ALONE = "pgo-alone"        # on PGO runs: PGO alone against the recorded build
     TUNED_ON_PGO = "tuned-on-pgo"  # on PGO runs: the result against the recorded build
@@ -55,6 +55,9 @@ class Phase(str, Enum):
         return self.value
 
 
+# Phases by an earlier name: "attribute" was the phase of a unit measured alone, which
+# the attribution of per-unit costs (instruments/attribution.py) is not.
+OLD_PHASES = {"attribute": "alone"}
 VERSUS_RECORDED = {Phase.PGO_ALONE: "PGO alone", Phase.TUNED_ON_PGO: "tuned on PGO",
                    Phase.TUNED: "the chosen stages with the per-file flags"}
 
@@ -126,7 +129,9 @@ class Entry:
             timing = Timing(**data.pop("timing", {}) or {})
             effects = tuple(UnitEffect(**e) for e in data.pop("effects", ()) or ())
             verdict = data.get("verdict")
-            entry = cls(**{**data, "phase": Phase(data.get("phase")),
+            named = data.get("phase")
+            named = OLD_PHASES.get(named, named) if isinstance(named, str) else named
+            entry = cls(**{**data, "phase": Phase(named),
                            "outcome": Outcome(data.get("outcome")), "timing": timing,
                            "effects": effects,
                            "verdict": None if verdict is None else Verdict(verdict)})

@@ -17,7 +17,7 @@ from autopass_build.tuning.measuring import TuneError
 
 HOW = {Phase.SEARCH: "{strategy} search, evaluation #{n}",
        Phase.CONFIRM: "{strategy} search, confirmed (#{n})",
-       Phase.ATTRIBUTE: "measured alone", Phase.FINAL: "final re-measurement"}
+       Phase.ALONE: "measured alone", Phase.FINAL: "final re-measurement"}
 
 
 def why(strategy: str, entry: Entry, searched_on: str = "") -> str:
