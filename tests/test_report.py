@@ -68,3 +68,12 @@ def test_every_measurement_is_a_dot_named_by_its_phase_and_units():
 def test_the_figure_renders():
     png = figures.run_png(RUN, "lua (cpu)")
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_a_journal_that_names_the_alone_phase_attribute_still_reads():
+    """Runs journaled before the rename (phase "attribute") keep their meaning."""
+    old = Entry.from_json({"n": 7, "phase": "attribute", "config": "c7",
+                           "flags": {"src/lvm.c": "-O2"}, "outcome": Outcome.OK.value,
+                           "verdict": "faster", "ratio": 0.9, "low": 0.88, "high": 0.92})
+    assert old.phase == Phase.ALONE and old.verdict == FASTER
+    assert figures.dots([old])[0].group == "unit alone"
