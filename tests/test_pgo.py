@@ -251,3 +251,35 @@ def test_a_library_linked_without_the_default_libraries_is_profiled(tmp_path) ->
     shown = subprocess.run([toolchain.find_tool("llvm-profdata"), "show", "--all-functions",
                             profile.path], capture_output=True, text=True, check=True).stdout
     assert "  work:" in shown and "  main:" in shown, shown
+
+
+def test_db_status_says_how_much_of_the_profile_matches_todays_source(recorded, tmp_path
+                                                                      ) -> None:
+    """Issue 46, item 3: the shipped PGO profile against today's units (clang's own
+    counts of functions whose data it drops), and one recommendation."""
+    from autopass_build.core.files import hash_file
+
+    store = Store.open_existing(str(recorded / ".autopass"))
+    profile = train(Evaluator(store, cfg.load(str(recorded / "autopass.toml"))))
+    shutil.copy(profile.path, recorded / "autopass.profdata")
+    db = recorded / "status.flags.json"
+    db.write_text(json.dumps({"schema": 1, "cpu": None, "entries": {}, "target": None,
+                              "toolchain": {"compiler": "", "target": ""},
+                              "profile": {"path": "autopass.profdata",
+                                          "hash": hash_file(profile.path)}}))
+    status = [AUTOPASS, "db", "status", "--db", str(db)]
+    fresh = subprocess.run(status, cwd=recorded, capture_output=True, text=True)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    line = next(x for x in fresh.stdout.splitlines() if x.startswith("PGO profile: ") and "/" in x)
+    matched, total = map(int, line.split()[2].split("/"))
+    assert matched == total > 0 and "recommendation: nothing" in fresh.stdout
+    hot = recorded / "hot.c"
+    original = hot.read_text()
+    try:   # today's source: one function's control flow changed, one function added
+        hot.write_text(original.replace("acc = mix(acc, 7);", "if (acc & 1) acc = mix(acc, 7);")
+                       + "int added(int y) { return y > 2 ? y : -y; }\n")
+        stale = subprocess.run(status, cwd=recorded, capture_output=True, text=True)
+    finally:
+        hot.write_text(original)
+    assert stale.returncode == 1, stale.stdout + stale.stderr
+    assert "1 changed, 1 new" in stale.stdout and "recommendation: retrain" in stale.stdout

@@ -8,12 +8,12 @@ import signal
 import sys
 
 from autopass_build import __version__
-from autopass_build.cli import apply, captured, instruments, record, setup, tune
+from autopass_build.cli import apply, captured, db, instruments, record, setup, tune
 from autopass_build.cli.common import CliError
 from autopass_build.core import toolchain
 from autopass_build.store.index import StoreError
 
-GROUPS = (record, captured, setup, instruments, tune, apply)   # the order of `autopass --help`
+GROUPS = (record, captured, setup, instruments, tune, apply, db)   # the order of `autopass --help`
 
 EPILOG = """\
 typical session:

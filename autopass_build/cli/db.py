@@ -1,0 +1,227 @@
+"""`autopass db`: show, check, status, diff or prune the flags database."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from autopass_build.cli.apply import _paths
+from autopass_build.cli.common import CliError
+from autopass_build.core import flags_db
+from autopass_build.core.plural import counted
+from autopass_build.core.stage_flags import lto_mode
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("db", help="show, check, status, diff or prune the flags database",
+                       description="show: every entry with its gain; status: how much of "
+                       "the result applies to today's source (entries, the PGO profile's "
+                       "functions, BOLT) and one recommendation: nothing, retrain or "
+                       "re-tune (it compiles each recorded unit's current source with the "
+                       "profile, front end only); check: which entries "
+                       "would not apply now (stale source, other compiler, rejected flags, "
+                       "a CPU without what --native used) and which shipped profiles (PGO, "
+                       "BOLT) cannot be used, exit 1 if any; diff A B: entries added, "
+                       "removed or changed between two databases; prune: drop the entries "
+                       "check reports.")
+    p.add_argument("action", choices=("show", "check", "status", "diff", "prune"))
+    p.add_argument("files", nargs="*", metavar="FILE", help="diff: the two databases; show, check, prune: the database (as --db)")
+    p.add_argument("--db", metavar="FILE", help="default: ./autopass.flags.json")
+    p.add_argument("--root", metavar="DIR", help="default: the database's folder")
+    p.set_defaults(func=cmd_db)
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from autopass_build.capture import applier
+
+    if args.action == "diff":
+        return _diff(args.files)
+    if args.files:    # `db show other.json`: showed ./autopass.flags.json instead
+        if len(args.files) > 1 or args.db:
+            raise CliError(f"db {args.action} reads one database: give it as FILE or as "
+                           "--db FILE, not both (diff compares two)")
+        args.db = args.files[0]
+    path, root = _paths(args)
+    db, why = applier.load(path)
+    if db is None:
+        raise CliError(why or f"{path} does not exist; `autopass tune` writes it")
+    problems = {}
+    compiler = _compiler_id()
+    for source in sorted(db.entries):
+        decision = applier.decide(db, os.path.join(root, source), root, compiler, "warn")
+        if db.entries[source].problem:
+            problems[source] = f"{source}: entry rejected ({db.entries[source].problem})"
+        elif decision.warning:
+            problems[source] = decision.warning
+        elif not os.path.isfile(os.path.join(root, source)):
+            problems[source] = (f"{source}: no such file under {root} (renamed or removed "
+                                "since tuning?): the entry matches no source")
+    unusable = _unusable_profiles(db, path)
+    if args.action == "status":
+        return _status(db, path, root, len(problems), unusable)
+    if args.action == "show":
+        _show(db, problems)
+        for why in unusable:
+            print(f"  not applied: {why}")
+    elif args.action == "check":
+        for warning in list(problems.values()) + unusable:
+            print(warning)
+        print(f"{len(db.entries) - len(problems)}/{len(db.entries)} entries apply"
+              + (f"; {counted(len(unusable), 'shipped profile')} cannot be used"
+                 if unusable else ""))
+        return 1 if problems or unusable else 0
+    else:
+        for source in problems:
+            db.entries.pop(source, None)
+        try:
+            flags_db.save(path, db)
+        except OSError as error:
+            raise CliError(f"cannot write {path}: {error.strerror}; nothing was pruned")
+        print(f"pruned {len(problems)} entries; {len(db.entries)} left")
+        for why in unusable:    # a profile is the stages' evidence: tune makes it again
+            print(f"not pruned: {why}")
+    return 0
+
+
+def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
+            unusable: list[str]) -> int:
+    """`db status`: each part of the database and how much of it applies to today's
+    source, then the recommendation (outputs/status.py)."""
+    from autopass_build.capture.applier import shipped_file
+    from autopass_build.capture.spool import find_store_dir
+    from autopass_build.outputs import status
+    from autopass_build.store.index import Store
+    from autopass_build.store.targets import resolve
+
+    stages = db.target.stages if db.target else ()
+    print(f"stages: {'+'.join(stages) or 'none'}")
+    print(f"per-file entries: {len(db.entries) - not_applying}/{len(db.entries)} apply"
+          + (" (`autopass db check` says why not)" if not_applying else ""))
+    profile = shipped_file(db.profile, path, "PGO profile", "")[0] if db.profile else ""
+    match = None
+    folder = find_store_dir(root)
+    if profile and folder:
+        store = Store.open_existing(folder)
+        targets = [t for t in resolve(store, root)
+                   if db.target and t.output_rel == db.target.output]
+        wanted = set(targets[0].runtime_units()) if targets else None
+        units = [u for u in store.units() if wanted is None or u.id in wanted]
+        print(f"PGO profile: checking {len(units)} units against it ...", flush=True)
+        match = status.profile_match(units, profile)
+        print(f"PGO profile: {match.text()}")
+    elif db.profile:
+        print("PGO profile: " + ("not usable" if not profile else
+                                 "no recording here to check it against (autopass record)"))
+    bolt_why = next((why for why in unusable if "BOLT" in why), "")
+    if db.target and db.target.bolt:
+        print("BOLT: " + (bolt_why or "applied while the program's code is the one it was "
+                                     "trained on (apply checks it at the link)"))
+    advice, why = status.advice(len(db.entries), not_applying, match, bolt_why)
+    print(f"recommendation: {advice}: {why}")
+    return 0 if advice == status.Advice.NOTHING else 1
+
+
+def _unusable_profiles(db: flags_db.FlagsDb, path: str) -> list[str]:
+    """Why each profile the database ships (PGO's, BOLT's for the program and for each
+    library) cannot be used as it is beside `path`: apply mode would build without it."""
+    from autopass_build.capture.applier import shipped_file
+
+    retune = "the build was tuned with: re-run autopass tune"
+    shipped = [(db.profile, "PGO profile")]
+    if db.target:
+        shipped += [(db.target.bolt, "BOLT profile")] if db.target.bolt else []
+        shipped += [(library.profile, f"BOLT profile of {library.output}")
+                    for library in db.target.bolt_libraries]
+    unusable = []
+    for ref, what in shipped:
+        why = shipped_file(ref, path, what, retune)[1] if ref is not None else ""
+        if why:
+            unusable.append(why)
+    return unusable
+
+
+def _diff(files: list[str]) -> int:
+    """Entries added (+), removed (-) and changed (~) from A to B; exit 1 if any differ."""
+    from autopass_build.capture import applier
+
+    if len(files) != 2:
+        raise CliError("give two databases: autopass db diff OLD.json NEW.json")
+    loaded = []
+    for path in files:
+        db, why = applier.load(path)
+        if db is None:
+            raise CliError(why or f"{path} does not exist")
+        loaded.append(db.entries)
+    old, new = loaded
+    changes = 0
+    for source in sorted(set(old) | set(new)):
+        a, b = old.get(source), new.get(source)
+        if a is not None and b is not None and (a.flags, a.source_hash, a.gain) == (
+                b.flags, b.source_hash, b.gain):   # what a review cares about
+            continue
+        changes += 1
+        if a is None or b is None:
+            entry, mark = (b, "+") if a is None else (a, "-")
+            assert entry is not None
+            print(f"{mark} {source}: {_flags_text(entry.flags)}")
+        elif a.flags != b.flags:
+            print(f"~ {source}: {_flags_text(a.flags)} -> {_flags_text(b.flags)}")
+        else:
+            print(f"~ {source}: same flags, new measurement or source")
+    print(f"{changes} {'entry differs' if changes == 1 else 'entries differ'}")
+    return 1 if changes else 0
+
+
+def _compiler_id() -> str:
+    from autopass_build.capture.applier import compiler_id
+    from autopass_build.core import toolchain
+
+    clang = toolchain.find_tool("clang")
+    return compiler_id(clang) if clang else ""
+
+
+def _flags_text(flags: tuple[str, ...], limit: int = 200) -> str:
+    text = " ".join(flags)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(flags)} flags)"
+
+
+def _show(db, problems: dict[str, str]) -> None:
+    print(f"{db.toolchain.get('compiler', '?')}; {counted(len(db.entries), 'entry', 'entries')}"
+          + (f"; PGO profile {db.profile.path}" if db.profile else ""))
+    if db.target:
+        lto = (f"LTO link at {db.target.opt_level}; "
+               if lto_mode(tuple(db.target.stages)) else "")
+        print(f"  {db.target.output}: stages {'+'.join(db.target.stages) or 'none'} "
+              f"({lto}units: {', '.join(db.target.units)})"[:400])
+        if db.target.bolt:
+            print(f"  {db.target.output}: BOLT profile {db.target.bolt.path}, for the binary "
+                  f"whose code hashes to {db.target.bolt_binary[:16]}")
+        for library in db.target.bolt_libraries:
+            print(f"  {library.output}: BOLT profile {library.profile.path}, for the library "
+                  f"whose code hashes to {library.binary[:16]}")
+    if db.cpu:
+        print(f"  tuned on {db.cpu.model}" + (f" ({len(db.cpu.isa)} instruction-set "
+              "extensions; a CPU without one of them builds without -march=native)"
+              if db.cpu.isa else ""))
+    for sources, entry in _measured_together(db.entries):
+        unapplied = [s for s in sources if s in problems]
+        which = f"{', '.join(unapplied)}; " if unapplied != sources else ""
+        mark = f"  (not applied: {which}see `autopass db check`)" if unapplied else ""
+        print(f"  {', '.join(sources)}: {_flags_text(entry.flags)}{mark}")
+        gain = entry.gain
+        if gain:
+            print(f"      {gain.metric}: {gain.ratio:.4f}x [{gain.low:.4f}, {gain.high:.4f}]; "
+                  f"{entry.why[:300]}")
+
+
+def _measured_together(entries: dict[str, flags_db.Entry]
+                       ) -> list[tuple[list[str], flags_db.Entry]]:
+    """Entries by the one measurement they share: the sources of one compile command
+    (tuned as one) get the same flags, gain and reason, shown once for all of them."""
+    groups: dict[tuple, tuple[list[str], flags_db.Entry]] = {}
+    for source, entry in sorted(entries.items()):
+        gain = entry.gain
+        key = (entry.flags, entry.why, entry.run,
+               (gain.metric, gain.ratio, gain.low, gain.high) if gain else None)
+        groups.setdefault(key, ([], entry))[0].append(source)
+    return list(groups.values())

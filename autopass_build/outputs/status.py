@@ -1,0 +1,140 @@
+"""`autopass db status`: how much of a tuning result still applies to today's source.
+
+A database is measured on one version of the source; the source moves on.  For each
+part this says what a build of today's source would still get:
+
+    per-file entries   those whose source is unchanged (an entry of a changed source is
+                       not applied: apply mode's warning, `db check`)
+    the PGO profile    functions of today's units whose profile data still matches
+                       (clang compiles each recorded unit's current source, front end
+                       only, with the profile and counts what it would drop: its own
+                       "out of date" and "incomplete" summaries)
+    BOLT               its profile is for one exact binary (the code fingerprint):
+                       applied only while the program's code is unchanged, which apply
+                       checks at the link
+
+and one recommendation: nothing, retrain (the decisions hold, the profiles are stale:
+tune again with the same stages) or re-tune (most entries no longer apply).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import Enum
+
+from autopass_build.core import proc
+from autopass_build.instruments.replay_args import source_args
+from autopass_build.store.records import UnitRecord
+
+# Below this share of the profiled functions still matching, the PGO stage has lost
+# enough of its evidence that retraining is advised.  A judgement, not a measurement:
+# PGO's gain is concentrated in hot functions, which one share cannot weigh.
+RETRAIN_BELOW = 0.9
+RETUNE_ABOVE = 0.5        # of the entries: more than this no longer apply -> re-tune
+OUT_OF_DATE = re.compile(rb"of (\d+) functions?, (\d+) (?:has|have) mismatched data")
+INCOMPLETE = re.compile(rb"of (\d+) functions?, (\d+) (?:has|have) no data")
+NO_DATA = b"no profile data available for file"
+PGO_WARNINGS = ["-Wno-everything", "-Wprofile-instr-out-of-date", "-Wprofile-instr-missing",
+                "-Wprofile-instr-unprofiled"]
+
+
+class Advice(str, Enum):
+    NOTHING = "nothing"
+    RETRAIN = "retrain"
+    RETUNE = "re-tune"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class ProfileMatch:
+    """The PGO profile against today's units: functions whose data still applies."""
+    units: int = 0
+    functions: int = 0
+    mismatched: int = 0          # the function's control flow changed: its data is dropped
+    missing: int = 0             # a function the profile does not know (new, or renamed)
+    unprofiled: list[str] = field(default_factory=list)   # sources with no data at all
+    failed: list[str] = field(default_factory=list)       # sources that did not compile
+
+    @property
+    def matched(self) -> int:
+        return self.functions - self.mismatched - self.missing
+
+    @property
+    def share(self) -> float:
+        return self.matched / self.functions if self.functions else 1.0
+
+    def text(self) -> str:
+        line = (f"{self.matched}/{self.functions} functions of {self.units} units match "
+                f"({self.share:.0%}; {self.mismatched} changed, {self.missing} new)")
+        if self.unprofiled:
+            line += f"; no data for {len(self.unprofiled)} sources"
+        if self.failed:
+            line += f"; {len(self.failed)} sources did not compile ({self.failed[0]})"
+        return line
+
+
+def profile_match(units: list[UnitRecord], profile: str, jobs: int = 0) -> ProfileMatch:
+    """Compile each unit's current source with `profile`, front end only, and count."""
+    found = ProfileMatch()
+    present = [u for u in units if os.path.isfile(u.source)]
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        for unit, done in zip(present, pool.map(lambda u: _profile_use(u, profile), present)):
+            found.units += 1
+            if done is None:
+                found.failed.append(unit.source_rel)
+                continue
+            functions, mismatched, missing, no_data = done
+            found.functions += functions
+            found.mismatched += mismatched
+            found.missing += missing
+            if no_data:
+                found.unprofiled.append(unit.source_rel)
+    return found
+
+
+def _profile_use(unit: UnitRecord, profile: str) -> tuple[int, int, int, bool] | None:
+    """(functions, mismatched, missing, no data at all) of one unit, or None when it did
+    not compile.  The functions are counted in its IR where clang's summaries are quiet
+    (every function matched)."""
+    with tempfile.TemporaryDirectory(prefix="autopass-status-") as folder:
+        ir = os.path.join(folder, "unit.ll")
+        argv = [unit.compiler, *source_args(unit), f"-fprofile-instr-use={profile}",
+                "-Xclang", "-disable-llvm-passes", "-S", "-emit-llvm", "-o", ir, *PGO_WARNINGS]
+        try:
+            done = proc.run_captured(argv, unit.cwd, proc.clean_env(dict(os.environ)), 600)
+        except OSError:
+            return None
+        if done.status != 0 or done.timed_out:
+            return None
+        out_of_date = OUT_OF_DATE.search(done.stderr)
+        incomplete = INCOMPLETE.search(done.stderr)
+        summary = out_of_date or incomplete
+        total = int(summary.group(1)) if summary else _defined_functions(ir)
+        return (total, int(out_of_date.group(2)) if out_of_date else 0,
+                int(incomplete.group(2)) if incomplete else 0, NO_DATA in done.stderr)
+
+
+def _defined_functions(ir: str) -> int:
+    with open(ir, "rb") as handle:
+        return sum(1 for line in handle if line.startswith(b"define "))
+
+
+def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, bolt_why: str
+           ) -> tuple[Advice, str]:
+    """The one recommendation, with its reason."""
+    if entries and not_applying > RETUNE_ABOVE * entries:
+        return Advice.RETUNE, (f"{not_applying} of {entries} per-file entries no longer "
+                               "apply: `autopass tune` (record the build first)")
+    if pgo is not None and (pgo.share < RETRAIN_BELOW or pgo.unprofiled):
+        return Advice.RETRAIN, (f"the PGO profile matches {pgo.share:.0%} of today's "
+                                "functions: tune again with the same stages "
+                                "(`autopass record`, then `autopass tune --stages ...`)")
+    if bolt_why:
+        return Advice.RETRAIN, f"the BOLT profile cannot be used ({bolt_why})"
+    return Advice.NOTHING, "what was measured still applies"
