@@ -74,6 +74,7 @@ def test_tune_keeps_bolt_and_apply_rebuilds_it_bit_for_bit(tuned) -> None:
     assert db.target is not None and db.target.stages == ("bolt",)
     assert db.target.bolt is not None and db.target.bolt.path == "autopass.fdata"
     assert (tuned / "autopass.fdata").is_file()
+    assert db.target.bolt_stale is not None and (tuned / "autopass.bolt.yaml").is_file()
     verify = run(tuned, "verify")
     assert verify.returncode == 0, verify.stderr
     assert "two clean tuned builds are bit-identical" in verify.stdout
@@ -100,8 +101,14 @@ def test_a_profile_for_another_binary_is_not_applied(tuned, tmp_path) -> None:
     applied = run(root, "apply", "--", "make", "-s")
     assert applied.returncode == 0, applied.stderr
     assert "BOLT profile was trained on another build" in applied.stderr
-    assert "Traceback" not in applied.stderr and not bolted(root / "boltmini")
+    # the YAML profile shipped beside it lays the changed binary out all the same
+    assert "applied by stale-profile inference" in applied.stderr
+    assert "Traceback" not in applied.stderr and bolted(root / "boltmini")
     assert subprocess.run(["./boltmini", "3"], cwd=root).returncode == 0
+    (root / "autopass.bolt.yaml").unlink()          # without it: BOLT is not applied
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    bare = run(root, "apply", "--", "make", "-s")
+    assert "BOLT not applied" in bare.stderr and not bolted(root / "boltmini")
     subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
     strict = run(root, "apply", "--policy", "error", "--", "make", "-s")
     assert strict.returncode != 0 and "autopass: error:" in strict.stderr
@@ -302,3 +309,43 @@ def test_bolt_rewrites_the_libraries_that_hold_the_hot_code() -> None:
     assert elsewhere.libraries == () and re.search(
         r"puts 3\.0 % of the run in the code of prog and the project libraries it loads, "
         r"the rest in system libraries", elsewhere.why_not)
+
+
+STALE_PROGRAM = """#include <stdio.h>
+static int work(int x) { int s = 0; for (int i = 0; i < x; i++) { if (i % 3) s += i * i; else s -= i; } return s; }
+static int other(int x) { return x % 7 ? work(x) : x; }
+int main(int c, char **v) { long t = 0; for (int k = 0; k < 20000; k++) t += other(k % 500 + c); printf("%ld\\n", t); return 0; }
+"""
+
+
+def test_a_later_build_gets_bolt_from_the_yaml_profile_by_stale_inference(tmp_path) -> None:
+    """Issue 46, item 2: a profile trained on one build, shipped as YAML too, lays out a
+    build whose code changed since (llvm-bolt's --infer-stale-profile); apply says it
+    was applied from a stale profile.  Without the YAML profile BOLT is refused."""
+    from autopass_build.capture.applier import BoltPlan, run_bolt
+
+    def build(name: str, text: str) -> str:
+        (tmp_path / f"{name}.c").write_text(text)
+        subprocess.run(["clang-19", "-O2", "-Wl,--emit-relocs", "-o", str(tmp_path / name),
+                        str(tmp_path / f"{name}.c")], check=True)
+        return str(tmp_path / name)
+
+    trained = build("old", STALE_PROGRAM)
+    bolt.instrument(trained, str(tmp_path / "old.inst"), str(tmp_path / "prof"))
+    subprocess.run([str(tmp_path / "old.inst")], check=True, capture_output=True,
+                   cwd=tmp_path)
+    bolt.merge(sorted(str(p) for p in tmp_path.glob("prof*.fdata")), str(tmp_path / "m.fdata"))
+    bolt.to_yaml(trained, str(tmp_path / "m.fdata"), str(tmp_path / "m.yaml"))
+    assert "profile-version" in (tmp_path / "m.yaml").read_text()
+    changed = STALE_PROGRAM.replace("else s -= i;", "else if (i % 5) s -= i; else s ^= i;")
+    later = build("new", changed)
+    expected = subprocess.run([later], capture_output=True, text=True).stdout
+    plain = Path(later).read_bytes()
+    fingerprint = bolt.code_fingerprint(trained)
+    refused = run_bolt(BoltPlan(later, str(tmp_path / "m.fdata"), fingerprint), "warn")
+    assert "BOLT not applied" in refused.warning and Path(later).read_bytes() == plain
+    carried = run_bolt(BoltPlan(later, str(tmp_path / "m.fdata"), fingerprint,
+                                str(tmp_path / "m.yaml")), "warn")
+    assert "stale-profile inference" in carried.warning and not carried.error
+    assert Path(later).read_bytes() != plain
+    assert subprocess.run([later], capture_output=True, text=True).stdout == expected

@@ -43,11 +43,13 @@ from autopass_build.core.stage_flags import flags as stage_flags
 
 
 class BoltPlan:
-    """BOLT after a link: rewrite `output` with `profile` if its code is `fingerprint`."""
-    __slots__ = ("output", "profile", "fingerprint")
+    """BOLT after a link: rewrite `output` with `profile` if its code is `fingerprint`,
+    else with `stale` (the same profile as YAML) by stale-profile inference, if shipped."""
+    __slots__ = ("output", "profile", "fingerprint", "stale")
 
-    def __init__(self, output: str, profile: str, fingerprint: str):
+    def __init__(self, output: str, profile: str, fingerprint: str, stale: str = ""):
         self.output, self.profile, self.fingerprint = output, profile, fingerprint
+        self.stale = stale
 
 
 class Decision:
@@ -107,7 +109,8 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         plan = (flags_db.BoltLibrary(target.output, target.bolt, target.bolt_binary)
                 if is_target and BOLT in target.stages else library)
         if plan is not None:
-            link = bolt_decision(plan, path, output, link, policy)
+            stale = target.bolt_stale if plan.output == target.output else None
+            link = bolt_decision(plan, path, output, link, policy, stale)
             if link.error:
                 return link
     if parsed.mode == LINK:
@@ -218,7 +221,7 @@ def _lacking(db: FlagsDb) -> str:
 
 
 def bolt_decision(plan: flags_db.BoltLibrary, path: str, output: str, link: Decision,
-                  policy: str) -> Decision:
+                  policy: str, stale: flags_db.ProfileRef | None = None) -> Decision:
     """The link of `output` (the target, or a library BOLT rewrites: `plan`), with BOLT
     to run after it when the shipped profile is intact (else the link's own decision
     with a warning, or an error under the error policy)."""
@@ -227,7 +230,9 @@ def bolt_decision(plan: flags_db.BoltLibrary, path: str, output: str, link: Deci
     if refused:
         warning = "; ".join(w for w in (link.warning, refused + ": linking without BOLT") if w)
         return Decision(link.flags, warning, policy == "error")
-    return Decision(link.flags, link.warning, bolt=BoltPlan(output, file, plan.binary))
+    stale_file = shipped_file(stale, path, "BOLT profile", "")[0] if stale else ""
+    return Decision(link.flags, link.warning,
+                    bolt=BoltPlan(output, file, plan.binary, stale_file))
 
 
 def shipped_file(ref: flags_db.ProfileRef | None, path: str, what: str, tuned: str
@@ -254,6 +259,12 @@ def run_bolt(plan: BoltPlan, policy: str) -> Decision:
 
     try:
         fingerprint = bolt.code_fingerprint(plan.output)
+        if fingerprint != plan.fingerprint and plan.stale and policy != "error":
+            bolt.optimize(plan.output, plan.stale, plan.output, stale=True)
+            return Decision(warning=f"{plan.output}: the BOLT profile was trained on another "
+                            "build of it (a source, flag or compiler changed since tuning): "
+                            "applied by stale-profile inference, which recovers part of its "
+                            "gain; retrain (autopass tune) for all of it")
         if fingerprint != plan.fingerprint:
             return _refuse(f"{plan.output}: the BOLT profile was trained on another build of "
                            "it (a source, flag or compiler changed since tuning): BOLT not "

@@ -114,8 +114,11 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
                                  "no recording here to check it against (autopass record)"))
     bolt_why = next((why for why in unusable if "BOLT" in why), "")
     if db.target and db.target.bolt:
-        print("BOLT: " + (bolt_why or "applied while the program's code is the one it was "
-                                     "trained on (apply checks it at the link)"))
+        print("BOLT: " + (bolt_why or "applied as trained while the program's code is the "
+                                     "one it was trained on (apply checks it at the link)"
+                                     + ("; to a changed program by stale-profile inference "
+                                        "(its YAML profile ships)" if db.target.bolt_stale
+                                        else "; not at all to a changed program")))
     advice, why = status.advice(len(db.entries), not_applying, match, bolt_why)
     print(f"recommendation: {advice}: {why}")
     return 0 if advice == status.Advice.NOTHING else 1

@@ -155,9 +155,11 @@ def _function_to_skip(error: str) -> str:
     return name if name and "," not in name and " " not in name else ""
 
 
-def optimize(binary: str, profile: str, output: str) -> None:
+def optimize(binary: str, profile: str, output: str, stale: bool = False) -> None:
     """Write `binary` laid out by `profile` to `output` (atomically: `output` is the old
-    file or the new one, never half of one).  BoltError when BOLT cannot do it."""
+    file or the new one, never half of one).  `stale`: `profile` is the YAML profile of
+    another build of the program (`to_yaml`), matched to this one by llvm-bolt's
+    stale-profile inference.  BoltError when BOLT cannot do it."""
     import shutil
     import tempfile
 
@@ -165,13 +167,31 @@ def optimize(binary: str, profile: str, output: str) -> None:
     if bolt is None:
         raise BoltError(missing())
     folder = os.path.dirname(os.path.abspath(output))
+    name = "profile.yaml" if stale else "profile.fdata"
     with tempfile.TemporaryDirectory(prefix=".autopass-bolt-", dir=folder) as scratch:
         shutil.copyfile(binary, os.path.join(scratch, "in"))
-        shutil.copyfile(profile, os.path.join(scratch, "profile.fdata"))
-        _run([bolt, "in", "-o", "out", "-data=profile.fdata", *OPTIMIZE], scratch,
-             "llvm-bolt")
+        shutil.copyfile(profile, os.path.join(scratch, name))
+        _run([bolt, "in", "-o", "out", f"-data={name}", *OPTIMIZE,
+              *(["--infer-stale-profile"] if stale else [])], scratch, "llvm-bolt")
         os.chmod(os.path.join(scratch, "out"), os.stat(binary).st_mode & 0o7777)
         os.replace(os.path.join(scratch, "out"), output)
+
+
+def to_yaml(binary: str, profile: str, output: str) -> None:
+    """`profile` (fdata, trained on `binary`) as BOLT's YAML profile, which carries each
+    block's hash: what stale-profile inference needs to apply it to a later build."""
+    import shutil
+    import tempfile
+
+    bolt = tool()
+    if bolt is None:
+        raise BoltError(missing())
+    with tempfile.TemporaryDirectory(prefix="autopass-bolt-") as scratch:
+        shutil.copyfile(binary, os.path.join(scratch, "in"))
+        shutil.copyfile(profile, os.path.join(scratch, "profile.fdata"))
+        _run([bolt, "in", "-o", "out", "-data=profile.fdata", "-w", "profile.yaml"], scratch,
+             "llvm-bolt -w")
+        shutil.copyfile(os.path.join(scratch, "profile.yaml"), output)
 
 
 def instrument(binary: str, output: str, profile_prefix: str) -> None:

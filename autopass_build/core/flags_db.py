@@ -104,8 +104,8 @@ class TargetStages(Record):
     rewrites the linked `output` with the `bolt` profile if its code fingerprint is
     `bolt_binary` (core/bolt_commands.py), and each of `bolt_libraries` after its link."""
     __slots__ = ("output", "stages", "opt_level", "units", "bolt", "bolt_binary",
-                 "bolt_libraries")
-    _defaults = {"bolt": None, "bolt_binary": "", "bolt_libraries": ()}
+                 "bolt_libraries", "bolt_stale")
+    _defaults = {"bolt": None, "bolt_binary": "", "bolt_libraries": (), "bolt_stale": None}
     output: str                 # relative to the project root
     stages: tuple[str, ...]     # from SHIPPED_STAGES
     opt_level: str              # the LTO link's codegen level (-O3 if a unit is -O3, else -O2)
@@ -113,6 +113,7 @@ class TargetStages(Record):
     bolt: ProfileRef | None     # BOLT's profile beside the database
     bolt_binary: str            # the code fingerprint of the binary it was trained on
     bolt_libraries: tuple[BoltLibrary, ...]
+    bolt_stale: ProfileRef | None  # the profile as YAML: a later build by stale inference
 
     def bolt_library(self, output: str) -> BoltLibrary | None:
         """The BOLT plan of the library linked to `output` (relative to the root)."""
@@ -268,7 +269,8 @@ def _target(raw: object, path: str) -> TargetStages | None:
                            f"\"bolt\": {{\"path\", \"hash\", \"binary\"}}; {FIX}")
     return TargetStages(raw["output"], stages, raw["opt_level"], tuple(raw["units"]),
                         _profile(bolt, path), bolt["binary"] if bolt else "",
-                        _bolt_libraries(raw.get("bolt_libraries", []), bolt is not None, path))
+                        _bolt_libraries(raw.get("bolt_libraries", []), bolt is not None, path),
+                        _profile(raw.get("bolt_stale"), path) if bolt else None)
 
 
 def _bolt_libraries(raw: object, bolt: bool, path: str) -> tuple[BoltLibrary, ...]:
@@ -367,7 +369,9 @@ def _target_json(target: TargetStages) -> dict:
             if bolt else None,
             "bolt_libraries": [{"output": b.output, "path": b.profile.path,
                                 "hash": b.profile.hash, "binary": b.binary}
-                               for b in target.bolt_libraries]}
+                               for b in target.bolt_libraries],
+            "bolt_stale": {"path": target.bolt_stale.path, "hash": target.bolt_stale.hash}
+            if target.bolt_stale else None}
 
 
 def _entry_json(entry: Entry) -> dict:

@@ -12,6 +12,7 @@ FLAGS_DB_NAME = "autopass.flags.json"        # the flags database, beside autopa
 CONFIG_NAME = "autopass.toml"
 PROFILE_NAME = "autopass.profdata"           # the PGO profile shipped beside the database
 BOLT_PROFILE_NAME = "autopass.fdata"         # the BOLT profile shipped beside the database
+BOLT_STALE_NAME = "autopass.bolt.yaml"      # ... as YAML, for a later build (stale inference)
 FLAGS_DB_SCHEMA = 1                          # the flags database's format version
 RUNS_DIR = "runs"                            # tuning runs, under the store
 

@@ -18,6 +18,7 @@ the run; a library BOLT cannot rewrite is left as built, with a note.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import tempfile
@@ -44,6 +45,8 @@ class TrainedBolt:
     runs: int
     workload: str      # Benchmark.workload() it was trained under
     library: str = ""  # a library's link output relative to the root; "" for the program
+    yaml: str = ""     # the profile as YAML (bolt_commands.to_yaml), in the store; "" none
+    yaml_hash: str = ""
 
 
 class BoltStage:
@@ -135,10 +138,26 @@ class BoltStage:
             if self.trained is None:
                 raise EvaluationError(Outcome.TRAINING_FAIL, "the BOLT training run wrote no "
                                       "profile: does the program exit normally?")
+            self.trained = self._with_yaml(self.trained, built.binary, scratch)
             self.trained_libraries = [
                 found for index, name in enumerate(libraries)
                 if (found := self._kept(scratch, f"lib{index}-", fingerprints[name],
                                         self.libraries[name])) is not None]
+
+    def _with_yaml(self, trained: TrainedBolt, binary: str, scratch: str) -> TrainedBolt:
+        """The program's profile also as YAML, kept beside it: a later build of the
+        program, whose code differs, can still be laid out by it (stale-profile
+        inference in apply mode).  Without it only the exact binary gets BOLT."""
+        yaml = os.path.join(scratch, "profile.yaml")
+        try:
+            bolt.to_yaml(binary, trained.path, yaml)
+        except (bolt.BoltError, OSError) as error:
+            self.show(f"BOLT: no YAML profile for later builds ({error})")
+            return trained
+        path, digest = training.keep(self.store, yaml, "bolt", ".yaml")
+        trained = dataclasses.replace(trained, yaml=path, yaml_hash=digest)
+        training.save(self.store.dir, _file(""), trained)
+        return trained
 
     def _kept(self, scratch: str, prefix: str, fingerprint: str, library: str
               ) -> TrainedBolt | None:

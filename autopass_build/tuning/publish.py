@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from autopass_build.core import cpu, flags_db, toolchain
-from autopass_build.core.names import BOLT_PROFILE_NAME, PROFILE_NAME
+from autopass_build.core.names import BOLT_PROFILE_NAME, BOLT_STALE_NAME, PROFILE_NAME
 from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.pgo import TrainedProfile
 from autopass_build.store.records import CommandMates, UnitRecord
@@ -67,6 +67,8 @@ def write(path: str, journal: Journal, shipment: Shipment) -> str:
     if target is not None and bolt is not None:
         target.bolt = _ship(path, bolt.path, bolt.hash, BOLT_PROFILE_NAME)
         target.bolt_binary = bolt.binary
+        target.bolt_stale = _ship(path, bolt.yaml, bolt.yaml_hash, BOLT_STALE_NAME) \
+            if bolt.yaml else None
         target.bolt_libraries = tuple(
             flags_db.BoltLibrary(b.library, _ship(path, b.path, b.hash, library_profile_name(
                 b.library)), b.binary) for b in shipment.bolt_libraries)
