@@ -54,7 +54,7 @@ def test_a_unit_compiled_with_a_precompiled_header_is_tuned_without_what_the_hea
     tune = subprocess.run([AUTOPASS, "tune", "--strategy", "random", "--budget", "8"],
                           cwd=root, capture_output=True, text=True, timeout=600)
     assert tune.returncode == 0, tune.stderr
-    assert ("main.c is compiled with a precompiled header: march, opt keep only the values "
+    assert ("main.c is compiled with a precompiled header: the knobs march, opt keep only the values "
             "the header was built with") in tune.stderr
     searched = Journal.latest(str(root / ".autopass")).of_phase(Phase.SEARCH)
     tried = [" ".join(e.flags.values()) for e in searched]

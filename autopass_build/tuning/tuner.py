@@ -366,9 +366,11 @@ class Tuner:
             if with_pch:
                 block = space.with_precompiled_header(with_pch[0].opt_level)
             if block.forbidden:
-                kept_out = ", ".join(sorted({f.knob for f in block.forbidden}))
-                self.show(f"{source} is compiled with a precompiled header: {kept_out} "
-                          "keep only the values the header was built with")
+                knobs = sorted({f.knob for f in block.forbidden})
+                self.show(f"{source} is compiled with a precompiled header: "
+                          f"{'the knob' if len(knobs) == 1 else 'the knobs'} "
+                          f"{', '.join(knobs)} keep only the values the header was built "
+                          "with")
             blocks.append((source, block))
         return JointSpace(blocks)
 
