@@ -368,9 +368,9 @@ class Tuner:
             if block.forbidden:
                 knobs = sorted({f.knob for f in block.forbidden})
                 self.show(f"{source} is compiled with a precompiled header: "
-                          f"{'the knob' if len(knobs) == 1 else 'the knobs'} "
-                          f"{', '.join(knobs)} keep only the values the header was built "
-                          "with")
+                          + (f"the knob {knobs[0]} keeps" if len(knobs) == 1 else
+                             f"the knobs {', '.join(knobs)} keep")
+                          + " only the values the header was built with")
             blocks.append((source, block))
         return JointSpace(blocks)
 
