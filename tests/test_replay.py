@@ -411,6 +411,11 @@ def test_profile_finds_the_hot_function_in_its_unit(project):
     assert top.name == "dp_lz_compress" and top.units == ["lib/lz.c"]
     assert next(iter(result.unit_shares())) == "lib/lz.c"
     assert load(str(project / ".autopass")).functions[0].name == "dp_lz_compress"
+    stored = subprocess.run([AUTOPASS, "profile", "--stored"], cwd=project,
+                            capture_output=True, text=True)      # kept: nothing runs
+    assert stored.returncode == 0, stored.stderr
+    assert "dp_lz_compress" in stored.stdout and "lib/lz.c" in stored.stdout
+    assert "profiling" not in stored.stderr
 
 
 def test_callgrind_fallback_reads_a_debug_build(project, tmp_path):

@@ -67,6 +67,9 @@ def add_parsers(sub) -> None:
     add_target_option(p)
     p.add_argument("--limit", type=count, default=15, help="rows shown")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--stored", action="store_true",
+                   help="show the profile the last `profile` or `tune` kept, without running "
+                        "the benchmark (at once, also while a tune runs)")
     p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("evidence", help="what the compiler did and missed in one unit",
@@ -157,12 +160,26 @@ def cmd_try(args: argparse.Namespace) -> int:
     return print_evaluation(evaluation, config)
 
 
-@measures("profile")
 def cmd_profile(args: argparse.Namespace) -> int:
+    return _stored_profile(args) if args.stored else _profile(args)
+
+
+def _stored_profile(args: argparse.Namespace) -> int:
+    """`profile --stored`: what was kept, shown as `profile` shows it; nothing runs."""
+    from autopass_build.instruments.hotspots import load
+
+    store = open_store(args)
+    result = load(store.dir)
+    if result is None:
+        raise CliError(f"no profile kept in {store.dir} yet: run `autopass profile`")
+    return _show_profile(args, result, None)
+
+
+@measures("profile")
+def _profile(args: argparse.Namespace) -> int:
     from autopass_build.instruments.benchmark import MeasureError
     from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-    from autopass_build.instruments.hotspots import ProfileError, failing_note, profile, reach_of
-    from autopass_build.instruments.symbol_names import readable, shortened
+    from autopass_build.instruments.hotspots import ProfileError, profile
 
     store = open_store(args)
     config = load_config(args)
@@ -172,6 +189,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
         result = profile(evaluator)
     except (EvaluateError, MeasureError, ProfileError) as error:
         raise CliError(str(error))
+    return _show_profile(args, result, (evaluator, config.measure.metric))
+
+
+def _show_profile(args: argparse.Namespace, result, measured) -> int:
+    """The hot functions and units of `result`; `measured` (the evaluator and metric of a
+    run just made): where each function's code is and how steady the metrics are."""
+    from autopass_build.instruments.hotspots import failing_note, reach_of
+    from autopass_build.instruments.symbol_names import readable, shortened
+
     if args.json:
         from dataclasses import asdict
         json.dump(asdict(result), sys.stdout, indent=1)
@@ -180,18 +206,19 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print(f"{result.target} ({result.method}); hot functions:")
     shown = result.functions[:args.limit]
     names = readable([f.symbol for f in shown])
-    reach = reach_of(result, evaluator)
+    reach = reach_of(result, measured[0]) if measured else None
     for f in shown:
         source = f.name[len(f.symbol):]          # " (reverb.c)", kept whole when shortened
         shown_name = shortened(names.get(f.symbol, f.symbol), 48 - len(source)) + source
-        print(f"  {f.share:5.1f}%  {shown_name:<32} {reach.where(f)}")
+        print(f"  {f.share:5.1f}%  {shown_name:<32} {reach.where(f) if reach else ''}")
     print("units by share:")
     for unit, share in list(result.unit_shares().items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")
-    for note in (reach.note(), failing_note(result)):
+    for note in (reach.note() if reach else "", failing_note(result)):
         if note:
             print(note)
-    _say_how_steady(evaluator, config.measure.metric, reach.kernel)
+    if measured:
+        _say_how_steady(measured[0], measured[1], reach.kernel if reach else 0.0)
     return 0
 
 
