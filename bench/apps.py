@@ -167,7 +167,8 @@ def measure(program: debian_sources.Program, work: Path, rounds: int) -> Measure
             if variant == "record":
                 shutil.rmtree(tree / ".autopass", ignore_errors=True)
             argv = {"plain": list(program.plain_build),
-                    "record": [AUTOPASS, "record", "--", *program.build],
+                    "record": [AUTOPASS, "record", "--root", str(tree), "--",
+                               *program.build],
                     "apply": [AUTOPASS, "apply", "--db", str(db), "--policy", "error", "--",
                               *program.build]}[variant]
             _children_cpu()
