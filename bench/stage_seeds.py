@@ -13,7 +13,7 @@ A choice falls below the best when the best composition's reference interval lie
 clearly above the chosen one's (or nothing was chosen where the best is clearly faster
 than -O3).  Prints the reference table, each seed's choice, and the count.
 
-Usage: python bench/stage_choice.py [--programs bzip2,lua5.4,libzstd] [--seeds 0,1,2,3]
+Usage: python bench/stage_seeds.py [--programs bzip2,lua5.4,libzstd] [--seeds 0,1,2,3]
 """
 
 from __future__ import annotations
