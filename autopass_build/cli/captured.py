@@ -15,8 +15,8 @@ from autopass_build.cli.common import (
     shown_path,
 )
 from autopass_build.core.plural import counted
+from autopass_build.store.build_records import UnitRecord
 from autopass_build.store.index import Store
-from autopass_build.store.records import UnitRecord
 from autopass_build.store.targets import probes, resolve
 
 

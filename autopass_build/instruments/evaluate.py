@@ -30,8 +30,8 @@ from autopass_build.instruments.candidate import Candidate, ReplayStats, same_pr
 from autopass_build.instruments.measure import Comparison, Progress, compare
 from autopass_build.instruments.replay import Replayer
 from autopass_build.instruments.sampling import with_source
+from autopass_build.store.build_records import CommandMates, UnitRecord, command_mates
 from autopass_build.store.index import Store
-from autopass_build.store.records import CommandMates, UnitRecord, command_mates
 from autopass_build.store.targets import Target, executables_text, resolve
 
 

@@ -28,8 +28,8 @@ from autopass_build.core import proc, toolchain
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.instruments.replay import QUIET, Replayer
 from autopass_build.instruments.replay_args import source_args
+from autopass_build.store.build_records import UnitRecord
 from autopass_build.store.index import Store
-from autopass_build.store.records import UnitRecord
 
 NUMERIC_ARGS = ("Cost", "Threshold", "VectorizationFactor", "InterleaveCount", "UnrollCount",
                 "NumInstructions", "NumVRCopies", "NumStackBytes", "Line")

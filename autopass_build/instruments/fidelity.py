@@ -20,8 +20,8 @@ from autopass_build.capture import archive
 from autopass_build.core.files import hash_bytes, hash_file
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.instruments.replay import Replayer
+from autopass_build.store.build_records import UnitRecord
 from autopass_build.store.index import Store
-from autopass_build.store.records import UnitRecord
 
 
 @dataclass

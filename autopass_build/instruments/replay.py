@@ -46,8 +46,8 @@ from autopass_build.instruments.replay_args import (
     thinlto_cache,
     tree_files,
 )
+from autopass_build.store.build_records import LinkRecord, UnitRecord
 from autopass_build.store.index import Store
-from autopass_build.store.records import LinkRecord, UnitRecord
 from autopass_build.store.targets import ObjectIndex, prebuilt_library_folders
 
 QUIET = ["-w", "-Wno-unused-command-line-argument"]

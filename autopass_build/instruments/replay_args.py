@@ -21,7 +21,7 @@ from autopass_build.capture.option_table import (
 )
 from autopass_build.core.files import hash_file
 from autopass_build.core.outcome import EvaluationError, Outcome
-from autopass_build.store.records import LinkRecord, UnitRecord
+from autopass_build.store.build_records import LinkRecord, UnitRecord
 
 OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")
 MAX_TREE_FILE = 1 << 20      # version and linker scripts are small; outputs are not read

@@ -28,7 +28,7 @@ from enum import Enum
 
 from autopass_build.core import proc
 from autopass_build.instruments.replay_args import source_args
-from autopass_build.store.records import UnitRecord
+from autopass_build.store.build_records import UnitRecord
 
 # Below this share of the profiled functions still matching, the PGO stage has lost
 # enough of its evidence that retraining is advised.  A judgement, not a measurement:

@@ -24,8 +24,7 @@ from urllib.parse import quote
 from autopass_build.capture.spool import PACKED, SPOOL, Spool
 from autopass_build.core.files import disk_full, write_atomic
 from autopass_build.store import spool_records
-from autopass_build.store.location import Location
-from autopass_build.store.records import (
+from autopass_build.store.build_records import (
     ArchiveRecord,
     LinkInput,
     LinkRecord,
@@ -33,6 +32,7 @@ from autopass_build.store.records import (
     SkipRecord,
     UnitRecord,
 )
+from autopass_build.store.location import Location
 
 SCHEMA_VERSION = 1
 DB_NAME = "store.db"

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from autopass_build.core import plural
 from autopass_build.core.files import relative_to
 from autopass_build.core.stage_flags import strips_all
+from autopass_build.store.build_records import LinkRecord, UnitRecord
 from autopass_build.store.index import Store
-from autopass_build.store.records import LinkRecord, UnitRecord
 
 
 @dataclass

@@ -7,7 +7,7 @@ from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
 from autopass_build.instruments import output_check
-from autopass_build.store.records import UnitRecord
+from autopass_build.store.build_records import UnitRecord
 from autopass_build.tuning.journal import Entry, Journal
 
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autopass_build.store.records import CommandMates, UnitRecord, command_groups, command_mates
+from autopass_build.store.build_records import (
+    CommandMates,
+    UnitRecord,
+    command_groups,
+    command_mates,
+)
 
 WITH_OUTSIDERS = ("compiled in one command with sources {target} is not made of, which "
                   "apply mode would give the same flags, unmeasured")

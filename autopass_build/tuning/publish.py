@@ -10,7 +10,7 @@ from autopass_build.core import cpu, flags_db, toolchain
 from autopass_build.core.names import BOLT_PROFILE_NAME, BOLT_STALE_NAME, PROFILE_NAME
 from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.pgo import TrainedProfile
-from autopass_build.store.records import CommandMates, UnitRecord
+from autopass_build.store.build_records import CommandMates, UnitRecord
 from autopass_build.tuning.conclude import Winner
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import TuneError

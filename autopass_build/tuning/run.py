@@ -11,8 +11,8 @@ from typing import Callable
 from autopass_build.config import Config
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.hotspots import Profile
+from autopass_build.store.build_records import CommandMates, UnitRecord
 from autopass_build.store.index import Store
-from autopass_build.store.records import CommandMates, UnitRecord
 from autopass_build.tuning.conclude import Winner
 from autopass_build.tuning.journal import Entry, Journal
 from autopass_build.tuning.space import JointSpace

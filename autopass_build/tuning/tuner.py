@@ -32,8 +32,8 @@ from autopass_build.instruments.hotspots import Profile, ProfileError, failing_n
 from autopass_build.instruments.hotspots import load as load_profile
 from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.stats import FASTER
+from autopass_build.store.build_records import CommandMates, command_mates
 from autopass_build.store.index import Store
-from autopass_build.store.records import CommandMates, command_mates
 from autopass_build.tuning import composite, hot_sources, publish
 from autopass_build.tuning import strategies as search
 from autopass_build.tuning.clock import BOLT_EVALUATIONS, UNCOUNTED, Deadline, split_text

@@ -17,8 +17,8 @@ from autopass_build.core.outcome import EvaluationError
 from autopass_build.instruments.attribution import UnitEffect
 from autopass_build.instruments.evidence import Evidence, Remark, group_remarks
 from autopass_build.instruments.stats import SLOWER
+from autopass_build.store.build_records import UnitRecord
 from autopass_build.store.index import Store
-from autopass_build.store.records import UnitRecord
 from autopass_build.tuning.space import Space
 
 MAX_TOOL_CHARS = 12000
