@@ -482,3 +482,19 @@ def test_verify_says_what_of_the_database_the_builds_lack(tmp_path) -> None:
     strict = subprocess.run([AUTOPASS, "verify", "--no-measure", "--policy", "error"],
                             cwd=root, capture_output=True, text=True)
     assert strict.returncode == 2 and "PGO profile" in strict.stderr, strict.stderr
+
+
+def test_a_large_program_measures_pgo_thinlto_second() -> None:
+    """A full-LTO baseline makes every per-file candidate of a large program cost a
+    clean build: PGO + ThinLTO, as fast on cppcheck and three times cheaper a candidate,
+    comes right after PGO + full LTO, so that a short stage budget compares them."""
+    from autopass_build.instruments.stages import COMPOSITIONS, Stage
+    from autopass_build.tuning.stage_choice import LARGE_PROGRAM_UNITS, by_cost
+
+    every = list(COMPOSITIONS)
+    assert by_cost(every, LARGE_PROGRAM_UNITS - 1) == every
+    large = by_cost(every, LARGE_PROGRAM_UNITS)
+    assert large[:2] == [(Stage.PGO, Stage.LTO), (Stage.PGO, Stage.THINLTO)]
+    assert sorted(large) == sorted(every)
+    thin_first = [(Stage.PGO, Stage.THINLTO), (Stage.THINLTO,), (Stage.PGO,)]
+    assert by_cost(thin_first, 400) == thin_first             # already first: kept once
