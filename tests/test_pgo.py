@@ -283,3 +283,7 @@ def test_db_status_says_how_much_of_the_profile_matches_todays_source(recorded, 
         hot.write_text(original)
     assert stale.returncode == 1, stale.stdout + stale.stderr
     assert "1 changed, 1 new" in stale.stdout and "recommendation: retrain" in stale.stdout
+    (recorded / "autopass.profdata").write_bytes(b"edited")    # no longer the one shipped
+    edited = subprocess.run(status, cwd=recorded, capture_output=True, text=True)
+    assert edited.returncode == 1 and "PGO profile: not usable" in edited.stdout
+    assert "recommendation: retrain" in edited.stdout

@@ -97,7 +97,8 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
     print(f"stages: {'+'.join(stages) or 'none'}")
     print(f"per-file entries: {len(db.entries) - not_applying}/{len(db.entries)} apply"
           + (" (`autopass db check` says why not)" if not_applying else ""))
-    profile = shipped_file(db.profile, path, "PGO profile", "")[0] if db.profile else ""
+    profile, profile_why = shipped_file(db.profile, path, "PGO profile", "the build was "
+                                        "tuned with") if db.profile else ("", "")
     match = None
     folder = find_store_dir(root)
     if profile and folder:
@@ -110,7 +111,7 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
         match = status.profile_match(units, profile)
         print(f"PGO profile: {match.text()}")
     elif db.profile:
-        print("PGO profile: " + ("not usable" if not profile else
+        print("PGO profile: " + (f"not usable: {profile_why}" if not profile else
                                  "no recording here to check it against (autopass record)"))
     bolt_why = next((why for why in unusable if "BOLT" in why), "")
     if db.target and db.target.bolt:
@@ -119,7 +120,7 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
                                      + ("; to a changed program by stale-profile inference "
                                         "(its YAML profile ships)" if db.target.bolt_stale
                                         else "; not at all to a changed program")))
-    advice, why = status.advice(len(db.entries), not_applying, match, bolt_why)
+    advice, why = status.advice(len(db.entries), not_applying, match, unusable)
     print(f"recommendation: {advice}: {why}")
     return 0 if advice == status.Advice.NOTHING else 1
 

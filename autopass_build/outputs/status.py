@@ -125,9 +125,10 @@ def _defined_functions(ir: str) -> int:
         return sum(1 for line in handle if line.startswith(b"define "))
 
 
-def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, bolt_why: str
+def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, unusable: list[str]
            ) -> tuple[Advice, str]:
-    """The one recommendation, with its reason."""
+    """The one recommendation, with its reason; `unusable`: why each shipped profile
+    (PGO's, BOLT's) cannot be used as it is."""
     if entries and not_applying > RETUNE_ABOVE * entries:
         return Advice.RETUNE, (f"{not_applying} of {entries} per-file entries no longer "
                                "apply: `autopass tune` (record the build first)")
@@ -135,6 +136,7 @@ def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, bolt_why: 
         return Advice.RETRAIN, (f"the PGO profile matches {pgo.share:.0%} of today's "
                                 "functions: tune again with the same stages "
                                 "(`autopass record`, then `autopass tune --stages ...`)")
-    if bolt_why:
-        return Advice.RETRAIN, f"the BOLT profile cannot be used ({bolt_why})"
+    if unusable:
+        return Advice.RETRAIN, (f"{unusable[0]}: tune again with the same stages "
+                                "(`autopass record`, then `autopass tune --stages ...`)")
     return Advice.NOTHING, "what was measured still applies"
