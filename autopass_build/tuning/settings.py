@@ -97,9 +97,10 @@ class TuneRequest:
         """[tune] with the command line's values on top.  [tune].options belong to
         [tune].strategy: another strategy on the command line starts from its defaults."""
         tune = config.tune
-        request = cls(tune.strategy, tune.budget, tune.seed, dict(tune.options),
-                      tune.max_units, tune.coverage, tune.native,
-                      config.resolve(tune.flags_db),
+        request = cls(strategy=tune.strategy, budget=tune.budget, seed=tune.seed,
+                      options=dict(tune.options), max_units=tune.max_units,
+                      coverage=tune.coverage, native=tune.native,
+                      flags_db=config.resolve(tune.flags_db),
                       pgo=bool(config.run.train) and not tune.stages, screen=tune.screen,
                       stages=tune.stages, attribute=tune.attribute,
                       time_limit=parse_duration(tune.time) if tune.time else None,
