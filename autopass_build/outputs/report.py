@@ -90,10 +90,7 @@ def stage_lines(entries: list[Entry]) -> list[str]:
     """Each whole-program composition measured: its gain against the recorded build and
     against each composition it extends ('pgo+lto: ...; 0.93x of pgo'); native and BOLT,
     each against the build without it; and which build the per-file search ran on."""
-    measured: dict[str, Entry] = {}
-    for e in entries:
-        if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM):
-            measured[e.stages] = e          # a confirmation replaces the first look
+    measured = last_stage_looks(entries)    # a confirmation replaces the first look
     lines = [_stage_line(name, e, measured) for name, e in measured.items()]
     link_time = {n: e for n, e in measured.items() if not set(n.split("+")) & set(ON_TOP)}
     for name, e in measured.items():
@@ -101,7 +98,7 @@ def stage_lines(entries: list[Entry]) -> list[str]:
         if top in ON_TOP:
             kept = e.verdict == FASTER and e.measured
             lines.append(f"{ON_TOP[top]} on top: {'kept' if kept else 'not kept'}")
-    chosen = chosen_stages(last_stage_looks(entries))
+    chosen = chosen_stages(measured)
     if chosen:
         lines.append(f"baseline of the per-file search: {chosen}")
     elif link_time:

@@ -34,6 +34,8 @@ from autopass_build.store.build_records import UnitRecord
 # enough of its evidence that retraining is advised.  A judgement, not a measurement:
 # PGO's gain is concentrated in hot functions, which one share cannot weigh.
 RETRAIN_BELOW = 0.9
+RETRAIN_HOW = ("tune again with the same stages (`autopass record`, then `autopass tune "
+               "--stages ...`)")
 RETUNE_ABOVE = 0.5        # of the entries: more than this no longer apply -> re-tune
 OUT_OF_DATE = re.compile(rb"of (\d+) functions?, (\d+) (?:has|have) mismatched data")
 INCOMPLETE = re.compile(rb"of (\d+) functions?, (\d+) (?:has|have) no data")
@@ -134,9 +136,7 @@ def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, unusable: 
                                "apply: `autopass tune` (record the build first)")
     if pgo is not None and (pgo.share < RETRAIN_BELOW or pgo.unprofiled):
         return Advice.RETRAIN, (f"the PGO profile matches {pgo.share:.0%} of today's "
-                                "functions: tune again with the same stages "
-                                "(`autopass record`, then `autopass tune --stages ...`)")
+                                f"functions: {RETRAIN_HOW}")
     if unusable:
-        return Advice.RETRAIN, (f"{unusable[0]}: tune again with the same stages "
-                                "(`autopass record`, then `autopass tune --stages ...`)")
+        return Advice.RETRAIN, f"{unusable[0]}: {RETRAIN_HOW}"
     return Advice.NOTHING, "what was measured still applies"
