@@ -498,3 +498,20 @@ def test_a_large_program_measures_pgo_thinlto_second() -> None:
     assert sorted(large) == sorted(every)
     thin_first = [(Stage.PGO, Stage.THINLTO), (Stage.THINLTO,), (Stage.PGO,)]
     assert by_cost(thin_first, 400) == thin_first             # already first: kept once
+
+
+def test_a_large_program_keeps_thinlto_when_full_lto_is_no_faster() -> None:
+    """Two verified compositions that differ only in full LTO against ThinLTO, within
+    COST_TIE of each other: a large program keeps ThinLTO (a per-file candidate relinks
+    only what changed); a small one, or a clear gap, keeps the faster one."""
+    from autopass_build.instruments.stages import Stage
+    from autopass_build.tuning.stage_choice import COST_TIE, LARGE_PROGRAM_UNITS, cheaper_tie
+
+    full, thin = (Stage.PGO, Stage.LTO), (Stage.PGO, Stage.THINLTO)
+    just_slower = 0.9033 * (1 + COST_TIE / 2)
+    assert cheaper_tie(thin, just_slower, full, 0.9033, LARGE_PROGRAM_UNITS)
+    assert not cheaper_tie(thin, just_slower, full, 0.9033, LARGE_PROGRAM_UNITS - 1)
+    assert not cheaper_tie(thin, 0.9033 * (1 + 2 * COST_TIE), full, 0.9033, 400)
+    assert not cheaper_tie((Stage.THINLTO,), just_slower, full, 0.9033, 400)  # not PGO
+    assert not cheaper_tie(full, just_slower, thin, 0.9033, 400)      # never towards full
+    assert not cheaper_tie(thin, None, full, 0.9033, 400)
