@@ -32,6 +32,8 @@ from autopass_build.core.flags_db import FlagsDb
 from autopass_build.core.names import FLAGS_DB_NAME
 from autopass_build.core.stage_flags import (
     BOLT,
+    INSTRUMENT,
+    INSTRUMENT_LINK_FLAGS,
     LTO,
     NATIVE,
     PGO,
@@ -69,9 +71,10 @@ def db_path(root: str, explicit: str | None) -> str:
 
 
 def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
-                compiler_path: str) -> Decision | None:
+                compiler_path: str, train_phase: str = "") -> Decision | None:
     """The Decision for one classified compiler call, or None: nothing to add (not a
-    compile or a link, no database, no entry, no stage)."""
+    compile or a link, no database, no entry, no stage).  `train_phase`: `apply
+    --train`'s build (core/names.TRAIN_PHASES), "" for a plain apply."""
     from autopass_build.capture.compiler_args import (
         COMPILE,
         COMPILE_AND_LINK,
@@ -82,6 +85,8 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK,
                                                                  LINK):
         return None
+    if train_phase == "instrument":
+        return instrumented(parsed.mode)
     path = db_path(root, db_file)
     db, why = load(path)
     if db is None:   # said by each compile; a link adds nothing to a refused database
@@ -108,6 +113,8 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
             link = Decision(stage.link_flags if stage else (), stage_warning)
         plan = (flags_db.BoltLibrary(target.output, target.bolt, target.bolt_binary)
                 if is_target and BOLT in target.stages else library)
+        if train_phase == "final":
+            plan = None     # `apply --train` trains BOLT on the linked target itself
         if plan is not None:
             stale = target.bolt_stale if plan.output == target.output else None
             link = bolt_decision(plan, path, output, link, policy, stale)
@@ -138,6 +145,17 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                       "; ".join(dict.fromkeys(w for w in notes + [decision.warning] if w)),
                       decision.error, ", ".join(sources) if profile.flags else "", link.bolt)
     return merged if merged.flags or merged.warning else None
+
+
+def instrumented(mode: str) -> Decision:
+    """`apply --train`'s first build: every compile instrumented for PGO, every link
+    with the profile runtime (any binary may link an instrumented object), nothing of
+    the database applied (the counts are the front end's, whatever the flags)."""
+    from autopass_build.capture.compiler_args import COMPILE, LINK
+
+    unit = () if mode == LINK else (INSTRUMENT,)
+    link = () if mode == COMPILE else INSTRUMENT_LINK_FLAGS
+    return Decision(tuple(dict.fromkeys(unit + link)))
 
 
 def another_compiler(db: FlagsDb, compiler_path: str) -> str:

@@ -12,7 +12,12 @@ from autopass_build.capture.compiler_args import Invocation, Skip, classify
 from autopass_build.capture.plan import Plan, WrapperError, clang_or_the_named_gcc
 from autopass_build.capture.tally import APPLIED, NOT_APPLIED, SEEN
 from autopass_build.core import proc
-from autopass_build.core.names import APPLY_POLICIES, ENV_APPLY_TALLY
+from autopass_build.core.names import (
+    APPLY_POLICIES,
+    ENV_APPLY_TALLY,
+    ENV_TRAIN_PHASE,
+    TRAIN_PHASES,
+)
 
 
 def run(plan: Plan) -> int:
@@ -48,6 +53,9 @@ def run(plan: Plan) -> int:
         return plan.host.exit_like(done.status)
     if done.status == 0:
         _tally(plan)
+        if plan.train_phase and isinstance(parsed, Invocation):   # for `apply --train`
+            for output in tally.outputs_of(parsed, plan.cwd):
+                _tally(plan, tally.OUTPUT + output + "\n")
         notes = []
         if decision.profiled:
             from autopass_build.capture.applier import stale_profile
@@ -95,5 +103,8 @@ def _decide(plan: Plan, parsed: Invocation | Skip):
     if plan.policy not in APPLY_POLICIES:
         raise WrapperError(f"AUTOPASS_APPLY_POLICY={plan.policy!r}: use one of "
                            + ", ".join(APPLY_POLICIES))
-    return applier.decide_call(parsed, plan.cwd, plan.root,
-                               plan.db, plan.policy, plan.compiler_path)
+    if plan.train_phase and plan.train_phase not in TRAIN_PHASES:
+        raise WrapperError(f"{ENV_TRAIN_PHASE}={plan.train_phase!r}: use one of "
+                           + ", ".join(TRAIN_PHASES))
+    return applier.decide_call(parsed, plan.cwd, plan.root, plan.db, plan.policy,
+                               plan.compiler_path, plan.train_phase)

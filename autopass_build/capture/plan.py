@@ -23,6 +23,7 @@ from autopass_build.core.names import (
     ENV_MODE,
     ENV_ROOT,
     ENV_STORE,
+    ENV_TRAIN_PHASE,
     WRAPPER_MODES,
 )
 
@@ -148,6 +149,7 @@ class Plan:
         self.db = env.get(ENV_FLAGS_DB) or options.get("autopass-db") or None
         self.policy = (env.get(ENV_APPLY_POLICY) or options.get("autopass-policy")
                        or DEFAULT_APPLY_POLICY)
+        self.train_phase = env.get(ENV_TRAIN_PHASE, "")
         self.root = (env.get(ENV_ROOT) or options.get("autopass-root")
                      or (os.path.dirname(os.path.abspath(self.store_dir))
                          if self.store_dir else cwd))

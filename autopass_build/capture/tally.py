@@ -9,6 +9,7 @@ import os
 APPLIED = "1\n"          # a tally line: this command got the tuned flags
 SEEN = "c\n"             # a tally line: a compile went through the wrapper
 NOT_APPLIED = "! "       # a tally line: what a command did not get, and why
+OUTPUT = "o "            # a tally line: a file `apply --train`'s instrumented build wrote
 
 
 def write(path: str | None, line: str) -> None:
@@ -43,6 +44,23 @@ def applied_count(work_dir: str) -> int:
 def compiles_seen(work_dir: str) -> int:
     """How many compiles of that build went through the wrapper, flags or not."""
     return sum(line == SEEN for line in _tally_lines(work_dir))
+
+
+def outputs_of(parsed, cwd: str) -> list[str]:
+    """The files a compile or link of `parsed` (an Invocation) writes, absolute."""
+    from autopass_build.capture.compiler_args import COMPILE
+
+    if parsed.mode == COMPILE:
+        written = [parsed.object_path(source) for source in parsed.sources]
+    else:
+        written = [parsed.link_output()]
+    return [os.path.normpath(os.path.join(cwd, path)) for path in written if path]
+
+
+def outputs(work_dir: str) -> list[str]:
+    """What that build's instrumented compiles and links wrote, each once, in order."""
+    return list(dict.fromkeys(line[len(OUTPUT):].rstrip("\n")
+                              for line in _tally_lines(work_dir) if line.startswith(OUTPUT)))
 
 
 def not_applied(work_dir: str) -> list[str]:

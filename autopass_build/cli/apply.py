@@ -38,6 +38,14 @@ def add_parsers(sub) -> None:
                    help="what a stale or untrusted entry does (default: %(default)s)")
     p.add_argument("--root", metavar="DIR", help="project root the database's paths are "
                    "relative to (default: the database's folder)")
+    p.add_argument("--train", action="store_true",
+                   help="retrain the database's PGO and BOLT profiles on today's source, "
+                        "inside the build: an instrumented build, the training run "
+                        "([run].train, else the benchmark of autopass.toml), the build "
+                        "with the fresh profile, then BOLT trained on the linked target. "
+                        "BUILD must build from a clean tree; it runs twice. What it was "
+                        "made with lands beside the database as autopass.trained.*")
+    add_config_option(p)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
     p.set_defaults(func=cmd_apply)
 
@@ -65,6 +73,7 @@ examples:
   autopass apply --policy error -- sh -c 'cmake -B build -G Ninja && ninja -C build'
   CC=autopass-cc AUTOPASS_MODE=apply make            # the same, by hand
   cmake -DAUTOPASS_MODE=apply -DCMAKE_PROJECT_TOP_LEVEL_INCLUDES=.../AutoPass.cmake ...
+  make clean && autopass apply --train -- make -j2   # release build: fresh profiles
 
 Each compile of a source with an entry in autopass.flags.json gets that entry's flags
 appended; everything else compiles exactly as asked.  Entries pass the allowlist again;
@@ -92,6 +101,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.root and not os.path.isdir(root):
         raise CliError(f"--root {args.root}: not a folder; give the project root the "
                        "database's paths are relative to")
+    if args.train:
+        return _apply_training(args, command, db, root)
     usable = None
     if not os.path.isfile(db):
         what = "is a folder, not a flags database" if os.path.isdir(db) else "does not exist"
@@ -124,6 +135,43 @@ def cmd_apply(args: argparse.Namespace) -> int:
         raise CliError(f"build command not found: {command[0]!r}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _apply_training(args: argparse.Namespace, command: list[str], db: str, root: str) -> int:
+    """`apply --train`: outputs/retrain.py's builds, then what they were made with."""
+    from autopass_build.core.flags_db import FlagsDbError
+    from autopass_build.instruments.benchmark import Benchmark, MeasureError
+    from autopass_build.outputs.retrain import Retrainer, RetrainError
+
+    if not os.path.isfile(db):
+        raise CliError(f"{db}: no flags database to retrain; give it with --db, or tune "
+                       "first (autopass tune)")
+    config = load_config(args)
+    progress = Progress("autopass apply --train")
+    try:
+        retrainer = Retrainer(command, db, root, args.policy, Benchmark.from_config(config),
+                              progress)
+        result = retrainer.run()
+    except (FlagsDbError, MeasureError, RetrainError) as error:
+        progress(None)
+        raise CliError(str(error))
+    except (FileNotFoundError, PermissionError):
+        raise CliError(f"build command not found: {command[0]!r}") from None
+    progress(None)
+    for note in result.notes:
+        print(f"autopass: note: {note}", file=sys.stderr)
+    if result.status == 0:
+        print(f"autopass: {retrain_summary(result)}", file=sys.stderr)
+    return result.status
+
+
+def retrain_summary(result) -> str:
+    """One line: what each profile is, what it was built with, and what it cost."""
+    parts = [f"{name} {'retrained' if how == 'trained' else 'NOT retrained: ' + how}"
+             for name, how in (("PGO", result.pgo), ("BOLT", result.bolt)) if how]
+    costs = ", ".join(f"{what} {seconds:.0f} s" for what, seconds in result.seconds.items())
+    made = (f"; built with {os.path.relpath(result.database)}" if result.database else "")
+    return f"{'; '.join(parts)}{made} ({costs})"
 
 
 def _say_what_was_applied(db: str, applied: int, started: float, seen: int,

@@ -40,10 +40,15 @@ ENV_FALLBACK_CXX = "AUTOPASS_FALLBACK_CXX"
 ENV_MODEL = "AUTOPASS_MODEL"
 ENV_REPLAY_CC = "AUTOPASS_REPLAY_CC"
 ENV_BOLT = "AUTOPASS_BOLT"                   # llvm-bolt to use (else found beside clang)
+ENV_TRAIN_PHASE = "AUTOPASS_TRAIN_PHASE"     # `apply --train`'s build: instrument | final
 
 # Choices, each listed once; the CLI's `choices=` and the config's checks read them.
 WRAPPER_MODES = ("record", "apply", "off")
 APPLY_POLICIES = ("warn", "error", "apply-anyway")
+# `apply --train` builds twice: "instrument" (every compile and link instrumented for
+# PGO, nothing of the database applied) and "final" (the database with the profile just
+# trained; BOLT is trained on the linked target after the build, not applied at its link).
+TRAIN_PHASES = ("instrument", "final")
 DEFAULT_APPLY_POLICY = "warn"
 METRICS = ("wall", "cpu", "user", "instructions", "cycles")
 AGENT_BACKENDS = ("rules", "openai", "replay")

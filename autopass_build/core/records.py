@@ -23,6 +23,13 @@ class Record:
                 value = defaults[name]
             object.__setattr__(self, name, value)
 
+    def replace(self, **changes: object):
+        """A copy with `changes` (field name -> value); an unknown name is a TypeError."""
+        unknown = set(changes) - set(self.__slots__)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {', '.join(sorted(unknown))}")
+        return type(self)(*(changes.get(n, getattr(self, n)) for n in self.__slots__))
+
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and all(
             getattr(self, n) == getattr(other, n) for n in self.__slots__)

@@ -27,6 +27,14 @@ PGO, LTO, THINLTO, BOLT, NATIVE = "pgo", "lto", "thinlto", "bolt", "native"
 # MP3 from -march=native, the same bytes with -ffp-contract=off).  Under LTO the choice
 # travels in each function's target attributes, so the link's code generation keeps it.
 NATIVE_FLAGS = ("-march=native", "-ffp-contract=off")
+# PGO's instrumented build (the tuner's, and `apply --train`'s first build).  libtool
+# links a C++ shared library with -nostdlib and a `-lc` of its own, read before the
+# profile runtime that clang appends: the runtime's atexit (glibc keeps it, hidden, in
+# libc_nonshared.a) stayed undefined in the library, and the program's link failed
+# ("hidden symbol `atexit' ... is referenced by DSO": hunspell).  Asked for up front, it
+# is taken from `-lc` wherever that comes.
+INSTRUMENT = "-fprofile-instr-generate"
+INSTRUMENT_LINK_FLAGS = (INSTRUMENT, "-Wl,-u,atexit")
 BOLT_LINK_FLAGS = ("-Wl,--emit-relocs",)   # BOLT moves code: it needs the relocations
 LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' own
 # libtool builds export lists with the system's `nm` and archives with its `ar`: with a

@@ -22,17 +22,13 @@ from dataclasses import dataclass
 from autopass_build.core import proc, toolchain
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError
+from autopass_build.core.stage_flags import INSTRUMENT, INSTRUMENT_LINK_FLAGS
 from autopass_build.instruments import training
 from autopass_build.instruments.evaluate import Evaluator
 
 PGO_FILE = "pgo.json"
-GENERATE = "-fprofile-instr-generate"
-# libtool links a C++ shared library with -nostdlib and a `-lc` of its own, read before
-# the profile runtime that clang appends: the runtime's atexit (glibc keeps it, hidden, in
-# libc_nonshared.a) stayed undefined in the library, and the program's link failed
-# ("hidden symbol `atexit' ... is referenced by DSO": hunspell).  Asked for up front, it
-# is taken from `-lc` wherever that comes.
-RUNTIME_LINK_FLAGS = (GENERATE, "-Wl,-u,atexit")
+GENERATE = INSTRUMENT
+RUNTIME_LINK_FLAGS = INSTRUMENT_LINK_FLAGS
 
 
 class PgoError(Exception):

@@ -1,0 +1,280 @@
+"""`autopass apply --train -- BUILD`: the tuned decisions, with profiles trained on
+today's source inside the build.
+
+    build 1 (instrument): every compile and link instrumented for PGO, nothing else
+    ─▶ training run ([run].train, or the benchmark) on the target: raw profiles, the
+    benchmark's output kept as the reference ─▶ merged, counts rounded (steady_counts)
+    ─▶ build 1's outputs deleted, so the build system makes them again
+    ─▶ build 2 (final): the database with the fresh profile ─▶ the benchmark's output
+    checked against the reference
+    ─▶ BOLT (when a stage): the linked target instrumented, trained, rewritten in place,
+    checked again
+    ─▶ autopass.trained.flags.json (+ .profdata, .fdata, .bolt.yaml) beside the database:
+    what the build was made with, for `autopass apply --db` and `db status`
+
+Nothing of this may break the user's build: an instrumented build, training run or
+check that fails makes build 2 (or its rebuild) use the database as shipped, with the
+reason; BOLT that fails leaves the linked target as built.  Both builds run the user's
+command as given, so it must build from a clean tree (else it compiles nothing
+instrumented, which is said before anything is deleted).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from autopass_build.capture import tally
+from autopass_build.capture.build_env import apply_environment
+from autopass_build.capture.server import serving
+from autopass_build.core import bolt_commands as bolt
+from autopass_build.core import flags_db, proc, toolchain
+from autopass_build.core.files import hash_file
+from autopass_build.core.flags_db import FlagsDb, ProfileRef
+from autopass_build.core.names import ENV_TRAIN_PHASE
+from autopass_build.core.outcome import Outcome
+from autopass_build.core.stage_flags import BOLT, PGO
+from autopass_build.instruments import training
+from autopass_build.instruments.benchmark import Benchmark, RunResult, run_once
+from autopass_build.instruments.output_check import Reference, check_output
+from autopass_build.instruments.steady_counts import SteadyError, merge_profraw, round_fdata
+
+TRAINED_DB = "autopass.trained.flags.json"
+TRAINED_PROFILE = "autopass.trained.profdata"
+TRAINED_BOLT = "autopass.trained.fdata"
+TRAINED_BOLT_STALE = "autopass.trained.bolt.yaml"
+INSTRUMENTED_SLOWDOWN = 10      # an instrumented run's timeout, in [run].timeout's
+
+
+class RetrainError(Exception):
+    """--train cannot start (nothing to train, a tree that builds nothing)."""
+
+
+@dataclass
+class Retrained:
+    status: int                   # the build's exit status (its last build's)
+    pgo: str = ""                 # "trained", why the shipped profile was used, "" not asked
+    bolt: str = ""                # "trained", why not, "" not asked
+    database: str = ""            # the database the build was made with, when trained
+    notes: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)   # builds and training
+
+
+@dataclass
+class _Build:
+    status: int
+    outputs: list[str]            # what its compiles and links wrote (absolute)
+
+
+class Retrainer:
+    def __init__(self, command: list[str], db_path: str, root: str, policy: str,
+                 bench: Benchmark, show):
+        self.command, self.db_path, self.root, self.policy = command, db_path, root, policy
+        self.bench, self.show = bench, show
+        self.db: FlagsDb = flags_db.load(db_path)
+        target = self.db.target
+        if target is None or not {PGO, BOLT} & set(target.stages):
+            stages = "+".join(target.stages) if target else "none"
+            raise RetrainError(f"{db_path} has no profile to train (its stages: {stages}): "
+                               "build with `autopass apply`")
+        self.target = target
+        self.binary = os.path.join(root, target.output)
+        self.folder = os.path.dirname(db_path)
+        self.result = Retrained(0)
+
+    def run(self) -> Retrained:
+        reference = None
+        database = self.db_path
+        if PGO in self.target.stages:
+            reference, database = self._pgo()
+        if database != self.db_path:      # the fresh profile: check what it built
+            build = self._build("final", database, "building with the profile just trained")
+            self.result.status = build.status
+            why = (f"failed (exit {build.status})" if build.status != 0
+                   else self._differs(reference) if reference is not None else "")
+            if why:
+                self._fallback(f"the build with the fresh profile {why}", build)
+                return self.result
+        else:
+            build = self._build("final" if BOLT in self.target.stages else "", self.db_path,
+                                "building with the database as shipped")
+            self.result.status = build.status
+        if build.status == 0 and BOLT in self.target.stages:
+            if database == self.db_path and self.binary not in build.outputs:
+                raise RetrainError(f"the build did not link {self.target.output} (up to "
+                                   "date?): --train needs a clean build tree")
+            self._bolt(reference, database)
+        return self.result
+
+    # ---- PGO ---------------------------------------------------------------------------
+    def _pgo(self) -> tuple[Reference | None, str]:
+        """Build 1 and the training run: (the reference output, the database build 2
+        uses: the trained one, or the shipped one with the reason why)."""
+        build = self._build("instrument", self.db_path, "building instrumented for PGO")
+        if build.status == 0 and self.binary not in build.outputs:
+            _delete(build.outputs)
+            raise RetrainError(f"the build did not link {self.target.output} (up to date?): "
+                               "--train needs a clean build tree (run your clean step first)")
+        try:
+            if build.status != 0:
+                raise _Untrained(f"the instrumented build failed (exit {build.status})")
+            reference, profile = self._train_pgo()
+        except _Untrained as why:
+            self.result.pgo = f"{why}: built with the shipped profile"
+            self.show(f"PGO not retrained: {self.result.pgo}")
+            _delete(build.outputs)
+            return None, self.db_path
+        _delete(build.outputs)
+        self.result.pgo = "trained"
+        trained = self.db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile)))
+        return reference, self._save(trained)
+
+    def _train_pgo(self) -> tuple[Reference, str]:
+        profdata = toolchain.find_tool("llvm-profdata")
+        if profdata is None:
+            raise _Untrained(toolchain.not_found("llvm-profdata"))
+        started = time.time()
+        with tempfile.TemporaryDirectory(prefix="autopass-train-") as scratch:
+            raws = os.path.join(scratch, "raw")
+            env = {"LLVM_PROFILE_FILE": os.path.join(raws, "%p.profraw")}
+            if self.bench.run.train:
+                self.show("training: running [run].train on the instrumented build")
+                try:
+                    training.run(self.bench, self.binary, self.bench.env(env), self.show)
+                except training.TrainingError as error:
+                    raise _Untrained(str(error)) from None
+                env = {"LLVM_PROFILE_FILE": os.path.join(scratch, "check-%p.profraw")}
+            else:
+                self.show("training: running the benchmark on the instrumented build")
+            run = self._run(self.binary, env, INSTRUMENTED_SLOWDOWN)
+            if run.outcome != Outcome.OK:
+                raise _Untrained(f"the training run failed ({run.detail})")
+            found = sorted(os.listdir(raws)) if os.path.isdir(raws) else []
+            if not found:
+                raise _Untrained("the training run wrote no profile: does it exit normally?")
+            profile = os.path.join(self.folder, TRAINED_PROFILE)
+            try:
+                merge_profraw(profdata, [os.path.join(raws, f) for f in found], profile,
+                              scratch)
+            except SteadyError as error:
+                raise _Untrained(str(error)) from None
+        self.result.seconds["training"] = time.time() - started
+        return _reference(run), profile
+
+    # ---- BOLT --------------------------------------------------------------------------
+    def _bolt(self, reference: Reference | None, database: str) -> None:
+        """The linked target instrumented, trained and rewritten in place; on any
+        failure it stays as linked."""
+        if self.target.bolt_libraries:
+            names = ", ".join(b.output for b in self.target.bolt_libraries)
+            self.result.notes.append(f"BOLT of {names} is not retrained by --train: "
+                                     "built without it")
+        started = time.time()
+        with tempfile.TemporaryDirectory(prefix="autopass-bolt-train-") as scratch:
+            linked = os.path.join(scratch, "linked")
+            shutil.copy2(self.binary, linked)
+            try:
+                trained = self._train_bolt(linked, reference, scratch)
+            except (bolt.BoltError, training.TrainingError, OSError, _Untrained) as error:
+                shutil.copy2(linked, self.binary)
+                self.result.bolt = f"{error}: {self.target.output} is left as linked"
+                self.show(f"BOLT not retrained: {self.result.bolt}")
+                return
+        self.result.seconds["BOLT"] = time.time() - started
+        self.result.bolt = "trained"
+        self._save(flags_db.load(database).replace(target=trained))
+
+    def _train_bolt(self, linked: str, reference: Reference | None, scratch: str):
+        missing = bolt.missing()
+        if missing:
+            raise _Untrained(missing)
+        if reference is None:
+            reference = _reference(self._run(self.binary, {}, 1))
+        instrumented = os.path.join(scratch, os.path.basename(self.binary))
+        self.show(f"BOLT: instrumenting {self.target.output}")
+        bolt.instrument(linked, instrumented, os.path.join(scratch, "prof"))
+        training.run(self.bench, instrumented, self.bench.env({}), self.show)
+        raws = sorted(os.path.join(scratch, f) for f in os.listdir(scratch)
+                      if f.endswith(".fdata"))
+        if not raws:
+            raise _Untrained("the BOLT training run wrote no profile")
+        fdata = os.path.join(self.folder, TRAINED_BOLT)
+        bolt.merge(raws, fdata)
+        round_fdata(fdata)
+        yaml = os.path.join(self.folder, TRAINED_BOLT_STALE)
+        bolt.to_yaml(linked, fdata, yaml)
+        self.show(f"BOLT: rewriting {self.target.output} with its profile")
+        bolt.optimize(linked, fdata, self.binary)
+        why = self._differs(reference)
+        if why:
+            raise _Untrained(f"the binary BOLT rewrote {why}")
+        return self.target.replace(
+            bolt=ProfileRef(TRAINED_BOLT, hash_file(fdata)),
+            bolt_binary=bolt.code_fingerprint(linked), bolt_libraries=(),
+            bolt_stale=ProfileRef(TRAINED_BOLT_STALE, hash_file(yaml)))
+
+    # ---- shared ------------------------------------------------------------------------
+    def _build(self, phase: str, database: str, what: str) -> _Build:
+        self.show(what)
+        started = time.time()
+        work = tempfile.mkdtemp(prefix="autopass-train-build-")
+        try:
+            env = apply_environment(self.root, database, self.policy, work)
+            if phase:
+                env[ENV_TRAIN_PHASE] = phase
+            # the build's own runs of an instrumented program (configure checks, tests)
+            # write their raw profiles there, not into the tree
+            env["LLVM_PROFILE_FILE"] = os.path.join(work, "build-%p.profraw")
+            with serving(env):
+                status = proc.run_build(self.command, env)
+            build = _Build(status, tally.outputs(work))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        key = f"build ({phase})" if phase else "build"
+        self.result.seconds[key] = self.result.seconds.get(key, 0.0) + time.time() - started
+        return build
+
+    def _run(self, binary: str, env: dict[str, str], slowdown: int) -> RunResult:
+        return run_once(self.bench, binary, env, self.bench.run.timeout * slowdown)
+
+    def _differs(self, reference: Reference) -> str:
+        """"" when the target's benchmark output is the reference's, else how not."""
+        run = self._run(self.binary, {}, 1)
+        if run.outcome != Outcome.OK:
+            return f"does not run the benchmark ({run.detail})"
+        why = check_output(self.bench, reference, run)
+        return f"changes the benchmark's output ({why})" if why else ""
+
+    def _fallback(self, why: str, build: _Build) -> None:
+        """Build 2 made a program that fails the check: its outputs deleted and built
+        again with the database as shipped."""
+        self.show(f"PGO not retrained: {why}; building again with the shipped database")
+        self.result.pgo = f"{why}: built with the shipped profile"
+        _delete(build.outputs)
+        self.result.status = self._build("", self.db_path, "rebuilding").status
+
+    def _save(self, db: FlagsDb) -> str:
+        path = os.path.join(self.folder, TRAINED_DB)
+        flags_db.save(path, db)
+        self.result.database = path
+        return path
+
+
+class _Untrained(Exception):
+    """Why a profile could not be trained: the build goes on without it."""
+
+
+def _reference(run: RunResult) -> Reference:
+    return Reference(run.status, run.stdout, run.stderr, run.files, run.stdout_cut)
+
+
+def _delete(paths: list[str]) -> None:
+    """Build 1's outputs, so that the build system makes them again."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,164 @@
+"""`autopass apply --train`: the tuned decisions with profiles trained inside the build
+(issue 46): real make builds with clang, llvm-profdata and BOLT, the user's command run
+twice, the training run's failures and changed outputs falling back to the shipped
+database."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autopass_build.core import bolt_commands as bolt
+from autopass_build.core import flags_db, toolchain
+from autopass_build.instruments.steady_counts import round_fdata, round_proftext, rounded
+from tests.support import AUTOPASS, env_with_autopass, run, write
+
+MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+int work(int n);
+int main(int argc, char **argv) {
+    char mode = argc > 1 ? argv[1][0] : 'x';
+    if (mode == 'c') abort();                        /* a training run that crashes */
+    if (mode == 'e')                                 /* one whose output changes */
+        puts(getenv("LLVM_PROFILE_FILE") ? "instrumented" : "plain");
+    printf("%d\n", work(300000));
+    return 0;
+}
+"""
+WORK = r"""
+int work(int n) {
+    int sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += (i % 7 == 0) ? i / 7 : (i % 3 ? 1 : -2);
+    return sum;
+}
+"""
+MAKEFILE = """CC ?= cc
+prog: main.o work.o
+\t$(CC) -o $@ main.o work.o
+%.o: %.c
+\t$(CC) -O2 -c $< -o $@
+clean:
+\trm -f prog *.o
+"""
+BOLT_HERE = bolt.missing() == ""
+STAGES = ("pgo", "bolt") if BOLT_HERE else ("pgo",)
+
+
+def project(root: Path, mode: str = "x", stages: tuple[str, ...] = STAGES) -> Path:
+    write(root / "main.c", MAIN)
+    write(root / "work.c", WORK)
+    write(root / "Makefile", MAKEFILE)
+    write(root / "autopass.toml", f'[build]\ncommand = "make"\n[run]\ncommand = ["{{exe}}", '
+                                  f'"{mode}"]\n')
+    # what tune would have shipped, as far as --train cares: the target and its stages
+    # (the shipped profiles are not here: a fallback builds without them, with a warning)
+    bolt_ref = flags_db.ProfileRef("autopass.fdata", "0" * 40) if "bolt" in stages else None
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("prog", stages, "-O2", ("main.c", "work.c"),
+                                      bolt=bolt_ref, bolt_binary="0" * 40 if bolt_ref else "")
+    db.profile = flags_db.ProfileRef("autopass.profdata", "0" * 40)
+    db.toolchain = {"compiler": "", "target": ""}
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    return root
+
+
+def train(root: Path):
+    return run([AUTOPASS, "apply", "--train", "--", "make"], root, env_with_autopass())
+
+
+def instrumented(binary: Path) -> bool:
+    return b"__llvm_profile_runtime" in binary.read_bytes()
+
+
+def test_train_builds_with_fresh_profiles_and_two_clean_builds_are_identical(tmp_path):
+    root = project(tmp_path)
+    done = train(root)
+    said = done.stderr.decode()
+    assert done.returncode == 0, said
+    assert "PGO retrained" in said, said
+    assert ("BOLT retrained" in said) == BOLT_HERE, said
+    trained = flags_db.load(str(root / "autopass.trained.flags.json"))
+    assert trained.profile is not None and trained.profile.path == "autopass.trained.profdata"
+    profdata = toolchain.find_tool("llvm-profdata")
+    assert profdata
+    shown = subprocess.run([profdata, "show", "--all-functions", str(root / trained.profile.path)],
+                           capture_output=True, text=True).stdout
+    assert "work" in shown and "main" in shown, shown
+    assert not instrumented(root / "prog"), "the final build kept the instrumentation"
+    assert not list(root.glob("*.profraw")), "a raw profile was left in the tree"
+    if BOLT_HERE:
+        assert trained.target is not None and trained.target.bolt is not None
+        assert bolt.code_fingerprint(str(root / "prog")) != trained.target.bolt_binary, \
+            "BOLT did not rewrite the linked program"
+    first = (root / "prog").read_bytes()
+    assert subprocess.run([root / "prog", "x"], capture_output=True).returncode == 0
+    subprocess.run(["make", "clean"], cwd=root, check=True, capture_output=True)
+    assert train(root).returncode == 0
+    assert (root / "prog").read_bytes() == first, "two clean --train builds differ"
+
+
+def test_train_on_an_up_to_date_tree_says_so_and_keeps_it(tmp_path):
+    root = project(tmp_path, stages=("pgo",))
+    subprocess.run(["make"], cwd=root, check=True, capture_output=True)
+    before = (root / "prog").read_bytes()
+    done = train(root)
+    assert done.returncode == 2, done.stderr
+    said = done.stderr.decode().strip().splitlines()[-1]
+    assert "did not link prog" in said and "clean build tree" in said, said
+    assert (root / "prog").read_bytes() == before
+
+
+@pytest.mark.parametrize("mode,why", [("c", "the training run failed"),
+                                      ("e", "changes the benchmark's output")])
+def test_a_failed_or_changed_training_run_builds_with_the_shipped_database(tmp_path, mode,
+                                                                             why):
+    root = project(tmp_path, mode, stages=("pgo",))
+    done = train(root)
+    said = done.stderr.decode()
+    assert done.returncode == 0, said
+    assert "PGO NOT retrained" in said and why in said, said
+    assert "autopass.profdata" in said, "the shipped profile's own refusal is not said"
+    assert (root / "prog").is_file() and not instrumented(root / "prog")
+    assert "plain" in subprocess.run([root / "prog", "e"], capture_output=True,
+                                     text=True).stdout
+
+
+def test_rounded_counts_make_one_profile_of_runs_that_differ_a_little():
+    """Counts that differ past their second digit give one text; names, hashes and the
+    numbers of counters stay as they were."""
+    def proftext(hot: int, calls: int) -> str:
+        return (f"main\n# Func Hash:\n1160280\n# Num Counters:\n2\n# Counter Values:\n1\n"
+                f"{hot}\n\n12345\n# Func Hash:\n99\n# Num Counters:\n1\n# Counter Values:\n"
+                f"{calls}\n# Num Value Kinds:\n1\n# ValueKind = IPVK_IndirectCallTarget:\n0\n"
+                f"# NumValueSites:\n1\n1\nmain:{calls}\n")
+
+    one, other = round_proftext(proftext(100231, 4012)), round_proftext(proftext(99874, 3987))
+    assert one == other
+    assert "\n100000\n" in one and "main:4000" in one
+    assert "\n1160280\n" in one and "\n12345\n" in one and "# Num Counters:\n2\n" in one
+    assert [rounded(n) for n in (7, 99, 149, 66666)] == [7, 99, 150, 67000]
+
+
+def test_rounded_bolt_edges(tmp_path):
+    fdata = write(tmp_path / "p.fdata", "1 main 3c 1 main 44 0 123456\n1 f 0 1 g 0 0 17\n")
+    round_fdata(str(fdata))
+    assert fdata.read_text() == "1 main 3c 1 main 44 0 120000\n1 f 0 1 g 0 0 17\n"
+
+
+def test_train_needs_a_database_with_a_profile_stage(tmp_path):
+    root = project(tmp_path)
+    db = flags_db.load(str(root / "autopass.flags.json"))
+    assert db.target is not None
+    flags_db.save(str(root / "autopass.flags.json"),
+                  db.replace(profile=None, target=db.target.replace(stages=("lto",), bolt=None,
+                                                                     bolt_binary="")))
+    done = train(root)
+    said = done.stderr.decode().strip()
+    assert done.returncode == 2 and "no profile to train" in said and "lto" in said, said
+    assert not (root / "prog").exists(), "it built though it refused"
+    assert shutil.which("make")
