@@ -76,6 +76,7 @@ def instrumented(binary: Path) -> bool:
 
 
 def test_train_builds_with_fresh_profiles_and_two_clean_builds_are_identical(tmp_path):
+    """F73: the profiles trained in the build, and one binary from two clean builds."""
     root = project(tmp_path)
     done = train(root)
     said = done.stderr.decode()
@@ -103,6 +104,7 @@ def test_train_builds_with_fresh_profiles_and_two_clean_builds_are_identical(tmp
 
 
 def test_train_on_an_up_to_date_tree_says_so_and_keeps_it(tmp_path):
+    """F72: nothing instrumented was compiled: refused, the program kept."""
     root = project(tmp_path, stages=("pgo",))
     subprocess.run(["make"], cwd=root, check=True, capture_output=True)
     before = (root / "prog").read_bytes()
@@ -117,6 +119,8 @@ def test_train_on_an_up_to_date_tree_says_so_and_keeps_it(tmp_path):
                                       ("e", "changes the benchmark's output")])
 def test_a_failed_or_changed_training_run_builds_with_the_shipped_database(tmp_path, mode,
                                                                              why):
+    """F70, F71: a crashing training run, and one whose output the instrumentation
+    changes: the build ships the database as shipped, never the doubtful profile."""
     root = project(tmp_path, mode, stages=("pgo",))
     done = train(root)
     said = done.stderr.decode()
@@ -129,7 +133,7 @@ def test_a_failed_or_changed_training_run_builds_with_the_shipped_database(tmp_p
 
 
 def test_rounded_counts_make_one_profile_of_runs_that_differ_a_little():
-    """Counts that differ past their second digit give one text; names, hashes and the
+    """F73: counts that differ past their second digit give one text; names, hashes and the
     numbers of counters stay as they were."""
     def proftext(hot: int, calls: int) -> str:
         return (f"main\n# Func Hash:\n1160280\n# Num Counters:\n2\n# Counter Values:\n1\n"
@@ -145,12 +149,14 @@ def test_rounded_counts_make_one_profile_of_runs_that_differ_a_little():
 
 
 def test_rounded_bolt_edges(tmp_path):
+    """F73: BOLT's edge counts, rounded in place."""
     fdata = write(tmp_path / "p.fdata", "1 main 3c 1 main 44 0 123456\n1 f 0 1 g 0 0 17\n")
     round_fdata(str(fdata))
     assert fdata.read_text() == "1 main 3c 1 main 44 0 120000\n1 f 0 1 g 0 0 17\n"
 
 
 def test_train_needs_a_database_with_a_profile_stage(tmp_path):
+    """F72: a database without PGO or BOLT has nothing to train."""
     root = project(tmp_path)
     db = flags_db.load(str(root / "autopass.flags.json"))
     assert db.target is not None

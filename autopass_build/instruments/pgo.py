@@ -2,7 +2,8 @@
 
     units ──from source, -fprofile-instr-generate──▶ instrumented binary (relinked with
     the profile runtime) ──the benchmark, LLVM_PROFILE_FILE──▶ *.profraw
-    ──llvm-profdata merge──▶ .autopass/blobs/profile/<hash>.profdata
+    ──llvm-profdata merge, counts rounded (steady_counts)──▶
+    .autopass/blobs/profile/<hash>.profdata
 
 A PGO build is then every runtime unit with `-fprofile-instr-use=<that file>` (compiled
 from source: clang's instrumentation profile is keyed to the front end's view of each
@@ -19,11 +20,11 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
-from autopass_build.core import proc, toolchain
+from autopass_build.core import toolchain
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.stage_flags import INSTRUMENT, INSTRUMENT_LINK_FLAGS
-from autopass_build.instruments import training
+from autopass_build.instruments import steady_counts, training
 from autopass_build.instruments.evaluate import Evaluator
 
 PGO_FILE = "pgo.json"
@@ -76,11 +77,10 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
         if not raws:
             raise PgoError("the benchmark wrote no profile: does it exit normally?")
         merged = os.path.join(scratch, "merged.profdata")
-        done = proc.run_captured([profdata, "merge", "-o", merged] + raws, scratch,
-                                 proc.clean_env(dict(os.environ)), 600)
-        if done.status != 0:
-            raise PgoError("llvm-profdata merge failed: "
-                           + done.stderr.decode("utf-8", "replace")[-300:])
+        try:    # rounded: a program whose counts vary by run still gets one profile
+            steady_counts.merge_profraw(profdata, raws, merged, scratch)
+        except steady_counts.SteadyError as error:
+            raise PgoError(str(error)) from None
         path, digest = training.keep(evaluator.store, merged, "profile", ".profdata")
     shutil.rmtree(built.folder, ignore_errors=True)
     result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws),
