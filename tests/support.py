@@ -178,3 +178,19 @@ def check_recorded(root: Path, opt: str, binary: str, n_units: int) -> None:
     assert target.unmatched == []
     assert store.log_lines() == []
 
+
+
+def shipped_database(root: Path, output: str, units: tuple[str, ...],
+                     stages: tuple[str, ...]) -> None:
+    """root/autopass.flags.json as tune would have shipped it with `stages` for the
+    binary `output`, as far as apply --train cares; the profiles it names are not there
+    (a build that falls back to them builds without them, with a warning)."""
+    from autopass_build.core import flags_db
+
+    bolt_ref = flags_db.ProfileRef("autopass.fdata", "0" * 40) if "bolt" in stages else None
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages(output, stages, "-O2", units, bolt=bolt_ref,
+                                      bolt_binary="0" * 40 if bolt_ref else "")
+    db.profile = flags_db.ProfileRef("autopass.profdata", "0" * 40) if "pgo" in stages else None
+    db.toolchain = {"compiler": "", "target": ""}
+    flags_db.save(str(root / "autopass.flags.json"), db)

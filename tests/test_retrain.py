@@ -14,7 +14,7 @@ import pytest
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core import flags_db, toolchain
 from autopass_build.instruments.steady_counts import round_fdata, round_proftext, rounded
-from tests.support import AUTOPASS, env_with_autopass, run, write
+from tests.support import AUTOPASS, env_with_autopass, run, shipped_database, write
 
 MAIN = r"""
 #include <stdio.h>
@@ -55,15 +55,7 @@ def project(root: Path, mode: str = "x", stages: tuple[str, ...] = STAGES) -> Pa
     write(root / "Makefile", MAKEFILE)
     write(root / "autopass.toml", f'[build]\ncommand = "make"\n[run]\ncommand = ["{{exe}}", '
                                   f'"{mode}"]\n')
-    # what tune would have shipped, as far as --train cares: the target and its stages
-    # (the shipped profiles are not here: a fallback builds without them, with a warning)
-    bolt_ref = flags_db.ProfileRef("autopass.fdata", "0" * 40) if "bolt" in stages else None
-    db = flags_db.empty()
-    db.target = flags_db.TargetStages("prog", stages, "-O2", ("main.c", "work.c"),
-                                      bolt=bolt_ref, bolt_binary="0" * 40 if bolt_ref else "")
-    db.profile = flags_db.ProfileRef("autopass.profdata", "0" * 40)
-    db.toolchain = {"compiler": "", "target": ""}
-    flags_db.save(str(root / "autopass.flags.json"), db)
+    shipped_database(root, "prog", ("main.c", "work.c"), stages)
     return root
 
 

@@ -169,7 +169,8 @@ def retrain_summary(result) -> str:
     """One line: what each profile is, what it was built with, and what it cost."""
     parts = [f"{name} {'retrained' if how == 'trained' else 'NOT retrained: ' + how}"
              for name, how in (("PGO", result.pgo), ("BOLT", result.bolt)) if how]
-    costs = ", ".join(f"{what} {seconds:.0f} s" for what, seconds in result.seconds.items())
+    costs = ", ".join(f"{what} {seconds:.{1 if seconds < 10 else 0}f} s"
+                      for what, seconds in result.seconds.items())
     made = (f"; built with {os.path.relpath(result.database)}" if result.database else "")
     return f"{'; '.join(parts)}{made} ({costs})"
 
