@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Tuned builds that last (issue 46): tune on a program's first release, then build each
+later release three ways, all measured side by side against that release's -O3 build:
+
+    (a) as is       `autopass apply` with the first release's database and profiles
+    (b) retrained   `autopass apply --train` with that database (fresh PGO and BOLT
+                    profiles, the first release's other decisions)
+    (c) afresh      `autopass record` + `autopass tune` on this release, then apply
+    (a+)            (a) with --policy apply-anyway, when the database has per-file entries:
+                    whether an entry measured on the old source still helps the new one
+
+Programs (upstream sources at successive releases, from PyPI sdists that bundle them):
+Brotli 1.0.7 / 1.0.9 / 1.1.0 (the `brotli` tool compressing a generated 8 MB text at
+-q 9), Lua 5.4.4 / 5.4.7 / 5.4.8 (lupa 2.0 / 2.4 / 2.6's third-party/lua54, running
+bench/workloads/lua_mix.lua).  Each release is built by a small Makefile of ours
+(-O3), the same for every release; everything runs through autopass's own commands, as a
+user's CI would.  The measurement: interleaved rounds, each variant once per round in
+shuffled order, CPU time of the run; each variant's ratio to -O3 with the 95 % interval
+(Hodges-Lehmann on the paired log ratios, autopass's own statistics); every variant's
+output must be -O3's.  Reported per later release: the speedups, how much of (c)'s gain
+(a) and (b) keep on the log scale, and what --train cost against the plain build.
+
+Usage: python bench/release_history.py [--programs brotli,lua] [--time 4m] [--rounds 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from autopass_build.instruments.stats import estimate  # noqa: E402
+
+CACHE = Path(os.environ.get("AUTOPASS_BENCH_CACHE",
+                            Path.home() / ".cache" / "autopass")) / "pypi"
+AUTOPASS = str(Path(sys.executable).parent / "autopass")
+SHIPPED = ("autopass.flags.json", "autopass.profdata", "autopass.fdata", "autopass.bolt.yaml")
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str          # the program's own
+    sdist: str            # PyPI project and version that bundle it
+    folder: str           # the sources inside the sdist, relative to its top folder
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    binary: str
+    releases: tuple[Release, ...]
+    makefile: str
+    run: tuple[str, ...]  # the benchmark, "{exe}" for the binary
+
+
+BROTLI_MAKE = """\
+CC ?= cc
+CFLAGS ?= -O3
+SRCS := $(sort $(wildcard c/common/*.c c/dec/*.c c/enc/*.c)) c/tools/brotli.c
+OBJS := $(SRCS:.c=.o)
+brotli: $(OBJS)
+\t$(CC) $(CFLAGS) -o $@ $(OBJS) -lm
+%.o: %.c
+\t$(CC) $(CFLAGS) -Ic/include -c $< -o $@
+clean:
+\trm -f brotli $(OBJS)
+"""
+LUA_MAKE = """\
+CC ?= cc
+CFLAGS ?= -O3
+CORE := $(sort $(filter-out lua.c luac.c onelua.c,$(wildcard *.c)))
+OBJS := $(CORE:.c=.o) lua.o
+lua: $(OBJS)
+\t$(CC) $(CFLAGS) -o $@ $(OBJS) -lm -ldl
+%.o: %.c
+\t$(CC) $(CFLAGS) -DLUA_COMPAT_5_3 -DLUA_USE_LINUX -c $< -o $@
+clean:
+\trm -f lua $(OBJS)
+"""
+PROGRAMS = {
+    "brotli": Program("brotli", "brotli", (
+        Release("1.0.7", "brotli==1.0.7", "."), Release("1.0.9", "brotli==1.0.9", "."),
+        Release("1.1.0", "brotli==1.1.0", ".")), BROTLI_MAKE,
+        ("{exe}", "-q", "9", "-c", "corpus.txt")),
+    "lua": Program("lua", "lua", (
+        Release("5.4.4", "lupa==2.0", "third-party/lua54"),
+        Release("5.4.7", "lupa==2.4", "third-party/lua54"),
+        Release("5.4.8", "lupa==2.6", "third-party/lua54")), LUA_MAKE,
+        ("{exe}", "lua_mix.lua", "20")),
+}
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ---- sources -----------------------------------------------------------------------------
+def sdist(requirement: str) -> Path:
+    """The sdist of `requirement` (NAME==VERSION), from PyPI's simple index, cached."""
+    name, version = requirement.split("==")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for found in CACHE.glob(f"*-{version}.*"):
+        if found.name.lower().startswith(name.lower() + "-"):
+            return found
+    with urllib.request.urlopen(f"https://pypi.org/simple/{name}/", timeout=60) as page:
+        index = page.read().decode()
+    pattern = rf'href="(https://[^"#]*/{name}-{re.escape(version)}\.(?:tar\.gz|zip))'
+    url = re.search(pattern, index, re.IGNORECASE)
+    if not url:
+        raise SystemExit(f"no sdist of {requirement} on PyPI")
+    target = CACHE / url.group(1).rsplit("/", 1)[1]
+    urllib.request.urlretrieve(url.group(1), target)
+    return target
+
+
+def unpack(program: Program, release: Release, work: Path) -> Path:
+    """The release's sources in a tree of their own, with our Makefile, the workload
+    and autopass.toml."""
+    archive = sdist(release.sdist)
+    tree = work / f"{program.name}-{release.version}"
+    shutil.rmtree(tree, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        if archive.suffix == ".zip":
+            zipfile.ZipFile(archive).extractall(scratch)
+        else:
+            with tarfile.open(archive) as tar:
+                tar.extractall(scratch, filter="data")
+        top = next(Path(scratch).iterdir())
+        source = top / release.folder
+        if program.name == "brotli":
+            shutil.copytree(source / "c", tree / "c")
+        else:
+            shutil.copytree(source, tree)
+    (tree / "Makefile").write_text(program.makefile)
+    workload(program, tree)
+    run = ", ".join(json.dumps(token) for token in program.run)
+    (tree / "autopass.toml").write_text(
+        f'[build]\ncommand = "make -j2"\nclean = "make clean"\n\n[run]\ncommand = [{run}]\n'
+        'timeout = 120\n\n[check]\nmode = "output"\n\n[measure]\nmetric = "cpu"\n')
+    return tree
+
+
+def workload(program: Program, tree: Path) -> None:
+    if program.name == "lua":
+        shutil.copyfile(HERE / "workloads" / "lua_mix.lua", tree / "lua_mix.lua")
+        return
+    # English-like text from a fixed seed: Zipf-distributed words, punctuation, lines
+    rng = random.Random(46)
+    words = ["".join(rng.choice("etaoinshrdlcumwfgypbvkjxqz") for _ in range(rng.randint(1, 9)))
+             for _ in range(5000)]
+    weights = [1 / (rank + 1) for rank in range(len(words))]
+    out, size = [], 0
+    while size < 8_000_000:
+        line = " ".join(rng.choices(words, weights, k=rng.randint(6, 16))) + ".\n"
+        out.append(line)
+        size += len(line)
+    (tree / "corpus.txt").write_text("".join(out))
+
+
+# ---- builds ------------------------------------------------------------------------------
+def sh(argv: list[str], tree: Path, env: dict | None = None) -> tuple[float, str]:
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} in {tree} failed:\n{done.stdout[-2000:]}\n"
+                         f"{done.stderr[-2000:]}")
+    return time.monotonic() - started, done.stdout + done.stderr
+
+
+def clang_env() -> dict:
+    env = dict(os.environ)
+    env["CC"] = shutil.which("clang-19") or "clang"
+    return env
+
+
+def plain(program: Program, tree: Path, keep: Path) -> float:
+    """The -O3 build with plain clang: its wall time; the binary kept as `keep`."""
+    sh(["make", "clean"], tree)
+    seconds, _ = sh(["make", "-j2"], tree, clang_env())
+    shutil.copy2(tree / program.binary, keep)
+    return seconds
+
+
+def tune(tree: Path, limit: str) -> str:
+    """record + tune on this release: what tune chose (its last words)."""
+    shutil.rmtree(tree / ".autopass", ignore_errors=True)
+    for name in SHIPPED:
+        (tree / name).unlink(missing_ok=True)
+    sh(["make", "clean"], tree)
+    sh([AUTOPASS, "record", "--", "make", "-j2"], tree)
+    _, said = sh([AUTOPASS, "tune", "--time", limit], tree)
+    wrote = [line for line in said.splitlines() if "wrote" in line]
+    return wrote[-1].strip() if wrote else said.strip().splitlines()[-1]
+
+
+def applied(program: Program, tree: Path, keep: Path, *options: str) -> tuple[float, str]:
+    sh(["make", "clean"], tree)
+    seconds, said = sh([AUTOPASS, "apply", *options, "--", "make", "-j2"], tree)
+    shutil.copy2(tree / program.binary, keep)
+    notes = [line.strip() for line in said.splitlines() if line.startswith("autopass:")]
+    return seconds, " | ".join(notes)[:600]
+
+
+def ship(source: Path, tree: Path) -> None:
+    """The first release's database and profiles, committed beside this release."""
+    for name in SHIPPED:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, tree / name)
+        else:
+            (tree / name).unlink(missing_ok=True)
+
+
+# ---- measurement -------------------------------------------------------------------------
+def cpu_run(argv: list[str], tree: Path) -> tuple[float, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(argv, cwd=tree, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{argv} failed: {done.stderr[-500:]!r}")
+    seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, hashlib.sha256(done.stdout).hexdigest()
+
+
+def measure(program: Program, tree: Path, binaries: dict[str, Path], rounds: int) -> dict:
+    """Interleaved rounds; each variant against "-O3": speedup [low, high]."""
+    times: dict[str, list[float]] = {name: [] for name in binaries}
+    outputs: dict[str, set[str]] = {name: set() for name in binaries}
+    order = list(binaries)
+    rng = random.Random(7)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for name in order:
+            argv = [token.replace("{exe}", str(binaries[name])) for token in program.run]
+            seconds, digest = cpu_run(argv, tree)
+            times[name].append(seconds)
+            outputs[name].add(digest)
+    reference = outputs["-O3"]
+    result = {}
+    for name in binaries:
+        if name == "-O3":
+            continue
+        found = estimate(times["-O3"], times[name])
+        speedup, low, high = found.speedup()
+        result[name] = {"speedup": speedup, "low": low, "high": high,
+                        "same_output": outputs[name] == reference}
+    result["-O3 seconds"] = sorted(times["-O3"])[len(times["-O3"]) // 2]
+    return result
+
+
+def kept(part: float, whole: float) -> float | None:
+    """The share of `whole`'s gain that `part` keeps, on the log scale."""
+    if whole <= 1.0:
+        return None
+    return math.log(part) / math.log(whole)
+
+
+# ---- the run -----------------------------------------------------------------------------
+def run_program(program: Program, work: Path, limit: str, rounds: int) -> list[dict]:
+    rows = []
+    first = program.releases[0]
+    bins = work / "bins"
+    bins.mkdir(exist_ok=True)
+    log(f"{program.name} {first.version}: record + tune --time {limit}")
+    tree0 = unpack(program, first, work)
+    chose0 = tune(tree0, limit)
+    log(f"{program.name} {first.version}: {chose0}")
+    o3 = bins / f"{program.name}-{first.version}-O3"
+    plain(program, tree0, o3)
+    tuned0 = bins / f"{program.name}-{first.version}-tuned"
+    applied(program, tree0, tuned0)
+    log(f"{program.name} {first.version}: measuring")
+    rows.append({"program": program.name, "release": first.version, "tuned": chose0,
+                 **measure(program, tree0, {"-O3": o3, "(c) tuned": tuned0}, rounds)})
+    for release in program.releases[1:]:
+        tree = unpack(program, release, work)
+        name = f"{program.name}-{release.version}"
+        log(f"{name}: -O3, (a) as is, (b) --train")
+        plain_seconds = plain(program, tree, bins / f"{name}-O3")
+        ship(tree0, tree)
+        _, said_a = applied(program, tree, bins / f"{name}-a")
+        entries = len(json.loads((tree / "autopass.flags.json").read_text())["entries"])
+        if entries:     # the policy question: do entries measured on the old source help?
+            applied(program, tree, bins / f"{name}-a+", "--policy", "apply-anyway")
+        train_seconds, said_b = applied(program, tree, bins / f"{name}-b", "--train")
+        log(f"{name}: (b) said {said_b[-300:]}")
+        log(f"{name}: (c) record + tune --time {limit}")
+        chose = tune(tree, limit)
+        log(f"{name}: {chose}")
+        applied(program, tree, bins / f"{name}-c")
+        log(f"{name}: measuring")
+        variants = {"-O3": bins / f"{name}-O3", "(a) as is": bins / f"{name}-a",
+                    "(b) retrained": bins / f"{name}-b", "(c) tuned": bins / f"{name}-c"}
+        if entries:
+            variants["(a+) stale entries applied"] = bins / f"{name}-a+"
+        found = measure(program, tree, variants, rounds)
+        training = sum(float(s) for s in re.findall(r"(?:training|BOLT) ([\d.]+) s", said_b))
+        rows.append({"program": program.name, "release": release.version, "tuned": chose,
+                     "entries_shipped": entries, "apply_said": said_a, "train_said": said_b,
+                     "plain_build_s": round(plain_seconds, 1),
+                     "train_s": round(train_seconds, 1), "training_runs_s": round(training, 1),
+                     **found})
+        log(report([rows[-1]]))
+    return rows
+
+
+def report(rows: list[dict]) -> str:
+    out = []
+    for row in rows:
+        cells = []
+        for name in ("(a) as is", "(a+) stale entries applied", "(b) retrained", "(c) tuned"):
+            if name in row:
+                r = row[name]
+                flag = "" if r["same_output"] else " OUTPUT DIFFERS"
+                cells.append(f"{name} {r['speedup']:.3f}x [{r['low']:.3f}, {r['high']:.3f}]{flag}")
+        line = f"{row['program']} {row['release']} (-O3 {row['-O3 seconds']:.2f} s): " + "; ".join(cells)
+        if "(a) as is" in row:
+            whole = row["(c) tuned"]["speedup"]
+            shares = {k: kept(row[k]["speedup"], whole) for k in ("(a) as is", "(b) retrained")}
+            line += "; kept of (c)'s gain: " + ", ".join(
+                f"{k[:3]} {v:.0%}" if v is not None else f"{k[:3]} n/a (c) no gain"
+                for k, v in shares.items())
+            cost = (row["train_s"] - row["training_runs_s"]) / row["plain_build_s"]
+            line += (f"; --train {row['train_s']} s = {cost:.2f}x the plain build "
+                     f"({row['plain_build_s']} s) + {row['training_runs_s']} s of training")
+        out.append(line)
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--programs", default="brotli,lua")
+    parser.add_argument("--time", default="4m", help="each tune's time budget")
+    parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds")
+    parser.add_argument("--out", default="release-history-out")
+    args = parser.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="autopass-releases-") as scratch:
+        for name in args.programs.split(","):
+            rows += run_program(PROGRAMS[name], Path(scratch), args.time, args.rounds)
+            (out / "release_history.json").write_text(json.dumps(rows, indent=1))
+    print(report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
