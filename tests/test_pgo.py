@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS
+from support import AUTOPASS, env_with_autopass
 
 from autopass_build import config as cfg
 from autopass_build.instruments.evaluate import Evaluator
@@ -279,8 +279,16 @@ def test_db_status_says_how_much_of_the_profile_matches_todays_source(recorded, 
         hot.write_text(original.replace("acc = mix(acc, 7);", "if (acc & 1) acc = mix(acc, 7);")
                        + "int added(int y) { return y > 2 ? y : -y; }\n")
         stale = subprocess.run(status, cwd=recorded, capture_output=True, text=True)
+        subprocess.run(["make", "clean"], cwd=recorded, capture_output=True)
+        built = subprocess.run([AUTOPASS, "apply", "--db", str(db), "--", "make"],
+                               cwd=recorded, capture_output=True, text=True,
+                               env=env_with_autopass())
     finally:
         hot.write_text(original)
+    assert built.returncode == 0, built.stderr
+    decay = built.stderr.strip().splitlines()[-1]     # apply's summary says it in one line
+    assert "of what was tuned: the PGO profile out of date in 1 source " in decay, decay
+    assert "autopass db status" in decay and "apply --train" in decay, decay
     assert stale.returncode == 1, stale.stdout + stale.stderr
     assert "1 changed, 1 new" in stale.stdout and "recommendation: retrain" in stale.stdout
     (recorded / "autopass.profdata").write_bytes(b"edited")    # no longer the one shipped

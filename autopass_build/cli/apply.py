@@ -130,6 +130,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if status == 0 and flags_db.applies_anything(usable):
             _say_what_was_applied(db, applied_count(work), started, compiles_seen(work),
                                   usable, root)
+            from autopass_build.capture.tally import not_applied
+            from autopass_build.outputs.status import decay_line
+
+            decay = decay_line(not_applied(work))
+            if decay:
+                print(f"autopass: {decay}", file=sys.stderr)
         return status
     except (FileNotFoundError, PermissionError):
         raise CliError(f"build command not found: {command[0]!r}") from None

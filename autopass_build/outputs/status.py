@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from autopass_build.core import proc
+from autopass_build.core.plural import counted
 from autopass_build.instruments.replay_args import source_args
 from autopass_build.store.build_records import UnitRecord
 
@@ -140,3 +141,29 @@ def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, unusable: 
     if unusable:
         return Advice.RETRAIN, f"{unusable[0]}: {RETRAIN_HOW}"
     return Advice.NOTHING, "what was measured still applies"
+
+
+# What apply mode says of a part it did not apply (capture/applier.py's words), by kind:
+# how `apply` sums up a build's decay in one line.
+DECAY_KINDS = (("entry not applied", "{entries} not applied (source changed)"),
+               ("PGO profile is out of date", "the PGO profile out of date in {sources}"),
+               ("stale-profile inference", "BOLT by stale-profile inference"),
+               ("BOLT not applied", "BOLT not applied"),
+               ("not the PGO profile", "the PGO profile not applied"),
+               ("PGO profile", "the PGO profile not applied"))
+
+
+def decay_line(notes: list[str]) -> str:
+    """One line for what of a database a build did not get (`notes`: apply's tally of
+    not-applied warnings), "" when it got all of it."""
+    counts: dict[str, int] = {}
+    for note in notes:
+        kind = next((text for marker, text in DECAY_KINDS if marker in note), "")
+        if kind:
+            counts[kind] = counts.get(kind, 0) + 1
+    if not counts:
+        return ""
+    parts = [kind.format(entries=counted(n, "per-file entry", "per-file entries"),
+                         sources=counted(n, "source")) for kind, n in counts.items()]
+    return ("of what was tuned: " + ", ".join(parts) + " -- `autopass db status` says how "
+            "much still applies; `autopass apply --train` retrains the profiles")
