@@ -124,6 +124,17 @@ def test_a_failed_or_changed_training_run_builds_with_the_shipped_database(tmp_p
                                      text=True).stdout
 
 
+def test_under_policy_error_a_failed_training_run_fails_the_build(tmp_path):
+    """F70 under --policy error: a release pipeline that insists on fresh profiles gets
+    an error, and no program built from the instrumented objects."""
+    root = project(tmp_path, "c", stages=("pgo",))
+    done = run([AUTOPASS, "apply", "--train", "--policy", "error", "--", "make"], root,
+               env_with_autopass())
+    said = done.stderr.decode().strip().splitlines()[-1]
+    assert done.returncode == 2 and "the training run failed" in said, said
+    assert not (root / "prog").exists() and not list(root.glob("*.o"))
+
+
 def test_rounded_counts_make_one_profile_of_runs_that_differ_a_little():
     """F73: counts that differ past their second digit give one text; names, hashes and the
     numbers of counters stay as they were."""

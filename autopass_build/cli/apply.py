@@ -147,7 +147,7 @@ def _apply_training(args: argparse.Namespace, command: list[str], db: str, root:
     """`apply --train`: outputs/retrain.py's builds, then what they were made with."""
     from autopass_build.core.flags_db import FlagsDbError
     from autopass_build.instruments.benchmark import Benchmark, MeasureError
-    from autopass_build.outputs.retrain import Retrainer, RetrainError
+    from autopass_build.outputs.retrain import Retrainer, RetrainError, Stopped
 
     if not os.path.isfile(db):
         raise CliError(f"{db}: no flags database to retrain; give it with --db, or tune "
@@ -161,6 +161,9 @@ def _apply_training(args: argparse.Namespace, command: list[str], db: str, root:
     except (FlagsDbError, MeasureError, RetrainError) as error:
         progress(None)
         raise CliError(str(error))
+    except Stopped as stopped:
+        progress(None)
+        return stopped.status
     except (FileNotFoundError, PermissionError):
         raise CliError(f"build command not found: {command[0]!r}") from None
     progress(None)

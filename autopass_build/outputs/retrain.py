@@ -50,7 +50,16 @@ INSTRUMENTED_SLOWDOWN = 10      # an instrumented run's timeout, in [run].timeou
 
 
 class RetrainError(Exception):
-    """--train cannot start (nothing to train, a tree that builds nothing)."""
+    """--train cannot start (nothing to train, a tree that builds nothing), or, under
+    --policy error, could not train."""
+
+
+class Stopped(Exception):
+    """A build was stopped by a signal; `status` is its exit status (128 + n)."""
+
+    def __init__(self, status: int):
+        super().__init__(f"the build was stopped (exit {status})")
+        self.status = status
 
 
 @dataclass
@@ -123,6 +132,9 @@ class Retrainer:
                 raise _Untrained(f"the instrumented build failed (exit {build.status})")
             reference, profile = self._train_pgo()
         except _Untrained as why:
+            if self.policy == "error":      # a release pipeline that insists
+                _delete(build.outputs)
+                raise RetrainError(f"PGO not retrained: {why} (--policy error)") from None
             self.result.pgo = f"{why}: built with the shipped profile"
             self.show(f"PGO not retrained: {self.result.pgo}")
             _delete(build.outputs)
@@ -180,6 +192,8 @@ class Retrainer:
                 trained = self._train_bolt(linked, reference, scratch)
             except (bolt.BoltError, training.TrainingError, OSError, _Untrained) as error:
                 shutil.copy2(linked, self.binary)
+                if self.policy == "error":
+                    raise RetrainError(f"BOLT not retrained: {error} (--policy error)") from None
                 self.result.bolt = f"{error}: {self.target.output} is left as linked"
                 self.show(f"BOLT not retrained: {self.result.bolt}")
                 return
@@ -233,6 +247,8 @@ class Retrainer:
             build = _Build(status, tally.outputs(work))
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        if status > 128:        # Ctrl-C, a CI timeout: no second build after it
+            raise Stopped(status)
         key = f"build ({phase})" if phase else "build"
         self.result.seconds[key] = self.result.seconds.get(key, 0.0) + time.time() - started
         return build
@@ -250,7 +266,10 @@ class Retrainer:
 
     def _fallback(self, why: str, build: _Build) -> None:
         """Build 2 made a program that fails the check: its outputs deleted and built
-        again with the database as shipped."""
+        again with the database as shipped (under --policy error: not built again)."""
+        if self.policy == "error":
+            _delete(build.outputs)
+            raise RetrainError(f"PGO not retrained: {why} (--policy error)")
         self.show(f"PGO not retrained: {why}; building again with the shipped database")
         self.result.pgo = f"{why}: built with the shipped profile"
         _delete(build.outputs)
@@ -276,5 +295,5 @@ def _delete(paths: list[str]) -> None:
     for path in paths:
         try:
             os.unlink(path)
-        except FileNotFoundError:
-            pass
+        except OSError:
+            pass        # gone already (a configure probe's), or not a file we made
