@@ -479,6 +479,7 @@ def test_verify_says_what_of_the_database_the_builds_lack(tmp_path) -> None:
     assert "two clean partly tuned builds are bit-identical" in verify.stdout, verify.stdout
     lacking = verify.stdout.split("could not be applied")[1]
     assert "autopass.profdata is not the PGO profile" in lacking, verify.stdout
+    assert "of what was tuned: the PGO profile not applied" in lacking, verify.stdout
     strict = subprocess.run([AUTOPASS, "verify", "--no-measure", "--policy", "error"],
                             cwd=root, capture_output=True, text=True)
     assert strict.returncode == 2 and "PGO profile" in strict.stderr, strict.stderr

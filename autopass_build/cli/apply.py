@@ -241,6 +241,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
               "(measured as built, not as tuned):")
         for why in result.not_applied:
             print(f"  {why}")
+        from autopass_build.outputs.status import decay_line
+
+        decay = decay_line(list(result.not_applied))
+        if decay:
+            print(decay)
     c = result.comparison
     if c is not None and c.estimate:
         print(f"{tuned} vs plain ({config.measure.metric}): {c.estimate.describe_speedup()} "
