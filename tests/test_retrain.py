@@ -103,7 +103,7 @@ def test_train_on_an_up_to_date_tree_says_so_and_keeps_it(tmp_path):
     done = train(root)
     assert done.returncode == 2, done.stderr
     said = done.stderr.decode().strip().splitlines()[-1]
-    assert "did not link prog" in said and "clean build tree" in said, said
+    assert "did not link prog" in said and "clean it first" in said, said
     assert (root / "prog").read_bytes() == before
 
 

@@ -122,9 +122,15 @@ class Retrainer:
     def _pgo(self) -> tuple[Reference | None, str]:
         """Build 1 and the training run: (the reference output, the database build 2
         uses: the trained one, or the shipped one with the reason why)."""
+        started = time.time()
         build = self._build("instrument", self.db_path, "building instrumented for PGO")
         if build.status == 0 and self.binary not in build.outputs:
             _delete(build.outputs)
+            if not build.outputs:       # no compile went through autopass: say why
+                from autopass_build.capture import unseen
+
+                why = unseen.advice(os.getcwd(), started, "apply --train")
+                raise RetrainError(f"the build did not link {self.target.output}: {why}")
             raise RetrainError(f"the build did not link {self.target.output} (up to date?): "
                                "--train needs a clean build tree (run your clean step first)")
         try:
