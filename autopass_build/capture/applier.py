@@ -327,7 +327,7 @@ def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decis
             kept.append(line)
     why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "
            "changed since training, and clang ignores the profile for those functions; "
-           "re-train with `autopass pgo` and `autopass tune --pgo`")
+           "retrain it in the build with `autopass apply --train`")
     return "".join(kept).encode(), _refuse(why, policy)
 
 
