@@ -516,3 +516,22 @@ def test_a_large_program_keeps_thinlto_when_full_lto_is_no_faster() -> None:
     assert not cheaper_tie((Stage.THINLTO,), just_slower, full, 0.9033, 400)  # not PGO
     assert not cheaper_tie(full, just_slower, thin, 0.9033, 400)      # never towards full
     assert not cheaper_tie(thin, None, full, 0.9033, 400)
+
+
+def test_a_stage_is_judged_by_the_pace_of_stages_like_it() -> None:
+    """The stages' share of --time: a full-LTO composition is judged by the full-LTO
+    ones before it, not by an average with a cheap ThinLTO one (cppcheck started a
+    full-LTO stage with 3 minutes left on a 1.7-minute average; it took 8.5)."""
+    from autopass_build.tuning.clock import CONFIRMED, Deadline, KindPace
+
+    kinds = KindPace()
+    assert kinds.each("-flto") is None                     # nothing ran: no estimate
+    kinds.add("-flto", 300.0, 2)                           # pgo+lto, confirmed
+    kinds.add("-flto=thin", 96.0, 2)                       # pgo+thinlto, confirmed
+    assert kinds.each("-flto") == 150.0 and kinds.each("-flto=thin") == 48.0
+    assert kinds.each("") == 99.0                          # no LTO yet: all of them
+    three_minutes = Deadline(180.0)
+    assert not three_minutes.holds(kinds.each("-flto") * CONFIRMED)   # lto: not started
+    assert three_minutes.holds(kinds.each("-flto=thin") * CONFIRMED)
+    kinds.add("", 10.0, 0)                                 # nothing measured: ignored
+    assert kinds.each("") == 99.0

@@ -48,6 +48,32 @@ class Pace:
         return f"about {duration_text(each * evaluations_left)} left · "
 
 
+CONFIRMED = 2      # evaluations a stage takes when it looks faster: the look, the confirmation
+
+
+@dataclass
+class KindPace:
+    """Seconds per evaluation by kind (the stages': their LTO mode), so that the next
+    step is judged by steps like it: on cppcheck a ThinLTO composition took 1.6 min and
+    a full-LTO one 5, and their average let a full-LTO stage start with 3 minutes of the
+    stages' time left; it took 8.5."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    evaluations: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str, seconds: float, evaluations: int) -> None:
+        if evaluations > 0:
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
+            self.evaluations[kind] = self.evaluations.get(kind, 0) + evaluations
+
+    def each(self, kind: str) -> float | None:
+        """Seconds per evaluation of `kind`; of all kinds when none of it ran yet; None
+        before any."""
+        if self.evaluations.get(kind):
+            return self.seconds[kind] / self.evaluations[kind]
+        total = sum(self.evaluations.values())
+        return sum(self.seconds.values()) / total if total else None
+
+
 class Deadline:
     """The end of a run's time budget (None: no time budget)."""
 

@@ -18,9 +18,11 @@ extends.  Native and BOLT, the steps on top, are measured against the build with
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from autopass_build.core.durations import duration_text
 from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, lto_level, lto_mode
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.benchmark import MeasureError
@@ -28,7 +30,7 @@ from autopass_build.instruments.bolt import BoltStage, TrainedBolt
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.instruments.stats import FASTER
-from autopass_build.tuning.clock import Deadline, Pace
+from autopass_build.tuning.clock import CONFIRMED, Deadline, KindPace, Pace
 from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.measuring import Measurements
 
@@ -250,6 +252,7 @@ class Composer:
         untrainable = False
         deadline = deadline or Deadline(None)
         pace = Pace()
+        kinds = KindPace()       # a composition is judged by the ones of its LTO mode
         candidates = self.candidates()
         for number, composition in enumerate(candidates, 1):
             if Stage.PGO in composition:
@@ -265,14 +268,22 @@ class Composer:
                 self.show(f"stage budget spent ({budget} evaluations); "
                           f"{stages.name(composition)} and later not measured")
                 break
-            if not deadline.holds(pace.each()):
-                self.show(f"--time: the stages' half of it is spent; "
+            looks = 1 if self.measurements.deterministic else CONFIRMED
+            each = kinds.each(lto_mode(composition))
+            if not deadline.holds(None if each is None else each * looks):
+                self.show(f"--time: not enough of the stages' half of it is left for "
+                          f"{stages.name(composition)} and the ones after it (about "
+                          f"{duration_text(each * looks)} each, with a confirmation)"
+                          if each is not None and (deadline.left() or 0) > 0 else
+                          f"--time: the stages' half of it is spent; "
                           f"{stages.name(composition)} and later not measured")
                 break
             ahead = min(len(candidates) - number + 1, budget - spent)
             self.show(f"[stage {number} of {len(candidates)}] {deadline.text()}"
                       f"{pace.time_left(ahead)}{stages.name(composition)}")
+            began = time.monotonic()
             entry, measured = self._verified(composition, best)
+            kinds.add(lto_mode(composition), time.monotonic() - began, measured)
             spent += measured
             pace.measured += measured
             if entry is None:
