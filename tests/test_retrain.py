@@ -171,3 +171,36 @@ def test_train_needs_a_database_with_a_profile_stage(tmp_path):
     assert done.returncode == 2 and "no profile to train" in said and "lto" in said, said
     assert not (root / "prog").exists(), "it built though it refused"
     assert shutil.which("make")
+
+
+def test_a_profile_from_a_newer_llvm_builds_with_the_default_flags(tmp_path):
+    """F74: a shipped profile written by another LLVM (its indexed
+    format version is one clang 19 does not read).  Every compile says so once and
+    builds with the default flags; --train then makes one this clang reads."""
+    import struct
+
+    from autopass_build.core.files import hash_file
+
+    root = project(tmp_path, stages=("pgo",))
+    profdata = toolchain.find_tool("llvm-profdata")
+    assert profdata
+    raw = tmp_path / "one.proftext"
+    raw.write_text("main\n# Func Hash:\n1\n# Num Counters:\n1\n# Counter Values:\n5\n")
+    newer = root / "autopass.profdata"
+    subprocess.run([profdata, "merge", "-o", str(newer), str(raw)], check=True)
+    data = bytearray(newer.read_bytes())
+    version, = struct.unpack_from("<Q", data, 8)
+    struct.pack_into("<Q", data, 8, version + 20)          # a later format than 19 reads
+    newer.write_bytes(bytes(data))
+    db = flags_db.load(str(root / "autopass.flags.json"))
+    flags_db.save(str(root / "autopass.flags.json"),
+                  db.replace(profile=flags_db.ProfileRef("autopass.profdata",
+                                                         hash_file(str(newer)))))
+    built = run([AUTOPASS, "apply", "--", "make"], root, env_with_autopass())
+    said = built.stderr.decode()
+    assert built.returncode == 0, said
+    assert "unsupported instrumentation profile format version" in said, said
+    assert "compiling with the default flags" in said, said
+    assert subprocess.run([root / "prog", "x"], capture_output=True).returncode == 0
+    subprocess.run(["make", "clean"], cwd=root, check=True, capture_output=True)
+    assert "PGO retrained" in train(root).stderr.decode()
