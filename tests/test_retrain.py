@@ -204,3 +204,29 @@ def test_a_profile_from_a_newer_llvm_builds_with_the_default_flags(tmp_path):
     assert subprocess.run([root / "prog", "x"], capture_output=True).returncode == 0
     subprocess.run(["make", "clean"], cwd=root, check=True, capture_output=True)
     assert "PGO retrained" in train(root).stderr.decode()
+
+
+@pytest.mark.skipif(not BOLT_HERE, reason="needs bolt-19 (scripts/setup.sh)")
+def test_db_status_matches_the_bolt_profile_against_todays_program(tmp_path):
+    """Issue 46, item 3: BOLT's share that still applies, from llvm-bolt's own
+    stale-matching report on today's program; a program BOLT rewrote already is said to
+    be one it cannot read."""
+    root = project(tmp_path)
+    assert train(root).returncode == 0
+    status = [AUTOPASS, "db", "status", "--db", "autopass.trained.flags.json"]
+    rewritten = subprocess.run(status, cwd=root, capture_output=True, text=True)
+    assert "prog was rewritten by BOLT already" in rewritten.stdout, rewritten.stdout
+    write(root / "work.c", WORK.replace("i / 7", "i / 5 + 1"))   # today's source
+    subprocess.run(["make", "clean"], cwd=root, check=True, capture_output=True)
+    plain = dict(env_with_autopass(), CC=toolchain.find_tool("clang") or "clang")
+    subprocess.run(["make"], cwd=root, check=True, capture_output=True, env=plain)
+    today = subprocess.run(status + ["--binary", "prog"], cwd=root, capture_output=True,
+                           text=True)
+    line = next(x for x in today.stdout.splitlines() if "profiled functions unchanged" in x)
+    unchanged, profiled = map(int, line.split()[1].split("/"))
+    assert 0 < profiled and unchanged < profiled, line      # work() changed, not all
+    assert "llvm-bolt's report" in line
+    assert "recommendation:" in today.stdout
+    missing = subprocess.run(status + ["--binary", "gone"], cwd=root, capture_output=True,
+                             text=True)
+    assert missing.returncode == 2 and "--binary" in missing.stderr

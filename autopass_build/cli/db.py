@@ -28,6 +28,10 @@ def add_parsers(sub) -> None:
     p.add_argument("files", nargs="*", metavar="FILE", help="diff: the two databases; show, check, prune: the database (as --db)")
     p.add_argument("--db", metavar="FILE", help="default: ./autopass.flags.json")
     p.add_argument("--root", metavar="DIR", help="default: the database's folder")
+    p.add_argument("--binary", metavar="FILE",
+                   help="status: today's program, built without BOLT, to match the BOLT "
+                        "profile against (default: the target in the tree, if BOLT has not "
+                        "rewritten it)")
     p.set_defaults(func=cmd_db)
 
 
@@ -58,7 +62,7 @@ def cmd_db(args: argparse.Namespace) -> int:
                                 "since tuning?): the entry matches no source")
     unusable = _unusable_profiles(db, path)
     if args.action == "status":
-        return _status(db, path, root, len(problems), unusable)
+        return _status(db, path, root, len(problems), unusable, args.binary)
     if args.action == "show":
         _show(db, problems)
         for why in unusable:
@@ -84,7 +88,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
-            unusable: list[str]) -> int:
+            unusable: list[str], binary: str | None = None) -> int:
     """`db status`: each part of the database and how much of it applies to today's
     source, then the recommendation (outputs/status.py)."""
     from autopass_build.capture.applier import shipped_file
@@ -114,15 +118,58 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
         print("PGO profile: " + (f"not usable: {profile_why}" if not profile else
                                  "no recording here to check it against (autopass record)"))
     bolt_why = next((why for why in unusable if "BOLT" in why), "")
+    bolt = None
     if db.target and db.target.bolt:
         print("BOLT: " + (bolt_why or "applied as trained while the program's code is the "
                                      "one it was trained on (apply checks it at the link)"
                                      + ("; to a changed program by stale-profile inference "
                                         "(its YAML profile ships)" if db.target.bolt_stale
                                         else "; not at all to a changed program")))
-    advice, why = status.advice(len(db.entries), not_applying, match, unusable)
+        if not bolt_why:
+            bolt = _bolt_match(db.target, path, binary or os.path.join(root, db.target.output),
+                               explicit=binary is not None)
+    advice, why = status.advice(len(db.entries), not_applying, match, unusable, bolt)
     print(f"recommendation: {advice}: {why}")
     return 0 if advice == status.Advice.NOTHING else 1
+
+
+def _bolt_match(target: flags_db.TargetStages, path: str, binary: str, explicit: bool):
+    """llvm-bolt's own report of how the shipped YAML profile meets today's program
+    (None, with a line, when there is no program to read or no YAML profile)."""
+    from autopass_build.capture.applier import shipped_file
+    from autopass_build.core import bolt_commands as bolt
+    from autopass_build.outputs import status
+
+    if not os.path.isfile(binary):
+        if explicit:
+            raise CliError(f"--binary {binary}: no such file; give today's program, built "
+                           "without BOLT")
+        print(f"BOLT: build {target.output} to have it matched against the profile "
+              "(or give --binary)")
+        return None
+    try:
+        if bolt.code_fingerprint(binary) == target.bolt_binary:
+            print(f"BOLT: {os.path.relpath(binary)} is the program it was trained on: all "
+                  "of it applies")
+            return None
+        if bolt.rewritten(binary):
+            print(f"BOLT: {os.path.relpath(binary)} was rewritten by BOLT already (an apply "
+                  "build); to match the profile against today's code, give --binary a "
+                  "build of it without BOLT")
+            return None
+        yaml, why = shipped_file(target.bolt_stale, path, "YAML BOLT profile", "") \
+            if target.bolt_stale else ("", "no YAML profile ships to match it with")
+        if not yaml:
+            print(f"BOLT: {os.path.relpath(binary)} is not the program it was trained on; "
+                  f"{why}")
+            return None
+        print(f"BOLT: matching {os.path.relpath(binary)} against the profile ...", flush=True)
+        match = status.bolt_match(bolt.stale_report(binary, yaml))
+    except bolt.BoltError as error:
+        print(f"BOLT: {error}")
+        return None
+    print("BOLT: " + (match.text() if match else "llvm-bolt reported no profiled function"))
+    return match
 
 
 def _unusable_profiles(db: flags_db.FlagsDb, path: str) -> list[str]:

@@ -81,6 +81,17 @@ def code_fingerprint(path: str) -> str:
     return hash_bytes(b"\0".join(parts))
 
 
+def rewritten(path: str) -> bool:
+    """Whether BOLT wrote `path` (it leaves a `.note.bolt_info` section): such a binary
+    cannot be given to BOLT again."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        return any(name == ".note.bolt_info" for name, _ in _sections(data, path))
+    except (OSError, BoltError):
+        return False
+
+
 def statically_linked(path: str) -> bool:
     """No dynamic loader named (`-static`): BOLT cannot instrument such a binary (its
     runtime writes the profile at exit only through the loader's finalization)."""
@@ -175,6 +186,32 @@ def optimize(binary: str, profile: str, output: str, stale: bool = False) -> Non
               *(["--infer-stale-profile"] if stale else [])], scratch, "llvm-bolt")
         os.chmod(os.path.join(scratch, "out"), os.stat(binary).st_mode & 0o7777)
         os.replace(os.path.join(scratch, "out"), output)
+
+
+def stale_report(binary: str, yaml_profile: str) -> str:
+    """What llvm-bolt says when it lays `binary` out with the YAML profile of another
+    build of it, by stale-profile inference (its BOLT-INFO and BOLT-WARNING lines): how
+    many profiled functions match and how many blocks inference matched.  Nothing is
+    written beside `binary`."""
+    import shutil
+    import tempfile
+
+    from autopass_build.core import proc
+
+    bolt = tool()
+    if bolt is None:
+        raise BoltError(missing())
+    with tempfile.TemporaryDirectory(prefix="autopass-bolt-") as scratch:
+        shutil.copyfile(binary, os.path.join(scratch, "in"))
+        shutil.copyfile(yaml_profile, os.path.join(scratch, "profile.yaml"))
+        done = proc.run_captured([bolt, "in", "-o", "out", "-data=profile.yaml",
+                                  "--infer-stale-profile"], scratch,
+                                 proc.clean_env(dict(os.environ)), TIMEOUT_S)
+    said = (done.stdout + done.stderr).decode("utf-8", "replace")
+    if done.status != 0:
+        errors = [line for line in said.splitlines() if "ERROR" in line] or ["?"]
+        raise BoltError(f"llvm-bolt cannot read {binary} with it: {errors[0][:200]}")
+    return said
 
 
 def to_yaml(binary: str, profile: str, output: str) -> None:

@@ -14,7 +14,8 @@ part this says what a build of today's source would still get:
                        checks at the link
 
 and one recommendation: nothing, retrain (the decisions hold, the profiles are stale:
-tune again with the same stages) or re-tune (most entries no longer apply).
+`apply --train` or tune again with the same stages) or re-tune (most entries no
+longer apply).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from autopass_build.store.build_records import UnitRecord
 # enough of its evidence that retraining is advised.  A judgement, not a measurement:
 # PGO's gain is concentrated in hot functions, which one share cannot weigh.
 RETRAIN_BELOW = 0.9
-RETRAIN_HOW = ("tune again with the same stages (`autopass record`, then `autopass tune "
-               "--stages ...`)")
+RETRAIN_HOW = ("retrain the profiles in the build (`autopass apply --train -- BUILD` from a "
+               "clean tree), or tune again with the same stages")
 RETUNE_ABOVE = 0.5        # of the entries: more than this no longer apply -> re-tune
 OUT_OF_DATE = re.compile(rb"of (\d+) functions?, (\d+) (?:has|have) mismatched data")
 INCOMPLETE = re.compile(rb"of (\d+) functions?, (\d+) (?:has|have) no data")
@@ -128,8 +129,42 @@ def _defined_functions(ir: str) -> int:
         return sum(1 for line in handle if line.startswith(b"define "))
 
 
-def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, unusable: list[str]
-           ) -> tuple[Advice, str]:
+@dataclass
+class BoltMatch:
+    """llvm-bolt's own count of how a shipped BOLT profile meets today's program."""
+    profiled: int          # functions the profile has samples for, found in the program
+    stale: int             # of those, the ones whose code changed (a block hash differs)
+    blocks_matched: int    # stale blocks stale-profile inference matched exactly
+    blocks_stale: int
+
+    @property
+    def share(self) -> float:
+        """The share of profiled functions whose profile still matches exactly."""
+        return 1.0 - self.stale / self.profiled if self.profiled else 0.0
+
+    def text(self) -> str:
+        exact = self.profiled - self.stale
+        inferred = (f"; stale-profile inference matched {self.blocks_matched} of "
+                    f"{self.blocks_stale} changed blocks exactly" if self.blocks_stale else "")
+        return (f"{exact}/{self.profiled} profiled functions unchanged "
+                f"({self.share:.0%}){inferred} (llvm-bolt's report)")
+
+
+def bolt_match(report: str) -> BoltMatch | None:
+    """The counts of llvm-bolt's stale-profile report (bolt_commands.stale_report)."""
+    profiled = re.search(r"(\d+) out of \d+ functions in the binary \([\d.]+%\) have "
+                         r"non-empty execution profile", report)
+    if profiled is None:
+        return None
+    stale = re.search(r"(\d+) \([\d.]+% of all profiled\) functions have invalid", report)
+    blocks = re.search(r"exact match for [\d.]+% of basic blocks \((\d+) out of (\d+) stale\)",
+                       report)
+    return BoltMatch(int(profiled.group(1)), int(stale.group(1)) if stale else 0,
+                     int(blocks.group(1)) if blocks else 0, int(blocks.group(2)) if blocks else 0)
+
+
+def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, unusable: list[str],
+           bolt: BoltMatch | None = None) -> tuple[Advice, str]:
     """The one recommendation, with its reason; `unusable`: why each shipped profile
     (PGO's, BOLT's) cannot be used as it is."""
     if entries and not_applying > RETUNE_ABOVE * entries:
@@ -138,6 +173,9 @@ def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, unusable: 
     if pgo is not None and (pgo.share < RETRAIN_BELOW or pgo.unprofiled):
         return Advice.RETRAIN, (f"the PGO profile matches {pgo.share:.0%} of today's "
                                 f"functions: {RETRAIN_HOW}")
+    if bolt is not None and bolt.share < RETRAIN_BELOW:
+        return Advice.RETRAIN, (f"the BOLT profile matches {bolt.share:.0%} of the functions "
+                                f"it profiled unchanged: {RETRAIN_HOW}")
     if unusable:
         return Advice.RETRAIN, f"{unusable[0]}: {RETRAIN_HOW}"
     return Advice.NOTHING, "what was measured still applies"
