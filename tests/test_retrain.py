@@ -230,3 +230,41 @@ def test_db_status_matches_the_bolt_profile_against_todays_program(tmp_path):
     missing = subprocess.run(status + ["--binary", "gone"], cwd=root, capture_output=True,
                              text=True)
     assert missing.returncode == 2 and "--binary" in missing.stderr
+
+
+LIBRARY_MAKEFILE = """CC ?= cc
+prog: main.o libwork.so
+\t$(CC) -o $@ main.o -L. -lwork -Wl,-rpath,'$$ORIGIN' -Wl,--enable-new-dtags
+libwork.so: work.o
+\t$(CC) -shared -Wl,-soname,libwork.so -o $@ work.o
+work.o: work.c
+\t$(CC) -O2 -fPIC -c $< -o $@
+main.o: main.c
+\t$(CC) -O2 -c $< -o $@
+clean:
+\trm -f prog libwork.so *.o
+"""
+
+
+@pytest.mark.skipif(not BOLT_HERE, reason="needs bolt-19 (scripts/setup.sh)")
+def test_train_retrains_bolt_of_the_project_library_the_program_loads(tmp_path):
+    """The program's time in a shared library of its own (F58's case), which tune had
+    BOLT rewrite: --train trains and rewrites it too, beside the program."""
+    root = project(tmp_path, stages=("bolt",))
+    write(root / "Makefile", LIBRARY_MAKEFILE)
+    db = flags_db.load(str(root / "autopass.flags.json"))
+    assert db.target is not None
+    library = flags_db.BoltLibrary("libwork.so",
+                                   flags_db.ProfileRef("autopass.libwork.fdata", "0" * 40),
+                                   "0" * 40)
+    flags_db.save(str(root / "autopass.flags.json"),
+                  db.replace(profile=None, target=db.target.replace(bolt_libraries=(library,))))
+    done = train(root)
+    said = done.stderr.decode()
+    assert done.returncode == 0 and "BOLT retrained" in said, said
+    trained = flags_db.load(str(root / "autopass.trained.flags.json"))
+    assert trained.target is not None
+    assert [b.output for b in trained.target.bolt_libraries] == ["libwork.so"], said
+    assert bolt.rewritten(str(root / "libwork.so")) and bolt.rewritten(str(root / "prog"))
+    ran = subprocess.run([root / "prog", "x"], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from autopass_build.capture import tally
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.capture.server import serving
-from autopass_build.core import bolt_commands as bolt
 from autopass_build.core import flags_db, proc, toolchain
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import FlagsDb, ProfileRef
@@ -40,12 +39,11 @@ from autopass_build.core.stage_flags import BOLT, PGO
 from autopass_build.instruments import training
 from autopass_build.instruments.benchmark import Benchmark, RunResult, run_once
 from autopass_build.instruments.output_check import Reference, check_output
-from autopass_build.instruments.steady_counts import SteadyError, merge_profraw, round_fdata
+from autopass_build.instruments.steady_counts import SteadyError, merge_profraw
+from autopass_build.outputs.bolt_retrain import BoltRetrain, BoltUntrained
 
 TRAINED_DB = "autopass.trained.flags.json"
 TRAINED_PROFILE = "autopass.trained.profdata"
-TRAINED_BOLT = "autopass.trained.fdata"
-TRAINED_BOLT_STALE = "autopass.trained.bolt.yaml"
 INSTRUMENTED_SLOWDOWN = 10      # an instrumented run's timeout, in [run].timeout's
 
 
@@ -184,20 +182,16 @@ class Retrainer:
 
     # ---- BOLT --------------------------------------------------------------------------
     def _bolt(self, reference: Reference | None, database: str) -> None:
-        """The linked target instrumented, trained and rewritten in place; on any
-        failure it stays as linked."""
-        if self.target.bolt_libraries:
-            names = ", ".join(b.output for b in self.target.bolt_libraries)
-            self.result.notes.append(f"BOLT of {names} is not retrained by --train: "
-                                     "built without it")
+        """The linked target (and the libraries BOLT rewrote in tuning) trained and
+        rewritten in place (outputs/bolt_retrain.py); on any failure as linked."""
         started = time.time()
+        step = BoltRetrain(self.target, self.root, self.folder, self.bench, self.show)
         with tempfile.TemporaryDirectory(prefix="autopass-bolt-train-") as scratch:
-            linked = os.path.join(scratch, "linked")
-            shutil.copy2(self.binary, linked)
             try:
-                trained = self._train_bolt(linked, reference, scratch)
-            except (bolt.BoltError, training.TrainingError, OSError, _Untrained) as error:
-                shutil.copy2(linked, self.binary)
+                if reference is None:
+                    reference = _reference(self._run(self.binary, {}, 1))
+                trained = step.run(scratch, lambda: self._differs(reference))
+            except BoltUntrained as error:
                 if self.policy == "error":
                     raise RetrainError(f"BOLT not retrained: {error} (--policy error)") from None
                 self.result.bolt = f"{error}: {self.target.output} is left as linked"
@@ -206,35 +200,6 @@ class Retrainer:
         self.result.seconds["BOLT"] = time.time() - started
         self.result.bolt = "trained"
         self._save(flags_db.load(database).replace(target=trained))
-
-    def _train_bolt(self, linked: str, reference: Reference | None, scratch: str):
-        missing = bolt.missing()
-        if missing:
-            raise _Untrained(missing)
-        if reference is None:
-            reference = _reference(self._run(self.binary, {}, 1))
-        instrumented = os.path.join(scratch, os.path.basename(self.binary))
-        self.show(f"BOLT: instrumenting {self.target.output}")
-        bolt.instrument(linked, instrumented, os.path.join(scratch, "prof"))
-        training.run(self.bench, instrumented, self.bench.env({}), self.show)
-        raws = sorted(os.path.join(scratch, f) for f in os.listdir(scratch)
-                      if f.endswith(".fdata"))
-        if not raws:
-            raise _Untrained("the BOLT training run wrote no profile")
-        fdata = os.path.join(self.folder, TRAINED_BOLT)
-        bolt.merge(raws, fdata)
-        round_fdata(fdata)
-        yaml = os.path.join(self.folder, TRAINED_BOLT_STALE)
-        bolt.to_yaml(linked, fdata, yaml)
-        self.show(f"BOLT: rewriting {self.target.output} with its profile")
-        bolt.optimize(linked, fdata, self.binary)
-        why = self._differs(reference)
-        if why:
-            raise _Untrained(f"the binary BOLT rewrote {why}")
-        return self.target.replace(
-            bolt=ProfileRef(TRAINED_BOLT, hash_file(fdata)),
-            bolt_binary=bolt.code_fingerprint(linked), bolt_libraries=(),
-            bolt_stale=ProfileRef(TRAINED_BOLT_STALE, hash_file(yaml)))
 
     # ---- shared ------------------------------------------------------------------------
     def _build(self, phase: str, database: str, what: str) -> _Build:

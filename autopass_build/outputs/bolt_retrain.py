@@ -1,0 +1,122 @@
+"""`apply --train`'s BOLT step: the linked target, and each project shared library BOLT
+rewrote in tuning, trained on today's build and rewritten in place.
+
+    the target and its libraries, as linked (kept aside) ──llvm-bolt -instrument──▶
+    copies in a scratch folder (libraries found first through LD_LIBRARY_PATH, by their
+    sonames) ──one training run──▶ one profile per binary, merged, counts rounded
+    ──llvm-bolt──▶ each binary in the tree rewritten; the program's profile also as YAML,
+    for later builds by stale-profile inference
+
+A binary whose training wrote nothing is left as linked.  Any failure, or a benchmark
+output that the rewritten binaries change, puts every binary back as linked.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from collections.abc import Callable
+
+from autopass_build.core import bolt_commands as bolt
+from autopass_build.core.files import hash_file
+from autopass_build.core.flags_db import BoltLibrary, ProfileRef, TargetStages
+from autopass_build.instruments import training
+from autopass_build.instruments.benchmark import Benchmark
+from autopass_build.instruments.binaries import alias_soname
+from autopass_build.instruments.steady_counts import round_fdata
+
+TRAINED_BOLT = "autopass.trained.fdata"
+TRAINED_BOLT_STALE = "autopass.trained.bolt.yaml"
+TRAINED_LIBRARY = "autopass.trained.{name}.fdata"
+
+
+class BoltUntrained(Exception):
+    """Why BOLT was not retrained: every binary is as linked."""
+
+
+class BoltRetrain:
+    def __init__(self, target: TargetStages, root: str, folder: str, bench: Benchmark,
+                 show: Callable[[str], None]):
+        self.target, self.root, self.folder = target, root, folder
+        self.bench, self.show = bench, show
+        self.binary = os.path.join(root, target.output)
+        self.libraries = [(library, os.path.join(root, library.output))
+                          for library in target.bolt_libraries
+                          if os.path.isfile(os.path.join(root, library.output))]
+
+    def run(self, scratch: str, differs: Callable[[], str]) -> TargetStages:
+        """The target's stages with the fresh profiles; the binaries rewritten in the
+        tree.  `differs`: "" when the program's benchmark output is still the
+        reference's.  BoltUntrained (all put back) when it cannot be done."""
+        missing = bolt.missing()
+        if missing:
+            raise BoltUntrained(missing)
+        linked = os.path.join(scratch, "linked")
+        os.makedirs(linked)
+        everything = [self.binary] + [path for _, path in self.libraries]
+        kept = {path: os.path.join(linked, f"{index}-{os.path.basename(path)}")
+                for index, path in enumerate(everything)}
+        for path, copy in kept.items():
+            shutil.copy2(path, copy)
+        try:
+            return self._retrained(scratch, kept, differs)
+        except (bolt.BoltError, training.TrainingError, OSError, BoltUntrained) as error:
+            for path, copy in kept.items():
+                shutil.copy2(copy, path)
+            raise BoltUntrained(str(error)) from None
+
+    def _retrained(self, scratch: str, kept: dict[str, str], differs) -> TargetStages:
+        self._train(scratch, kept)
+        program = self._kept(scratch, "prof.", TRAINED_BOLT)
+        if program is None:
+            raise BoltUntrained("the BOLT training run wrote no profile")
+        yaml = os.path.join(self.folder, TRAINED_BOLT_STALE)
+        bolt.to_yaml(kept[self.binary], program, yaml)
+        self.show(f"BOLT: rewriting {self.target.output} with its profile")
+        bolt.optimize(kept[self.binary], program, self.binary)
+        libraries = []
+        for index, (library, path) in enumerate(self.libraries):
+            name = TRAINED_LIBRARY.format(name=os.path.basename(path))
+            profile = self._kept(scratch, f"lib{index}-", name)
+            if profile is None:
+                self.show(f"BOLT: {library.output} ran none of its code: left as linked")
+                continue
+            self.show(f"BOLT: rewriting {library.output} with its profile")
+            bolt.optimize(kept[path], profile, path)
+            libraries.append(BoltLibrary(library.output, ProfileRef(name, hash_file(profile)),
+                                         bolt.code_fingerprint(kept[path])))
+        why = differs()
+        if why:
+            raise BoltUntrained(f"the binaries BOLT rewrote {why}")
+        return self.target.replace(
+            bolt=ProfileRef(TRAINED_BOLT, hash_file(program)),
+            bolt_binary=bolt.code_fingerprint(kept[self.binary]),
+            bolt_libraries=tuple(libraries),
+            bolt_stale=ProfileRef(TRAINED_BOLT_STALE, hash_file(yaml)))
+
+    def _train(self, scratch: str, kept: dict[str, str]) -> None:
+        """One run of the instrumented program with its libraries instrumented beside
+        it: `prof.<pid>.fdata` for the program, `lib<n>-.<pid>.fdata` for library n."""
+        instrumented = os.path.join(scratch, os.path.basename(self.binary))
+        self.show(f"BOLT: instrumenting {self.target.output}"
+                  + (" and the project libraries it loads" if self.libraries else ""))
+        bolt.instrument(kept[self.binary], instrumented, os.path.join(scratch, "prof"))
+        folder = os.path.join(scratch, "lib")
+        os.makedirs(folder)
+        for index, (_, path) in enumerate(self.libraries):
+            copy = os.path.join(folder, os.path.basename(path))
+            bolt.instrument(kept[path], copy, os.path.join(scratch, f"lib{index}-"))
+            alias_soname(copy)
+        env = {"LD_LIBRARY_PATH": folder} if self.libraries else {}
+        training.run(self.bench, instrumented, self.bench.env(env), self.show)
+
+    def _kept(self, scratch: str, prefix: str, name: str) -> str | None:
+        """One binary's raw profiles merged, rounded, beside the database (None: none)."""
+        raws = sorted(glob.glob(os.path.join(scratch, f"{prefix}*.fdata")))
+        if not raws:
+            return None
+        merged = os.path.join(self.folder, name)
+        bolt.merge(raws, merged)
+        round_fdata(merged)
+        return merged
