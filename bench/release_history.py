@@ -148,6 +148,8 @@ def unpack(program: Program, release: Release, work: Path) -> Path:
             shutil.copytree(source / "c", tree / "c")
         else:
             shutil.copytree(source, tree)
+    for theirs in ("GNUmakefile", "makefile"):    # make would read these before ours
+        (tree / theirs).unlink(missing_ok=True)
     (tree / "Makefile").write_text(program.makefile)
     workload(program, tree)
     run = ", ".join(json.dumps(token) for token in program.run)
