@@ -4,7 +4,7 @@ rewrote in tuning, trained on today's build and rewritten in place.
     the target and its libraries, as linked (kept aside) ──llvm-bolt -instrument──▶
     copies in a scratch folder (libraries found first through LD_LIBRARY_PATH, by their
     sonames) ──one training run──▶ one profile per binary, merged, counts rounded
-    ──llvm-bolt──▶ each binary in the tree rewritten; the program's profile also as YAML,
+    (held to the last ones, steady_counts) ──llvm-bolt──▶ each binary in the tree rewritten; the program's profile also as YAML,
     for later builds by stale-profile inference
 
 A binary whose training wrote nothing is left as linked.  Any failure, or a benchmark
@@ -37,8 +37,11 @@ class BoltUntrained(Exception):
 
 class BoltRetrain:
     def __init__(self, target: TargetStages, root: str, folder: str, bench: Benchmark,
-                 show: Callable[[str], None]):
+                 show: Callable[[str], None],
+                 held_to: dict[str, list[tuple[str, str]]] | None = None):
         self.target, self.root, self.folder = target, root, folder
+        # profile name -> (a profile its counts may hold to, the fingerprint of its binary)
+        self.held_to = held_to or {}
         self.bench, self.show = bench, show
         self.binary = os.path.join(root, target.output)
         self.libraries = [(library, os.path.join(root, library.output))
@@ -68,7 +71,7 @@ class BoltRetrain:
 
     def _retrained(self, scratch: str, kept: dict[str, str], differs) -> TargetStages:
         self._train(scratch, kept)
-        program = self._kept(scratch, "prof.", TRAINED_BOLT)
+        program = self._kept(scratch, "prof.", TRAINED_BOLT, kept[self.binary])
         if program is None:
             raise BoltUntrained("the BOLT training run wrote no profile")
         yaml = os.path.join(self.folder, TRAINED_BOLT_STALE)
@@ -78,7 +81,7 @@ class BoltRetrain:
         libraries = []
         for index, (library, path) in enumerate(self.libraries):
             name = TRAINED_LIBRARY.format(name=os.path.basename(path))
-            profile = self._kept(scratch, f"lib{index}-", name)
+            profile = self._kept(scratch, f"lib{index}-", name, kept[path])
             if profile is None:
                 self.show(f"BOLT: {library.output} ran none of its code: left as linked")
                 continue
@@ -111,12 +114,18 @@ class BoltRetrain:
         env = {"LD_LIBRARY_PATH": folder} if self.libraries else {}
         training.run(self.bench, instrumented, self.bench.env(env), self.show)
 
-    def _kept(self, scratch: str, prefix: str, name: str) -> str | None:
-        """One binary's raw profiles merged, rounded, beside the database (None: none)."""
+    def _kept(self, scratch: str, prefix: str, name: str, binary: str) -> str | None:
+        """One binary's raw profiles merged, beside the database (None: none), each
+        count held to a profile trained on this same `binary` or rounded."""
         raws = sorted(glob.glob(os.path.join(scratch, f"{prefix}*.fdata")))
         if not raws:
             return None
+        fingerprint = bolt.code_fingerprint(binary)
+        reference = next((path for path, trained_on in self.held_to.get(name, [])
+                          if trained_on == fingerprint), None)
+        if reference:      # read before the merge writes over it (the last one trained)
+            reference = shutil.copy(reference, os.path.join(scratch, f"held-{name}"))
         merged = os.path.join(self.folder, name)
         bolt.merge(raws, merged)
-        round_fdata(merged)
+        round_fdata(merged, reference)
         return merged

@@ -40,7 +40,12 @@ from autopass_build.instruments import training
 from autopass_build.instruments.benchmark import Benchmark, RunResult, run_once
 from autopass_build.instruments.output_check import Reference, check_output
 from autopass_build.instruments.steady_counts import SteadyError, merge_profraw
-from autopass_build.outputs.bolt_retrain import BoltRetrain, BoltUntrained
+from autopass_build.outputs.bolt_retrain import (
+    TRAINED_BOLT,
+    TRAINED_LIBRARY,
+    BoltRetrain,
+    BoltUntrained,
+)
 
 TRAINED_DB = "autopass.trained.flags.json"
 TRAINED_PROFILE = "autopass.trained.profdata"
@@ -91,6 +96,8 @@ class Retrainer:
         self.binary = os.path.join(root, target.output)
         self.folder = os.path.dirname(db_path)
         self.result = Retrained(0)
+        # read before this run writes the trained database over the last one
+        self.bolt_references = self._bolt_references() if BOLT in target.stages else {}
 
     def run(self) -> Retrained:
         reference = None
@@ -174,7 +181,7 @@ class Retrainer:
             profile = os.path.join(self.folder, TRAINED_PROFILE)
             try:
                 merge_profraw(profdata, [os.path.join(raws, f) for f in found], profile,
-                              scratch)
+                              scratch, self._held_to(profile, self.db.profile))
             except SteadyError as error:
                 raise _Untrained(str(error)) from None
         self.result.seconds["training"] = time.time() - started
@@ -185,7 +192,8 @@ class Retrainer:
         """The linked target (and the libraries BOLT rewrote in tuning) trained and
         rewritten in place (outputs/bolt_retrain.py); on any failure as linked."""
         started = time.time()
-        step = BoltRetrain(self.target, self.root, self.folder, self.bench, self.show)
+        step = BoltRetrain(self.target, self.root, self.folder, self.bench, self.show,
+                           self.bolt_references)
         with tempfile.TemporaryDirectory(prefix="autopass-bolt-train-") as scratch:
             try:
                 if reference is None:
@@ -245,6 +253,42 @@ class Retrainer:
         self.result.pgo = f"{why}: built with the shipped profile"
         _delete(build.outputs)
         self.result.status = self._build("", self.db_path, "rebuilding").status
+
+    def _held_to(self, trained: str, shipped: ProfileRef | None) -> str | None:
+        """The profile a fresh one's counts are held to (steady_counts): the last one
+        trained here, else the one the database ships, else none."""
+        if os.path.isfile(trained):
+            return trained
+        if shipped is None:
+            return None
+        from autopass_build.capture.applier import shipped_file
+
+        return shipped_file(shipped, self.db_path, "profile", "")[0] or None
+
+    def _bolt_references(self) -> dict[str, list[tuple[str, str]]]:
+        """For each BOLT profile --train writes, the profiles its counts may be held to,
+        with the code fingerprint of the binary each was trained on (a BOLT profile
+        names branches by offset: it is held only to one of the same binary): the last
+        one trained here, then the one the database ships."""
+        from autopass_build.capture.applier import shipped_file
+
+        found: dict[str, list[tuple[str, str]]] = {}
+        trained_db = os.path.join(self.folder, TRAINED_DB)
+        sources = [(flags_db.load(trained_db), trained_db)] if os.path.isfile(trained_db) \
+            else []
+        sources.append((self.db, self.db_path))
+        for db, path in sources:
+            target = db.target
+            if target is None:
+                continue
+            plans = [(TRAINED_BOLT, target.bolt, target.bolt_binary)] + [
+                (TRAINED_LIBRARY.format(name=os.path.basename(b.output)), b.profile, b.binary)
+                for b in target.bolt_libraries]
+            for name, ref, binary in plans:
+                file = shipped_file(ref, path, "BOLT profile", "")[0] if ref else ""
+                if file:
+                    found.setdefault(name, []).append((file, binary))
+        return found
 
     def _save(self, db: FlagsDb) -> str:
         path = os.path.join(self.folder, TRAINED_DB)
