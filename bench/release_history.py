@@ -10,7 +10,7 @@ later release three ways, all measured side by side against that release's -O3 b
                     whether an entry measured on the old source still helps the new one
 
 Programs (upstream sources at successive releases, from PyPI sdists that bundle them):
-Brotli 1.0.7 / 1.0.9 / 1.1.0 (the `brotli` tool compressing a generated 8 MB text at
+Brotli 1.0.7 / 1.0.9 / 1.1.0 (the `brotli` tool compressing a generated 3 MB text at
 -q 9), Lua 5.4.4 / 5.4.7 / 5.4.8 (lupa 2.0 / 2.4 / 2.6's third-party/lua54, running
 bench/workloads/lua_mix.lua).  Each release is built by a small Makefile of ours
 (-O3), the same for every release; everything runs through autopass's own commands, as a
@@ -103,7 +103,7 @@ PROGRAMS = {
         Release("5.4.4", "lupa==2.0", "third-party/lua54"),
         Release("5.4.7", "lupa==2.4", "third-party/lua54"),
         Release("5.4.8", "lupa==2.6", "third-party/lua54")), LUA_MAKE,
-        ("{exe}", "lua_mix.lua", "20")),
+        ("{exe}", "lua_mix.lua", "8")),
 }
 
 
@@ -169,7 +169,7 @@ def workload(program: Program, tree: Path) -> None:
              for _ in range(5000)]
     weights = [1 / (rank + 1) for rank in range(len(words))]
     out, size = [], 0
-    while size < 8_000_000:
+    while size < 3_000_000:
         line = " ".join(rng.choices(words, weights, k=rng.randint(6, 16))) + ".\n"
         out.append(line)
         size += len(line)
