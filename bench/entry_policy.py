@@ -37,7 +37,12 @@ def run_program(program: rh.Program, work: Path, budget: int, rounds: int) -> li
     rh.sh([rh.AUTOPASS, "record", "--", "make", "-j2"], tree0)
     rh.log(f"{program.name} {first.version}: tune --no-stages --budget {budget}")
     rh.sh([rh.AUTOPASS, "tune", "--no-stages", "--budget", str(budget)], tree0)
-    entries = json.loads((tree0 / "autopass.flags.json").read_text())["entries"]
+    database = tree0 / "autopass.flags.json"
+    if not database.is_file():
+        rh.log(f"{program.name} {first.version}: tune kept no entry: nothing to ask of it")
+        return [{"program": program.name, "release": first.version, "entries": 0,
+                 "stale": [], "note": "tune kept no per-file entry"}]
+    entries = json.loads(database.read_text())["entries"]
     rh.log(f"{program.name} {first.version}: {len(entries)} entries: "
            + "; ".join(f"{k}: {' '.join(v['flags'])}" for k, v in entries.items()))
     rows = []
@@ -67,6 +72,9 @@ def same_source(old: Path, new: Path, source: str) -> bool:
 def report(rows: list[dict]) -> str:
     lines = []
     for row in rows:
+        if "note" in row:
+            lines.append(f"{row['program']} {row['release']}: {row['note']}")
+            continue
         cells = [f"{name} {row[name]['speedup']:.3f}x [{row[name]['low']:.3f}, "
                  f"{row[name]['high']:.3f}]" for name in ("stale skipped", "stale applied")]
         lines.append(f"{row['program']} {row['release']}: {len(row['stale'])} of "
