@@ -19,7 +19,9 @@ looks for its instrumentation runtime in `<its folder>/../lib` (Debian's
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from autopass_build.core import toolchain
 
@@ -58,6 +60,30 @@ def missing() -> str:
     if not os.path.isfile(runtime_of(bolt)):
         return f"BOLT's instrumentation runtime {runtime_of(bolt)} is missing ({hint})"
     return ""
+
+
+def _llvm_bolt() -> str:
+    """llvm-bolt's real path, or BoltError saying how to install it."""
+    bolt = tool()
+    if bolt is None:
+        raise BoltError(missing())
+    return bolt
+
+
+@contextlib.contextmanager
+def _beside(binary: str, profile: str, name: str, folder: str | None = None
+            ) -> Iterator[str]:
+    """A private folder (in `folder`, else the system's) holding `binary` as `in` and
+    `profile` as `name`: llvm-bolt writes its command line into its output, so it runs
+    on these fixed names."""
+    import shutil
+    import tempfile
+
+    prefix = ".autopass-bolt-" if folder else "autopass-bolt-"
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=folder) as scratch:
+        shutil.copyfile(binary, os.path.join(scratch, "in"))
+        shutil.copyfile(profile, os.path.join(scratch, name))
+        yield scratch
 
 
 def runtime_of(bolt: str) -> str:
@@ -171,17 +197,9 @@ def optimize(binary: str, profile: str, output: str, stale: bool = False) -> Non
     file or the new one, never half of one).  `stale`: `profile` is the YAML profile of
     another build of the program (`to_yaml`), matched to this one by llvm-bolt's
     stale-profile inference.  BoltError when BOLT cannot do it."""
-    import shutil
-    import tempfile
-
-    bolt = tool()
-    if bolt is None:
-        raise BoltError(missing())
-    folder = os.path.dirname(os.path.abspath(output))
+    bolt = _llvm_bolt()
     name = "profile.yaml" if stale else "profile.fdata"
-    with tempfile.TemporaryDirectory(prefix=".autopass-bolt-", dir=folder) as scratch:
-        shutil.copyfile(binary, os.path.join(scratch, "in"))
-        shutil.copyfile(profile, os.path.join(scratch, name))
+    with _beside(binary, profile, name, os.path.dirname(os.path.abspath(output))) as scratch:
         _run([bolt, "in", "-o", "out", f"-data={name}", *OPTIMIZE,
               *(["--infer-stale-profile"] if stale else [])], scratch, "llvm-bolt")
         os.chmod(os.path.join(scratch, "out"), os.stat(binary).st_mode & 0o7777)
@@ -193,17 +211,10 @@ def stale_report(binary: str, yaml_profile: str) -> str:
     build of it, by stale-profile inference (its BOLT-INFO and BOLT-WARNING lines): how
     many profiled functions match and how many blocks inference matched.  Nothing is
     written beside `binary`."""
-    import shutil
-    import tempfile
-
     from autopass_build.core import proc
 
-    bolt = tool()
-    if bolt is None:
-        raise BoltError(missing())
-    with tempfile.TemporaryDirectory(prefix="autopass-bolt-") as scratch:
-        shutil.copyfile(binary, os.path.join(scratch, "in"))
-        shutil.copyfile(yaml_profile, os.path.join(scratch, "profile.yaml"))
+    bolt = _llvm_bolt()
+    with _beside(binary, yaml_profile, "profile.yaml") as scratch:
         done = proc.run_captured([bolt, "in", "-o", "out", "-data=profile.yaml",
                                   "--infer-stale-profile"], scratch,
                                  proc.clean_env(dict(os.environ)), TIMEOUT_S)
@@ -218,14 +229,9 @@ def to_yaml(binary: str, profile: str, output: str) -> None:
     """`profile` (fdata, trained on `binary`) as BOLT's YAML profile, which carries each
     block's hash: what stale-profile inference needs to apply it to a later build."""
     import shutil
-    import tempfile
 
-    bolt = tool()
-    if bolt is None:
-        raise BoltError(missing())
-    with tempfile.TemporaryDirectory(prefix="autopass-bolt-") as scratch:
-        shutil.copyfile(binary, os.path.join(scratch, "in"))
-        shutil.copyfile(profile, os.path.join(scratch, "profile.fdata"))
+    bolt = _llvm_bolt()
+    with _beside(binary, profile, "profile.fdata") as scratch:
         _run([bolt, "in", "-o", "out", "-data=profile.fdata", "-w", "profile.yaml"], scratch,
              "llvm-bolt -w")
         shutil.copyfile(os.path.join(scratch, "profile.yaml"), output)
@@ -233,9 +239,7 @@ def to_yaml(binary: str, profile: str, output: str) -> None:
 
 def instrument(binary: str, output: str, profile_prefix: str) -> None:
     """`binary` instrumented: each run writes `<profile_prefix>.<pid>.fdata`."""
-    bolt = tool()
-    if bolt is None:
-        raise BoltError(missing())
+    bolt = _llvm_bolt()
     _run([bolt, binary, "-instrument", "-o", output,
           f"--instrumentation-file={profile_prefix}", "--instrumentation-file-append-pid"],
          os.path.dirname(os.path.abspath(output)), "llvm-bolt -instrument")
