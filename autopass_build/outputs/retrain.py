@@ -3,12 +3,13 @@ today's source inside the build.
 
     build 1 (instrument): every compile and link instrumented for PGO, nothing else
     ─▶ training run ([run].train, or the benchmark) on the target: raw profiles, the
-    benchmark's output kept as the reference ─▶ merged, counts rounded (steady_counts)
+    benchmark's output kept as the reference ─▶ merged, counts held to the last profile
+    or rounded (steady_counts)
     ─▶ build 1's outputs deleted, so the build system makes them again
     ─▶ build 2 (final): the database with the fresh profile ─▶ the benchmark's output
     checked against the reference
-    ─▶ BOLT (when a stage): the linked target instrumented, trained, rewritten in place,
-    checked again
+    ─▶ BOLT (when a stage): the linked target and the project libraries BOLT rewrote in
+    tuning instrumented, trained, rewritten in place, checked again (bolt_retrain)
     ─▶ autopass.trained.flags.json (+ .profdata, .fdata, .bolt.yaml) beside the database:
     what the build was made with, for `autopass apply --db` and `db status`
 

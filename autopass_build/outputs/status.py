@@ -187,7 +187,6 @@ DECAY_KINDS = (("entry not applied", "{entries} not applied (source changed)"),
                ("PGO profile is out of date", "the PGO profile out of date in {sources}"),
                ("stale-profile inference", "BOLT by stale-profile inference"),
                ("BOLT not applied", "BOLT not applied"),
-               ("not the PGO profile", "the PGO profile not applied"),
                ("PGO profile", "the PGO profile not applied"))
 
 
