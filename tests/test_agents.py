@@ -129,7 +129,9 @@ def test_with_attribution_the_agent_builds_on_the_unit_that_got_faster(project) 
 
     def agent() -> AgentStrategy:
         space = JointSpace([("hot.c", default_space()), ("warm.c", default_space())])
-        strategy = AgentStrategy(space, 0)
+        # one hypothesis per plan: the next plan is the one made on the incumbent (a
+        # plan's hypotheses all apply to the incumbent the planner saw: one batch)
+        strategy = AgentStrategy(space, 0, {"batch": 1})
         strategy.context, strategy.backend = context_for(project), RulesBackend()
         return strategy
 
@@ -142,7 +144,7 @@ def test_with_attribution_the_agent_builds_on_the_unit_that_got_faster(project) 
                           if any(block)]
         strategy.tell(first, 1.0, entry(changed, unit_verdict, ratio))
         assert (strategy.incumbent == first) is adopted, unit_verdict
-        following = strategy.ask()    # the next proposal is made on top of the incumbent
+        following = strategy.ask()    # the next plan is made on top of the incumbent
         assert following is not None
         kept = [i for i, v in enumerate(first) if v and following[i] == v]
         assert bool(kept) is adopted

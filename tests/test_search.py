@@ -97,3 +97,33 @@ def test_repair_resets_only_what_a_constraint_forbids() -> None:
 def _all_points(space: Space):
     import itertools
     return itertools.product(*(range(n) for n in space.dims))
+
+
+def run_in_batches(name: str, seed: int, budget: int, width: int) -> tuple[list, list[int]]:
+    """The points a strategy hands out `width` at a time (a cluster of `width` measuring
+    nodes), each batch told before the next is asked; and the batches' sizes."""
+    strategy = search.make(name, SMALL, seed)
+    proposed: list[tuple[int, ...]] = []
+    sizes = []
+    while len(proposed) < budget:
+        batch = strategy.ask_batch(min(width, budget - len(proposed)))
+        if not batch:
+            break
+        sizes.append(len(batch))
+        assert not set(batch) & set(proposed) and len(set(batch)) == len(batch)
+        for point in batch:                  # results arrive in any order; told in order
+            strategy.tell(point, objective(point))
+        proposed += batch
+    return proposed, sizes
+
+
+@pytest.mark.parametrize("name", search.CLASSICAL)
+def test_batches_of_any_width_hand_out_the_one_at_a_time_sequence(name: str) -> None:
+    """A run on a cluster of any size (or resumed on another size) is the run it would
+    have been one at a time: a batch stops where the strategy needs results (WAIT)."""
+    alone = run(name, 5, 30)
+    for width in (2, 3, 8):
+        batched, sizes = run_in_batches(name, 5, 30, width)
+        assert batched == alone, f"{name} at width {width}"
+        if name in ("random", "ga", "de", "pso"):      # population strategies fill batches
+            assert max(sizes) >= min(width, 7), f"{name}: batches {sizes}"

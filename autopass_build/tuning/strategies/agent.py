@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from autopass_build.instruments.stats import SLOWER
-from autopass_build.tuning.strategies.base import Option, Point, StartError, Strategy
+from autopass_build.tuning.strategies.base import WAIT, Option, Point, StartError, Strategy
 
 if TYPE_CHECKING:
     from autopass_build.tuning.agents.context import Context, Trial
@@ -88,16 +88,21 @@ class AgentStrategy(Strategy):
             proposals = self.backend.plan(self.context, self.diagnosis, self.history,
                                           self._incumbent_changes(), self.lessons,
                                           self.feedback[-10:], self.options["batch"])
-            measured = 0
+            # every hypothesis of a plan applies to the incumbent the planner saw, so a
+            # plan is one batch: measured together, then read
+            planned = []
             for proposal in proposals:
                 point = self._point_for(proposal)
                 if point is None:
                     continue
-                if point in self.seen:
+                if point in self.seen or point in (p for _, p in planned):
                     self.feedback.append(f"{proposal.changes} was measured already")
                     continue
+                planned.append((proposal, point))
+            for _, point in planned:
                 yield point
-                measured += 1
+            yield WAIT
+            for proposal, point in planned:
                 info = self._info.get(point)
                 trial = Trial(len(self.history) + 1, proposal.changes,
                               str(info.outcome) if info else "?", info.ratio if info else None,
@@ -106,7 +111,7 @@ class AgentStrategy(Strategy):
                 self.history.append(trial)
                 if trial.regressed():
                     self.lessons.append(self.backend.diagnose(self.context, trial))
-            empty_rounds = 0 if measured else empty_rounds + 1
+            empty_rounds = 0 if planned else empty_rounds + 1
 
     def _incumbent_changes(self) -> dict[str, dict[str, str]]:
         changes = {}

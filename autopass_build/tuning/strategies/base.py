@@ -12,6 +12,14 @@ yield points and read what was told from `self.seen`; the base class never hands
 a point twice (a configuration is measured once) and never an invalid one.  Same
 space, seed, options and told values give the same sequence of points: that is what
 makes `autopass tune --resume` exact.
+
+Batches (a cluster measures several candidates at once): `ask_batch(k)` hands out up to
+k points before any of them is told.  A generator yields `WAIT` where what it proposes
+next depends on values told since its last `WAIT` (the end of a generation, of a
+greedy coordinate, of a plan), so a batch stops there.  Asked one at a time the points
+are told before the next ask, and WAIT is passed over: the sequence of points is the
+same whatever the batch size, which keeps a run on a cluster of any size, resumed on
+another, the run it would have been.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ if TYPE_CHECKING:   # types only: strategies stay importable without a run
     from autopass_build.tuning.run import RunContext
 
 MAX_SKIPS = 5000     # consecutive already-seen proposals before a strategy counts as done
+WAIT: Point = ()     # yielded by a generator: the next points need what was told so far
 
 
 class Searchable(Protocol):
@@ -81,6 +90,7 @@ class Strategy:
         self.seen: dict[Point, float] = {space.default(): 1.0}
         self.credit = UnitCredit(_unit_blocks(space))   # per-unit costs (tune --attribute)
         self._proposals = self.proposals()
+        self._pending: set[Point] = set()     # handed out by ask_batch, not told yet
 
     @classmethod
     def resolve_options(cls, given: dict) -> dict:
@@ -97,16 +107,31 @@ class Strategy:
     # -- the contract ------------------------------------------------------------------
     def ask(self) -> Point | None:
         """The next point to measure, or None when the strategy has nothing new."""
+        batch = self.ask_batch(1)
+        return batch[0] if batch else None
+
+    def ask_batch(self, most: int) -> list[Point]:
+        """Up to `most` new points that need no value told before them (see WAIT); an
+        empty list when the strategy has nothing new."""
+        batch: list[Point] = []
         for _ in range(MAX_SKIPS):
+            if len(batch) >= most:
+                break
             try:
                 point = tuple(next(self._proposals))
             except StopIteration:
-                return None
+                break
+            if point == WAIT:
+                if batch:
+                    break
+                continue       # told already: asked one by one, or a batch just began
             if not self.space.valid(point):
                 raise AssertionError(f"{self.name} proposed the invalid point {point}")
-            if point not in self.seen:
-                return point
-        return None
+            if point not in self.seen and point not in self._pending \
+                    and point not in batch:
+                batch.append(point)
+        self._pending.update(batch)
+        return batch
 
     def start(self, run: "RunContext") -> None:
         """Called once by the tuner before the first `ask`, with what the run knows
@@ -118,6 +143,7 @@ class Strategy:
         `info` (the journal entry: outcome, verdict, detail) is for strategies that read
         it; its per-unit effects, when attribution measured them, go to `self.credit`."""
         self.seen[tuple(point)] = math.inf if value is None else float(value)
+        self._pending.discard(tuple(point))
         if info is not None and info.effects:
             self.credit.record(tuple(point), info.effects)
 

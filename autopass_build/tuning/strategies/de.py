@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autopass_build.tuning.strategies.base import Option, Point, Strategy
+from autopass_build.tuning.strategies.base import WAIT, Option, Point, Strategy
 
 
 class DifferentialEvolution(Strategy):
@@ -24,9 +24,12 @@ class DifferentialEvolution(Strategy):
         population = [self.space.default()] + [self.random_point() for _ in range(size - 1)]
         yield from population
         while True:
-            for i, target in enumerate(list(population)):
-                trial = self._trial(population, i)
-                yield trial
+            # generational (each trial from the same population), so that a generation
+            # is one batch: its trials are measured together, then selected
+            trials = [self._trial(population, i) for i in range(len(population))]
+            yield from trials
+            yield WAIT
+            for i, (target, trial) in enumerate(zip(list(population), trials)):
                 merged = self.credit.merge(target, trial, ties_to_challenger=True)
                 if merged is not None:
                     population[i] = self.space.repair(merged)

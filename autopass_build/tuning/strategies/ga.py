@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autopass_build.tuning.strategies.base import Option, Point, Strategy
+from autopass_build.tuning.strategies.base import WAIT, Option, Point, Strategy
 
 
 class Genetic(Strategy):
@@ -26,6 +26,7 @@ class Genetic(Strategy):
         population = [self.space.default()] + [self.random_point() for _ in range(size - 1)]
         while True:
             yield from population
+            yield WAIT        # a generation is measured whole, then selected from
             ranked = sorted(population, key=lambda p: (self.value(p), p))
             children = [ranked[0]]
             while len(children) < size:

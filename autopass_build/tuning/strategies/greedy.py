@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autopass_build.tuning.strategies.base import Option, Point, Strategy
+from autopass_build.tuning.strategies.base import WAIT, Option, Point, Strategy
 
 
 class Greedy(Strategy):
@@ -34,6 +34,7 @@ class Greedy(Strategy):
                     if point != incumbent:
                         yield point
                         tried.append(point)
+                yield WAIT    # a coordinate's values are measured together, then compared
                 for point in tried:
                     if self._better(point, incumbent, coordinate):
                         incumbent, improved = point, True

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from autopass_build.tuning.strategies.base import Option, Point, Strategy
+from autopass_build.tuning.strategies.base import WAIT, Option, Point, Strategy
 
 
 class ParticleSwarm(Strategy):
@@ -28,10 +28,14 @@ class ParticleSwarm(Strategy):
         velocities = [[self.rng.uniform(-1, 1) * (n - 1) / 2 for n in dims] for _ in starts]
         own_best = list(starts)
         while True:
-            for i, position in enumerate(positions):
+            moved: list[Point] = []
+            for position in positions:
                 point = self.space.repair(tuple(min(n - 1, max(0, round(x)))
                                                 for x, n in zip(position, dims)))
                 yield point
+                moved.append(point)
+            yield WAIT        # the swarm moves once every particle is measured
+            for i, point in enumerate(moved):
                 own_best[i] = self._better_of(own_best[i], point)
             swarm_best = min(own_best, key=lambda p: (self.value(p), p))
             for best in own_best if self.credit.told else ():
