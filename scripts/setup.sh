@@ -59,7 +59,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 extra=""
-[ $want_tests = 1 ] && extra="[test]"
+[ $want_tests = 1 ] && extra="[test,cluster]"   # the tests run a cluster on this machine
 say "installing autopass${extra} into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extra}" 2>&1 \
   | grep -v "^WARNING: Location" >&2 || true

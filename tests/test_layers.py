@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "autopass_build"
-LAYERS = ("core", "capture", "store", "config", "instruments", "tuning", "outputs", "cli")
+LAYERS = ("core", "capture", "store", "config", "instruments", "cluster", "tuning", "outputs",
+          "cli")
 
 
 def _module_name(path: Path) -> str:

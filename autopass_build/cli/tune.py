@@ -80,6 +80,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--resume", action="store_true",
                    help="continue the latest run where it stopped, with its own settings "
                         "and budget (--budget N raises the budget to N)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="measure the search's candidates on the Ray cluster at ADDRESS, "
+                        "several at once, each on one node against that node's own "
+                        "baseline (pip install 'autopass[cluster]'; docs/cluster.md); "
+                        "default: [cluster].address, else this machine alone")
     p.add_argument("--list-strategies", action="store_true",
                    help="print the strategies and their options, then exit")
     p.set_defaults(func=cmd_tune)
@@ -115,6 +120,7 @@ examples:
   autopass tune --resume                          # after Ctrl-C, kill -9 or a full disk
   autopass tune --stages lto,thinlto              # which whole-program stages to try
   autopass tune --time 45m                        # as many evaluations as fit in 45 min
+  autopass tune --cluster ray://head:10001      # several machines (docs/cluster.md)
   autopass tune --list-strategies
 
 First, compositions of whole-program stages (PGO, full LTO and ThinLTO with lld) are
@@ -183,9 +189,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     stages = _stages(args.stages)
     store = open_store(args)
     config = load_config(args)
-    if args.agent_backend:
+    if args.agent_backend or args.cluster is not None:
         from autopass_build.config import with_overrides
-        config = with_overrides(config, agent={"backend": args.agent_backend})
+        config = with_overrides(config, agent={"backend": args.agent_backend},
+                                cluster={"address": args.cluster})
     time_limit = _time(args.time)
     budget = args.budget if args.budget is not None or time_limit is None else UNCOUNTED
     request = TuneRequest.from_config(

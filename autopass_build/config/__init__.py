@@ -13,6 +13,7 @@ from autopass_build.config.model import (
     AgentConfig,
     BuildConfig,
     CheckConfig,
+    ClusterConfig,
     Config,
     ConfigError,
     MeasureConfig,
@@ -23,5 +24,6 @@ from autopass_build.config.starter import reference_markdown, starter_text
 from autopass_build.core.names import CONFIG_NAME, METRICS
 
 __all__ = ["CHECK_MODES", "CONFIG_NAME", "METRICS", "SECTIONS", "AgentConfig", "BuildConfig",
-           "CheckConfig", "Config", "ConfigError", "MeasureConfig", "RunConfig", "TuneConfig",
+           "CheckConfig", "ClusterConfig",
+           "Config", "ConfigError", "MeasureConfig", "RunConfig", "TuneConfig",
            "find", "load", "parse", "reference_markdown", "starter_text", "with_overrides"]

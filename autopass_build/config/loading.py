@@ -20,6 +20,7 @@ from autopass_build.config.model import (
     SECTIONS,
     AgentConfig,
     CheckConfig,
+    ClusterConfig,
     Config,
     ConfigError,
     MeasureConfig,
@@ -197,6 +198,9 @@ def _validate(name: str, section: object) -> None:
             raise ConfigError(f'[check].command runs only with mode = "command", and mode '
                               f'is {section.mode!r}: set mode = "command", or remove the '
                               "command")
+    if isinstance(section, ClusterConfig) and not 0 < section.aa_noise < 0.5:
+        raise ConfigError(f"[cluster].aa_noise = {section.aa_noise:g} is a fraction of the "
+                          "baseline's time: give one in (0, 0.5), e.g. 0.03")
     if isinstance(section, RunConfig) and section.command and not any(
             "{exe}" in token for token in section.command):
         raise ConfigError('[run].command must contain "{exe}" where the binary under test '

@@ -187,6 +187,22 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class ClusterConfig:
+    """Tuning on a Ray cluster (`pip install 'autopass[cluster]'`; docs/cluster.md): the
+    search's candidates are measured on several machines at once."""
+    address: str = key("", 'The cluster to join ("ray://head:10001", "head:6379", or "auto" '
+                       "for the one this machine belongs to); empty: tune on this machine "
+                       "alone. autopass joins only an address given here or by `tune "
+                       "--cluster`, and never starts a cluster.", example='"ray://head:10001"')
+    target: str = key("", "The group of nodes whose verdicts count (a node's `autopass-cpu` "
+                      "label, else its CPU model); default: this machine's CPU model.",
+                      example='"Intel(R) Xeon(R) Gold 6338"')
+    aa_noise: float = key(0.03, "A node measures the baseline against itself once; one whose "
+                          "interval is wider than this (a fraction: 0.03 = ±3 %) or that "
+                          "calls it anything but same gives no verdicts.")
+
+
+@dataclass(frozen=True)
 class Config:
     path: str | None = None         # the file it came from, for messages
     project_dir: str = "."          # folder holding autopass.toml
@@ -196,6 +212,7 @@ class Config:
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     tune: TuneConfig = field(default_factory=TuneConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
     def resolve(self, path: str) -> str:
         import os
@@ -204,4 +221,5 @@ class Config:
 
 
 SECTIONS = {"build": BuildConfig, "run": RunConfig, "check": CheckConfig,
-            "measure": MeasureConfig, "tune": TuneConfig, "agent": AgentConfig}
+            "measure": MeasureConfig, "tune": TuneConfig, "agent": AgentConfig,
+            "cluster": ClusterConfig}

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from autopass_build.config import Config
+from autopass_build.config import Config, MeasureConfig
 from autopass_build.core.files import hash_json
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import Outcome
@@ -18,6 +18,9 @@ from autopass_build.instruments.candidate import Candidate
 from autopass_build.instruments.evaluate import Evaluation, Evaluator
 from autopass_build.instruments.stats import FASTER, SLOWER
 from autopass_build.tuning.journal import Entry, Journal, Phase, Timing
+
+if TYPE_CHECKING:    # Ray is imported only by a run that names a cluster
+    from autopass_build.cluster.dispatch import ClusterMeasurer
 
 ATTRIBUTED = (Phase.SEARCH, Phase.COMPOSITE)   # phases whose entries carry unit effects
 
@@ -63,6 +66,8 @@ class Measurements:
         self.units_of = units_of          # source -> the unit ids it stands for
         self.show = show
         self.attributor: Attributor | None = None   # tune --attribute: per-unit effects
+        # tune --cluster: the search's candidates measured on the cluster's nodes
+        self.remote: "ClusterMeasurer | None" = None
 
     @property
     def deterministic(self) -> bool:
@@ -89,16 +94,17 @@ class Measurements:
         `judgement`: screening's, kept with the entry; `stages`, `link_flags` and
         `post_link`: the whole-program stages the candidate is built with (on top of the
         baseline's)."""
-        by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}
-        if under:
-            by_unit = {uid: under.get(uid, ()) + by_unit.get(uid, ())
-                       for uid in set(under) | set(by_unit)}
+        by_unit = self._by_unit(flags, under)
         measure = self.config.measure
         if tight:
             measure = replace(measure, max_pairs=2 * measure.max_pairs,
                               precision=measure.precision / 2)
         started = time.monotonic()
+        remotely = self.remote is not None and evaluator is None and not stages \
+            and not link_flags and post_link is None
         try:
+            if remotely:
+                return self.measure_many(phase, [flags], [judgement], measure, under)[0]
             evaluation = (evaluator or self.evaluator).evaluate(
                 by_unit, lambda m: self.show(f"  {m}"), measure, link_flags, post_link,
                 self.attributor if phase in ATTRIBUTED else None)
@@ -108,7 +114,45 @@ class Measurements:
         except OSError as error:
             raise TuneError(f"cannot write to the store ({error.strerror or error}): free "
                             "space or fix permissions, then `autopass tune --resume`") from None
-        entry = self._entry_of(phase, flags, evaluation, time.monotonic() - started)
+        return self._finished(phase, flags, evaluation, time.monotonic() - started,
+                              judgement, stages)
+
+    def measure_many(self, phase: Phase, batch: list[UnitFlags], judgements: list,
+                     measure: MeasureConfig | None = None,
+                     under: UnitFlags | None = None) -> list[Entry]:
+        """Each candidate of `batch` measured, on the cluster's nodes at once when there
+        is one, and journaled in the batch's order once all are finished."""
+        if self.remote is None:
+            return [self.measure(phase, flags, judgement=judgement)
+                    for flags, judgement in zip(batch, judgements)]
+        from autopass_build.cluster.connect import ClusterError
+
+        try:
+            results = self.remote.evaluate_many(
+                [self._by_unit(flags, under) for flags in batch],
+                measure or self.config.measure,
+                attribute=phase in ATTRIBUTED and self.attributor is not None)
+        except ClusterError as error:
+            raise TuneError(str(error)) from None
+        entries = []
+        for flags, judgement, result in zip(batch, judgements, results):
+            for line in result.lines:
+                self.show(f"  [{result.node}] {line}")
+            entries.append(self._finished(phase, flags, result.evaluation, result.seconds,
+                                          judgement))
+        return entries
+
+    def _by_unit(self, flags: UnitFlags, under: UnitFlags | None) -> UnitFlags:
+        by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}
+        if under:
+            by_unit = {uid: under.get(uid, ()) + by_unit.get(uid, ())
+                       for uid in set(under) | set(by_unit)}
+        return by_unit
+
+    def _finished(self, phase: Phase, flags: UnitFlags, evaluation: Evaluation,
+                  seconds: float, judgement=None, stages: str = "") -> Entry:
+        """The journal entry of a finished evaluation, appended."""
+        entry = self._entry_of(phase, flags, evaluation, seconds)
         if entry.outcome != Outcome.OK:
             # why, where the user watches: a rejected candidate used to pass in silence
             first_line = (entry.detail.strip().splitlines() or [""])[0]

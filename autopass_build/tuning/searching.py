@@ -61,19 +61,42 @@ class Search:
         self.kept_after = kept_after
 
     def run(self, run: RunContext) -> Entry | None:
-        """The incumbent after the search (and the composite), if any."""
+        """The incumbent after the search (and the composite), if any.  Candidates come
+        in batches as wide as the cluster's verdict nodes (one on this machine alone);
+        each batch is journaled in order and told to the strategy in order."""
         strategy, journal, screener = self.strategy, self.journal, self.screener
-        measured, unmeasured = measured_in_search(journal), 0
+        self.measured, self.unmeasured = measured_in_search(journal), 0
         pace = Pace()
-        while measured < self.budget and unmeasured <= MAX_IDENTICAL:
-            if not self._time_for_one_more(pace, measured):
+        while self.measured < self.budget and self.unmeasured <= MAX_IDENTICAL:
+            if not self._time_for_one_more(pace, self.measured):
                 break
-            point = strategy.ask()
-            if point is None:
-                self.show(f"{strategy.name} has no new candidate after {measured} "
+            points = strategy.ask_batch(self._width())
+            if not points:
+                self.show(f"{strategy.name} has no new candidate after {self.measured} "
                           "evaluations: the space is exhausted for it")
                 break
-            flags = run.space.flags_by_label(point)
+            flags = [run.space.flags_by_label(point) for point in points]
+            entries = self._evaluated(flags, pace)
+            for point, its_flags, entry in zip(points, flags, entries):
+                entry = self.confirmed(entry, its_flags)
+                strategy.tell(point, value_for_strategy(entry), entry)
+        if screener:
+            screener.persist()
+        if self.measurements.attributor is not None:
+            self._composite()
+        return self.measurements.incumbent()
+
+    def _width(self) -> int:
+        remote = self.measurements.remote
+        return max(1, min(remote.width if remote else 1, self.budget - self.measured))
+
+    def _evaluated(self, batch: list[UnitFlags], pace: Pace) -> list[Entry]:
+        """Each candidate's entry: the journal's, screened out, or measured (the batch's
+        measured ones at once)."""
+        journal, screener = self.journal, self.screener
+        entries: list[Entry | None] = []
+        measuring: list[tuple[int, UnitFlags, object]] = []
+        for flags in batch:
             key = config_key(flags)
             entry = journal.find(Phase.SEARCH, key) or journal.find(Phase.SCREENED, key)
             if entry is None:
@@ -82,30 +105,32 @@ class Search:
                     self.show(f"  screened out {flags_text(flags)}: {judgement.why}")
                     entry = self.measurements.screened(flags, judgement)
                 else:
-                    measured += 1
-                    counted = self.deadline.left() is None or self.budget < UNCOUNTED
-                    self.show(f"[{measured}{f'/{self.budget}' if counted else ''}] "
-                              f"{self._incumbent_text()}{self.deadline.text()}"
-                              f"{pace.time_left(self.budget - measured + 1) if counted else ''}"
-                              f"measuring {flags_text(flags)}"
-                              + (f" ({judgement.why})" if judgement else ""))
-                    entry = self.measurements.measure(Phase.SEARCH, flags, judgement=judgement)
-                    if entry.identical:      # cost a compile, not a measurement
-                        measured, unmeasured = measured - 1, unmeasured + 1
-                        # not indented: a detail line would be thinned out of the log
-                        self.show("identical to the baseline, byte for byte: not measured, "
-                                  "not counted against the budget")
-                    else:
-                        pace.measured += 1
-                    if screener:
-                        screener.learn(entry)
-            entry = self.confirmed(entry, flags)
-            strategy.tell(point, value_for_strategy(entry), entry)
-        if screener:
-            screener.persist()
-        if self.measurements.attributor is not None:
-            self._composite()
-        return self.measurements.incumbent()
+                    self._announce(flags, judgement, pace)
+                    measuring.append((len(entries), flags, judgement))
+            entries.append(entry)
+        measured = self.measurements.measure_many(
+            Phase.SEARCH, [f for _, f, _ in measuring], [j for _, _, j in measuring])
+        for (i, _, _), entry in zip(measuring, measured):
+            if entry.identical:      # cost a compile, not a measurement
+                self.measured, self.unmeasured = self.measured - 1, self.unmeasured + 1
+                # not indented: a detail line would be thinned out of the log
+                self.show("identical to the baseline, byte for byte: not measured, "
+                          "not counted against the budget")
+            else:
+                pace.measured += 1
+            if screener:
+                screener.learn(entry)
+            entries[i] = entry
+        return [e for e in entries if e is not None]
+
+    def _announce(self, flags: UnitFlags, judgement, pace: Pace) -> None:
+        self.measured += 1
+        counted = self.deadline.left() is None or self.budget < UNCOUNTED
+        self.show(f"[{self.measured}{f'/{self.budget}' if counted else ''}] "
+                  f"{self._incumbent_text()}{self.deadline.text()}"
+                  f"{pace.time_left(self.budget - self.measured + 1) if counted else ''}"
+                  f"measuring {flags_text(flags)}"
+                  + (f" ({judgement.why})" if judgement else ""))
 
     def _time_for_one_more(self, pace: Pace, measured: int) -> bool:
         """Whether the time budget holds one more evaluation and the steps after the

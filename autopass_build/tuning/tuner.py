@@ -34,7 +34,7 @@ from autopass_build.instruments.hotspots import profile as run_profile
 from autopass_build.instruments.stats import FASTER
 from autopass_build.store.build_records import CommandMates, command_mates
 from autopass_build.store.index import Store
-from autopass_build.tuning import composite, hot_sources, publish
+from autopass_build.tuning import composite, hot_sources, on_cluster, publish
 from autopass_build.tuning import strategies as search
 from autopass_build.tuning.clock import BOLT_EVALUATIONS, UNCOUNTED, Deadline, split_text
 from autopass_build.tuning.clock import stage_budget as stage_budget_of
@@ -80,6 +80,7 @@ class Tuner:
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
         self.deadline = Deadline(self.request.time_limit)
+        on_cluster.check(self.config)
         publish.check_writable(self.request.flags_db)
         journal = Journal.latest(self.store.dir, repair=False) if self.request.resume else None
         if journal:
@@ -131,6 +132,7 @@ class Tuner:
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run, outsiders)
         final, winners = conclude(best, self.measurements) if best else (None, [])
+        on_cluster.leave(self.measurements, self.show)
         searched_on = self.chosen.name if self.chosen else ""
         self._settle(final, winners)
         written = self._ship(final, winners, "PGO" if self.request.pgo else searched_on,
@@ -212,6 +214,9 @@ class Tuner:
         screener = self._screener(run) if request.screen else None
         kept_after = 1 + (BOLT_EVALUATIONS if self.composer is not None
                           and self.composer.bolt_pending() else 0)
+        if budget > 0:
+            on_cluster.join(self.measurements, self.config, self.store.dir, run.evaluator,
+                            self.show)
         return Search(self.measurements, strategy, budget, self.show, screener,
                       self.deadline, kept_after).run(run)
 

@@ -90,7 +90,7 @@ class AgentStrategy(Strategy):
                                           self.feedback[-10:], self.options["batch"])
             # every hypothesis of a plan applies to the incumbent the planner saw, so a
             # plan is one batch: measured together, then read
-            planned = []
+            planned: list[tuple[object, Point]] = []
             for proposal in proposals:
                 point = self._point_for(proposal)
                 if point is None:

@@ -1,0 +1,12 @@
+"""Tuning on a Ray cluster: the search's candidates measured on several machines at once.
+
+    connect.py     the cluster the user named (never one found or started on our own)
+    nodes.py       which nodes measure, grouped by CPU model, and the target group
+    node_bench.py  on a measuring node: its baseline, the A/A check, one evaluation
+    dispatch.py    on the driver: a batch of candidates spread over the nodes, compiles
+                   fanned out to any node, a lost node's candidate requeued
+
+Only this package imports Ray, and only when a run names a cluster (`tune --cluster`
+or [cluster].address): a local run never loads it.  docs/cluster.md says why it is
+built this way and what trust a cluster needs.
+"""

@@ -1,0 +1,73 @@
+"""The one door to a Ray cluster: the address the user gave, or nothing.
+
+Ray's own default (`ray.init()` with no address) starts a new local cluster, or joins
+one named by $RAY_ADDRESS; a tuning run does neither: it joins only the address written
+in its config or on its command line, and never starts a cluster of its own (one that
+would listen on the network)."""
+
+from __future__ import annotations
+
+import logging
+
+SLOT = "autopass_bench"        # a node's benchmark slot: one measurement at a time
+CPU_LABEL = "autopass-cpu"     # a node's group, when its operator names it
+
+
+class ClusterError(Exception):
+    """A message for the user: the cluster cannot be used as asked."""
+
+
+def check_reachable(address: str, seconds: float = 5.0) -> None:
+    """A named head that does not answer, said in seconds: Ray itself retries for
+    minutes before it gives up.  "auto" is this machine's own cluster: Ray looks it up."""
+    import socket
+
+    text = address.strip()
+    if text == "auto":
+        return
+    host, _, port = text.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"cluster address {address!r}: write it as HOST:PORT (the head's "
+                           "GCS, e.g. head:6379), ray://HOST:PORT (Ray client, e.g. "
+                           "ray://head:10001) or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as error:
+        raise ClusterError(f"cannot reach the cluster at {address!r} "
+                           f"({error.strerror or error}): start it with `ray start --head` "
+                           "on its head node, or fix the address") from None
+
+
+def join(address: str):
+    """The `ray` module, connected to the cluster at `address` (a "ray://host:10001"
+    client address, a "host:6379" head address, or "auto" for a cluster this machine
+    already belongs to).  Raises ClusterError with the fix."""
+    if not address.strip():
+        raise ClusterError("no cluster address: name one with --cluster ADDRESS or "
+                           "[cluster].address (autopass never starts a cluster itself)")
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("a cluster run needs Ray: pip install 'autopass[cluster]'") from None
+    if ray.is_initialized():
+        return ray
+    check_reachable(address)
+    try:
+        ray.init(address=address.strip(), logging_level=logging.WARNING, log_to_driver=False,
+                 configure_logging=True)
+    except Exception as error:       # Ray raises ConnectionError, RuntimeError, ValueError
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ClusterError(f"cannot join the cluster at {address!r} ({first[:200]}): start "
+                           "it with `ray start --head` on its head node, or fix the "
+                           "address") from None
+    return ray
+
+
+def leave() -> None:
+    """Disconnect (the cluster keeps running; it is the user's)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+

@@ -1,0 +1,200 @@
+"""On the driver: a batch of candidates measured across the cluster's nodes.
+
+    start ─▶ one NodeBench per measuring node ─▶ each says who it is, builds its baseline
+          ─▶ A/A check each ─▶ the quiet nodes of the target group give verdicts
+    batch ─▶ each candidate's changed units compiled as tasks on any node (the shared
+             object cache) ─▶ the candidate measured on the next free verdict node
+          ─▶ a node lost mid-candidate: the candidate goes back to the queue, whole
+
+Results come back in the batch's order: the journal, on the driver, is written by the
+caller in that order, only for finished evaluations, so a lost node or a killed driver
+leaves nothing half-written and nothing counted twice."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from autopass_build.cluster.connect import CPU_LABEL, SLOT, ClusterError, join, leave
+from autopass_build.cluster.node_bench import Baseline, NodeBench, NodeResult, compile_objects
+from autopass_build.cluster.nodes import NodeInfo, Role, cpu_model, measuring_nodes, target_group
+from autopass_build.config import MeasureConfig
+from autopass_build.core.flags import UnitFlags
+from autopass_build.instruments.stats import SAME
+
+
+@dataclass
+class Bench:
+    """A measuring node as the driver sees it."""
+    handle: Any                  # the NodeBench actor (a Ray handle)
+    info: NodeInfo
+    role: Role = Role.VERDICTS
+    why: str = ""
+
+
+class ClusterMeasurer:
+    def __init__(self, address: str, target: str, aa_noise: float,
+                 show: Callable[[str], None]):
+        self.address, self.target, self.aa_noise, self.show = address, target, aa_noise, show
+        self.benches: list[Bench] = []
+        self.baseline: Baseline | None = None
+        self.requeued = 0
+
+    # -- start ---------------------------------------------------------------------------
+    def start(self, baseline: Baseline, measure: MeasureConfig) -> None:
+        ray = join(self.address)
+        self.baseline = baseline
+        node_ids = measuring_nodes(ray)
+        if not node_ids:
+            raise ClusterError(f"the cluster at {self.address} has no measuring node: give "
+                               f"one a benchmark slot (`ray start ... --resources "
+                               f"'{{\"{SLOT}\": 1}}'`)")
+        labels = {n["NodeID"]: (n.get("Labels") or {}).get(CPU_LABEL, "") for n in ray.nodes()}
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        actor = ray.remote(NodeBench)
+        handles = [actor.options(resources={SLOT: 1}, num_cpus=0, max_restarts=0,
+                                 scheduling_strategy=NodeAffinitySchedulingStrategy(
+                                     node, soft=False)).remote(baseline, node, labels[node])
+                   for node in node_ids]
+        described = self._described(ray, handles)
+        self.benches = [Bench(h, info) for h, (info, missing) in described]
+        self._place(cpu_model())
+        self._check_noise(ray, measure)
+
+    def _described(self, ray, handles: list) -> list[tuple[object, tuple[NodeInfo, str]]]:
+        from autopass_build import __version__
+
+        found = []
+        for handle in handles:
+            try:
+                info, missing = ray.get(handle.describe.remote(), timeout=600)
+            except Exception as error:      # a node that cannot even start its bench
+                self.show(f"cluster: a measuring node could not start ({_first(error)}); "
+                          "it is left out")
+                continue
+            if missing:
+                raise ClusterError(f"node {info.name} cannot see the store {missing}: the "
+                                   "nodes need the project at the same path (a shared "
+                                   "filesystem or the same checkout)")
+            if info.version != __version__:
+                raise ClusterError(f"node {info.name} runs autopass {info.version}, this "
+                                   f"machine {__version__}: install one version everywhere")
+            found.append((handle, (info, missing)))
+        return found
+
+    def _place(self, driver_cpu: str) -> None:
+        group = target_group([b.info for b in self.benches], self.target, driver_cpu)
+        for bench in self.benches:
+            if bench.info.cpu != group:
+                bench.role, bench.why = Role.OTHER_GROUP, f"its CPU is {bench.info.cpu}"
+        if group != driver_cpu:
+            self.show(f"cluster: verdicts on {group}; this machine is {driver_cpu}, and the "
+                      "stages, the final re-measurement and BOLT run here: run the driver "
+                      "on a machine of the target group")
+
+    def _check_noise(self, ray, measure: MeasureConfig) -> None:
+        """Every verdict node measures the baseline against itself once, all at once."""
+        checking = [b for b in self.benches if b.role == Role.VERDICTS]
+        refs = [b.handle.aa.remote(measure) for b in checking]
+        for bench, ref in zip(checking, refs):
+            try:
+                result: NodeResult = ray.get(ref)
+            except Exception as error:
+                bench.role, bench.why = Role.LOST, _first(error)
+                continue
+            bench.role, bench.why = _noise_verdict(result, self.aa_noise)
+        for bench in self.benches:
+            self.show(f"cluster: {bench.info.name} ({bench.info.cpu}): {bench.role.value}"
+                      + (f" ({bench.why})" if bench.why else ""))
+        if not self.verdict_benches:
+            raise ClusterError("no node of the cluster can give verdicts (see above): quiet "
+                               "the nodes, raise [cluster].aa_noise, or tune locally")
+
+    # -- batches -------------------------------------------------------------------------
+    @property
+    def verdict_benches(self) -> list[Bench]:
+        return [b for b in self.benches if b.role == Role.VERDICTS]
+
+    @property
+    def width(self) -> int:
+        """How many candidates one batch measures at once."""
+        return len(self.verdict_benches)
+
+    def evaluate_many(self, candidates: list[UnitFlags], measure: MeasureConfig,
+                      attribute: bool = False) -> list[NodeResult]:
+        """Each candidate (per-unit flags, the stages' added by the node) measured on a
+        verdict node; the results in the candidates' order."""
+        import ray
+
+        compiled = [self._fan_out(ray, c) for c in candidates]
+        waiting = deque(range(len(candidates)))
+        running: dict[object, tuple[int, Bench]] = {}
+        results: dict[int, NodeResult] = {}
+        while waiting or running:
+            busy = {id(b) for _, b in running.values()}
+            for bench in [b for b in self.verdict_benches if id(b) not in busy]:
+                if not waiting:
+                    break
+                i = waiting.popleft()
+                ref = bench.handle.evaluate.remote(compiled[i], candidates[i], measure, attribute)
+                running[ref] = (i, bench)
+            if not running:
+                raise ClusterError("every verdict node of the cluster was lost; the journal "
+                                   "holds every finished evaluation: `autopass tune "
+                                   "--resume` (on the cluster, or locally without --cluster)")
+            done, _ = ray.wait(list(running), num_returns=1)
+            for ref in done:
+                i, bench = running.pop(ref)
+                try:
+                    results[i] = ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                        ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
+                        ray.exceptions.NodeDiedError) as error:
+                    self._lost(bench, error)
+                    waiting.appendleft(i)            # measured again, whole, elsewhere
+                except ray.exceptions.RayTaskError as error:
+                    raise ClusterError(f"node {bench.info.name} failed a candidate: "
+                                       f"{_first(error.cause or error)}") from None
+        return [results[i] for i in range(len(candidates))]
+
+    def _fan_out(self, ray, candidate: UnitFlags) -> list:
+        """Compile tasks for the units a candidate changes, one per unit, on any node."""
+        assert self.baseline is not None
+        base = self.baseline.unit_flags
+        wanted = [(uid, tuple(base.get(uid, ())) + tuple(flags))
+                  for uid, flags in sorted(candidate.items()) if flags]
+        task = ray.remote(compile_objects).options(num_cpus=1, max_retries=1,
+                                                   scheduling_strategy="SPREAD")
+        return [task.remote(self.baseline.store_dir, [item]) for item in wanted]
+
+    def _lost(self, bench: Bench, error: Exception) -> None:
+        bench.role, bench.why = Role.LOST, _first(error)
+        self.requeued += 1
+        self.show(f"cluster: node {bench.info.name} lost ({bench.why[:120]}); its candidate "
+                  f"is measured again on another node ({self.width} left)")
+
+    def close(self) -> None:
+        leave()
+
+
+def _noise_verdict(result: NodeResult, most: float) -> tuple[Role, str]:
+    """A node is quiet enough when its A/A says "same" and its interval's half-width is
+    at most `most` (a fraction: 0.03 = ±3 %)."""
+    comparison = result.evaluation.comparison
+    estimate = comparison.estimate if comparison else None
+    if comparison is None or estimate is None:
+        return Role.NOISY, f"its A/A check failed: {result.evaluation.detail[:120]}"
+    half = (estimate.high - estimate.low) / 2
+    text = f"A/A {estimate.ratio:.4f}x [{estimate.low:.4f}, {estimate.high:.4f}]"
+    if comparison.verdict != SAME:
+        return Role.NOISY, f"{text} called {comparison.verdict}"
+    if half > most:
+        return Role.NOISY, f"{text}: ±{half:.1%} is wider than [cluster].aa_noise {most:.1%}"
+    return Role.VERDICTS, text
+
+
+def _first(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]

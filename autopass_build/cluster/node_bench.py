@@ -1,0 +1,115 @@
+"""What runs on a measuring node, for the whole run: one NodeBench per node, holding the
+node's benchmark slot (Ray places it there and nowhere else).
+
+It builds the run's baseline once, from the shared store, into a folder of its own
+(two nodes on one filesystem never write one file), and measures each candidate it is
+given against that baseline, interleaved, as a local run does: a verdict compares two
+programs timed on the same node, never times of two nodes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+from autopass_build.cluster.nodes import NodeInfo, cpu_model
+from autopass_build.config import Config, MeasureConfig
+from autopass_build.core.flags import UnitFlags
+from autopass_build.instruments.attribution import Attributor
+from autopass_build.instruments.evaluate import Evaluation, Evaluator
+from autopass_build.store.index import Store
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What every node builds its baseline from: the run's store, config, target and
+    chosen stages (per-unit and link flags)."""
+    store_dir: str
+    config: Config
+    target: str                      # output_rel of the binary under tune
+    unit_flags: UnitFlags
+    link_flags: tuple[str, ...]
+
+
+@dataclass
+class NodeResult:
+    evaluation: Evaluation
+    node: str                                    # NodeInfo.name
+    seconds: float = 0.0                         # the evaluation's, on the node
+    lines: list[str] = field(default_factory=list)   # its progress, shown by the driver
+
+
+class NodeBench:
+    def __init__(self, baseline: Baseline, node_id: str, cpu_label: str):
+        from autopass_build import __version__
+
+        self.info = NodeInfo(node_id, socket.gethostname(), cpu_label or cpu_model(),
+                             __version__)
+        if not os.path.isdir(baseline.store_dir):
+            self.evaluator: Evaluator | None = None
+            self.missing = baseline.store_dir
+            return
+        self.missing = ""
+        self.evaluator = Evaluator(Store(baseline.store_dir), baseline.config,
+                                   baseline.target)
+        own = os.path.join(baseline.store_dir, "work", "node-" + node_id[:12])
+        self.evaluator.replayer.work = own
+        os.makedirs(os.path.join(own, "tmp"), exist_ok=True)
+        os.environ["TMPDIR"] = os.path.join(own, "tmp")   # the benchmark's scratch files
+        self.evaluator.rebase(baseline.unit_flags, baseline.link_flags)
+        self.attributor: Attributor | None = None
+
+    def describe(self) -> tuple[NodeInfo, str]:
+        """Who this node is, and the store path it cannot see ("" when it sees it)."""
+        return self.info, self.missing
+
+    def aa(self, measure: MeasureConfig) -> NodeResult:
+        """The baseline measured against itself: how noisy this node is."""
+        lines: list[str] = []
+        assert self.evaluator is not None
+        started = time.monotonic()
+        evaluation = self.evaluator.evaluate({}, lines.append, measure, measure_identical=True)
+        return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines)
+
+    def evaluate(self, compiled: list, flags_by_unit: UnitFlags, measure: MeasureConfig,
+                 attribute: bool) -> NodeResult:
+        """One candidate against this node's baseline.  `compiled`: the compile tasks
+        fanned out for it (object references, nested so that Ray does not wait on them
+        before the call); waited for, but their failures do not matter: the build
+        compiles whatever is missing itself."""
+        import ray
+
+        started = time.monotonic()
+        if compiled:
+            ray.wait(compiled, num_returns=len(compiled), timeout=3600)
+        lines: list[str] = []
+        assert self.evaluator is not None
+        if attribute and self.attributor is None:
+            self.attributor = Attributor(self.evaluator.bench)
+        evaluation = self.evaluator.evaluate(
+            flags_by_unit, lines.append, measure,
+            attribute=self.attributor if attribute else None)
+        return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines)
+
+
+def compile_objects(store_dir: str, wanted: list[tuple[str, tuple[str, ...]]]) -> int:
+    """On any node with a free core: the objects of (unit id, flags) into the shared,
+    content-addressed object cache, where the measuring node's build finds them.
+    Returns how many were built; a unit that fails is left to that build to report."""
+    from autopass_build.core.outcome import EvaluationError
+    from autopass_build.instruments.replay import Replayer
+
+    replayer = Replayer(Store(store_dir))
+    replayer.jobs = 1
+    built = 0
+    for unit_id, flags in wanted:
+        unit = replayer.units.get(unit_id)
+        if unit is None or replayer.has_object(unit, flags):
+            continue
+        try:
+            replayer.object_for(unit, flags)
+            built += 1
+        except (EvaluationError, OSError):
+            pass
+    return built

@@ -1,0 +1,61 @@
+"""A run that names a cluster: the nodes join before the search, and leave after the
+final re-measurement (both measured there, on the target group's nodes).
+
+The stages before the search, BOLT after it, and the comparisons against the recorded
+build run on this machine: they rebuild with other link steps and other baselines,
+which a node's bench does not hold.  Nothing here runs without [cluster].address."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from autopass_build.config import Config
+from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.tuning.measuring import Measurements, TuneError
+
+
+def check(config: Config) -> None:
+    """At the start of a run: a cluster named but not reachable is said before the
+    stages take their hours, not after."""
+    if config.cluster.address:
+        from autopass_build.cluster.connect import ClusterError, check_reachable
+
+        try:
+            check_reachable(config.cluster.address)
+        except ClusterError as error:
+            raise TuneError(str(error)) from None
+
+
+def join(measurements: Measurements, config: Config, store_dir: str, evaluator: Evaluator,
+         show: Callable[[str], None]) -> None:
+    """Put the run's search on the cluster [cluster].address names, if it names one."""
+    address = config.cluster.address
+    if not address:
+        return
+    from autopass_build.cluster.connect import ClusterError
+    from autopass_build.cluster.dispatch import ClusterMeasurer
+    from autopass_build.cluster.node_bench import Baseline
+
+    measurer = ClusterMeasurer(address, config.cluster.target, config.cluster.aa_noise, show)
+    show(f"cluster {address}: a bench on each measuring node (its baseline, then an A/A "
+         "check of its noise)")
+    try:
+        measurer.start(Baseline(store_dir, config, evaluator.target.output_rel,
+                                dict(evaluator.base_flags), evaluator.base_link_flags),
+                       config.measure)
+    except ClusterError as error:
+        measurer.close()
+        raise TuneError(str(error)) from None
+    show(f"cluster: {measurer.width} node{'s' if measurer.width != 1 else ''} give verdicts; "
+         f"candidates are measured up to {measurer.width} at a time")
+    measurements.remote = measurer
+
+
+def leave(measurements: Measurements, show: Callable[[str], None]) -> None:
+    """Back to this machine alone (the cluster keeps running: it is the user's)."""
+    measurer, measurements.remote = measurements.remote, None
+    if measurer is None:
+        return
+    if measurer.requeued:
+        show(f"cluster: {measurer.requeued} candidate(s) measured again after a node was lost")
+    measurer.close()
