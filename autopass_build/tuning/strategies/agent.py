@@ -20,7 +20,7 @@ from autopass_build.tuning.strategies.base import WAIT, Option, Point, StartErro
 
 if TYPE_CHECKING:
     from autopass_build.tuning.agents.context import Context, Trial
-    from autopass_build.tuning.agents.roles import Backend, Diagnosis, Lesson
+    from autopass_build.tuning.agents.roles import Backend, Diagnosis, Lesson, Proposal
     from autopass_build.tuning.journal import Entry
     from autopass_build.tuning.run import RunContext
     from autopass_build.tuning.space import JointSpace
@@ -90,7 +90,7 @@ class AgentStrategy(Strategy):
                                           self.feedback[-10:], self.options["batch"])
             # every hypothesis of a plan applies to the incumbent the planner saw, so a
             # plan is one batch: measured together, then read
-            planned: list[tuple[object, Point]] = []
+            planned: list[tuple[Proposal, Point]] = []
             for proposal in proposals:
                 point = self._point_for(proposal)
                 if point is None:
