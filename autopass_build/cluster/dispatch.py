@@ -32,6 +32,7 @@ class Bench:
     info: NodeInfo
     role: Role = Role.VERDICTS
     why: str = ""
+    last_used: int = 0           # the dispatch it last took: the least recent goes next
 
 
 class ClusterMeasurer:
@@ -41,6 +42,7 @@ class ClusterMeasurer:
         self.benches: list[Bench] = []
         self.baseline: Baseline | None = None
         self.requeued = 0
+        self._dispatches = 0
 
     # -- start ---------------------------------------------------------------------------
     def start(self, baseline: Baseline, measure: MeasureConfig) -> None:
@@ -135,10 +137,14 @@ class ClusterMeasurer:
         results: dict[int, NodeResult] = {}
         while waiting or running:
             busy = {id(b) for _, b in running.values()}
-            for bench in [b for b in self.verdict_benches if id(b) not in busy]:
+            idle = sorted((b for b in self.verdict_benches if id(b) not in busy),
+                          key=lambda b: b.last_used)     # every node takes its turn
+            for bench in idle:
                 if not waiting:
                     break
                 i = waiting.popleft()
+                self._dispatches += 1
+                bench.last_used = self._dispatches
                 ref = bench.handle.evaluate.remote(compiled[i], candidates[i], measure, attribute)
                 running[ref] = (i, bench)
             if not running:

@@ -1,0 +1,187 @@
+"""`autopass tune --cluster` on real Ray clusters started on this machine
+(ray.cluster_utils.Cluster: a head and measuring nodes, each with its benchmark slot),
+tuning tiny real programs measured in callgrind instructions, so that a cluster run can
+be compared with the local run exactly: the same candidates, in the same order, with
+the same verdicts.  Faults: a node removed mid-run, the driver killed with kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from support import AUTOPASS, recorded_tune_mini
+
+from autopass_build.tuning.journal import Journal
+
+cluster_utils = pytest.importorskip("ray.cluster_utils",
+                                    reason="Ray is not installed (pip install 'autopass[cluster]')")
+
+CONFIG = """
+[run]
+command = ["{exe}", "20"]
+timeout = 60
+[measure]
+metric = "instructions"
+min_pairs = 2
+max_pairs = 2
+[tune]
+stages = []
+strategy = "ga"
+budget = 8
+seed = 4
+max_units = 2
+options = { population = 4 }
+"""
+SLOT = {"autopass_bench": 1}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    return recorded_tune_mini(tmp_path_factory.mktemp("cluster") / "mini", CONFIG)
+
+
+@pytest.fixture(scope="module")
+def local_run(project: Path) -> list[tuple]:
+    """The run on this machine alone: what every cluster run must reproduce."""
+    done = tune(project)
+    assert done.returncode == 0, done.stderr
+    return verdicts(project)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head without a benchmark slot (it only schedules) and three measuring nodes."""
+    made = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    for _ in range(3):
+        made.add_node(num_cpus=1, resources=SLOT)
+    made.wait_for_nodes()
+    yield made
+    made.shutdown()
+
+
+def fresh(project: Path, tmp_path: Path) -> Path:
+    """A copy of the recorded project without its runs."""
+    copy = tmp_path / "mini"
+    shutil.copytree(project, copy, symlinks=True)
+    shutil.rmtree(copy / ".autopass" / "runs", ignore_errors=True)
+    (copy / "autopass.flags.json").unlink(missing_ok=True)
+    return copy
+
+
+def environment(project: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", "RAY_ADDRESS")}
+    return {**env, "TMPDIR": str(project.parent)}
+
+
+def tune(project: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([AUTOPASS, "tune", *args], cwd=project, capture_output=True,
+                          text=True, timeout=600, env=env or environment(project))
+
+
+def verdicts(project: Path) -> list[tuple]:
+    """Each entry's phase, configuration and verdict, its ratio to 3 decimals (callgrind
+    counts move by 0.02 % with the length of the binary's path, and a node builds in a
+    folder of its own)."""
+    journal = Journal.latest(str(project / ".autopass"))
+    return [(str(e.phase), e.config, e.verdict, None if e.ratio is None else round(e.ratio, 3))
+            for e in journal.entries]
+
+
+def test_a_cluster_run_is_the_local_run_measured_several_at_a_time(project, local_run, tmp_path,
+                                                                cluster) -> None:
+    """Three measuring nodes, GA with a population of 4: the candidates come in batches,
+    and the journal holds the local run's entries, in its order, with its verdicts."""
+    copy = fresh(project, tmp_path)
+    done = tune(copy, "--cluster", cluster.address)
+    assert done.returncode == 0, done.stderr
+    assert verdicts(copy) == local_run
+    checks = [line for line in done.stderr.splitlines() if "A/A 1.0000x" in line]
+    assert len(checks) == 3, done.stderr            # every node checked before verdicts
+    assert "3 nodes give verdicts; candidates are measured up to 3 at a time" in done.stderr
+    assert json.loads((copy / "autopass.flags.json").read_text())["entries"]
+
+
+def test_a_node_lost_mid_run_loses_and_duplicates_nothing(project, local_run, tmp_path,
+                                                          cluster) -> None:
+    copy = fresh(project, tmp_path)
+    """A fourth node joins, and is removed while the second batch is being measured: its
+    candidate is measured again on another node, and the journal is the local run's."""
+    victim = cluster.add_node(num_cpus=1, resources=SLOT)
+    cluster.wait_for_nodes()
+    process = subprocess.Popen([AUTOPASS, "tune", "--cluster", cluster.address], cwd=copy,
+                               env=environment(copy), stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if line.startswith("tune: [4/8]"):           # the second batch is on its nodes
+            break
+    cluster.remove_node(victim, allow_graceful=False)
+    _, rest = process.communicate(timeout=600)
+    stderr = "".join(seen) + rest
+    assert process.returncode == 0, stderr
+    assert verdicts(copy) == local_run                # nothing lost, nothing twice
+    assert "lost" in stderr, stderr
+
+
+def test_resume_after_the_driver_is_killed_completes_locally_or_on_the_cluster(
+        project, local_run, tmp_path, cluster) -> None:
+    """kill -9 of the driver at a random moment of the search, then --resume: once on the
+    cluster, once on this machine alone; each ends with the uninterrupted run's journal."""
+    rng = random.Random(20261204)
+    for where in (("--cluster", cluster.address), ()):
+        copy = fresh(project, tmp_path / where[0].strip("-") if where else tmp_path / "local")
+        process = subprocess.Popen([AUTOPASS, "tune", "--cluster", cluster.address],
+                                   cwd=copy, env=environment(copy),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while process.poll() is None and _search_entries(copy) < 1:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.0))
+        family = psutil.Process(process.pid).children(recursive=True)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        for child in family:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+        done = tune(copy, "--resume", *where)
+        assert done.returncode == 0, done.stderr
+        assert verdicts(copy) == local_run, where
+
+
+def test_an_address_is_taken_only_from_the_config_or_the_command_line(project, tmp_path,
+                                                                       cluster) -> None:
+    """$RAY_ADDRESS names a running cluster: a run not told to use it stays local."""
+    copy = fresh(project, tmp_path)
+    done = tune(copy, "--budget", "2", env={**environment(copy), "RAY_ADDRESS": cluster.address})
+    assert done.returncode == 0, done.stderr
+    assert "cluster" not in done.stderr
+
+
+def test_a_cluster_that_cannot_be_reached_is_said_in_one_line_before_anything_runs(
+        project, tmp_path) -> None:
+    copy = fresh(project, tmp_path)
+    for address, says in (("127.0.0.1:1", "cannot reach the cluster at '127.0.0.1:1'"),
+                          ("head", "write it as HOST:PORT")):
+        started = time.monotonic()
+        done = tune(copy, "--cluster", address)
+        assert done.returncode != 0 and says in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and time.monotonic() - started < 30
+        assert not (copy / ".autopass" / "runs").exists() or not any(
+            (copy / ".autopass" / "runs").iterdir())      # refused before a run began
+
+
+def _search_entries(project: Path) -> int:
+    runs = project / ".autopass" / "runs"
+    journals = list(runs.glob("*/journal.jsonl")) if runs.exists() else []
+    return sum(1 for j in journals for line in j.read_text().splitlines()
+               if '"phase":"search"' in line)
