@@ -185,3 +185,28 @@ def _search_entries(project: Path) -> int:
     journals = list(runs.glob("*/journal.jsonl")) if runs.exists() else []
     return sum(1 for j in journals for line in j.read_text().splitlines()
                if '"phase":"search"' in line)
+
+
+def test_a_node_whose_a_a_check_is_wide_or_not_same_gives_no_verdicts() -> None:
+    """The A/A gate on real comparison records: ±1 % passes at aa_noise 3 %; ±5 %, or an
+    A/A called "faster", keeps the node out of verdicts, with the figure said."""
+    from autopass_build.cluster.dispatch import _noise_verdict
+    from autopass_build.cluster.node_bench import NodeResult
+    from autopass_build.cluster.nodes import Role
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.instruments import stats
+    from autopass_build.instruments.evaluate import Evaluation
+    from autopass_build.instruments.measure import Comparison
+
+    def checked(verdict: str, low: float, high: float) -> tuple:
+        estimate = stats.Estimate((low + high) / 2, low, high, 10, 1.0)
+        comparison = Comparison(Outcome.OK, verdict, estimate)
+        return _noise_verdict(NodeResult(Evaluation(Outcome.OK, comparison), "n"), 0.03)
+
+    assert checked(stats.SAME, 0.99, 1.01)[0] == Role.VERDICTS
+    role, why = checked(stats.SAME, 0.95, 1.05)
+    assert role == Role.NOISY and "±5.0% is wider than [cluster].aa_noise 3.0%" in why
+    role, why = checked(stats.FASTER, 0.97, 0.99)
+    assert role == Role.NOISY and "called faster" in why
+    failed = _noise_verdict(NodeResult(Evaluation(Outcome.RUN_CRASH, detail="crashed"), "n"), 0.03)
+    assert failed == (Role.NOISY, "its A/A check failed: crashed")

@@ -103,3 +103,31 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from autopass_build.cli import main\n")
     assert "autopass_build.cli" in _imports(source, "autopass_build.core.m")
+
+
+def test_only_the_cluster_package_imports_ray():
+    """Ray is an extra (`pip install 'autopass[cluster]'`): no module outside
+    autopass_build/cluster may import it, at any depth, so a local run never needs it."""
+    importers = []
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "ray" or n.startswith("ray.") for n in names):
+                importers.append(name)
+    assert importers and all(m.startswith("autopass_build.cluster") for m in importers), \
+        importers
+
+
+def test_a_local_tune_run_never_loads_ray():
+    """The tuner's modules import without Ray (it is imported inside cluster/ only when
+    a run names a cluster)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import autopass_build.tuning.tuner, autopass_build.cli.tune; "
+            "print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"

@@ -193,7 +193,7 @@ def _noise_verdict(result: NodeResult, most: float) -> tuple[Role, str]:
     estimate = comparison.estimate if comparison else None
     if comparison is None or estimate is None:
         return Role.NOISY, f"its A/A check failed: {result.evaluation.detail[:120]}"
-    half = (estimate.high - estimate.low) / 2
+    half = estimate.half_width
     text = f"A/A {estimate.ratio:.4f}x [{estimate.low:.4f}, {estimate.high:.4f}]"
     if comparison.verdict != SAME:
         return Role.NOISY, f"{text} called {comparison.verdict}"
