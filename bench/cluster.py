@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Tuning on a Ray cluster, measured here on real clusters of 1-3 nodes started on this
+machine (ray.cluster_utils.Cluster), and modelled past it.
+
+    python bench/cluster.py                          # bzip2, budget 8: about 20 min
+    python bench/cluster.py --program lua5.4 --budget 8 --aa 20
+
+In one run, on one recorded program (a real Debian source, tune_classical.CASES):
+
+1. overhead: the same search (random strategy: its candidates do not depend on the
+   measured values; fixed pairs: every candidate costs the same) tuned locally and on a
+   one-node cluster, interleaved, twice each, the object cache warm for both: the
+   cluster path's cost in tuning time against local (target: <= 1.10x).
+2. A/A: `--aa` A/A comparisons (the baseline against itself) on a two-node cluster,
+   both nodes measuring at once, and as many locally: how often each calls "faster"
+   (target: <= 5 %).
+3. scaling: the same search on 1, 2 and 3 nodes, wall time against the model's.
+4. the model: from the measured step costs (a candidate's build, one pair, the driver's
+   own time per evaluation, the start of a run), the run's wall time at 1, 4, 16 and 64
+   nodes and where the driver saturates.
+
+Output: cluster-out/cluster.json and a Markdown summary on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import tune_classical as tc  # noqa: E402
+
+from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
+from autopass_build.instruments.stats import FASTER  # noqa: E402
+from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
+
+SLOT = {"autopass_bench": 1}
+
+
+def start_cluster(nodes: int):
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    for _ in range(nodes):
+        cluster.add_node(num_cpus=1, resources=SLOT)
+    cluster.wait_for_nodes()
+    return cluster
+
+
+def tune_once(store, config, budget: int, seed: int, work: Path, label: str,
+              address: str = "") -> dict:
+    """One search (no stages), locally or on the cluster at `address`: its wall time,
+    the driver's own CPU time, and its evaluations."""
+    import psutil
+
+    config = replace(config, cluster=replace(config.cluster, address=address))
+    request = TuneRequest(strategy="random", budget=budget, seed=seed, max_units=4, stages=(),
+                          attribute=False, flags_db=str(work / f"{label}.flags.json"))
+    me = psutil.Process()
+    cpu_before, started = sum(me.cpu_times()[:2]), time.monotonic()
+    result = Tuner(store, config, request,
+                   lambda m: None if m.startswith("  ") else tc.log(f"{label}: {m}")).run()
+    seconds = time.monotonic() - started
+    driver_cpu = sum(me.cpu_times()[:2]) - cpu_before
+    journal = result.journal
+    evaluations = [e for e in journal.entries if e.measured]
+    return {"label": label, "seconds": round(seconds, 2), "driver_cpu": round(driver_cpu, 3),
+            "evaluations": len(evaluations),
+            "eval_seconds": round(sum(e.timing.seconds for e in evaluations), 2),
+            "configs": [e.config for e in journal.entries]}
+
+
+def overhead(store, config, budget: int, seed: int, work: Path, rounds: int) -> dict:
+    tune_once(store, config, budget, seed, work, "warm-up")      # the object cache, warm
+    cluster = start_cluster(1)
+    try:
+        runs = []
+        for r in range(rounds):
+            runs.append(tune_once(store, config, budget, seed, work, f"local-{r}"))
+            runs.append(tune_once(store, config, budget, seed, work, f"cluster1-{r}",
+                                  cluster.address))
+    finally:
+        cluster.shutdown()
+    local = [r["seconds"] for r in runs if r["label"].startswith("local")]
+    remote = [r["seconds"] for r in runs if r["label"].startswith("cluster")]
+    same = len({tuple(r["configs"]) for r in runs}) == 1
+    return {"runs": runs, "ratio": round(sum(remote) / sum(local), 3), "same_candidates": same}
+
+
+def aa_checks(store, config, count: int) -> dict:
+    """`count` A/A comparisons on two nodes at once, and `count` on this machine."""
+    from autopass_build.cluster.dispatch import ClusterMeasurer
+    from autopass_build.cluster.node_bench import Baseline
+
+    evaluator = Evaluator(store, config)
+    local = []
+    for i in range(count):
+        e = evaluator.evaluate({}, None, config.measure, measure_identical=True)
+        local.append(e.comparison.verdict if e.comparison else "failed")
+        tc.log(f"A/A local {i + 1}/{count}: {local[-1]}")
+    cluster = start_cluster(2)
+    remote = []
+    try:
+        measurer = ClusterMeasurer(cluster.address, "", 0.49, tc.log)
+        measurer.start(Baseline(store.dir, config, evaluator.target.output_rel, {}, ()),
+                       config.measure)
+        import ray
+
+        benches = measurer.verdict_benches
+        while len(remote) < count:
+            refs = [b.handle.aa.remote(config.measure) for b in benches]
+            for result in ray.get(refs)[:count - len(remote)]:
+                c = result.evaluation.comparison
+                remote.append(c.verdict if c else "failed")
+            tc.log(f"A/A cluster {len(remote)}/{count}: {remote[-len(refs):]}")
+        measurer.close()
+    finally:
+        cluster.shutdown()
+    return {"local": [str(v) for v in local], "cluster": [str(v) for v in remote],
+            "local_faster": sum(v == FASTER for v in local) / count,
+            "cluster_faster": sum(v == FASTER for v in remote) / count}
+
+
+def scaling(store, config, budget: int, seed: int, work: Path, most: int) -> list[dict]:
+    rows = []
+    for nodes in range(1, most + 1):
+        cluster = start_cluster(nodes)
+        try:
+            rows.append({"nodes": nodes, **tune_once(store, config, budget, seed, work,
+                                                     f"scale{nodes}", cluster.address)})
+        finally:
+            cluster.shutdown()
+    return rows
+
+
+def model(eval_seconds: float, driver_seconds: float, start_seconds: float, budget: int,
+          batch_limit: int, nodes: int) -> dict:
+    """A search of `budget` candidates on `nodes` measuring nodes: batches of
+    min(nodes, batch_limit) run side by side, each as long as one evaluation, and the
+    driver handles every result in turn.  The driver saturates when the results of a
+    batch take it longer than the batch itself."""
+    width = max(1, min(nodes, batch_limit))
+    batches = math.ceil(budget / width)
+    per_batch = max(eval_seconds, width * driver_seconds)
+    return {"nodes": nodes, "width": width,
+            "seconds": round(start_seconds + batches * per_batch, 1),
+            "driver_bound": width * driver_seconds > eval_seconds}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--program", default="bzip2", choices=sorted(tc.CASES))
+    parser.add_argument("--budget", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=2, help="overhead rounds (each: both)")
+    parser.add_argument("--aa", type=int, default=20, help="A/A comparisons each way")
+    parser.add_argument("--pairs", type=int, default=6, help="pairs per comparison (fixed)")
+    parser.add_argument("--most-nodes", type=int, default=3)
+    parser.add_argument("--out", default="cluster-out")
+    args = parser.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    store, config = tc.prepare(args.program, out / "work", "cpu")
+    config = replace(config, measure=replace(config.measure, min_pairs=args.pairs,
+                                             max_pairs=args.pairs))
+    found = {"program": args.program, "budget": args.budget, "pairs": args.pairs}
+    found["overhead"] = overhead(store, config, args.budget, args.seed, out, args.rounds)
+    found["aa"] = aa_checks(store, config, args.aa)
+    found["scaling"] = scaling(store, config, args.budget, args.seed, out, args.most_nodes)
+    local = [r for r in found["overhead"]["runs"] if r["label"].startswith("local")]
+    per_eval = sum(r["eval_seconds"] for r in local) / sum(r["evaluations"] for r in local)
+    driver = sum(r["driver_cpu"] for r in local) / sum(r["evaluations"] for r in local)
+    one = found["scaling"][0]
+    start = max(0.0, one["seconds"] - one["eval_seconds"])   # join, benches, A/A, the rest
+    found["costs"] = {"evaluation": round(per_eval, 2), "driver_per_evaluation": round(driver, 3),
+                      "start": round(start, 1)}
+    found["model_here"] = [model(per_eval, driver, start, args.budget, 7, r["nodes"])
+                           for r in found["scaling"]]
+    found["model"] = [model(per_eval, driver, start, 40, 8, n) for n in (1, 4, 16, 64)]
+    (out / "cluster.json").write_text(json.dumps(found, indent=1))
+    print(summary(found))
+    return 0
+
+
+def summary(found: dict) -> str:
+    o, a = found["overhead"], found["aa"]
+    lines = [f"## Cluster: {found['program']}, random search, budget {found['budget']}, "
+             f"{found['pairs']} pairs per comparison", "",
+             f"- one-node cluster against local: **{o['ratio']:.3f}x** the tuning time "
+             f"(same candidates: {o['same_candidates']}); runs: "
+             + ", ".join(f"{r['label']} {r['seconds']:.1f} s" for r in o["runs"]),
+             f"- A/A false \"faster\": cluster (2 nodes at once) **{a['cluster_faster']:.0%}**"
+             f" of {len(a['cluster'])}, local {a['local_faster']:.0%} of {len(a['local'])}",
+             "", "| nodes | measured (s) | model (s) |", "|---|---|---|"]
+    for run, predicted in zip(found["scaling"], found["model_here"]):
+        lines.append(f"| {run['nodes']} | {run['seconds']:.1f} | {predicted['seconds']:.1f} |")
+    c = found["costs"]
+    lines += ["", f"costs: an evaluation {c['evaluation']} s, the driver "
+              f"{c['driver_per_evaluation']} s of CPU per evaluation, a run's start "
+              f"{c['start']} s", "", "| nodes (budget 40, batch <= 8) | model (s) | "
+              "driver-bound |", "|---|---|---|"]
+    for row in found["model"]:
+        lines.append(f"| {row['nodes']} | {row['seconds']:.1f} | {row['driver_bound']} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
