@@ -188,8 +188,9 @@ def _search_entries(project: Path) -> int:
 
 
 def test_a_node_whose_a_a_check_is_wide_or_not_same_gives_no_verdicts() -> None:
-    """The A/A gate on real comparison records: ±1 % passes at aa_noise 3 %; ±5 %, or an
-    A/A called "faster", keeps the node out of verdicts, with the figure said."""
+    """The A/A gate on real comparison records: ±1 %, same or unclear, passes at aa_noise
+    3 %; ±5 %, or an A/A called "faster", keeps the node out of verdicts, with the
+    figure said."""
     from autopass_build.cluster.dispatch import _noise_verdict
     from autopass_build.cluster.node_bench import NodeResult
     from autopass_build.cluster.nodes import Role
@@ -204,6 +205,7 @@ def test_a_node_whose_a_a_check_is_wide_or_not_same_gives_no_verdicts() -> None:
         return _noise_verdict(NodeResult(Evaluation(Outcome.OK, comparison), "n"), 0.03)
 
     assert checked(stats.SAME, 0.99, 1.01)[0] == Role.VERDICTS
+    assert checked(stats.UNCLEAR, 0.99, 1.01)[0] == Role.VERDICTS
     role, why = checked(stats.SAME, 0.95, 1.05)
     assert role == Role.NOISY and "±5.0% is wider than [cluster].aa_noise 3.0%" in why
     role, why = checked(stats.FASTER, 0.97, 0.99)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autopass_build.cluster.connect import CPU_LABEL, SLOT, ClusterError, join, leave
@@ -22,7 +22,7 @@ from autopass_build.cluster.node_bench import Baseline, NodeBench, NodeResult, c
 from autopass_build.cluster.nodes import NodeInfo, Role, cpu_model, measuring_nodes, target_group
 from autopass_build.config import MeasureConfig
 from autopass_build.core.flags import UnitFlags
-from autopass_build.instruments.stats import SAME
+from autopass_build.instruments.stats import FASTER, SLOWER
 
 
 @dataclass
@@ -98,9 +98,12 @@ class ClusterMeasurer:
                       "on a machine of the target group")
 
     def _check_noise(self, ray, measure: MeasureConfig) -> None:
-        """Every verdict node measures the baseline against itself once, all at once."""
+        """Every verdict node measures the baseline against itself once, all at once,
+        with the pairs and precision of a final re-measurement (twice and half)."""
         checking = [b for b in self.benches if b.role == Role.VERDICTS]
-        refs = [b.handle.aa.remote(measure) for b in checking]
+        tight = replace(measure, max_pairs=2 * measure.max_pairs,
+                        precision=measure.precision / 2)
+        refs = [b.handle.aa.remote(tight) for b in checking]
         for bench, ref in zip(checking, refs):
             try:
                 result: NodeResult = ray.get(ref)
@@ -187,15 +190,16 @@ class ClusterMeasurer:
 
 
 def _noise_verdict(result: NodeResult, most: float) -> tuple[Role, str]:
-    """A node is quiet enough when its A/A says "same" and its interval's half-width is
-    at most `most` (a fraction: 0.03 = ±3 %)."""
+    """A node is quiet enough when its A/A finds no difference (not "faster" or
+    "slower") and its interval's half-width is at most `most` (0.03 = ±3 %); "unclear"
+    within that width is the usual answer of a node that needed all its pairs."""
     comparison = result.evaluation.comparison
     estimate = comparison.estimate if comparison else None
     if comparison is None or estimate is None:
         return Role.NOISY, f"its A/A check failed: {result.evaluation.detail[:120]}"
     half = estimate.half_width
     text = f"A/A {estimate.ratio:.4f}x [{estimate.low:.4f}, {estimate.high:.4f}]"
-    if comparison.verdict != SAME:
+    if comparison.verdict in (FASTER, SLOWER):
         return Role.NOISY, f"{text} called {comparison.verdict}"
     if half > most:
         return Role.NOISY, f"{text}: ±{half:.1%} is wider than [cluster].aa_noise {most:.1%}"
