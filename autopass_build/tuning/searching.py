@@ -133,10 +133,13 @@ class Search:
                   + (f" ({judgement.why})" if judgement else ""))
 
     def _time_for_one_more(self, pace: Pace, measured: int) -> bool:
-        """Whether the time budget holds one more evaluation and the steps after the
-        search (at the pace so far); said once when it does not."""
+        """Whether the time budget holds one more batch and the steps after the search
+        (at the pace so far); said once when it does not.  The pace is wall time per
+        evaluation, so on a cluster a batch of `width` (measured side by side) and each
+        step after it (measured alone) take about `width` times that."""
         each = pace.each()
-        if self.deadline.holds(None if each is None else each * (1 + self.kept_after)):
+        width = self.measurements.remote.width if self.measurements.remote else 1
+        if self.deadline.holds(None if each is None else each * width * (1 + self.kept_after)):
             return True
         left = self.deadline.left() or 0.0
         self.show(f"--time: the search stops after {measured} evaluations; the "
