@@ -99,10 +99,12 @@ def aa_checks(store, config, count: int) -> dict:
     from autopass_build.cluster.node_bench import Baseline
 
     evaluator = Evaluator(store, config)
-    local = []
+    local, widths = [], {"local": [], "cluster": []}
     for i in range(count):
         e = evaluator.evaluate({}, None, config.measure, measure_identical=True)
         local.append(e.comparison.verdict if e.comparison else "failed")
+        if e.comparison and e.comparison.estimate:
+            widths["local"].append(round(e.comparison.estimate.half_width, 4))
         tc.log(f"A/A local {i + 1}/{count}: {local[-1]}")
     cluster = start_cluster(2)
     remote = []
@@ -118,11 +120,14 @@ def aa_checks(store, config, count: int) -> dict:
             for result in ray.get(refs)[:count - len(remote)]:
                 c = result.evaluation.comparison
                 remote.append(c.verdict if c else "failed")
+                if c and c.estimate:
+                    widths["cluster"].append(round(c.estimate.half_width, 4))
             tc.log(f"A/A cluster {len(remote)}/{count}: {remote[-len(refs):]}")
         measurer.close()
     finally:
         cluster.shutdown()
     return {"local": [str(v) for v in local], "cluster": [str(v) for v in remote],
+            "half_widths": widths,
             "local_faster": sum(v == FASTER for v in local) / count,
             "cluster_faster": sum(v == FASTER for v in remote) / count}
 
@@ -163,6 +168,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=6, help="pairs per comparison (fixed)")
     parser.add_argument("--most-nodes", type=int, default=3)
     parser.add_argument("--out", default="cluster-out")
+    parser.add_argument("--parts", default="overhead,aa,scaling",
+                        help="which parts to run (the model needs overhead and scaling)")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -173,19 +180,31 @@ def main() -> int:
                                              max_pairs=args.pairs),
                      cluster=replace(config.cluster, aa_noise=0.49))
     found = {"program": args.program, "budget": args.budget, "pairs": args.pairs}
-    found["overhead"] = overhead(store, config, args.budget, args.seed, out, args.rounds)
-    found["aa"] = aa_checks(store, config, args.aa)
-    found["scaling"] = scaling(store, config, args.budget, args.seed, out, args.most_nodes)
+    parts = args.parts.split(",")
+    if "aa" in parts:
+        found["aa"] = aa_checks(store, config, args.aa)
+    if "overhead" in parts:
+        found["overhead"] = overhead(store, config, args.budget, args.seed, out, args.rounds)
+    if "scaling" in parts:
+        found["scaling"] = scaling(store, config, args.budget, args.seed, out, args.most_nodes)
+    if "overhead" not in parts or "scaling" not in parts:
+        (out / "cluster.json").write_text(json.dumps(found, indent=1))
+        print(json.dumps({k: v for k, v in found.items() if k != "overhead"}, indent=1))
+        return 0
     local = [r for r in found["overhead"]["runs"] if r["label"].startswith("local")]
+    remote = [r for r in found["overhead"]["runs"] if r["label"].startswith("cluster")]
     per_eval = sum(r["eval_seconds"] for r in local) / sum(r["evaluations"] for r in local)
-    driver = sum(r["driver_cpu"] for r in local) / sum(r["evaluations"] for r in local)
+    # the driver's own CPU per evaluation on the cluster path (Ray's calls included)
+    driver = sum(r["driver_cpu"] for r in remote) / sum(r["evaluations"] for r in remote)
     one = found["scaling"][0]
     start = max(0.0, one["seconds"] - one["eval_seconds"])   # join, benches, A/A, the rest
     found["costs"] = {"evaluation": round(per_eval, 2), "driver_per_evaluation": round(driver, 3),
                       "start": round(start, 1)}
     found["model_here"] = [model(per_eval, driver, start, args.budget, 7, r["nodes"])
                            for r in found["scaling"]]
-    found["model"] = [model(per_eval, driver, start, 40, 8, n) for n in (1, 4, 16, 64)]
+    # budget 40 with a population sized to the cluster (a batch is a generation)
+    found["model"] = [model(per_eval, driver, start, 40, n, n) for n in (1, 4, 16, 64)]
+    found["driver_saturates_at"] = round(per_eval / driver) if driver else None
     (out / "cluster.json").write_text(json.dumps(found, indent=1))
     print(summary(found))
     return 0
@@ -205,9 +224,10 @@ def summary(found: dict) -> str:
         lines.append(f"| {run['nodes']} | {run['seconds']:.1f} | {predicted['seconds']:.1f} |")
     c = found["costs"]
     lines += ["", f"costs: an evaluation {c['evaluation']} s, the driver "
-              f"{c['driver_per_evaluation']} s of CPU per evaluation, a run's start "
-              f"{c['start']} s", "", "| nodes (budget 40, batch <= 8) | model (s) | "
-              "driver-bound |", "|---|---|---|"]
+              f"{c['driver_per_evaluation']} s of CPU per evaluation (it saturates at about "
+              f"{found['driver_saturates_at']} nodes), a run's start {c['start']} s", "",
+              "| nodes (budget 40, population = nodes) | model (s) | driver-bound |",
+              "|---|---|---|"]
     for row in found["model"]:
         lines.append(f"| {row['nodes']} | {row['seconds']:.1f} | {row['driver_bound']} |")
     return "\n".join(lines)

@@ -43,6 +43,7 @@ class ClusterMeasurer:
         self.baseline: Baseline | None = None
         self.requeued = 0
         self._dispatches = 0
+        self._compile: Any = None        # the compile task, made remote once joined
 
     # -- start ---------------------------------------------------------------------------
     def start(self, baseline: Baseline, measure: MeasureConfig) -> None:
@@ -63,6 +64,11 @@ class ClusterMeasurer:
                    for node in node_ids]
         described = self._described(ray, handles)
         self.benches = [Bench(h, info) for h, (info, missing) in described]
+        if not self.benches:
+            raise ClusterError("no measuring node could start its bench (see above): check "
+                               "that every node runs this autopass and sees the project")
+        self._compile = ray.remote(compile_objects).options(
+            num_cpus=1, max_retries=1, scheduling_strategy="SPREAD")
         self._place(cpu_model())
         self._check_noise(ray, measure)
 
@@ -72,7 +78,7 @@ class ClusterMeasurer:
         found = []
         for handle in handles:
             try:
-                info, missing = ray.get(handle.describe.remote(), timeout=600)
+                info, missing, shared = ray.get(handle.describe.remote(), timeout=600)
             except Exception as error:      # a node that cannot even start its bench
                 self.show(f"cluster: a measuring node could not start ({_first(error)}); "
                           "it is left out")
@@ -84,6 +90,8 @@ class ClusterMeasurer:
             if info.version != __version__:
                 raise ClusterError(f"node {info.name} runs autopass {info.version}, this "
                                    f"machine {__version__}: install one version everywhere")
+            if shared:
+                self.show(f"cluster: {info.name}: {shared}")
             found.append((handle, (info, missing)))
         return found
 
@@ -134,7 +142,7 @@ class ClusterMeasurer:
         verdict node; the results in the candidates' order."""
         import ray
 
-        compiled = [self._fan_out(ray, c) for c in candidates]
+        compiled = [self._fan_out(c) for c in candidates]
         waiting = deque(range(len(candidates)))
         running: dict[object, tuple[int, Bench]] = {}
         results: dict[int, NodeResult] = {}
@@ -169,15 +177,13 @@ class ClusterMeasurer:
                                        f"{_first(error.cause or error)}") from None
         return [results[i] for i in range(len(candidates))]
 
-    def _fan_out(self, ray, candidate: UnitFlags) -> list:
+    def _fan_out(self, candidate: UnitFlags) -> list:
         """Compile tasks for the units a candidate changes, one per unit, on any node."""
         assert self.baseline is not None
         base = self.baseline.unit_flags
         wanted = [(uid, tuple(base.get(uid, ())) + tuple(flags))
                   for uid, flags in sorted(candidate.items()) if flags]
-        task = ray.remote(compile_objects).options(num_cpus=1, max_retries=1,
-                                                   scheduling_strategy="SPREAD")
-        return [task.remote(self.baseline.store_dir, [item]) for item in wanted]
+        return [self._compile.remote(self.baseline.store_dir, [item]) for item in wanted]
 
     def _lost(self, bench: Bench, error: Exception) -> None:
         bench.role, bench.why = Role.LOST, _first(error)

@@ -17,6 +17,7 @@ from autopass_build.cluster.nodes import NodeInfo, cpu_model
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core.flags import UnitFlags
 from autopass_build.instruments.attribution import Attributor
+from autopass_build.instruments.cpu_pinning import claim_cpu
 from autopass_build.instruments.evaluate import Evaluation, Evaluator
 from autopass_build.store.index import Store
 
@@ -46,6 +47,7 @@ class NodeBench:
 
         self.info = NodeInfo(node_id, socket.gethostname(), cpu_label or cpu_model(),
                              __version__)
+        self.cpu, self.sharing = claim_cpu()   # its runs' CPU, not another bench's
         if not os.path.isdir(baseline.store_dir):
             self.evaluator: Evaluator | None = None
             self.missing = baseline.store_dir
@@ -60,9 +62,12 @@ class NodeBench:
         self.evaluator.rebase(baseline.unit_flags, baseline.link_flags)
         self.attributor: Attributor | None = None
 
-    def describe(self) -> tuple[NodeInfo, str]:
-        """Who this node is, and the store path it cannot see ("" when it sees it)."""
-        return self.info, self.missing
+    def describe(self) -> tuple[NodeInfo, str, str]:
+        """Who this node is, the store path it cannot see ("" when it sees it), and a
+        note on its CPU when it shares it with another bench of its host."""
+        shared = (f"its runs share CPU {self.cpu} with {self.sharing} other bench(es) of "
+                  f"its host (more measuring nodes than CPUs there)" if self.sharing else "")
+        return self.info, self.missing, shared
 
     def aa(self, measure: MeasureConfig) -> NodeResult:
         """The baseline measured against itself: how noisy this node is."""

@@ -25,15 +25,50 @@ from autopass_build.config import MeasureConfig
 PARALLEL_RATIO = 1.25
 
 
+CLAIMS = "/tmp/autopass-bench-cpus"   # host-wide: one lock file per CPU and slot
+_claimed: int | None = None            # the CPU this process claimed (claim_cpu)
+_claim_handle = None                   # its lock, held for the process's life
+
+
 def pinned_cpu(measure: MeasureConfig) -> int | None:
-    """The last CPU we may run on, or None where pinning is off or unavailable."""
+    """The CPU this process claimed, else the last CPU we may run on; None where pinning
+    is off or unavailable."""
     if not measure.pin_cpu:
         return None
+    if _claimed is not None:
+        return _claimed
     try:
         allowed = sorted(os.sched_getaffinity(0))
     except (OSError, AttributeError):
         return None
     return allowed[-1] if len(allowed) > 1 else None
+
+
+def claim_cpu() -> tuple[int | None, int]:
+    """A CPU of this host for this process's measured runs, held until it exits: the
+    last one no other process claimed, else the one claimed by the fewest.  Several
+    measuring nodes of a cluster on one host (one per NUMA domain, or a test's) would
+    otherwise all pin their runs to the same last CPU and time each other.  Returns
+    (the CPU, how many processes held it before): 0 means it is this process's alone."""
+    import fcntl
+
+    global _claimed, _claim_handle
+    try:
+        allowed = sorted(os.sched_getaffinity(0), reverse=True)
+        os.makedirs(CLAIMS, exist_ok=True)
+    except (OSError, AttributeError):
+        return None, 0
+    for sharing in range(64):
+        for cpu in allowed:
+            handle = open(os.path.join(CLAIMS, f"cpu{cpu}.{sharing}"), "a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue
+            _claimed, _claim_handle = cpu, handle
+            return cpu, sharing
+    return None, 0
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autopass_build.config import Config
+from autopass_build.core.plural import counted
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.tuning.measuring import Measurements, TuneError
 
@@ -46,8 +47,9 @@ def join(measurements: Measurements, config: Config, store_dir: str, evaluator: 
     except ClusterError as error:
         measurer.close()
         raise TuneError(str(error)) from None
-    show(f"cluster: {measurer.width} node{'s' if measurer.width != 1 else ''} give verdicts; "
-         f"candidates are measured up to {measurer.width} at a time")
+    show(f"cluster: {counted(measurer.width, 'node')} "
+         f"{'gives' if measurer.width == 1 else 'give'} verdicts; candidates are measured "
+         f"up to {measurer.width} at a time")
     measurements.remote = measurer
 
 
@@ -57,5 +59,6 @@ def leave(measurements: Measurements, show: Callable[[str], None]) -> None:
     if measurer is None:
         return
     if measurer.requeued:
-        show(f"cluster: {measurer.requeued} candidate(s) measured again after a node was lost")
+        show(f"cluster: {counted(measurer.requeued, 'candidate')} measured again after a "
+             "node was lost")
     measurer.close()
