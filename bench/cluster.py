@@ -38,6 +38,7 @@ import tune_classical as tc  # noqa: E402
 
 from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
 from autopass_build.instruments.stats import FASTER  # noqa: E402
+from autopass_build.tuning.journal import Phase  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 
 SLOT = {"autopass_bench": 1}
@@ -73,7 +74,8 @@ def tune_once(store, config, budget: int, seed: int, work: Path, label: str,
     return {"label": label, "seconds": round(seconds, 2), "driver_cpu": round(driver_cpu, 3),
             "evaluations": len(evaluations),
             "eval_seconds": round(sum(e.timing.seconds for e in evaluations), 2),
-            "configs": [e.config for e in journal.entries]}
+            # the search's candidates (confirmations follow the noise, so not those)
+            "configs": [e.config for e in journal.entries if e.phase == Phase.SEARCH]}
 
 
 def overhead(store, config, budget: int, seed: int, work: Path, rounds: int) -> dict:

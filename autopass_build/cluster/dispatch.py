@@ -62,8 +62,7 @@ class ClusterMeasurer:
                                  scheduling_strategy=NodeAffinitySchedulingStrategy(
                                      node, soft=False)).remote(baseline, node, labels[node])
                    for node in node_ids]
-        described = self._described(ray, handles)
-        self.benches = [Bench(h, info) for h, (info, missing) in described]
+        self.benches = [Bench(handle, info) for handle, info in self._described(ray, handles)]
         if not self.benches:
             raise ClusterError("no measuring node could start its bench (see above): check "
                                "that every node runs this autopass and sees the project")
@@ -72,7 +71,9 @@ class ClusterMeasurer:
         self._place(cpu_model())
         self._check_noise(ray, measure)
 
-    def _described(self, ray, handles: list) -> list[tuple[object, tuple[NodeInfo, str]]]:
+    def _described(self, ray, handles: list) -> list[tuple[Any, NodeInfo]]:
+        """Each bench that started, with who it is; a node that cannot see the project
+        or runs another autopass stops the run (it would fail every candidate)."""
         from autopass_build import __version__
 
         found = []
@@ -92,7 +93,7 @@ class ClusterMeasurer:
                                    f"machine {__version__}: install one version everywhere")
             if shared:
                 self.show(f"cluster: {info.name}: {shared}")
-            found.append((handle, (info, missing)))
+            found.append((handle, info))
         return found
 
     def _place(self, driver_cpu: str) -> None:

@@ -197,9 +197,10 @@ class ClusterConfig:
     target: str = key("", "The group of nodes whose verdicts count (a node's `autopass-cpu` "
                       "label, else its CPU model); default: this machine's CPU model.",
                       example='"Intel(R) Xeon(R) Gold 6338"')
-    aa_noise: float = key(0.03, "A node measures the baseline against itself once; one whose "
-                          "interval is wider than this (a fraction: 0.03 = ±3 %) or that "
-                          "calls it anything but same gives no verdicts.")
+    aa_noise: float = key(0.05, "A node measures the baseline against itself once, with a "
+                          "final re-measurement's pairs; one whose interval's half-width is "
+                          "wider than this (a fraction: 0.05 = ±5 %), or that calls it "
+                          "faster or slower, gives no verdicts.")
 
 
 @dataclass(frozen=True)
