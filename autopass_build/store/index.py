@@ -141,8 +141,36 @@ class Store:
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
+        """The index, made if need be.  Two processes making it at once (two records into
+        one new store, F68) meet a lock that SQLite's busy timeout does not wait on (the
+        switch to WAL): the loser tries again shortly, until the timeout."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                return self._open_once()
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _open_once(self) -> sqlite3.Connection:
         os.makedirs(self.dir, exist_ok=True)
         conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            version = self._made(conn)
+        except sqlite3.Error:
+            conn.close()
+            raise
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(f"store {self.dir} has schema {version}, this autopass "
+                             f"expects {SCHEMA_VERSION}; remove the folder and record again")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    @staticmethod
+    def _made(conn: sqlite3.Connection) -> int:
+        """The index's schema brought up to date if it is ours or new; its version."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version in (0, SCHEMA_VERSION):
             if version == 0:
@@ -153,12 +181,8 @@ class Store:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
-        else:
-            conn.close()
-            raise StoreError(f"store {self.dir} has schema {version}, this autopass "
-                             f"expects {SCHEMA_VERSION}; remove the folder and record again")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
+            return SCHEMA_VERSION
+        return version
 
     def set_aside_index(self) -> str:
         """Rename a damaged index (and its WAL files) out of the way, keeping it for
