@@ -134,25 +134,27 @@ def test_a_node_lost_mid_run_loses_and_duplicates_nothing(project, local_run, tm
 
 def test_resume_after_the_driver_is_killed_completes_locally_or_on_the_cluster(
         project, local_run, tmp_path, cluster) -> None:
-    """kill -9 of the driver at a random moment of the search, then --resume: once on the
-    cluster, once on this machine alone; each ends with the uninterrupted run's journal."""
-    rng = random.Random(20261204)
+    """kill -9 of the driver at a random moment of the search, then --resume of two
+    copies of what it left: one on the cluster, one on this machine alone; each ends
+    with the uninterrupted run's journal."""
+    killed = fresh(project, tmp_path / "killed")
+    process = subprocess.Popen([AUTOPASS, "tune", "--cluster", cluster.address],
+                               cwd=killed, env=environment(killed),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while process.poll() is None and _search_entries(killed) < 1:
+        time.sleep(0.05)
+    time.sleep(random.Random(20261204).uniform(0.0, 1.0))
+    family = psutil.Process(process.pid).children(recursive=True)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    for child in family:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
     for where in (("--cluster", cluster.address), ()):
-        copy = fresh(project, tmp_path / where[0].strip("-") if where else tmp_path / "local")
-        process = subprocess.Popen([AUTOPASS, "tune", "--cluster", cluster.address],
-                                   cwd=copy, env=environment(copy),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        while process.poll() is None and _search_entries(copy) < 1:
-            time.sleep(0.05)
-        time.sleep(rng.uniform(0.0, 1.0))
-        family = psutil.Process(process.pid).children(recursive=True)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        for child in family:
-            try:
-                child.kill()
-            except psutil.NoSuchProcess:
-                pass
+        copy = tmp_path / ("on-cluster" if where else "locally") / "mini"
+        shutil.copytree(killed, copy, symlinks=True)
         done = tune(copy, "--resume", *where)
         assert done.returncode == 0, done.stderr
         assert verdicts(copy) == local_run, where
