@@ -17,6 +17,11 @@ class ClusterError(Exception):
     """A message for the user: the cluster cannot be used as asked."""
 
 
+def error_line(error: BaseException) -> str:
+    """The first line of what Ray (or a node) raised: its messages run to pages."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
 def check_reachable(address: str, seconds: float = 5.0) -> None:
     """A named head that does not answer, said in seconds: Ray itself retries for
     minutes before it gives up.  "auto" is this machine's own cluster: Ray looks it up."""
@@ -56,8 +61,8 @@ def join(address: str):
         ray.init(address=address.strip(), logging_level=logging.WARNING, log_to_driver=False,
                  configure_logging=True)
     except Exception as error:       # Ray raises ConnectionError, RuntimeError, ValueError
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ClusterError(f"cannot join the cluster at {address!r} ({first[:200]}): start "
+        raise ClusterError(f"cannot join the cluster at {address!r} "
+                           f"({error_line(error)[:200]}): start "
                            "it with `ray start --head` on its head node, or fix the "
                            "address") from None
     return ray

@@ -14,14 +14,22 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from autopass_build.cluster.connect import CPU_LABEL, SLOT, ClusterError, join, leave
+from autopass_build.cluster.connect import (
+    CPU_LABEL,
+    SLOT,
+    ClusterError,
+    error_line,
+    join,
+    leave,
+)
 from autopass_build.cluster.node_bench import Baseline, NodeBench, NodeResult, compile_objects
 from autopass_build.cluster.nodes import NodeInfo, Role, cpu_model, measuring_nodes, target_group
 from autopass_build.config import MeasureConfig
 from autopass_build.core.flags import UnitFlags
+from autopass_build.instruments.measure import tightened
 from autopass_build.instruments.stats import FASTER, SLOWER
 
 
@@ -81,7 +89,7 @@ class ClusterMeasurer:
             try:
                 info, missing, shared = ray.get(handle.describe.remote(), timeout=600)
             except Exception as error:      # a node that cannot even start its bench
-                self.show(f"cluster: a measuring node could not start ({_first(error)}); "
+                self.show(f"cluster: a measuring node could not start ({error_line(error)}); "
                           "it is left out")
                 continue
             if missing:
@@ -110,14 +118,12 @@ class ClusterMeasurer:
         """Every verdict node measures the baseline against itself once, all at once,
         with the pairs and precision of a final re-measurement (twice and half)."""
         checking = [b for b in self.benches if b.role == Role.VERDICTS]
-        tight = replace(measure, max_pairs=2 * measure.max_pairs,
-                        precision=measure.precision / 2)
-        refs = [b.handle.aa.remote(tight) for b in checking]
+        refs = [b.handle.aa.remote(tightened(measure)) for b in checking]
         for bench, ref in zip(checking, refs):
             try:
                 result: NodeResult = ray.get(ref)
             except Exception as error:
-                bench.role, bench.why = Role.LOST, _first(error)
+                bench.role, bench.why = Role.LOST, error_line(error)
                 continue
             bench.role, bench.why = _noise_verdict(result, self.aa_noise)
         for bench in self.benches:
@@ -175,7 +181,7 @@ class ClusterMeasurer:
                     waiting.appendleft(i)            # measured again, whole, elsewhere
                 except ray.exceptions.RayTaskError as error:
                     raise ClusterError(f"node {bench.info.name} failed a candidate: "
-                                       f"{_first(error.cause or error)}") from None
+                                       f"{error_line(error.cause or error)}") from None
         return [results[i] for i in range(len(candidates))]
 
     def _fan_out(self, candidate: UnitFlags) -> list:
@@ -187,7 +193,7 @@ class ClusterMeasurer:
         return [self._compile.remote(self.baseline.store_dir, [item]) for item in wanted]
 
     def _lost(self, bench: Bench, error: Exception) -> None:
-        bench.role, bench.why = Role.LOST, _first(error)
+        bench.role, bench.why = Role.LOST, error_line(error)
         self.requeued += 1
         self.show(f"cluster: node {bench.info.name} lost ({bench.why[:120]}); its candidate "
                   f"is measured again on another node ({self.width} left)")
@@ -198,7 +204,7 @@ class ClusterMeasurer:
 
 def _noise_verdict(result: NodeResult, most: float) -> tuple[Role, str]:
     """A node is quiet enough when its A/A finds no difference (not "faster" or
-    "slower") and its interval's half-width is at most `most` (0.03 = ±3 %); "unclear"
+    "slower") and its interval's half-width is at most `most` (0.05 = ±5 %); "unclear"
     within that width is the usual answer of a node that needed all its pairs."""
     comparison = result.evaluation.comparison
     estimate = comparison.estimate if comparison else None
@@ -212,6 +218,3 @@ def _noise_verdict(result: NodeResult, most: float) -> tuple[Role, str]:
         return Role.NOISY, f"{text}: ±{half:.1%} is wider than [cluster].aa_noise {most:.1%}"
     return Role.VERDICTS, text
 
-
-def _first(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from autopass_build.cluster.connect import SLOT, ClusterError
+
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -52,8 +54,6 @@ def target_group(infos: list[NodeInfo], wanted: str, driver_cpu: str) -> str:
     groups = sorted({i.cpu for i in infos})
     if wanted:
         if wanted not in groups:
-            from autopass_build.cluster.connect import ClusterError
-
             raise ClusterError(f"[cluster].target = {wanted!r}: no measuring node is in "
                                f"that group; groups: {', '.join(groups) or '(none)'}")
         return wanted
@@ -64,7 +64,5 @@ def target_group(infos: list[NodeInfo], wanted: str, driver_cpu: str) -> str:
 
 def measuring_nodes(ray) -> list[str]:
     """The ids of the live nodes that hold a benchmark slot."""
-    from autopass_build.cluster.connect import SLOT
-
     return sorted(n["NodeID"] for n in ray.nodes()
                   if n.get("Alive") and n.get("Resources", {}).get(SLOT, 0) >= 1)

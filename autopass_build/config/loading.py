@@ -200,7 +200,7 @@ def _validate(name: str, section: object) -> None:
                               "command")
     if isinstance(section, ClusterConfig) and not 0 < section.aa_noise < 0.5:
         raise ConfigError(f"[cluster].aa_noise = {section.aa_noise:g} is a fraction of the "
-                          "baseline's time: give one in (0, 0.5), e.g. 0.03")
+                          "baseline's time: give one in (0, 0.5), e.g. 0.05")
     if isinstance(section, RunConfig) and section.command and not any(
             "{exe}" in token for token in section.command):
         raise ConfigError('[run].command must contain "{exe}" where the binary under test '

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from autopass_build.config import MeasureConfig
@@ -69,6 +69,11 @@ def baseline_reference(bench: Benchmark, exe: str, env: dict[str, str],
 
 
 _parallel: dict[tuple[str, str, int], bool] = {}   # (exe, its command, mtime): in parallel?
+
+
+def tightened(cfg: MeasureConfig) -> MeasureConfig:
+    """A final re-measurement's settings: twice the pairs, half the precision."""
+    return replace(cfg, max_pairs=2 * cfg.max_pairs, precision=cfg.precision / 2)
 
 
 def measured_cpu(bench: Benchmark, exe: str, env: dict[str, str],

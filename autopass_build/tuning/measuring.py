@@ -16,6 +16,7 @@ from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.benchmark import DETERMINISTIC_METRICS, MeasureError
 from autopass_build.instruments.candidate import Candidate
 from autopass_build.instruments.evaluate import Evaluation, Evaluator
+from autopass_build.instruments.measure import tightened
 from autopass_build.instruments.stats import FASTER, SLOWER
 from autopass_build.tuning.journal import Entry, Journal, Phase, Timing
 
@@ -94,11 +95,7 @@ class Measurements:
         `judgement`: screening's, kept with the entry; `stages`, `link_flags` and
         `post_link`: the whole-program stages the candidate is built with (on top of the
         baseline's)."""
-        by_unit = self._by_unit(flags, under)
-        measure = self.config.measure
-        if tight:
-            measure = replace(measure, max_pairs=2 * measure.max_pairs,
-                              precision=measure.precision / 2)
+        measure = tightened(self.config.measure) if tight else self.config.measure
         started = time.monotonic()
         remotely = self.remote is not None and evaluator is None and not stages \
             and not link_flags and post_link is None
@@ -106,7 +103,8 @@ class Measurements:
             if remotely:
                 return self.measure_many(phase, [flags], [judgement], measure, under)[0]
             evaluation = (evaluator or self.evaluator).evaluate(
-                by_unit, lambda m: self.show(f"  {m}"), measure, link_flags, post_link,
+                self._by_unit(flags, under), lambda m: self.show(f"  {m}"), measure,
+                link_flags, post_link,
                 self.attributor if phase in ATTRIBUTED else None)
         except MeasureError as error:
             raise TuneError(f"{error}; the journal holds every finished evaluation: fix "

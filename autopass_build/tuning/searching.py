@@ -86,9 +86,14 @@ class Search:
             self._composite()
         return self.measurements.incumbent()
 
-    def _width(self) -> int:
+    def _side_by_side(self) -> int:
+        """Candidates measured at once: the cluster's verdict nodes, else one."""
         remote = self.measurements.remote
-        return max(1, min(remote.width if remote else 1, self.budget - self.measured))
+        return remote.width if remote else 1
+
+    def _width(self) -> int:
+        """The next batch's size: side by side, within what is left of the budget."""
+        return max(1, min(self._side_by_side(), self.budget - self.measured))
 
     def _evaluated(self, batch: list[UnitFlags], pace: Pace) -> list[Entry]:
         """Each candidate's entry: the journal's, screened out, or measured (the batch's
@@ -138,8 +143,8 @@ class Search:
         evaluation, so on a cluster a batch of `width` (measured side by side) and each
         step after it (measured alone) take about `width` times that."""
         each = pace.each()
-        width = self.measurements.remote.width if self.measurements.remote else 1
-        if self.deadline.holds(None if each is None else each * width * (1 + self.kept_after)):
+        batch = self._side_by_side()
+        if self.deadline.holds(None if each is None else each * batch * (1 + self.kept_after)):
             return True
         left = self.deadline.left() or 0.0
         self.show(f"--time: the search stops after {measured} evaluations; the "
