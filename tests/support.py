@@ -22,6 +22,17 @@ AUTOPASS_CXX = str(BIN / "autopass-c++")
 
 
 TUNE_MINI = Path(__file__).parent / "data" / "tune-mini"
+# tune-mini's benchmark, measured in callgrind instructions (stable: two equal pairs
+# decide); a test's config adds its [tune] to it
+TUNE_MINI_MEASURED = """
+[run]
+command = ["{exe}", "20"]
+timeout = 60
+[measure]
+metric = "instructions"
+min_pairs = 2
+max_pairs = 2
+"""
 
 
 def recorded_copy(source: Path, root: Path, config: str,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from openai_server import ScriptedServer
-from support import AUTOPASS, fix_tune_mini_profile, recorded_tune_mini
+from support import AUTOPASS, TUNE_MINI_MEASURED, fix_tune_mini_profile, recorded_tune_mini
 
 from autopass_build.core import flags as flagset
 from autopass_build.store.index import Store
@@ -30,15 +30,7 @@ from autopass_build.tuning.journal import Journal
 from autopass_build.tuning.space import default_space
 
 KEY = "sk-test-SECRET-4242"
-CONFIG = """
-[run]
-command = ["{exe}", "20"]
-timeout = 60
-[measure]
-metric = "instructions"
-min_pairs = 2
-max_pairs = 2
-[tune]
+CONFIG = TUNE_MINI_MEASURED + """[tune]
 stages = []
 budget = 3
 max_units = 2

@@ -17,22 +17,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import AUTOPASS, recorded_tune_mini
+from support import AUTOPASS, TUNE_MINI_MEASURED, recorded_tune_mini
 
 from autopass_build.tuning.journal import Journal
 
 cluster_utils = pytest.importorskip("ray.cluster_utils",
                                     reason="Ray is not installed (pip install 'autopass[cluster]')")
 
-CONFIG = """
-[run]
-command = ["{exe}", "20"]
-timeout = 60
-[measure]
-metric = "instructions"
-min_pairs = 2
-max_pairs = 2
-[tune]
+CONFIG = TUNE_MINI_MEASURED + """[tune]
 stages = []
 strategy = "ga"
 budget = 8

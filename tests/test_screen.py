@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from scipy.stats import kendalltau
-from support import AUTOPASS, fix_tune_mini_profile, recorded_tune_mini
+from support import AUTOPASS, TUNE_MINI_MEASURED, fix_tune_mini_profile, recorded_tune_mini
 
 from autopass_build import config as cfg
 from autopass_build.core import toolchain
@@ -28,15 +28,7 @@ from autopass_build.tuning.knowledge import KNOWLEDGE_VERSION, Knowledge, knowle
 from autopass_build.tuning.space import JointSpace, default_space
 from autopass_build.tuning.tuner import Tuner, TuneRequest
 
-CONFIG = """
-[run]
-command = ["{exe}", "20"]
-timeout = 60
-[measure]
-metric = "instructions"
-min_pairs = 2
-max_pairs = 2
-[tune]
+CONFIG = TUNE_MINI_MEASURED + """[tune]
 stages = []
 """
 # Kendall's tau between predicted and measured ratios on the 24 held-out evaluations

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import AUTOPASS, TUNE_MINI, recorded_tune_mini
+from support import AUTOPASS, TUNE_MINI, TUNE_MINI_MEASURED, recorded_tune_mini
 
 from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
@@ -26,15 +26,7 @@ from autopass_build.core.outcome import Outcome
 from autopass_build.tuning.journal import Entry, Journal, JournalError, Phase, Timing
 from autopass_build.tuning.settings import RunSettings
 
-CONFIG = """
-[run]
-command = ["{exe}", "20"]
-timeout = 60
-[measure]
-metric = "instructions"
-min_pairs = 2
-max_pairs = 2
-[tune]
+CONFIG = TUNE_MINI_MEASURED + """[tune]
 stages = []          # per-file tuning alone (test_stages.py tunes the stages)
 strategy = "ga"
 budget = 8
