@@ -298,3 +298,53 @@ def test_train_retrains_bolt_of_the_project_library_the_program_loads(tmp_path):
     assert bolt.rewritten(str(root / "libwork.so")) and bolt.rewritten(str(root / "prog"))
     ran = subprocess.run([root / "prog", "x"], capture_output=True, text=True)
     assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
+
+
+NEW_MAIN = r"""
+#include <stdio.h>
+int work(int n);
+int extra(int n);
+int main(void) {
+    printf("%d\n", work(200000) + extra(3));
+    return 0;
+}
+"""
+EXTRA = "int extra(int n) { return n * 7; }\n"
+TOOL = "int main(void) { return 0; }\n"
+RELEASE_MAKEFILE = """CC ?= cc
+all: prog tool
+prog: main.o work.o libextra.a
+\t$(CC) -o $@ main.o work.o -L. -lextra
+libextra.a: extra.o
+\tar rcs $@ extra.o
+tool: tool.o
+\t$(CC) -o $@ tool.o
+%.o: %.c
+\t$(CC) -O2 -c $< -o $@
+clean:
+\trm -f prog tool *.o *.a
+"""
+
+
+def test_a_source_added_since_tuning_gets_the_lto_stage_in_a_train_build(tmp_path):
+    """A release adds extra.c (in an archive the program links) and another program's
+    tool.c: --train finds extra.c in today's program and builds it with the stages'
+    flags (bitcode, for the LTO link), and leaves tool.c as it was."""
+    from autopass_build.capture.bitcode import carries_bitcode
+
+    root = project(tmp_path, stages=("pgo", "lto"))
+    write(root / "main.c", NEW_MAIN)
+    write(root / "extra.c", EXTRA)
+    write(root / "tool.c", TOOL)
+    write(root / "Makefile", RELEASE_MAKEFILE)
+    done = train(root)
+    said = done.stderr.decode()
+    assert done.returncode == 0 and "PGO retrained" in said, said
+    assert "the stages' flags also go to 1 source new since tuning: extra.c" in said, said
+    trained = flags_db.load(str(root / "autopass.trained.flags.json"))
+    assert trained.target is not None
+    assert set(trained.target.units) == {"main.c", "work.c", "extra.c"}, trained.target.units
+    assert carries_bitcode((root / "extra.o").read_bytes()), "extra.c was built without LTO"
+    assert not carries_bitcode((root / "tool.o").read_bytes())
+    ran = subprocess.run([root / "prog"], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr

@@ -56,6 +56,8 @@ def run(plan: Plan) -> int:
         if plan.train_phase and isinstance(parsed, Invocation):   # for `apply --train`
             for output in tally.outputs_of(parsed, plan.cwd):
                 _tally(plan, tally.OUTPUT + output + "\n")
+            for line in tally.graph_lines(parsed, plan.cwd):
+                _tally(plan, line)
         notes = []
         if decision.profiled:
             from autopass_build.capture.applier import stale_profile

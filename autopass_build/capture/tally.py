@@ -10,6 +10,10 @@ APPLIED = "1\n"          # a tally line: this command got the tuned flags
 SEEN = "c\n"             # a tally line: a compile went through the wrapper
 NOT_APPLIED = "! "       # a tally line: what a command did not get, and why
 OUTPUT = "o "            # a tally line: a file `apply --train`'s instrumented build wrote
+COMPILED = "u "          # a tally line: object, source (--train's builds: today's units)
+LINKED = "l "            # a tally line: a link's output, its inputs, its own sources
+FIELD = "\t"             # between a tally line's paths
+SOURCES_FOLLOW = "\t\t"  # in a LINKED line: the sources the link command compiled itself
 
 
 def write(path: str | None, line: str) -> None:
@@ -55,6 +59,51 @@ def outputs_of(parsed, cwd: str) -> list[str]:
     else:
         written = [parsed.link_output()]
     return [os.path.normpath(os.path.join(cwd, path)) for path in written if path]
+
+
+def graph_lines(parsed, cwd: str) -> list[str]:
+    """Tally lines that say what a successful compile or link of `parsed` made of what:
+    each compile's object and source, each link's output, inputs (its objects,
+    archives and the project's -l libraries) and the sources it compiled itself.
+    `apply --train` walks them to find the target's units of today's source."""
+    from autopass_build.capture.compiler_args import COMPILE
+    from autopass_build.capture.recorder import libraries, library_dirs, resolve_library
+
+    def absolute(path: str) -> str:
+        return os.path.normpath(os.path.join(cwd, path))
+
+    if parsed.mode == COMPILE:
+        return [f"{COMPILED}{absolute(obj)}{FIELD}{absolute(source.path)}\n"
+                for source in parsed.sources if (obj := parsed.object_path(source))]
+    dirs = library_dirs(parsed, cwd)
+    inputs = [absolute(p) for p in parsed.link_inputs]
+    inputs += [found for name in libraries(parsed)
+               if (found := resolve_library(name, dirs, static=False))]
+    sources = [absolute(source.path) for source in parsed.sources]
+    return [f"{LINKED}{absolute(parsed.link_output() or 'a.out')}{FIELD}"
+            + FIELD.join(inputs) + SOURCES_FOLLOW + FIELD.join(sources) + "\n"]
+
+
+def compiled(work_dir: str) -> dict[str, str]:
+    """object -> source, of that build's compiles (graph_lines)."""
+    found = {}
+    for line in _tally_lines(work_dir):
+        if line.startswith(COMPILED):
+            obj, _, source = line[len(COMPILED):].rstrip("\n").partition(FIELD)
+            found[obj] = source
+    return found
+
+
+def linked(work_dir: str) -> dict[str, tuple[list[str], list[str]]]:
+    """link output -> (its inputs, the sources it compiled itself), of that build."""
+    found = {}
+    for line in _tally_lines(work_dir):
+        if line.startswith(LINKED):
+            head, _, sources = line[len(LINKED):].rstrip("\n").partition(SOURCES_FOLLOW)
+            output, *inputs = head.split(FIELD)
+            found[output] = ([i for i in inputs if i],
+                             [s for s in sources.split(FIELD) if s])
+    return found
 
 
 def outputs(work_dir: str) -> list[str]:

@@ -36,7 +36,9 @@ from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import FlagsDb, ProfileRef
 from autopass_build.core.names import ENV_TRAIN_PHASE
 from autopass_build.core.outcome import Outcome
+from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT, PGO
+from autopass_build.core.stage_flags import flags as stage_flags
 from autopass_build.instruments import training
 from autopass_build.instruments.benchmark import Benchmark, RunResult, run_once
 from autopass_build.instruments.output_check import Reference, check_output
@@ -47,6 +49,7 @@ from autopass_build.outputs.bolt_retrain import (
     BoltRetrain,
     BoltUntrained,
 )
+from autopass_build.outputs.todays_units import target_units
 
 TRAINED_DB = "autopass.trained.flags.json"
 TRAINED_PROFILE = "autopass.trained.profdata"
@@ -80,6 +83,7 @@ class Retrained:
 class _Build:
     status: int
     outputs: list[str]            # what its compiles and links wrote (absolute)
+    units: set[str] = field(default_factory=set)   # the target's sources (instrumented)
 
 
 class Retrainer:
@@ -153,8 +157,21 @@ class Retrainer:
             return None, self.db_path
         _delete(build.outputs)
         self.result.pgo = "trained"
-        trained = self.db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile)))
+        trained = self.db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile)),
+                                  target=self._with_new_units(build.units))
         return reference, self._save(trained)
+
+    def _with_new_units(self, today: set[str]):
+        """The target's stages for today's source: a unit added since tuning gets them
+        too (LTO's flags; the database lists only the units tune measured).  Units gone
+        since stay listed: naming a source that is not built does nothing."""
+        new = sorted(today - set(self.target.units))
+        stages = tuple(s for s in self.target.stages if s != PGO)
+        if new and stage_flags(stages, self.target.opt_level).unit_flags:
+            self.show(f"the stages' flags also go to {counted(len(new), 'source')} new "
+                      f"since tuning: {', '.join(new[:5])}"
+                      + (", ..." if len(new) > 5 else ""))
+        return self.target.replace(units=tuple(sorted(set(self.target.units) | set(new))))
 
     def _train_pgo(self) -> tuple[Reference, str]:
         profdata = toolchain.find_tool("llvm-profdata")
@@ -224,7 +241,9 @@ class Retrainer:
             env["LLVM_PROFILE_FILE"] = os.path.join(work, "build-%p.profraw")
             with serving(env):
                 status = proc.run_build(self.command, env)
-            build = _Build(status, tally.outputs(work))
+            build = _Build(status, tally.outputs(work),
+                           target_units(work, self.binary, self.root)
+                           if phase == "instrument" else set())
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if status > 128:        # Ctrl-C, a CI timeout: no second build after it
