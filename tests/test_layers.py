@@ -131,3 +131,19 @@ def test_a_local_tune_run_never_loads_ray():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def test_a_cluster_run_without_ray_says_how_to_install_it_before_anything_runs():
+    """A run that names a cluster on a machine without Ray is refused at its start (the
+    reachability check), with the install line: not after the stages' hours.  Ray is
+    hidden from a child interpreter as an uninstalled module is (sys.modules[...] = None)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from autopass_build.cluster.connect import ClusterError, check_reachable\n"
+            "try:\n    check_reachable('127.0.0.1:1', 0.1)\n"
+            "except ClusterError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "a cluster run needs Ray: pip install 'autopass[cluster]'", out

@@ -22,11 +22,18 @@ def error_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
 
 
+RAY_MISSING = "a cluster run needs Ray: pip install 'autopass[cluster]'"
+
+
 def check_reachable(address: str, seconds: float = 5.0) -> None:
-    """A named head that does not answer, said in seconds: Ray itself retries for
-    minutes before it gives up.  "auto" is this machine's own cluster: Ray looks it up."""
+    """A named head that does not answer, or no Ray here, said in seconds: Ray itself
+    retries for minutes before it gives up.  "auto" is this machine's own cluster: Ray
+    looks it up."""
+    import importlib.util
     import socket
 
+    if importlib.util.find_spec("ray") is None:     # found without importing it (slow)
+        raise ClusterError(RAY_MISSING)
     text = address.strip()
     if text == "auto":
         return
@@ -53,7 +60,7 @@ def join(address: str):
     try:
         import ray
     except ImportError:
-        raise ClusterError("a cluster run needs Ray: pip install 'autopass[cluster]'") from None
+        raise ClusterError(RAY_MISSING) from None
     if ray.is_initialized():
         return ray
     check_reachable(address)
