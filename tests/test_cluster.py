@@ -101,6 +101,26 @@ def test_a_cluster_run_is_the_local_run_measured_several_at_a_time(project, loca
     assert json.loads((copy / "autopass.flags.json").read_text())["entries"]
 
 
+def test_verify_runs_its_builds_and_measurement_on_a_measuring_node(project, local_run,
+                                                                   tmp_path, cluster) -> None:
+    """`verify --cluster`: the three builds and the A/B on a node of the target group
+    (one holding a benchmark slot, never the head), its progress relayed as it goes."""
+    copy = tmp_path / "mini"
+    shutil.copytree(project, copy, symlinks=True)
+    with open(copy / "autopass.toml", "a") as config:
+        config.write('[build]\ncommand = "make"\nclean = "make clean"\n')
+    done = subprocess.run([AUTOPASS, "verify", "--cluster", cluster.address], cwd=copy,
+                          capture_output=True, text=True, timeout=600, env=environment(copy))
+    assert done.returncode == 0, done.stderr
+    on = [line for line in done.stderr.splitlines() if "verify: cluster: on " in line]
+    assert len(on) == 1 and f"in {copy}" in on[0], done.stderr
+    head = cluster.head_node.node_id
+    assert f"/{head[:6]} " not in on[0], "verified on the head, which has no benchmark slot"
+    assert "bit-identical" in done.stdout and "tuned vs plain" in done.stdout, done.stdout
+    relayed = done.stderr.split(on[0], 1)[1]
+    assert "verify: " in relayed, "the node's progress did not come back"
+
+
 def test_a_node_lost_mid_run_loses_and_duplicates_nothing(project, local_run, tmp_path,
                                                           cluster) -> None:
     copy = fresh(project, tmp_path)

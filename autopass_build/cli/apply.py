@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sys
@@ -64,6 +65,12 @@ def add_parsers(sub) -> None:
                         "profile, a BOLT fingerprint that does not match): warn (the "
                         "default: built without it, and verify says so), error (verify "
                         "fails), apply-anyway")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run the three builds and the measurement on one measuring node "
+                        "of the Ray cluster at ADDRESS, of the CPU group you ship for "
+                        "([cluster].target; docs/cluster.md), the project at the same "
+                        "path there; default: [cluster].address, else this machine "
+                        "(--cluster '' runs it here)")
     p.set_defaults(func=cmd_verify)
 
 
@@ -207,6 +214,18 @@ def _say_what_was_applied(db: str, applied: int, started: float, seen: int,
               f"{unseen.advice(os.getcwd(), started, 'apply')}", file=sys.stderr)
 
 
+def _on_cluster(address: str, config, root: str, progress: Progress, job):
+    """`job(progress)` on a measuring node of the target group (cluster/on_target.py)."""
+    from autopass_build.cluster.connect import ClusterError
+    from autopass_build.cluster.on_target import run_on_target
+
+    try:
+        return run_on_target(address, config.cluster.target, root, progress, job)
+    except ClusterError as error:
+        progress(None)
+        raise CliError(str(error)) from None
+
+
 @measures("verify")
 def cmd_verify(args: argparse.Namespace) -> int:
     from autopass_build.instruments.benchmark import MeasureError
@@ -217,13 +236,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     config = load_config(args)
     db = config.resolve(config.tune.flags_db)
     progress = Progress("verify")
+    address = config.cluster.address if args.cluster is None else args.cluster
+    root = os.path.dirname(store.dir)
     try:
         target = choose_target(store, args.target or config.run.target)
-        result = verify(config, target.output, db, os.path.dirname(store.dir), progress,
-                        measure=not args.no_measure, libraries=tuple(target.loaded_libraries),
-                        library_folders=tuple(target.prebuilt_library_folders(
-                            os.path.dirname(store.dir))), scratch=store.dir,
-                        policy=args.policy)
+        job = functools.partial(verify, config, target.output, db, root, measure=not
+                                args.no_measure, libraries=tuple(target.loaded_libraries),
+                                library_folders=tuple(target.prebuilt_library_folders(root)),
+                                scratch=store.dir, policy=args.policy)
+        result = (_on_cluster(address, config, root, progress, job) if address.strip()
+                  else job(progress))
     except (EvaluateError, MeasureError, VerifyError) as error:
         progress(None)
         raise CliError(str(error))
