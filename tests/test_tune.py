@@ -710,6 +710,16 @@ def test_a_time_budget_ends_the_search_in_time(project) -> None:
     assert journal.settings.time == 12.0
 
 
+def test_the_search_of_a_time_budget_stays_uncounted_after_the_stages() -> None:
+    """`--time` alone after stages (jsoncpp, a newcomer's run): the search's progress
+    read "[1/99991]", the sentinel less the stages' evaluations.  A counted budget is
+    split as said."""
+    from autopass_build.tuning.clock import UNCOUNTED, search_budget
+
+    assert search_budget(UNCOUNTED, 9, 2) == UNCOUNTED
+    assert search_budget(40, 9, 2) == 29
+
+
 def test_resume_lowers_a_budget_as_well_as_raising_it(project) -> None:
     """A run killed early resumes with a lower budget and ends there; a run that
     finished is not resumed (its strategy, asked again, measured one more candidate)

@@ -106,6 +106,15 @@ def stage_budget(request: TuneRequest) -> int:
     return min(given, request.budget) if given else max(1, request.budget // 2)
 
 
+def search_budget(budget: int, spent: int, reserved: int) -> int:
+    """The per-file search's share of a run's `budget`: what the stages have not
+    `spent`, less what the steps after it keep (`reserved`); a budget of `--time` alone
+    stays uncounted (the time decides, and progress shows no count out of 100,000)."""
+    if budget >= UNCOUNTED:
+        return UNCOUNTED
+    return budget - spent - reserved
+
+
 def split_text(request: TuneRequest, stage_budget: int, compositions: int,
                bolt_pending: bool) -> str:
     """How the budget is split, said before anything is measured: `compositions` the

@@ -36,7 +36,13 @@ from autopass_build.store.build_records import CommandMates, command_mates
 from autopass_build.store.index import Store
 from autopass_build.tuning import composite, hot_sources, on_cluster, publish
 from autopass_build.tuning import strategies as search
-from autopass_build.tuning.clock import BOLT_EVALUATIONS, UNCOUNTED, Deadline, split_text
+from autopass_build.tuning.clock import (
+    BOLT_EVALUATIONS,
+    UNCOUNTED,
+    Deadline,
+    search_budget,
+    split_text,
+)
 from autopass_build.tuning.clock import stage_budget as stage_budget_of
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
 from autopass_build.tuning.explain import wrong_output_notes
@@ -199,7 +205,11 @@ class Tuner:
             strategy.start(run)
         except search.StartError as error:
             raise TuneError(str(error)) from None
-        budget = request.budget - len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM))
+        bolt_pending = self.composer is not None and self.composer.bolt_pending()
+        budget = search_budget(
+            request.budget, len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM)),
+            (BOLT_EVALUATIONS if bolt_pending else 0)      # the BOLT step after the search
+            + (composite.RESERVED if self.measurements.attributor is not None else 0))
         sources = [source for source, _ in run.space.blocks]
         if set(sources) <= outsiders:
             target = run.evaluator.target.output_rel
@@ -207,13 +217,8 @@ class Tuner:
                       f"({hot_sources.WITH_OUTSIDERS.format(target=target)})"
                       + ("; the stages alone are tuned" if request.stages else ""))
             budget = 0
-        if self.composer is not None and self.composer.bolt_pending():
-            budget -= BOLT_EVALUATIONS       # kept for the BOLT step after the search
-        if self.measurements.attributor is not None:
-            budget -= composite.RESERVED     # kept for the composite of per-unit winners
         screener = self._screener(run) if request.screen else None
-        kept_after = 1 + (BOLT_EVALUATIONS if self.composer is not None
-                          and self.composer.bolt_pending() else 0)
+        kept_after = 1 + (BOLT_EVALUATIONS if bolt_pending else 0)
         if budget > 0:
             on_cluster.join(self.measurements, self.config, self.store.dir, run.evaluator,
                             self.show)
