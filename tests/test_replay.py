@@ -144,7 +144,7 @@ def test_try_prints_a_verdict(project):
     assert "outcome: OK" in out.stdout
     assert "wall: candidate/baseline = " in out.stdout and "2 pairs" in out.stdout
     assert "verdict: " in out.stdout
-    assert "candidate built: 1 units compiled, 10 from cache" in out.stderr
+    assert "candidate built: 1 unit compiled, 10 from cache" in out.stderr
 
 
 @pytest.mark.parametrize("flags, message", [

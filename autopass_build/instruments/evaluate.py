@@ -17,6 +17,7 @@ from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.core.plural import counted
 from autopass_build.instruments import stats
 from autopass_build.instruments.attribution import (
     AttributionError,
@@ -249,7 +250,8 @@ class Evaluator:
             return Evaluation(error.outcome, replay=self._delta(before), detail=str(error))
         replay = self._delta(before)
         if progress:
-            progress(f"candidate built: {replay.compiled + replay.from_source} units compiled, "
+            progress(f"candidate built: "
+                     f"{counted(replay.compiled + replay.from_source, 'unit')} compiled, "
                      f"{replay.cached} from cache")
         try:
             if not measure_identical and same_program(base, candidate):
