@@ -25,7 +25,7 @@ output must be -O3's.  Reported per later release: the speedups, how much of (c)
 (a) and (b) keep on the log scale, and what --train cost against the plain build.
 
 Usage: python bench/release_history.py [--programs lua,sqlite,brotli] [--time 4m]
-       [--rounds 20]
+       [--rounds 20] [--stages bolt]
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from autopass_build.instruments.stats import estimate  # noqa: E402
 CACHE = Path(os.environ.get("AUTOPASS_BENCH_CACHE",
                             Path.home() / ".cache" / "autopass")) / "pypi"
 AUTOPASS = str(Path(sys.executable).parent / "autopass")
+STAGES: tuple[str, ...] = ()   # [tune].stages for every tune (--stages); () all
 SHIPPED = ("autopass.flags.json", "autopass.profdata", "autopass.fdata", "autopass.bolt.yaml")
 
 
@@ -185,7 +186,8 @@ def unpack(program: Program, release: Release, work: Path) -> Path:
     run = ", ".join(json.dumps(token) for token in program.run)
     (tree / "autopass.toml").write_text(
         f'[build]\ncommand = "make -j2"\nclean = "make clean"\n\n[run]\ncommand = [{run}]\n'
-        'timeout = 120\n\n[check]\nmode = "output"\n\n[measure]\nmetric = "cpu"\n')
+        'timeout = 120\n\n[check]\nmode = "output"\n\n[measure]\nmetric = "cpu"\n'
+        + (f"\n[tune]\nstages = {json.dumps(list(STAGES))}\n" if STAGES else ""))
     return tree
 
 
@@ -395,7 +397,12 @@ def main() -> int:
     parser.add_argument("--time", default="4m", help="each tune's time budget")
     parser.add_argument("--rounds", type=int, default=12, help="interleaved rounds")
     parser.add_argument("--out", default="release-history-out")
+    parser.add_argument("--stages", default="",
+                        help="the stages tune may choose from ([tune].stages), e.g. bolt "
+                             "to measure what a stale BOLT profile keeps; default: all")
     args = parser.parse_args()
+    global STAGES
+    STAGES = tuple(s for s in args.stages.split(",") if s)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
