@@ -102,6 +102,41 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
     assert "is not the PGO profile the flags were tuned with" in stale.stderr
 
 
+def test_another_programs_function_of_a_profiled_name_is_not_called_out_of_date(
+        recorded, tmp_path) -> None:
+    """jsoncpp's test program has a main() of its own: clang finds the tool's profile
+    "out of date" for it.  The profile was not trained on that source, so nothing is
+    said of it, and --policy error does not fail its compile."""
+    from autopass_build.core import flags_db
+    from autopass_build.core.files import hash_file
+    from autopass_build.instruments.pgo import load
+
+    root = tmp_path / "other"
+    root.mkdir()
+    shutil.copyfile(load(str(recorded / ".autopass")).path, root / "autopass.profdata")
+    db = flags_db.empty()
+    db.profile = flags_db.ProfileRef("autopass.profdata",
+                                     hash_file(str(root / "autopass.profdata")))
+    db.target = flags_db.TargetStages("mini", ("pgo",), "-O2", ("main.c", "hot.c", "warm.c"))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+    (root / "tool.c").write_text(
+        "#include <stdint.h>\n"
+        "void hot_scale(uint32_t *d, int n, uint32_t f) {\n"
+        "  for (int i = 0; i < n; i++) if (d[i] & 1) d[i] *= f; else d[i] += f;\n}\n"
+        "int main(int argc, char **argv) { return argc > 3 ? 2 : 0; }\n")
+    compile_tool = ["sh", "-c", "cc -O2 -c tool.c -o tool.o"]
+    plain = subprocess.run(["clang-19", "-O2", "-c", "tool.c", "-o", "plain.o",
+                            f"-fprofile-instr-use={root / 'autopass.profdata'}"],
+                           cwd=root, capture_output=True, text=True)
+    assert "profile data may be out of date" in plain.stderr, plain.stderr  # what clang says
+    for policy in ("warn", "error"):
+        built = subprocess.run([AUTOPASS, "apply", "--policy", policy, "--", *compile_tool],
+                               cwd=root, capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr
+        assert "out of date" not in built.stderr, built.stderr
+        assert (root / "tool.o").is_file()
+
+
 def test_a_stale_profile_is_summarized_and_never_fails_a_werror_build(recorded) -> None:
     from autopass_build.instruments.pgo import load
     store_profile = load(str(recorded / ".autopass"))

@@ -56,14 +56,15 @@ class BoltPlan:
 
 class Decision:
     """What to add to one compile: `flags`, plus `warning` (or `error` under policy);
-    `profiled`: the source, when the flags include the PGO profile; `bolt`: what to do
-    after the link succeeds."""
-    __slots__ = ("flags", "warning", "error", "profiled", "bolt")
+    `profiled`: the source, when the flags include the PGO profile, and `trained_on`
+    whether the profile was trained on it (a unit of the tuned binary); `bolt`: what to
+    do after the link succeeds."""
+    __slots__ = ("flags", "warning", "error", "profiled", "bolt", "trained_on")
 
     def __init__(self, flags: tuple[str, ...] = (), warning: str = "", error: bool = False,
-                 profiled: str = "", bolt: BoltPlan | None = None):
+                 profiled: str = "", bolt: BoltPlan | None = None, trained_on: bool = True):
         self.flags, self.warning, self.error = flags, warning, error
-        self.profiled, self.bolt = profiled, bolt
+        self.profiled, self.bolt, self.trained_on = profiled, bolt, trained_on
 
 
 def db_path(root: str, explicit: str | None) -> str:
@@ -141,9 +142,14 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     else:
         decision = (decide(db, os.path.join(root, sources[0]), root, compiler_id(compiler_path),
                            policy) if sources[0] in db.entries else Decision())
+    # The profile goes to every compile (a static twin of a tuned unit, another program
+    # of the build); only for the tuned binary's units does "out of date" mean that the
+    # source changed since training: elsewhere a function of the same name is another.
+    trained_on = db.target is None or any(s in db.target.units for s in sources)
     merged = Decision(profile.flags + staged + decision.flags + link.flags,
                       "; ".join(dict.fromkeys(w for w in notes + [decision.warning] if w)),
-                      decision.error, ", ".join(sources) if profile.flags else "", link.bolt)
+                      decision.error, ", ".join(sources) if profile.flags else "", link.bolt,
+                      trained_on)
     return merged if merged.flags or merged.warning else None
 
 
@@ -313,9 +319,12 @@ def profile_decision(db: FlagsDb, path: str, policy: str) -> Decision:
 OUT_OF_DATE = "profile data may be out of date: "
 
 
-def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decision | None]:
+def stale_profile(stderr: bytes, source: str, policy: str, trained_on: bool = True
+                  ) -> tuple[bytes, Decision | None]:
     """clang's out-of-date profile diagnostics taken out of a compile's stderr, and one
-    warning (an error under the error policy) that says what they mean and the fix."""
+    warning (an error under the error policy) that says what they mean and the fix;
+    none for a source the profile was not `trained_on` (jsoncpp's test program has a
+    main() of its own, which clang found "out of date" against the tool's)."""
     text = stderr.decode("utf-8", "replace")
     if OUT_OF_DATE not in text:
         return stderr, None
@@ -325,6 +334,8 @@ def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decis
             counts.append(line.split(OUT_OF_DATE, 1)[1].split(" that ")[0].strip())
         else:
             kept.append(line)
+    if not trained_on:
+        return "".join(kept).encode(), None
     why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "
            "changed since training, and clang ignores the profile for those functions; "
            "retrain it in the build with `autopass apply --train`")

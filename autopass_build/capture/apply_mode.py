@@ -61,7 +61,8 @@ def run(plan: Plan) -> int:
         notes = []
         if decision.profiled:
             from autopass_build.capture.applier import stale_profile
-            err, stale = stale_profile(err, decision.profiled, plan.policy)
+            err, stale = stale_profile(err, decision.profiled, plan.policy,
+                                       decision.trained_on)
             notes.append(stale)
         if decision.bolt:   # the target's link: BOLT rewrites what it made
             from autopass_build.capture.applier import run_bolt
