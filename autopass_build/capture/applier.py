@@ -146,7 +146,8 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     # of the build); only for the tuned binary's units does "out of date" mean that the
     # source changed since training: elsewhere a function of the same name is another.
     trained_on = db.target is None or any(s in db.target.units for s in sources)
-    merged = Decision(profile.flags + staged + decision.flags + link.flags,
+    quiet = () if trained_on or not profile.flags else UNTRAINED_QUIET
+    merged = Decision(profile.flags + quiet + staged + decision.flags + link.flags,
                       "; ".join(dict.fromkeys(w for w in notes + [decision.warning] if w)),
                       decision.error, ", ".join(sources) if profile.flags else "", link.bolt,
                       trained_on)
@@ -317,6 +318,18 @@ def profile_decision(db: FlagsDb, path: str, policy: str) -> Decision:
 
 
 OUT_OF_DATE = "profile data may be out of date: "
+# A compile the profile was not trained on (a test program, a tool beside the tuned
+# binary) gets it for what it shares, and clang's notes on the rest are not news:
+UNTRAINED_QUIET = ("-Wno-profile-instr-unprofiled", "-Wno-profile-instr-out-of-date",
+                   "-Wno-profile-instr-missing")
+
+
+def _warnings_generated(line: str) -> bool:
+    """clang's closing count ("1 warning generated."), left over when the warnings it
+    counted were taken out."""
+    words = line.split()
+    return len(words) == 3 and words[0].isdigit() and words[1] in ("warning", "warnings") \
+        and words[2] == "generated."
 
 
 def stale_profile(stderr: bytes, source: str, policy: str, trained_on: bool = True
@@ -334,6 +347,8 @@ def stale_profile(stderr: bytes, source: str, policy: str, trained_on: bool = Tr
             counts.append(line.split(OUT_OF_DATE, 1)[1].split(" that ")[0].strip())
         else:
             kept.append(line)
+    if not any("warning:" in line or "error:" in line for line in kept):
+        kept = [line for line in kept if not _warnings_generated(line)]
     if not trained_on:
         return "".join(kept).encode(), None
     why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "
