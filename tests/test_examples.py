@@ -49,6 +49,10 @@ def test_cmake_example_via_autopass_cmake_and_via_record(tmp_path, clangxx, opt)
     sh(["cmake", "--build", "build"], root, env)
     assert snapshot(root / "build", ("*.o", "*.a", "routeplan")) == plain
     check_recorded(root, opt, "build/routeplan", 5)
+    # no `record --` command to take: init takes the CMake folder the compiles ran in
+    said = sh([AUTOPASS, "init"], root, env)
+    assert "(build: cmake --build build; clean: cmake --build build --target clean)" in said
+    (root / "autopass.toml").unlink()
 
     shutil.rmtree(root / "build")
     shutil.rmtree(root / ".autopass")

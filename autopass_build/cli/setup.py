@@ -61,6 +61,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         recorded = store.recorded_build()
         if args.build is None and recorded and _same_folder(recorded.cwd, os.getcwd()):
             build, guessed = _as_configured(recorded.argv), False
+        elif args.build is None and (configured := _cmake_build_folder(store)):
+            # recorded through AutoPass.cmake's launchers: no `record --` command, but
+            # the compiles ran in a CMake build folder, which builds itself
+            build, guessed = f"cmake --build {configured}", False
     clean = clean_command(build)
     lacking = _clean_target_lacking(clean)
     clean = None if lacking else clean
@@ -86,6 +90,21 @@ def cmd_init(args: argparse.Namespace) -> int:
         print("several executables were recorded; set [run].target to the one the "
               "benchmark runs: " + executables_text(executables))
     return 0
+
+
+def _cmake_build_folder(store: Store) -> str:
+    """The CMake build folder (one holding CMakeCache.txt) the recorded compiles ran in,
+    relative to here, or "" when they ran in none below here."""
+    here = os.path.realpath(os.getcwd())
+    for unit in store.units()[:20]:
+        folder = os.path.realpath(unit.cwd)
+        while folder == here or folder.startswith(here + os.sep):
+            if os.path.isfile(os.path.join(folder, "CMakeCache.txt")):
+                return os.path.relpath(folder, here)
+            if folder == here:
+                break
+            folder = os.path.dirname(folder)
+    return ""
 
 
 def _clean_target_lacking(clean: str | None) -> str:
