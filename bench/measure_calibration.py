@@ -12,6 +12,10 @@ running bench/workloads/lua_mix.lua (~0.2 s).
 
 Usage: python bench/measure_calibration.py [--trials 30] [--metric wall] [--slowdown 0.03]
                                           [--max-pairs 30] [--only aa|power]
+                                          [--fixed-pairs N] [--duet]
+
+With --duet, every trial is measured both ways, side by side in one run: pairs one at a
+time (ABBA), and as a duet ([measure].duet: both programs at once, a CPU each).
 """
 
 from __future__ import annotations
@@ -90,20 +94,30 @@ def true_ratio(bench: Benchmark, base: str, cand: str, pairs: int = 40) -> float
     return stats.estimate(b, c).ratio
 
 
-def trials(bench: Benchmark, base: str, cand: str, n: int, label: str) -> list:
-    results = []
+def trials(benches: dict[str, Benchmark], base: str, cand: str, n: int, label: str
+           ) -> dict[str, list]:
+    """`n` verdicts of `cand` against `base` by each way of measuring in `benches`, the
+    ways taking turns (each trial once each, the first way alternating)."""
+    results: dict[str, list] = {mode: [] for mode in benches}
     for i in range(n):
-        result = compare(bench, base, {}, cand, {})
-        results.append(result)
-        print(f"  {label} trial {i + 1}/{n}: {result.verdict} "
-              f"({result.estimate.describe() if result.estimate else result.outcome}), "
-              f"{result.runs} runs", file=sys.stderr)
+        modes = list(benches) if i % 2 == 0 else list(reversed(benches))
+        for mode in modes:
+            result = compare(benches[mode], base, {}, cand, {})
+            results[mode].append(result)
+            print(f"  {label} trial {i + 1}/{n} ({mode}): {result.verdict} "
+                  f"({result.estimate.describe() if result.estimate else result.outcome}), "
+                  f"{result.runs} runs", file=sys.stderr)
     return results
 
 
 def summary(results: list) -> tuple[collections.Counter, float]:
     return (collections.Counter(r.verdict for r in results),
             statistics.mean(r.runs for r in results) if results else 0.0)
+
+
+def median_half_width(results: list) -> float:
+    widths = [r.estimate.half_width / r.estimate.ratio for r in results if r.estimate]
+    return statistics.median(widths) if widths else float("nan")
 
 
 def main() -> int:
@@ -114,6 +128,12 @@ def main() -> int:
     parser.add_argument("--only", choices=("aa", "power"), help="run one half")
     parser.add_argument("--max-pairs", type=int, default=30,
                         help="[measure].max_pairs for every verdict (default 30)")
+    parser.add_argument("--fixed-pairs", type=int, default=0, metavar="N",
+                        help="every verdict on N pairs (min_pairs = max_pairs = N, no "
+                             "early stop), so that interval widths compare the noise")
+    parser.add_argument("--duet", action="store_true",
+                        help="measure each trial twice, side by side: pairs one at a time "
+                             "and as a duet ([measure].duet: both at once, a CPU each)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="autopass-calibration-"))
     baseline, tree = build_lua(work)
@@ -130,34 +150,50 @@ command = ["{{exe}}", "{HERE / 'workloads' / 'lua_mix.lua'}"]
 timeout = 60
 [measure]
 metric = "{args.metric}"
-max_pairs = {args.max_pairs}
-""", project_dir=str(work))
+max_pairs = {args.fixed_pairs or args.max_pairs}
+""" + (f"min_pairs = {args.fixed_pairs}\nprecision = 0.000001\n" if args.fixed_pairs else ""),
+        project_dir=str(work))
     bench = Benchmark.from_config(config)
+    benches = {"one at a time": bench}
+    if args.duet:
+        benches["duet"] = Benchmark.from_config(
+            cfg.with_overrides(config, measure={"duet": True}))
     slow = slow_candidate(work, baseline, bench, args.slowdown)
     measured_slowdown = true_ratio(bench, baseline, slow) if args.only != "aa" else float("nan")
     print(f"Lua 5.4 + lua_mix.lua, metric {args.metric}, {args.trials} trials each; "
           f"measure settings: min_pairs {config.measure.min_pairs}, max_pairs "
           f"{config.measure.max_pairs}, precision {config.measure.precision}", file=sys.stderr)
-    a_a = trials(bench, baseline, str(copy), args.trials, "A/A") if args.only != "power" else []
-    power = trials(bench, baseline, slow, args.trials, "power") if args.only != "aa" else []
-    (aa_counts, aa_cost), (pw_counts, pw_cost) = summary(a_a), summary(power)
+    a_a_by = trials(benches, baseline, str(copy), args.trials, "A/A") \
+        if args.only != "power" else {}
+    power_by = trials(benches, baseline, slow, args.trials, "power") \
+        if args.only != "aa" else {}
     print(f"\nmetric: {args.metric}; {args.trials} trials each"
           + (f"; the slow candidate measured at {measured_slowdown:.4f}x over 40 paired runs"
-             if power else ""))
+             if power_by else ""))
+    for mode in benches:
+        if len(benches) > 1:
+            print(f"\n{mode}:")
+        _report(a_a_by.get(mode, []), power_by.get(mode, []), args)
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _report(a_a: list, power: list, args) -> None:
+    (aa_counts, aa_cost), (pw_counts, pw_cost) = summary(a_a), summary(power)
     if a_a:
         print(f"(a) A/A:   wrongly FASTER {aa_counts[stats.FASTER]}/{args.trials} "
               f"({aa_counts[stats.FASTER] / args.trials:.1%}, target <= 5 %); "
-              f"verdicts {dict(aa_counts)}")
+              f"verdicts {dict(aa_counts)}; median interval half-width "
+              f"{median_half_width(a_a):.2%}")
     if power:
         print(f"(b) power: SLOWER {pw_counts[stats.SLOWER]}/{args.trials} "
               f"({pw_counts[stats.SLOWER] / args.trials:.1%}, target >= 90 %); "
-              f"verdicts {dict(pw_counts)}")
+              f"verdicts {dict(pw_counts)}; median interval half-width "
+              f"{median_half_width(power):.2%}")
     print("(c) cost:  runs per verdict (warm-up and the correctness run included): "
           + ", ".join(f"{label} {cost:.1f}" for label, cost, done in
                       (("A/A", aa_cost, a_a), ("power", pw_cost, power)) if done)
-          + f"; max_pairs {args.max_pairs}")
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
+          + f"; max_pairs {args.fixed_pairs or args.max_pairs}")
 
 
 if __name__ == "__main__":

@@ -99,3 +99,67 @@ def test_a_single_threaded_benchmark_stays_pinned(sizes_itself, tmp_path) -> Non
     seen = (tmp_path / "seen.log").read_text().splitlines()
     assert seen[0] == f"cpus {everyone}" and len(seen) >= 4
     assert set(seen[1:]) == {"cpus 1"}
+
+
+# Logs when it ran and on which CPU (CLOCK_MONOTONIC is one clock for every process),
+# and spins about 0.1 s in between.
+LOGS_ITS_RUN = r"""
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static long long now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    long long start = now();
+    volatile unsigned long s = 0;
+    for (unsigned long i = 0; i < 40000000UL; i++) s += i;
+    FILE *log = fopen(getenv("DUET_LOG"), "a");
+    const char *name = strrchr(argv[0], '/');
+    fprintf(log, "%lld %lld %d %s\n", start, now(), sched_getcpu(), name ? name + 1 : argv[0]);
+    fclose(log);
+    puts("ok");
+    return 0;
+}
+"""
+
+
+def test_a_duet_runs_each_pair_at_once_on_two_cpus_swapped_every_pair(tmp_path) -> None:
+    """[measure].duet: the baseline and the candidate of each pair overlap in time, on
+    two CPUs, and the candidate's CPU alternates (neither CPU favours a side)."""
+    program = c_program(tmp_path, "base", LOGS_ITS_RUN)
+    candidate = tmp_path / "cand"
+    shutil.copy(program, candidate)
+    config = cfg.parse('[run]\ncommand = ["{exe}"]\ntimeout = 30\n[measure]\nmin_pairs = 4\n'
+                       "max_pairs = 4\nduet = true\n", project_dir=str(tmp_path))
+    log = tmp_path / "runs.log"
+    env = {"DUET_LOG": str(log)}
+    said: list[str] = []
+    result = compare(Benchmark.from_config(config), str(program), env, str(candidate), env,
+                     progress=said.append)
+    assert result.outcome == Outcome.OK and len(result.baseline) == 4, result.detail
+    assert not [line for line in said if "duet" in line], said
+    runs = [line.split() for line in log.read_text().splitlines()][-8:]   # the pairs'
+    pairs = [sorted(runs[i:i + 2], key=lambda r: r[3]) for i in range(0, 8, 2)]
+    cand_cpus = []
+    for base, cand in pairs:
+        assert (base[3], cand[3]) == ("base", "cand"), runs
+        assert int(base[0]) < int(cand[1]) and int(cand[0]) < int(base[1]), "not at once"
+        assert base[2] != cand[2], f"one CPU for both: {runs}"
+        cand_cpus.append(cand[2])
+    assert cand_cpus[0] != cand_cpus[1] and cand_cpus[0] == cand_cpus[2], cand_cpus
+
+
+def test_a_duet_is_not_used_where_it_cannot_be_fair() -> None:
+    from autopass_build.instruments.duet import why_not
+
+    cpu = max(os.sched_getaffinity(0))
+    assert why_not("wall", cpu, False) == ""
+    assert "counts" in why_not("instructions", cpu, False)
+    assert "writes files" in why_not("cpu", cpu, True)
+    assert "not pinned" in why_not("wall", None, False)

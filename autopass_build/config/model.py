@@ -125,6 +125,11 @@ class MeasureConfig:
     pin_cpu: bool = key(True, "Hold single-threaded runs to one CPU away from CPU 0; a "
                         "program that keeps several CPUs busy is seen once and run "
                         "unpinned.")
+    duet: bool = key(False, "Run each pair's baseline and candidate at once, each on a "
+                     "CPU of its own (swapped every pair), so that a burst of noise on a "
+                     "shared machine slows both alike (instruments/duet.py). Needs two "
+                     "CPUs, a timed metric and a benchmark that writes no files; "
+                     "otherwise the pairs run one after the other, with a note.")
 
 
 @dataclass(frozen=True)

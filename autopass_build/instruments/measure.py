@@ -30,6 +30,7 @@ from autopass_build.instruments.cpu_pinning import (
     pinned_cpu,
     runs_in_parallel,
 )
+from autopass_build.instruments.duet import Side, duet_cpus, run_both, why_not
 from autopass_build.instruments.output_check import (
     Reference,
     baseline_files_problem,
@@ -179,32 +180,21 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
         looks = stats.useful_looks(looks, level)
     look_level = stats.per_look_level(level, len(looks))
     result = Comparison(Outcome.OK)
+    slowdown = _metric_slowdown(cfg)
+    sides = (Side(base_exe, base_env, bench.run.timeout * slowdown),
+             Side(cand_exe, cand_env, cand_timeout * slowdown))
+    duet = _duet(bench, cpu, reference, progress)
     while len(result.baseline) < cfg.max_pairs:
-        order = ("base", "cand") if len(result.baseline) % 2 == 0 else ("cand", "base")
-        pair: dict[str, float] = {}
-        for which in order:
-            n = len(result.baseline)
-            if which == "base" and memo is not None and n < len(memo):
-                pair["base"] = memo[n]
-                continue
-            exe, env, timeout = ((base_exe, base_env, bench.run.timeout) if which == "base"
-                                 else (cand_exe, cand_env, cand_timeout))
-            timeout *= _metric_slowdown(cfg)
-            run = run_once(bench, exe, env, timeout, cpu=cpu)
-            runs += 1
-            if which == "cand":
-                problem = _judge(bench, reference, run)
-                if problem:
-                    return Comparison(problem[0], runs=runs, detail=problem[1],
-                                      baseline=result.baseline, candidate=result.candidate)
-            elif run.outcome != Outcome.OK:
-                raise MeasureError(f"the baseline failed during measurement: {run.outcome}")
-            assert run.value is not None       # a run that finished OK has its metric
-            if which == "base" and memo is not None:
-                memo.append(run.value)
-            pair[which] = run.value
-        result.baseline.append(pair["base"])
-        result.candidate.append(pair["cand"])
+        base_value, cand_run, spent = _pair(bench, sides, memo, cpu, duet,
+                                            len(result.baseline))
+        runs += spent
+        problem = _judge(bench, reference, cand_run)
+        if problem:
+            return Comparison(problem[0], runs=runs, detail=problem[1],
+                              baseline=result.baseline, candidate=result.candidate)
+        assert cand_run.value is not None       # a run that finished OK has its metric
+        result.baseline.append(base_value)
+        result.candidate.append(cand_run.value)
         n = len(result.baseline)
         if n in looks:
             est = stats.estimate(result.baseline, result.candidate, look_level,
@@ -218,6 +208,55 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
                 break
     result.runs = runs
     return result
+
+
+def _pair(bench: Benchmark, sides: tuple[Side, Side], memo: list[float] | None,
+          cpu: int | None, duet: tuple[int, int] | None, n: int
+          ) -> tuple[float, RunResult, int]:
+    """Pair `n`: the baseline's value, the candidate's run, and the runs it took.  One
+    after the other, in ABBA order (a deterministic baseline's value from `memo`), or
+    both at once on the `duet` CPUs."""
+    base, cand = sides
+    if duet is not None:
+        base_run, cand_run = run_both(bench, base, cand, duet, swapped=n % 2 == 1)
+        return _baseline_value(base_run), cand_run, 2
+    ran: dict[str, RunResult] = {}
+    for which, side in ((("base", base), ("cand", cand)) if n % 2 == 0
+                        else (("cand", cand), ("base", base))):
+        if which == "base" and memo is not None and n < len(memo):
+            continue
+        ran[which] = run_once(bench, side.exe, side.env, side.timeout, cpu=cpu)
+        if which == "cand" and ran[which].outcome != Outcome.OK:
+            break                   # judged by the caller; the baseline need not run
+    if "base" not in ran:
+        return (memo[n] if memo is not None and n < len(memo) else 0.0), ran["cand"], len(ran)
+    value = _baseline_value(ran["base"])
+    if memo is not None:
+        memo.append(value)
+    return value, ran["cand"], len(ran)
+
+
+def _baseline_value(run: RunResult) -> float:
+    if run.outcome != Outcome.OK:
+        raise MeasureError(f"the baseline failed during measurement: {run.outcome}")
+    assert run.value is not None       # a run that finished OK has its metric
+    return run.value
+
+
+def _duet(bench: Benchmark, cpu: int | None, reference: Reference,
+          progress: Progress | None) -> tuple[int, int] | None:
+    """The two CPUs of a duet ([measure].duet), or None: not asked, or not possible
+    here (said once, with why)."""
+    if not bench.measure.duet:
+        return None
+    why = why_not(bench.measure.metric, cpu, bool(reference.files or bench.check.files))
+    if why:
+        if progress:
+            _note_once("duet", f"note: [measure].duet is on, but the pairs run one after "
+                       f"the other: {why}", progress)
+        return None
+    assert cpu is not None
+    return duet_cpus(cpu)
 
 
 def _baseline_output_holds(bench: Benchmark, exe: str, env: dict[str, str],
