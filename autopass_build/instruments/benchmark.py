@@ -24,7 +24,7 @@ from autopass_build.core import proc
 from autopass_build.core.cpu import CPUINFO, this_cpu
 from autopass_build.core.files import hash_json
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments.binaries import debugless_copy, stable_name
+from autopass_build.instruments.binaries import SLOTS, debugless_copy, stable_name
 from autopass_build.instruments.cpu_pinning import (
     spawned_on,
 )
@@ -232,7 +232,10 @@ LOADER_ERROR = b"error while loading shared libraries"
 
 
 def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout: float,
-             metric: str | None = None, cpu: int | None = None) -> RunResult:
+             metric: str | None = None, cpu: int | None = None,
+             slot: str = SLOTS[0]) -> RunResult:
+    """One run of the benchmark on `exe`, measured by `metric`, on `cpu` if given;
+    `slot`: which of the stable names it runs under (binaries.stable_name)."""
     import subprocess
 
     metric = metric or bench.measure.metric
@@ -241,7 +244,7 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
         metric_file = os.path.join(scratch, "metric")
         if metric == "instructions":
             exe = debugless_copy(exe, scratch)
-        argv = metric_prefix(metric, metric_file) + bench.argv(stable_name(exe))
+        argv = metric_prefix(metric, metric_file) + bench.argv(stable_name(exe, slot))
         outputs_before = file_signatures(bench)
         with open(out_path, "wb") as out, open(err_path, "wb") as err, \
                 open(bench.stdin or os.devnull, "rb") as source:

@@ -32,17 +32,24 @@ def debugless_copy(exe: str, folder: str) -> str:
 _stable_folder: list[str] = []   # this process's folder of stable names (see stable_name)
 
 
-def stable_name(exe: str) -> str:
+SLOTS = ("a", "b")   # two runs at once (a duet) need two names, of one length
+
+
+def stable_name(exe: str, slot: str = SLOTS[0]) -> str:
     """`exe` under one path for the whole process: a symbolic link of its own file name
     in this process's folder.  The baseline and each candidate live in folders of their
     own, and a program that prints its argv[0] (gperf's "Command-line:" comment) would
     differ from the baseline in its output for that alone; the dynamic loader resolves
-    the link, so $ORIGIN and /proc/self/exe still name the real file."""
+    the link, so $ORIGIN and /proc/self/exe still name the real file.  The second
+    `slot` is for the partner of a duet: a path of the same length (argv and the
+    environment's size shift the stack, and with it the run time)."""
     if not _stable_folder:
         folder = tempfile.mkdtemp(prefix="autopass-exe-")
         atexit.register(shutil.rmtree, folder, True)
+        for name in SLOTS:
+            os.mkdir(os.path.join(folder, name))
         _stable_folder.append(folder)
-    link = os.path.join(_stable_folder[0], os.path.basename(exe))
+    link = os.path.join(_stable_folder[0], slot, os.path.basename(exe))
     fresh = link + ".new"
     if os.path.lexists(fresh):
         os.unlink(fresh)

@@ -13,7 +13,9 @@ side by side with one-at-a-time pairs.
 It is not used where it cannot be fair or safe (said once, with the reason): a metric
 that counts rather than times, a benchmark that runs in parallel or writes files (two
 runs at once would write the same ones), runs that are not pinned, or fewer than two
-CPUs to run on.
+CPUs to run on.  The two run under two names of one length (binaries.stable_name); a
+program whose output names its own path is found by its first differing pair and
+measured one run at a time from there (measure.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from autopass_build.instruments.benchmark import (
     RunResult,
     run_once,
 )
+from autopass_build.instruments.binaries import SLOTS
 
 
 @dataclass(frozen=True)
@@ -71,5 +74,5 @@ def run_both(bench: Benchmark, base: Side, cand: Side, cpus: tuple[int, int],
         base_run = pool.submit(run_once, bench, base.exe, base.env, base.timeout,
                                cpu=base_cpu)
         cand_run = pool.submit(run_once, bench, cand.exe, cand.env, cand.timeout,
-                               cpu=cand_cpu)
+                               cpu=cand_cpu, slot=SLOTS[1])
         return base_run.result(), cand_run.result()
