@@ -185,3 +185,12 @@ def test_a_duet_is_not_used_where_it_cannot_be_fair() -> None:
     assert "counts" in why_not("instructions", cpu, False)
     assert "writes files" in why_not("cpu", cpu, True)
     assert "not pinned" in why_not("wall", None, False)
+
+
+def test_a_duets_swapped_pairs_are_merged_so_a_slower_cpu_cancels() -> None:
+    """CPU 0 10 % slower: the candidate's ratio reads 1.1 on one pair and 1/1.1 on the
+    next; merged, each two pairs read 1.0."""
+    from autopass_build.instruments.duet import swapped_pairs_merged
+
+    base, cand = swapped_pairs_merged([1.0, 1.1, 1.0, 1.1, 7.0], [1.1, 1.0, 1.1, 1.0, 7.0])
+    assert len(base) == 2 and all(abs(c / b - 1) < 1e-12 for b, c in zip(base, cand))

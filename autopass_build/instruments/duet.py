@@ -76,3 +76,15 @@ def run_both(bench: Benchmark, base: Side, cand: Side, cpus: tuple[int, int],
         cand_run = pool.submit(run_once, bench, cand.exe, cand.env, cand.timeout,
                                cpu=cand_cpu, slot=SLOTS[1])
         return base_run.result(), cand_run.result()
+
+
+def swapped_pairs_merged(base: list[float], cand: list[float]
+                         ) -> tuple[list[float], list[float]]:
+    """Each two pairs whose CPUs were swapped, as one (geometric means): a CPU slower
+    than the other (CPU 0 takes the interrupts) adds to one pair's ratio what it takes
+    from the next's, and would otherwise widen the interval by itself."""
+    import math
+
+    n = len(base) // 2 * 2
+    return ([math.sqrt(base[i] * base[i + 1]) for i in range(0, n, 2)],
+            [math.sqrt(cand[i] * cand[i + 1]) for i in range(0, n, 2)])

@@ -30,7 +30,13 @@ from autopass_build.instruments.cpu_pinning import (
     pinned_cpu,
     runs_in_parallel,
 )
-from autopass_build.instruments.duet import Side, duet_cpus, run_both, why_not
+from autopass_build.instruments.duet import (
+    Side,
+    duet_cpus,
+    run_both,
+    swapped_pairs_merged,
+    why_not,
+)
 from autopass_build.instruments.output_check import (
     Reference,
     baseline_files_problem,
@@ -208,7 +214,10 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
         result.candidate.append(cand_run.value)
         n = len(result.baseline)
         if n in looks:
-            est = stats.estimate(result.baseline, result.candidate, look_level,
+            base_values, cand_values = ((result.baseline, result.candidate) if duet is None
+                                        else swapped_pairs_merged(result.baseline,
+                                                                  result.candidate))
+            est = stats.estimate(base_values, cand_values, look_level,
                                  deterministic=cfg.metric in DETERMINISTIC_METRICS)
             result.estimate = est
             if progress:
