@@ -129,7 +129,9 @@ class MeasureConfig:
                      "CPU of its own (swapped every pair), so that a burst of noise on a "
                      "shared machine slows both alike (instruments/duet.py). Needs two "
                      "CPUs, a timed metric and a benchmark that writes no files; "
-                     "otherwise the pairs run one after the other, with a note.")
+                     "otherwise the pairs run one after the other, with a note. Off: on "
+                     "a 2-CPU VM its intervals were 3x wider (docs/results.md); measure "
+                     "it on your machine with bench/measure_calibration.py --duet.")
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ one after the other meet different bursts, runs at once meet the same one, and t
 ratio cancels it.  Published duet benchmarking (Bulej et al., 2020) found its
 measurements in cloud instances several times less variable.  What it costs: the two
 runs share the caches and memory bandwidth, which slows both alike, and it needs two
-CPUs free of anything else.  bench/measure_calibration.py measures what it does here,
-side by side with one-at-a-time pairs.
+CPUs free of anything else.  bench/measure_calibration.py --duet measures it side by
+side with one-at-a-time pairs: on the 2-CPU VM autopass is developed on, A/A intervals
+came out about 3x wider (one of the two CPUs is CPU 0, which also serves interrupts and
+this process; the two runs share a core's caches), so it is off by default.
 
 It is not used where it cannot be fair or safe (said once, with the reason): a metric
 that counts rather than times, a benchmark that runs in parallel or writes files (two
