@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from autopass_build.cluster.connect import (
-    CPU_LABEL,
     SLOT,
     ClusterError,
     error_line,
@@ -26,7 +25,14 @@ from autopass_build.cluster.connect import (
     leave,
 )
 from autopass_build.cluster.node_bench import Baseline, NodeBench, NodeResult, compile_objects
-from autopass_build.cluster.nodes import NodeInfo, Role, cpu_model, measuring_nodes, target_group
+from autopass_build.cluster.nodes import (
+    NodeInfo,
+    Role,
+    check_version,
+    cpu_model,
+    measuring_nodes,
+    target_group,
+)
 from autopass_build.config import MeasureConfig
 from autopass_build.core.flags import UnitFlags
 from autopass_build.instruments.measure import tightened
@@ -57,19 +63,14 @@ class ClusterMeasurer:
     def start(self, baseline: Baseline, measure: MeasureConfig) -> None:
         ray = join(self.address)
         self.baseline = baseline
-        node_ids = measuring_nodes(ray)
-        if not node_ids:
-            raise ClusterError(f"the cluster at {self.address} has no measuring node: give "
-                               f"one a benchmark slot (`ray start ... --resources "
-                               f"'{{\"{SLOT}\": 1}}'`)")
-        labels = {n["NodeID"]: (n.get("Labels") or {}).get(CPU_LABEL, "") for n in ray.nodes()}
+        labels = measuring_nodes(ray, self.address)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         actor = ray.remote(NodeBench)
         handles = [actor.options(resources={SLOT: 1}, num_cpus=0, max_restarts=0,
                                  scheduling_strategy=NodeAffinitySchedulingStrategy(
                                      node, soft=False)).remote(baseline, node, labels[node])
-                   for node in node_ids]
+                   for node in labels]
         self.benches = [Bench(handle, info) for handle, info in self._described(ray, handles)]
         if not self.benches:
             raise ClusterError("no measuring node could start its bench (see above): check "
@@ -82,8 +83,6 @@ class ClusterMeasurer:
     def _described(self, ray, handles: list) -> list[tuple[Any, NodeInfo]]:
         """Each bench that started, with who it is; a node that cannot see the project
         or runs another autopass stops the run (it would fail every candidate)."""
-        from autopass_build import __version__
-
         found = []
         for handle in handles:
             try:
@@ -96,9 +95,7 @@ class ClusterMeasurer:
                 raise ClusterError(f"node {info.name} cannot see the store {missing}: the "
                                    "nodes need the project at the same path (a shared "
                                    "filesystem or the same checkout)")
-            if info.version != __version__:
-                raise ClusterError(f"node {info.name} runs autopass {info.version}, this "
-                                   f"machine {__version__}: install one version everywhere")
+            check_version(info)
             if shared:
                 self.show(f"cluster: {info.name}: {shared}")
             found.append((handle, info))

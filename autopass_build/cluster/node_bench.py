@@ -9,11 +9,10 @@ programs timed on the same node, never times of two nodes."""
 from __future__ import annotations
 
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 
-from autopass_build.cluster.nodes import NodeInfo, cpu_model
+from autopass_build.cluster.nodes import NodeInfo, this_node
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core.flags import UnitFlags
 from autopass_build.instruments.attribution import Attributor
@@ -43,10 +42,7 @@ class NodeResult:
 
 class NodeBench:
     def __init__(self, baseline: Baseline, node_id: str, cpu_label: str):
-        from autopass_build import __version__
-
-        self.info = NodeInfo(node_id, socket.gethostname(), cpu_label or cpu_model(),
-                             __version__)
+        self.info = this_node(node_id, cpu_label)
         self.cpu, self.sharing = claim_cpu()   # its runs' CPU, not another bench's
         if not os.path.isdir(baseline.store_dir):
             self.evaluator: Evaluator | None = None

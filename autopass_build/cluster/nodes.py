@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from autopass_build.cluster.connect import SLOT, ClusterError
+from autopass_build.cluster.connect import CPU_LABEL, SLOT, ClusterError
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,32 @@ def target_group(infos: list[NodeInfo], wanted: str, driver_cpu: str) -> str:
     return max(groups, key=lambda g: (sum(i.cpu == g for i in infos), g))
 
 
-def measuring_nodes(ray) -> list[str]:
-    """The ids of the live nodes that hold a benchmark slot."""
-    return sorted(n["NodeID"] for n in ray.nodes()
-                  if n.get("Alive") and n.get("Resources", {}).get(SLOT, 0) >= 1)
+def measuring_nodes(ray, address: str) -> dict[str, str]:
+    """The live nodes that hold a benchmark slot: node id -> its `autopass-cpu` label
+    ("" when it has none), sorted by id; ClusterError, with the fix, when there is none."""
+    found = {n["NodeID"]: (n.get("Labels") or {}).get(CPU_LABEL, "")
+             for n in sorted(ray.nodes(), key=lambda n: n["NodeID"])
+             if n.get("Alive") and n.get("Resources", {}).get(SLOT, 0) >= 1}
+    if not found:
+        raise ClusterError(f"the cluster at {address} has no measuring node: give one a "
+                           f"benchmark slot (`ray start ... --resources "
+                           f"'{{\"{SLOT}\": 1}}'`)")
+    return found
+
+
+def this_node(node_id: str, cpu_label: str) -> NodeInfo:
+    """What the node this runs on says about itself."""
+    import socket
+
+    from autopass_build import __version__
+
+    return NodeInfo(node_id, socket.gethostname(), cpu_label or cpu_model(), __version__)
+
+
+def check_version(info: NodeInfo) -> None:
+    """A node running another autopass would build and measure differently."""
+    from autopass_build import __version__
+
+    if info.version != __version__:
+        raise ClusterError(f"node {info.name} runs autopass {info.version}, this machine "
+                           f"{__version__}: install one version everywhere")

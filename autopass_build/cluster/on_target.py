@@ -10,19 +10,24 @@ a tuning run's nodes do."""
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable
 from typing import Any
 
 from autopass_build.cluster.connect import (
-    CPU_LABEL,
     SLOT,
     ClusterError,
     error_line,
     join,
     leave,
 )
-from autopass_build.cluster.nodes import NodeInfo, cpu_model, measuring_nodes, target_group
+from autopass_build.cluster.nodes import (
+    NodeInfo,
+    check_version,
+    cpu_model,
+    measuring_nodes,
+    target_group,
+    this_node,
+)
 
 POLL_SECONDS = 0.5
 
@@ -48,7 +53,7 @@ def run_on_target(address: str, target: str, root: str, show: Callable[[str], No
         from ray.util.queue import Queue
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        info = _chosen(ray, target)
+        info = _chosen(ray, address, target)
         show(f"cluster: on {info.name} ({info.cpu}), in {root}")
         queue = Queue()
         ref = ray.remote(_guarded).options(
@@ -70,33 +75,19 @@ def run_on_target(address: str, target: str, root: str, show: Callable[[str], No
     return result
 
 
-def _chosen(ray, target: str) -> NodeInfo:
+def _chosen(ray, address: str, target: str) -> NodeInfo:
     """The first measuring node (by name) of the target group."""
-    node_ids = measuring_nodes(ray)
-    if not node_ids:
-        raise ClusterError(f"the cluster has no measuring node: give one a benchmark slot "
-                           f"(`ray start ... --resources '{{\"{SLOT}\": 1}}'`)")
-    labels = {n["NodeID"]: (n.get("Labels") or {}).get(CPU_LABEL, "") for n in ray.nodes()}
+    labels = measuring_nodes(ray, address)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    whoami = ray.remote(_describe)
+    whoami = ray.remote(this_node)
     infos = ray.get([whoami.options(num_cpus=0, scheduling_strategy=(
         NodeAffinitySchedulingStrategy(node, soft=False))).remote(node, labels[node])
-        for node in node_ids], timeout=600)
+        for node in labels], timeout=600)
     group = target_group(infos, target, cpu_model())
     chosen = min((i for i in infos if i.cpu == group), key=lambda i: i.name)
-    from autopass_build import __version__
-
-    if chosen.version != __version__:
-        raise ClusterError(f"node {chosen.name} runs autopass {chosen.version}, this "
-                           f"machine {__version__}: install one version everywhere")
+    check_version(chosen)
     return chosen
-
-
-def _describe(node_id: str, cpu_label: str) -> NodeInfo:
-    from autopass_build import __version__
-
-    return NodeInfo(node_id, socket.gethostname(), cpu_label or cpu_model(), __version__)
 
 
 def _guarded(root: str, name: str, job: Callable[..., Any], progress: Relay, *args: Any

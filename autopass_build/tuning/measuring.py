@@ -45,15 +45,22 @@ def flags_of(entry: Entry) -> UnitFlags:
     return {s: tuple(f.split()) for s, f in entry.flags.items()}
 
 
+STRATEGY_DIGITS = 3   # a ratio as strategies rank it: to 0.1 %
+
+
 def value_for_strategy(entry: Entry) -> float | None:
     """What a strategy is told: the ratio when the A/B was decisive; 1.0 (the baseline's
     value) when the interval could not tell the candidate from the baseline, so that no
-    strategy chases noise; None when the candidate failed."""
+    strategy chases noise; None when the candidate failed.  Rounded to 0.1 %, below
+    what any verdict resolves: callgrind's counts of one binary move by 0.01 % with the
+    folder it runs from, and a GA ranked two such ratios (0.50538 on this machine,
+    0.50543 on a cluster node) the other way round, so a run resumed elsewhere bred
+    another generation."""
     if entry.phase == Phase.SCREENED:
         return max(1.0, entry.predicted or 1.0)   # never credited with a gain
     if entry.ratio is None:
         return None
-    return entry.ratio if entry.verdict in (FASTER, SLOWER) else 1.0
+    return round(entry.ratio, STRATEGY_DIGITS) if entry.verdict in (FASTER, SLOWER) else 1.0
 
 
 class Measurements:
