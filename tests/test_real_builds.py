@@ -103,7 +103,7 @@ def test_units_says_which_units_no_recorded_link_holds(tmp_path, clang) -> None:
     sh([AUTOPASS, "record", "--", "sh", "-c", f"clang-19 -c s.c -o s.o && {clang} s.o -o s"],
        tmp_path, env)
     said = sh([AUTOPASS, "units"], tmp_path, env)
-    assert "1 units are in no recorded link (s.c)" in said
+    assert "1 unit is in no recorded link (s.c)" in said
 
 
 def test_units_tells_a_second_compile_of_a_linked_source_apart(tmp_path) -> None:
@@ -116,7 +116,7 @@ def test_units_tells_a_second_compile_of_a_linked_source_apart(tmp_path) -> None
     sh([AUTOPASS, "record", "--", "sh", "-c",
         "cc -c s.c -o plain.o && cc -fPIC -c s.c -o pic.o && cc pic.o -o s"], tmp_path, env)
     said = sh([AUTOPASS, "units"], tmp_path, env)
-    assert "1 units compile a source again whose other compile is linked" in said
+    assert "1 unit compiles a source again whose other compile is linked" in said
     assert "in no recorded link" not in said
 
 

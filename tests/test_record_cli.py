@@ -68,7 +68,7 @@ def test_probes_deleted_after_the_build_are_left_out(tmp_path) -> None:
     assert [t["output_rel"] for t in targets] == ["app"]
     units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True,
                            check=True).stdout
-    assert "left out: 1 units whose source and object were deleted" in units
+    assert "left out: 1 unit whose source and object were deleted" in units
     assert "ztest" not in units.replace(units[units.index("left out"):], "")
     assert "in no recorded link" not in units
     subprocess.run([AUTOPASS, "init"], cwd=root, check=True, capture_output=True)

@@ -45,11 +45,14 @@ def _loose_units_note(store: Store, root: str, units: list[UnitRecord]) -> str:
     other = [shown_path(u.source_rel) for u in loose if u.source not in linked_sources]
     lines = []
     if twins:
-        lines.append(f"{len(twins)} units compile a source again whose other compile is "
+        lines.append(f"{counted(len(twins), 'unit')} "
+                     f"{'compiles' if len(twins) == 1 else 'compile'} a source again whose "
+                     "other compile is "
                      "linked (libtool's static-library objects beside its shared "
                      "library's, for one): only the linked compile is tuned")
     if other:
-        lines.append(f"{len(other)} units are in no recorded link ({', '.join(other[:5])}"
+        lines.append(f"{counted(len(other), 'unit')} {'is' if len(other) == 1 else 'are'} "
+                     f"in no recorded link ({', '.join(other[:5])}"
                      f"{', ...' if len(other) > 5 else ''}): no program this build linked "
                      "through autopass uses them, so they cannot be tuned or given "
                      "whole-program stages. Either nothing links them in this build (a test "
@@ -88,7 +91,7 @@ def cmd_units(args: argparse.Namespace) -> int:
                   f"{u.opt_level:<3}  {shown_path(obj)}")
         print(counted(len(units), "unit"))
     if deleted:
-        print(f"left out: {len(probe_units)} units whose source and object were "
+        print(f"left out: {counted(len(probe_units), 'unit')} whose source and object were "
               f"deleted after the build, configure probes ({', '.join(deleted[:5])}"
               f"{', ...' if len(deleted) > 5 else ''})")
     if units:
@@ -128,7 +131,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
     if not targets:
         print(_nothing_linked(store))
     for t in targets:
-        print(f"{t.output_rel} ({t.kind}): {len(t.units)} units")
+        print(f"{t.output_rel} ({t.kind}): {counted(len(t.units), 'unit')}")
         for source in t.unit_sources:
             print(f"  {shown_path(source)}")
         for lib in t.shared_libraries:

@@ -111,7 +111,8 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
                    if db.target and t.output_rel == db.target.output]
         wanted = set(targets[0].runtime_units()) if targets else None
         units = [u for u in store.units() if wanted is None or u.id in wanted]
-        print(f"PGO profile: checking {len(units)} units against it ...", flush=True)
+        print(f"PGO profile: checking {counted(len(units), 'unit')} against it ...",
+              flush=True)
         match = status.profile_match(units, profile)
         print(f"PGO profile: {match.text()}")
     elif db.profile:

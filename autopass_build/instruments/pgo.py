@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from autopass_build.core import toolchain
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError
+from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import INSTRUMENT, INSTRUMENT_LINK_FLAGS
 from autopass_build.instruments import steady_counts, training
 from autopass_build.instruments.evaluate import Evaluator
@@ -58,8 +59,8 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
     profdata = toolchain.find_tool("llvm-profdata")
     if profdata is None:
         raise PgoError(toolchain.not_found("llvm-profdata"))
-    show(f"building {evaluator.target.output_rel} instrumented ({len(evaluator.units)} units "
-         "from source)")
+    show(f"building {evaluator.target.output_rel} instrumented "
+         f"({counted(len(evaluator.units), 'unit')} from source)")
     try:
         built = evaluator.replayer.build(evaluator.target.output,
                                          {u.id: (GENERATE,) for u in evaluator.units},

@@ -74,7 +74,8 @@ class ProfileMatch:
         return self.matched / self.functions if self.functions else 1.0
 
     def text(self) -> str:
-        line = (f"{self.matched}/{self.functions} functions of {self.units} units match "
+        line = (f"{self.matched}/{self.functions} functions of "
+                f"{counted(self.units, 'unit')} match "
                 f"({self.share:.0%}; {self.mismatched} changed, {self.missing} new)")
         if self.unprofiled:
             line += f"; no data for {len(self.unprofiled)} sources"
