@@ -477,3 +477,13 @@ def test_a_binary_output_that_varies_is_told_by_byte_not_by_line(project, tmp_pa
     line = _last_line_of_try_with(project, tmp_path, "{exe} 20; printf 'OggS\\0\\2'; date +%N")
     assert line.startswith("autopass: error: the benchmark's output changes from run to run")
     assert "(stdout (binary) differs first at byte " in line and "expected 3" in line, line
+
+
+def test_a_quoted_line_cut_short_in_an_error_says_it_was_cut() -> None:
+    """tinyxml2's timing line was cut inside its quote and read as the whole line."""
+    from autopass_build.instruments.measure import _clipped
+
+    said = "stdout line 603: expected 'Parsing dream.xml (Release): 726.900 milli-seconds'"
+    assert _clipped(said) == said
+    long = said + ", got '" + "Parsing dream.xml (Release): 928.903 milli-seconds" * 3 + "'"
+    assert _clipped(long).endswith("...") and len(_clipped(long)) <= 163

@@ -288,7 +288,7 @@ def _baseline_output_holds(bench: Benchmark, exe: str, env: dict[str, str],
     why = check_output(bench, reference, again) if again.outcome == Outcome.OK else ""
     if why and bench.check.mode == "command":
         raise MeasureError(f"the [check] command rejects a run of the baseline itself "
-                           f"({why[:120]}): fix the check, so that it passes the program "
+                           f"({_clipped(why)}): fix the check, so that it passes the program "
                            "as recorded")
     if why:
         fix = ("take that file out of [check].files, or check it with a [check] command "
@@ -301,8 +301,14 @@ def _baseline_output_holds(bench: Benchmark, exe: str, env: dict[str, str],
             fix = (f"set [check] ignore = [{json.dumps(pattern)}] to skip that line (a "
                    f"regular expression), or {fix}")
         raise MeasureError(f"the benchmark's output changes from run to run of the same "
-                           f"binary ({why[:120]}), so no candidate can pass the output "
+                           f"binary ({_clipped(why)}), so no candidate can pass the output "
                            f"check: {fix}")
+
+
+def _clipped(text: str, most: int = 160) -> str:
+    """`text` cut to `most` characters, marked where cut (tinyxml2's timing line was
+    cut inside its quote, which then read as the whole line)."""
+    return text if len(text) <= most else text[:most].rstrip() + "..."
 
 
 def _metric_slowdown(cfg: MeasureConfig) -> float:
