@@ -56,15 +56,14 @@ class BoltPlan:
 
 class Decision:
     """What to add to one compile: `flags`, plus `warning` (or `error` under policy);
-    `profiled`: the source, when the flags include the PGO profile, and `trained_on`
-    whether the profile was trained on it (a unit of the tuned binary); `bolt`: what to
-    do after the link succeeds."""
-    __slots__ = ("flags", "warning", "error", "profiled", "bolt", "trained_on")
+    `profiled`: the source, when the flags include the PGO profile; `bolt`: what to do
+    after the link succeeds."""
+    __slots__ = ("flags", "warning", "error", "profiled", "bolt")
 
     def __init__(self, flags: tuple[str, ...] = (), warning: str = "", error: bool = False,
-                 profiled: str = "", bolt: BoltPlan | None = None, trained_on: bool = True):
+                 profiled: str = "", bolt: BoltPlan | None = None):
         self.flags, self.warning, self.error = flags, warning, error
-        self.profiled, self.bolt, self.trained_on = profiled, bolt, trained_on
+        self.profiled, self.bolt = profiled, bolt
 
 
 def db_path(root: str, explicit: str | None) -> str:
@@ -144,13 +143,13 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
                            policy) if sources[0] in db.entries else Decision())
     # The profile goes to every compile (a static twin of a tuned unit, another program
     # of the build); only for the tuned binary's units does "out of date" mean that the
-    # source changed since training: elsewhere a function of the same name is another.
+    # source changed since training: elsewhere a function of the same name is another
+    # (jsoncpp's test program has a main() of its own), so clang is told to say nothing.
     trained_on = db.target is None or any(s in db.target.units for s in sources)
     quiet = () if trained_on or not profile.flags else UNTRAINED_QUIET
     merged = Decision(profile.flags + quiet + staged + decision.flags + link.flags,
                       "; ".join(dict.fromkeys(w for w in notes + [decision.warning] if w)),
-                      decision.error, ", ".join(sources) if profile.flags else "", link.bolt,
-                      trained_on)
+                      decision.error, ", ".join(sources) if profile.flags else "", link.bolt)
     return merged if merged.flags or merged.warning else None
 
 
@@ -332,12 +331,9 @@ def _warnings_generated(line: str) -> bool:
         and words[2] == "generated."
 
 
-def stale_profile(stderr: bytes, source: str, policy: str, trained_on: bool = True
-                  ) -> tuple[bytes, Decision | None]:
+def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decision | None]:
     """clang's out-of-date profile diagnostics taken out of a compile's stderr, and one
-    warning (an error under the error policy) that says what they mean and the fix;
-    none for a source the profile was not `trained_on` (jsoncpp's test program has a
-    main() of its own, which clang found "out of date" against the tool's)."""
+    warning (an error under the error policy) that says what they mean and the fix."""
     text = stderr.decode("utf-8", "replace")
     if OUT_OF_DATE not in text:
         return stderr, None
@@ -349,8 +345,6 @@ def stale_profile(stderr: bytes, source: str, policy: str, trained_on: bool = Tr
             kept.append(line)
     if not any("warning:" in line or "error:" in line for line in kept):
         kept = [line for line in kept if not _warnings_generated(line)]
-    if not trained_on:
-        return "".join(kept).encode(), None
     why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "
            "changed since training, and clang ignores the profile for those functions; "
            "retrain it in the build with `autopass apply --train`")

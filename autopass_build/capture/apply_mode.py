@@ -56,13 +56,13 @@ def run(plan: Plan) -> int:
         if plan.train_phase and isinstance(parsed, Invocation):   # for `apply --train`
             for output in tally.outputs_of(parsed, plan.cwd):
                 _tally(plan, tally.OUTPUT + output + "\n")
-            for line in tally.graph_lines(parsed, plan.cwd):
+        if plan.train_phase == "instrument" and isinstance(parsed, Invocation):
+            for line in tally.graph_lines(parsed, plan.cwd):   # read after this build only
                 _tally(plan, line)
         notes = []
         if decision.profiled:
             from autopass_build.capture.applier import stale_profile
-            err, stale = stale_profile(err, decision.profiled, plan.policy,
-                                       decision.trained_on)
+            err, stale = stale_profile(err, decision.profiled, plan.policy)
             notes.append(stale)
         if decision.bolt:   # the target's link: BOLT rewrites what it made
             from autopass_build.capture.applier import run_bolt
