@@ -4,8 +4,6 @@ LTO link too).  Read by hand: the wrapper runs without site-packages (no pyelfto
 
 from __future__ import annotations
 
-import os
-
 BITCODE = b"BC\xc0\xde"
 FAT_SECTION = b".llvm.lto\x00"      # the section name, in the object's string table
 
@@ -15,13 +13,9 @@ def links_bitcode(parsed, cwd: str) -> bool:
     LLVM bitcode: bitcode files, or the fat objects the LTO stages make (a shared library
     of the tuned binary, linked by libtool, must get the LTO link too)."""
     from autopass_build.capture import archive
-    from autopass_build.capture.recorder import libraries, library_dirs, resolve_library
+    from autopass_build.capture.recorder import link_input_paths
 
-    dirs = library_dirs(parsed, cwd)
-    paths = [os.path.join(cwd, p) for p in parsed.link_inputs]
-    paths += [found for name in libraries(parsed)
-              if (found := resolve_library(name, dirs, static=True))]
-    for path in paths:
+    for path in link_input_paths(parsed, cwd, static=True):
         try:
             if archive.is_archive(path):
                 if any(carries_bitcode(m.data) for m in archive.read_members(path)):

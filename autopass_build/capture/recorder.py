@@ -200,18 +200,23 @@ def _describe_input(spool: Spool, path: str, archives: list[dict]) -> list:
             else None]
 
 
+def link_input_paths(inv: Invocation, cwd: str, static: bool | None = None) -> list[str]:
+    """A link's inputs, absolute: its objects and archives as given, then each -lNAME
+    found in the project's own -L folders (`static`: archives only; None: as the link
+    asks, -static or not)."""
+    if static is None:
+        static = any(t in STATIC for t in inv.flag_tokens(R_LINK))
+    dirs = library_dirs(inv, cwd)
+    return [_abs(cwd, path) for path in inv.link_inputs] + [
+        found for name in libraries(inv) if (found := resolve_library(name, dirs, static))]
+
+
 def record_link(spool: Spool, call: Call, inv: Invocation, units: list[dict]) -> None:
     link_flags = inv.flag_tokens(R_LINK)
-    static = any(t in STATIC for t in link_flags)
     archives: list[dict] = []
     inputs = [["unit", u["id"], None] for u in units]
-    for path in inv.link_inputs:
-        inputs.append(_describe_input(spool, _abs(call.cwd, path), archives))
-    dirs = library_dirs(inv, call.cwd)
-    for name in libraries(inv):
-        found = resolve_library(name, dirs, static)
-        if found:
-            inputs.append(_describe_input(spool, found, archives))
+    for path in link_input_paths(inv, call.cwd):
+        inputs.append(_describe_input(spool, path, archives))
     output = _abs(call.cwd, inv.link_output() or "a.out")
     kind = ("shared" if any(t in SHARED for t in link_flags) else
             "relocatable" if "-r" in link_flags else "executable")

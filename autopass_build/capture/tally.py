@@ -67,7 +67,7 @@ def graph_lines(parsed, cwd: str) -> list[str]:
     archives and the project's -l libraries) and the sources it compiled itself.
     `apply --train` walks them to find the target's units of today's source."""
     from autopass_build.capture.compiler_args import COMPILE
-    from autopass_build.capture.recorder import libraries, library_dirs, resolve_library
+    from autopass_build.capture.recorder import link_input_paths
 
     def absolute(path: str) -> str:
         return os.path.normpath(os.path.join(cwd, path))
@@ -75,10 +75,7 @@ def graph_lines(parsed, cwd: str) -> list[str]:
     if parsed.mode == COMPILE:
         return [f"{COMPILED}{absolute(obj)}{FIELD}{absolute(source.path)}\n"
                 for source in parsed.sources if (obj := parsed.object_path(source))]
-    dirs = library_dirs(parsed, cwd)
-    inputs = [absolute(p) for p in parsed.link_inputs]
-    inputs += [found for name in libraries(parsed)
-               if (found := resolve_library(name, dirs, static=False))]
+    inputs = link_input_paths(parsed, cwd)
     sources = [absolute(source.path) for source in parsed.sources]
     return [f"{LINKED}{absolute(parsed.link_output() or 'a.out')}{FIELD}"
             + FIELD.join(inputs) + SOURCES_FOLLOW + FIELD.join(sources) + "\n"]
