@@ -44,8 +44,8 @@ class Relay:
 
 
 def run_on_target(address: str, target: str, root: str, show: Callable[[str], None],
-                  job: Callable[..., Any], *args: Any) -> Any:
-    """`job(progress, *args)` run on one measuring node of the target group
+                  job: Callable[..., Any]) -> Any:
+    """`job(progress)` run on one measuring node of the target group
     ([cluster].target, else this machine's CPU model, else the largest group), the
     project being at `root` there too; what it returns, or what it raised."""
     ray = join(address)
@@ -59,7 +59,7 @@ def run_on_target(address: str, target: str, root: str, show: Callable[[str], No
         ref = ray.remote(_guarded).options(
             resources={SLOT: 1}, num_cpus=1, max_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(info.node_id, soft=False)
-        ).remote(root, info.name, job, Relay(queue), *args)
+        ).remote(root, info.name, job, Relay(queue))
         while not ray.wait([ref], timeout=POLL_SECONDS)[0]:
             _drain(queue, show)
         try:
@@ -90,7 +90,7 @@ def _chosen(ray, address: str, target: str) -> NodeInfo:
     return chosen
 
 
-def _guarded(root: str, name: str, job: Callable[..., Any], progress: Relay, *args: Any
+def _guarded(root: str, name: str, job: Callable[..., Any], progress: Relay
              ) -> tuple[Any, BaseException | None]:
     """On the node: (the job's result, None), or (None, what it raised): the exception
     itself, not Ray's wrapping of it with the node's traceback."""
@@ -100,7 +100,7 @@ def _guarded(root: str, name: str, job: Callable[..., Any], progress: Relay, *ar
                                   "or the same checkout)")
     os.chdir(root)
     try:
-        return job(progress, *args), None
+        return job(progress), None
     except Exception as error:
         return None, error
 
