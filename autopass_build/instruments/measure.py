@@ -240,16 +240,17 @@ def _pair(bench: Benchmark, sides: tuple[Side, Side], memo: list[float] | None,
     if duet is not None:
         base_run, cand_run = run_both(bench, base, cand, duet, swapped=n % 2 == 1)
         return _baseline_value(base_run), cand_run, 2
+    remembered = memo[n] if memo is not None and n < len(memo) else None
     ran: dict[str, RunResult] = {}
     for which, side in ((("base", base), ("cand", cand)) if n % 2 == 0
                         else (("cand", cand), ("base", base))):
-        if which == "base" and memo is not None and n < len(memo):
+        if which == "base" and remembered is not None:
             continue
         ran[which] = run_once(bench, side.exe, side.env, side.timeout, cpu=cpu)
         if which == "cand" and ran[which].outcome != Outcome.OK:
             break                   # judged by the caller; the baseline need not run
-    if "base" not in ran:
-        return (memo[n] if memo is not None and n < len(memo) else 0.0), ran["cand"], len(ran)
+    if "base" not in ran:           # remembered, or not run after a failed candidate
+        return remembered or 0.0, ran["cand"], len(ran)
     value = _baseline_value(ran["base"])
     if memo is not None:
         memo.append(value)
