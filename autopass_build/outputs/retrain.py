@@ -171,7 +171,7 @@ class Retrainer:
             self.show(f"the stages' flags also go to {counted(len(new), 'source')} new "
                       f"since tuning: {', '.join(new[:5])}"
                       + (", ..." if len(new) > 5 else ""))
-        return self.target.replace(units=tuple(sorted(set(self.target.units) | set(new))))
+        return self.target.replace(units=tuple(sorted(set(self.target.units) | today)))
 
     def _train_pgo(self) -> tuple[Reference, str]:
         profdata = toolchain.find_tool("llvm-profdata")

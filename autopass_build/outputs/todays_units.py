@@ -24,6 +24,7 @@ def target_units(work_dir: str, binary: str, root: str) -> set[str]:
     compiled = tally.compiled(work_dir)
     linked = tally.linked(work_dir)
     by_name = defaultdict(list)         # an archive member's name -> objects so named
+    hashes: dict[str, str] = {}         # an object's content hash, read once
     for obj in compiled:
         by_name[os.path.basename(obj)].append(obj)
     sources: set[str] = set()
@@ -41,13 +42,13 @@ def target_units(work_dir: str, binary: str, root: str) -> set[str]:
             elif path in linked:        # a project library of this build
                 pending.append(path)
             else:
-                sources.update(_archived(path, by_name, compiled))
+                sources.update(_archived(path, by_name, compiled, hashes))
     inside = (relative_to(s, root) for s in sources)
     return {s for s in inside if not os.path.isabs(s)}
 
 
-def _archived(path: str, by_name: dict[str, list[str]], compiled: dict[str, str]
-              ) -> set[str]:
+def _archived(path: str, by_name: dict[str, list[str]], compiled: dict[str, str],
+              hashes: dict[str, str]) -> set[str]:
     """The sources of the build's objects that the archive at `path` holds: a member
     and an object of one name and the same bytes."""
     try:
@@ -62,7 +63,11 @@ def _archived(path: str, by_name: dict[str, list[str]], compiled: dict[str, str]
         if not candidates:
             continue
         digest = hash_bytes(member.data)
-        found.update(compiled[obj] for obj in candidates if _hash(obj) == digest)
+        for obj in candidates:
+            if obj not in hashes:
+                hashes[obj] = _hash(obj)
+            if hashes[obj] == digest:
+                found.add(compiled[obj])
     return found
 
 
