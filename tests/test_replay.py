@@ -228,6 +228,21 @@ def test_f6_wrong_output_and_crashes_are_never_fast(tmp_path, body, outcome):
     assert result.outcome == outcome and result.verdict is None
 
 
+
+@pytest.mark.parametrize("body, said", [
+    ("echo compiled 3; echo 'failed: b.frag' >&2; exit 1\n", "its last line: 'failed: b.frag'"),
+    ("echo compiled 2; echo 'failed: c.frag'; exit 1\n", "its last line: 'failed: c.frag'"),
+    ("exit 1\n", "the baseline's was 0"),
+])
+def test_a_different_exit_code_is_told_with_the_runs_last_line(tmp_path, body, said):
+    """A benchmark script that stops at its first failure ("failed: shader.frag") said
+    only "exit code 1, the baseline's was 0": which input failed is its last line."""
+    good = script(tmp_path, "good", "echo compiled 3\n")
+    result = compare(bench_for(tmp_path, ["{exe}"]), good, {}, script(tmp_path, "bad", body), {})
+    assert result.outcome == Outcome.WRONG_OUTPUT
+    assert result.detail.startswith("exit code 1, the baseline's was 0") and said in result.detail
+    assert ("last line" in result.detail) == ("failed" in body)
+
 BIG = "yes 'abcdefg 12345' | head -c 69206016"     # 66 MiB of stdout, past STDOUT_KEPT
 
 

@@ -79,7 +79,8 @@ def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> s
     """"" when the run is correct, else why not."""
     mode = bench.check.mode
     if result.status != reference.status:
-        return f"exit code {result.status}, the baseline's was {reference.status}"
+        return (f"exit code {result.status}, the baseline's was {reference.status}"
+                + last_words(result))
     if result.files != reference.files:
         return _file_difference(reference.files, result.files)
     if mode in ("output", "numbers"):
@@ -211,6 +212,17 @@ def _file_difference(expected: tuple[tuple[str, str], ...],
         if have != want:
             return f"{name} differs from the baseline's ([check].files)"
     return "[check].files differ"
+
+
+def last_words(result: RunResult) -> str:
+    """"; its last line: '...'" from the run's stderr, else its stdout ("" when it wrote
+    nothing): a benchmark script's "failed: shader.frag" says more than its exit code."""
+    for stream in (result.stderr, result.stdout):
+        lines = [line for line in stream.splitlines() if line.strip()]
+        if lines:
+            text = lines[-1].decode("utf-8", "replace").strip()
+            return f"; its last line: {text[:120]!r}" + (" (cut)" if len(text) > 120 else "")
+    return ""
 
 
 def _first_difference(expected: bytes, got: bytes) -> str:
