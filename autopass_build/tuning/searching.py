@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from autopass_build.core.durations import duration_text
 from autopass_build.core.flags import UnitFlags
+from autopass_build.core.plural import counted
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning import composite
 from autopass_build.tuning.clock import UNCOUNTED, Deadline, Pace
@@ -147,7 +148,7 @@ class Search:
         if self.deadline.holds(None if each is None else each * batch * (1 + self.kept_after)):
             return True
         left = self.deadline.left() or 0.0
-        self.show(f"--time: the search stops after {measured} evaluations; the "
+        self.show(f"--time: the search stops after {counted(measured, 'evaluation')}; the "
                   f"{duration_text(max(0.0, left))} left are kept for the steps after it "
                   f"(an evaluation took about {duration_text(each or 0.0)})")
         return False

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autopass_build.core.durations import duration_text
+from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, lto_level, lto_mode
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.benchmark import MeasureError
@@ -265,7 +266,7 @@ class Composer:
                     self.show(f"stage pgo skipped: training failed: {error}")
                     continue
             if spent >= budget:
-                self.show(f"stage budget spent ({budget} evaluations); "
+                self.show(f"stage budget spent ({counted(budget, 'evaluation')}); "
                           f"{stages.name(composition)} and later not measured")
                 break
             looks = 1 if self.measurements.deterministic else CONFIRMED
