@@ -535,3 +535,67 @@ def test_a_stage_is_judged_by_the_pace_of_stages_like_it() -> None:
     assert three_minutes.holds(kinds.each("-flto=thin") * CONFIRMED)
     kinds.add("", 10.0, 0)                                 # nothing measured: ignored
     assert kinds.each("") == 99.0
+
+
+def test_the_second_look_goes_to_the_closest_unclear_composition() -> None:
+    """When no composition was verified faster, the one whose only look read fastest
+    below 1 is looked at again; one that read slower, failed, or had a confirmation
+    already is not, and a resumed run picks the one its first run did."""
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.instruments.stats import FASTER, SLOWER, UNCLEAR
+    from autopass_build.tuning.journal import Entry
+    from autopass_build.tuning.stage_choice import promising
+
+    def look(n: int, phase: Phase, name: str, ratio: float | None, verdict) -> Entry:
+        return Entry(n, phase, name, {}, Outcome.OK if ratio else Outcome.WRONG_OUTPUT,
+                     verdict, ratio, (ratio or 1) * 0.9, (ratio or 1) * 1.1, 60, stages=name)
+
+    names = ["pgo+lto", "pgo+thinlto", "lto", "thinlto", "pgo"]
+    looks = [look(1, Phase.STAGE, "pgo+lto", 0.97, UNCLEAR),
+             look(2, Phase.STAGE, "pgo+thinlto", 0.95, FASTER),       # a look and
+             look(3, Phase.STAGE_CONFIRM, "pgo+thinlto", 0.94, UNCLEAR),   # its confirmation
+             look(4, Phase.STAGE, "lto", None, None),                  # wrong output
+             look(5, Phase.STAGE, "thinlto", 1.02, UNCLEAR),
+             look(6, Phase.STAGE, "pgo", 1.05, SLOWER)]
+    assert promising(looks, names).stages == "pgo+lto"
+    assert promising(looks, ["thinlto", "pgo", "lto"]) is None        # none below 1
+    again = looks + [look(7, Phase.STAGE_AGAIN, "pgo+lto", 0.96, UNCLEAR),
+                     look(8, Phase.STAGE, "pgo+lto", 0.90, UNCLEAR)]
+    assert promising(again, names) is looks[0]                        # as the first run
+
+
+SECOND_LOOK = """
+[build]
+command = "make -s"
+clean = "make -s clean"
+[run]
+command = ["{exe}", "2000"]
+[measure]
+metric = "cpu"
+min_pairs = 2
+max_pairs = 2
+[tune]
+strategy = "random"
+budget = 3
+stage_budget = 3
+stages = ["lto"]
+"""
+
+
+def test_a_stage_unclear_at_its_first_look_is_kept_after_a_second(tmp_path) -> None:
+    """A first look of 4 pairs (max_pairs 2, doubled) cannot bound a 95 % interval (it
+    needs 6): LTO, twice as fast on lto-mini, reads unclear below 1.  The second look
+    takes twice the pairs, 8, and so does its confirmation: LTO is kept."""
+    root = recorded_copy(LTO_MINI, tmp_path / "mini", SECOND_LOOK)
+    done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    journal = Journal.latest(str(root / ".autopass"))
+    first, again, confirmed = (journal.of_phase(p) for p in
+                               (Phase.STAGE, Phase.STAGE_AGAIN, Phase.STAGE_CONFIRM))
+    assert [(e.stages, str(e.verdict), e.pairs) for e in first] == [("lto", "unclear", 4)]
+    assert first[0].ratio < 1
+    assert [(e.stages, str(e.verdict), e.pairs) for e in again + confirmed] == \
+        [("lto", "faster", 8), ("lto", "faster", 8)]
+    assert "a second look" in done.stderr and "baseline: lto" in done.stderr
+    db = flags_db.load(str(root / "autopass.flags.json"))
+    assert db.target is not None and db.target.stages == ("lto",)

@@ -12,7 +12,7 @@ from enum import Enum
 
 from autopass_build.core.stage_flags import BOLT, NATIVE
 from autopass_build.instruments.stats import FASTER
-from autopass_build.tuning.journal import Entry, Phase
+from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
 
 ON_TOP = {NATIVE: "-march=native", BOLT: "BOLT"}   # measured against the build without them
 
@@ -47,7 +47,8 @@ class Dot:
     label: str
 
 
-GROUPS = {Phase.STAGE: "stage", Phase.STAGE_CONFIRM: "stage, confirmed",
+GROUPS = {Phase.STAGE: "stage", Phase.STAGE_AGAIN: "stage, second look",
+          Phase.STAGE_CONFIRM: "stage, confirmed",
           Phase.SEARCH: "search candidate", Phase.CONFIRM: "confirmation",
           Phase.ALONE: "unit alone", Phase.COMPOSITE: "composite",
           Phase.FINAL: "final", Phase.PGO_ALONE: "against the recording",
@@ -64,7 +65,7 @@ def last_stage_looks(entries: list[Entry]) -> dict[str, Entry]:
     one that failed)."""
     looks: dict[str, Entry] = {}
     for e in entries:
-        if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM):
+        if e.phase in STAGE_PHASES:
             looks[e.stages] = e
     return looks
 
@@ -144,7 +145,7 @@ def dots(entries: list[Entry]) -> list[Dot]:
             continue
         group = GROUPS[e.phase]
         top = e.stages.split("+")[-1] if e.stages else ""
-        if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM) and top in ON_TOP:
+        if e.phase in STAGE_PHASES and top in ON_TOP:
             group = f"{ON_TOP[top]} on its base"
         units = ", ".join(os.path.basename(s) for s in sorted(e.flags))
         label = units if e.phase in (Phase.SEARCH, Phase.CONFIRM, Phase.ALONE) \

@@ -28,7 +28,7 @@ from autopass_build.outputs.figures import (
     run_png,
     shipped_bars,
 )
-from autopass_build.tuning.journal import VERSUS_RECORDED, Entry, Journal, Phase
+from autopass_build.tuning.journal import STAGE_PHASES, VERSUS_RECORDED, Entry, Journal, Phase
 from autopass_build.tuning.settings import RunSettings
 
 
@@ -192,7 +192,7 @@ def verdict_words(entries: list[Entry]) -> str:
     also = (f" ({identical} more identical to the baseline, not measured)" if identical
             else "")
     if not measured:
-        staged = sum(1 for e in entries if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM))
+        staged = sum(1 for e in entries if e.phase in STAGE_PHASES)
         why = (f": {counted(identical, 'candidate')} identical to the baseline" if identical
                else f": the stages took the budget ({counted(staged, 'stage evaluation')}"
                     "); a larger --budget leaves some for per-file flags"

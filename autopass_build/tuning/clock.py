@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autopass_build.core.durations import duration_text
+from autopass_build.core.plural import counted as counted_text
 
 if TYPE_CHECKING:
     from autopass_build.tuning.settings import TuneRequest
@@ -120,12 +121,16 @@ def split_text(request: TuneRequest, stage_budget: int, compositions: int,
     """How the budget is split, said before anything is measured: `compositions` the
     stage compositions to measure, `bolt_pending` whether BOLT will be tried."""
     reserved = BOLT_EVALUATIONS if bolt_pending else 0
-    rest = request.budget - min(stage_budget, 2 * compositions) - reserved
+    # each composition a look and a confirmation; when none is verified, a second look
+    # at the closest and its confirmation (stage_choice.Composer._second_look)
+    most = min(stage_budget, 2 * compositions + 1)
+    rest = request.budget - most - reserved
     counted = request.budget < UNCOUNTED
     return ((f"budget {request.budget} evaluations: " if counted else "budget: ")
-            + (f"the stages up to {min(stage_budget, 2 * compositions)} "
-               f"({compositions} compositions, each confirmed when faster; "
-               "--stage-budget changes it)" if compositions else "no stages")
+            + (f"the stages up to {most} "
+               f"({counted_text(compositions, 'composition')}, each confirmed when faster, "
+               "the closest looked at again when none is; --stage-budget changes it)"
+               if compositions else "no stages")
             + (f", BOLT {reserved}" if reserved else "")
             + (f", per-file flags at least {max(0, rest)}" if counted else
                ", per-file flags the rest")

@@ -48,12 +48,16 @@ class Phase(str, Enum):
     PGO_ALONE = "pgo-alone"        # on PGO runs: PGO alone against the recorded build
     TUNED_ON_PGO = "tuned-on-pgo"  # on PGO runs: the result against the recorded build
     STAGE = "stage"                # a composition of whole-program stages vs the recording
+    STAGE_AGAIN = "stage-again"    # ... when none was verified: the closest, fresh pairs
     STAGE_CONFIRM = "stage-confirm"  # ... measured again before it becomes the baseline
     TUNED = "tuned"                # the chosen stages with the winners vs the recording
 
     def __str__(self) -> str:
         return self.value
 
+
+# A composition's looks, in the order they are taken (the last one counts).
+STAGE_PHASES = (Phase.STAGE, Phase.STAGE_AGAIN, Phase.STAGE_CONFIRM)
 
 # Phases by an earlier name: "attribute" was the phase of a unit measured alone, which
 # the attribution of per-unit costs (instruments/attribution.py) is not.

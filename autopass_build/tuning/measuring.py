@@ -84,25 +84,30 @@ class Measurements:
     def once(self, phase: Phase, flags: UnitFlags, what: str, tight: bool = False,
              evaluator: Evaluator | None = None, under: UnitFlags | None = None,
              stages: str = "", link_flags: tuple[str, ...] = (),
-             post_link: Callable[[Candidate], Candidate] | None = None) -> Entry:
-        """The journal's measurement of `flags` in `phase`, measuring it if there is none."""
+             post_link: Callable[[Candidate], Candidate] | None = None,
+             more_pairs: int = 1) -> Entry:
+        """The journal's measurement of `flags` in `phase`, measuring it if there is none
+        (`more_pairs`: times the pairs of a tight one, for a second look)."""
         entry = self.journal.find(phase, config_key(flags, stages))
         if entry is None:
             self.show(f"{what}: {flags_text(flags)}" if flags else what)
             entry = self.measure(phase, flags, tight, evaluator, under, stages=stages,
-                                 link_flags=link_flags, post_link=post_link)
+                                 link_flags=link_flags, post_link=post_link,
+                                 more_pairs=more_pairs)
         return entry
 
     def measure(self, phase: Phase, flags: UnitFlags, tight: bool = False,
                 evaluator: Evaluator | None = None, under: UnitFlags | None = None,
                 judgement=None, stages: str = "", link_flags: tuple[str, ...] = (),
-                post_link: Callable[[Candidate], Candidate] | None = None) -> Entry:
+                post_link: Callable[[Candidate], Candidate] | None = None,
+                more_pairs: int = 1) -> Entry:
         """`evaluator`: another baseline (default: the run's); `under`: per-unit flags
         that come before the candidate's (a PGO profile measured against no profile);
         `judgement`: screening's, kept with the entry; `stages`, `link_flags` and
         `post_link`: the whole-program stages the candidate is built with (on top of the
-        baseline's)."""
+        baseline's); `more_pairs`: times the pairs."""
         measure = tightened(self.config.measure) if tight else self.config.measure
+        measure = replace(measure, max_pairs=measure.max_pairs * more_pairs)
         started = time.monotonic()
         remotely = self.remote is not None and evaluator is None and not stages \
             and not link_flags and post_link is None

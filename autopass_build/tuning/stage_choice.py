@@ -30,9 +30,9 @@ from autopass_build.instruments.benchmark import MeasureError
 from autopass_build.instruments.bolt import BoltStage, TrainedBolt
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
-from autopass_build.instruments.stats import FASTER
+from autopass_build.instruments.stats import FASTER, UNCLEAR
 from autopass_build.tuning.clock import CONFIRMED, Deadline, KindPace, Pace
-from autopass_build.tuning.journal import Entry, Phase
+from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
 from autopass_build.tuning.measuring import Measurements
 
 
@@ -134,6 +134,27 @@ def cheaper_tie(candidate: tuple[Stage, ...], ratio: float | None,
     swapped = tuple(Stage.LTO if s == Stage.THINLTO else s for s in candidate)
     return (Stage.THINLTO in candidate and Stage.LTO in best
             and sorted(swapped) == sorted(best) and ratio <= best_ratio * (1 + COST_TIE))
+
+
+# A second look takes twice the pairs of a first one: the first was unclear, and the
+# same number again would be as likely to be.
+AGAIN_PAIRS = 2
+
+
+def promising(looks: list[Entry], names: list[str]) -> Entry | None:
+    """Of the compositions `names`, the one whose only look (of `looks`, the stage
+    phases in journal order) read fastest, measured and unclear below 1; None when none
+    did.  The looks from the first second look on are not read: a resumed run picks
+    the composition its first run did."""
+    first: dict[str, list[Entry]] = {}
+    for entry in looks:
+        if entry.phase == Phase.STAGE_AGAIN:
+            break
+        if entry.stages in names:
+            first.setdefault(entry.stages, []).append(entry)
+    unclear = [only for only, *more in first.values() if not more and only.measured
+               and only.verdict == UNCLEAR and only.ratio is not None and only.ratio < 1]
+    return min(unclear, key=lambda e: (e.ratio or 1.0, e.stages)) if unclear else None
 
 
 class Composer:
@@ -298,7 +319,38 @@ class Composer:
                               "relinks only what changed")
                 best = Chosen(composition, self._flags(composition), entry,
                               self._profile if Stage.PGO in composition else None)
+        if best is None:
+            best, again = self._second_look(candidates, budget - spent, deadline, kinds)
+            spent += again
         return best, spent
+
+    def _second_look(self, candidates: list[tuple[Stage, ...]], left: int,
+                     deadline: Deadline, kinds: KindPace) -> tuple[Chosen | None, int]:
+        """When no composition was verified faster: the one whose last look read fastest,
+        unclear but below 1, measured again with fresh pairs and twice as many, and
+        confirmed as a first look is (None, 0 when there is none, or no budget or time
+        for it).  On a noisy day PGO + LTO read "unclear" for bzip2 and zstd where an
+        independent A/B found them 4-9 % faster, and the run shipped nothing: the
+        stages are the largest lever.  An identical build passes both fresh looks about
+        once in 1,600 runs, as a first look and its confirmation do."""
+        if self.measurements.deterministic or left < 1:
+            return None, 0
+        closest = promising(self.measurements.journal.of_phase(*STAGE_PHASES),
+                            [stages.name(c) for c in candidates])
+        if closest is None:
+            return None, 0
+        composition = next(c for c in candidates if stages.name(c) == closest.stages)
+        each = kinds.each(lto_mode(composition))
+        if not deadline.holds(None if each is None else each * CONFIRMED * AGAIN_PAIRS):
+            self.show(f"--time: no time left for a second look at {closest.stages}")
+            return None, 0
+        self.show(f"[stage, a second look] none verified faster; {closest.stages} read "
+                  f"{closest.ratio:.4f}x, unclear: measured again with fresh pairs")
+        entry, measured = self._verified(composition, None, Phase.STAGE_AGAIN)
+        if entry is None:
+            return None, measured
+        return Chosen(composition, self._flags(composition), entry,
+                      self._profile if Stage.PGO in composition else None), measured
 
     def _tie(self, composition: tuple[Stage, ...], entry: Entry, best: Chosen | None) -> bool:
         return best is not None and cheaper_tie(composition, entry.ratio, best.stages,
@@ -312,25 +364,29 @@ class Composer:
             profile_flag = self._profile.use_flag()
         return stages.flags(composition, opt_level(self.evaluator), profile_flag)
 
-    def _verified(self, composition: tuple[Stage, ...], best: Chosen | None
-                  ) -> tuple[Entry | None, int]:
+    def _verified(self, composition: tuple[Stage, ...], best: Chosen | None,
+                  first: Phase = Phase.STAGE) -> tuple[Entry | None, int]:
         """The composition's confirmed FASTER measurement, or None; and how many
         evaluations it took (journaled or new: a resumed run spends as the first did).
         A first look that does not beat `best` (nor ties it at less cost) is not
-        confirmed: it cannot be chosen."""
+        confirmed: it cannot be chosen.  `first`: STAGE_AGAIN for a second look, which
+        it and its confirmation take with AGAIN_PAIRS times the pairs."""
         name = stages.name(composition)
         flags = self._flags(composition)
         under = {u.id: flags.unit_flags for u in self.evaluator.units}
         journal = self.measurements.journal
+        pairs = AGAIN_PAIRS if first == Phase.STAGE_AGAIN else 1
 
         def once(phase: Phase, what: str) -> Entry:
             # Tight (twice the pairs), as the final re-measurement is: the stages are the
             # largest lever of a run, and at 30 pairs on a noisy day PGO+LTO read
             # "unclear" for two suite programs an independent A/B found 4-9 % faster.
             return self.measurements.once(phase, {}, what, tight=True, under=under,
-                                          stages=name, link_flags=flags.link_flags)
+                                          stages=name, link_flags=flags.link_flags,
+                                          more_pairs=pairs)
 
-        entry = once(Phase.STAGE, f"stage {name} against the recorded build")
+        entry = once(first, f"stage {name} against the recorded build"
+                     + (", a second look" if first == Phase.STAGE_AGAIN else ""))
         ahead = best.entry if best else None
         better = ahead is None or (entry.ratio is not None and ahead.ratio is not None
                                    and entry.ratio < ahead.ratio) \

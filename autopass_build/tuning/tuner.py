@@ -46,7 +46,7 @@ from autopass_build.tuning.clock import (
 from autopass_build.tuning.clock import stage_budget as stage_budget_of
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
 from autopass_build.tuning.explain import wrong_output_notes
-from autopass_build.tuning.journal import Entry, Journal, Phase
+from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
     Measurements,
     TuneError,
@@ -207,7 +207,7 @@ class Tuner:
             raise TuneError(str(error)) from None
         bolt_pending = self.composer is not None and self.composer.bolt_pending()
         budget = search_budget(
-            request.budget, len(journal.of_phase(Phase.STAGE, Phase.STAGE_CONFIRM)),
+            request.budget, len(journal.of_phase(*STAGE_PHASES)),
             (BOLT_EVALUATIONS if bolt_pending else 0)      # the BOLT step after the search
             + (composite.RESERVED if self.measurements.attributor is not None else 0))
         sources = [source for source, _ in run.space.blocks]
