@@ -6,6 +6,7 @@ crash), F9 (SIGTERM) are here; F7 (noise) is in test_stats.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -760,3 +761,57 @@ def test_try_takes_any_spelling_of_a_source_and_inputs_are_the_benchmarks(tmp_pa
     missing = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=root,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "in.txt does not exist in" in missing.stderr
+
+
+THIN_ARCHIVES = Path(__file__).parent / "data" / "thin-archives"
+
+
+def test_a_thinlto_build_from_archives_replays_as_its_own_code(tmp_path, monkeypatch) -> None:
+    """A build that is ThinLTO already (glslang's CMake Release build): its baseline
+    replay was not the build's code.  The archives' units were compiled again from IR
+    (which keeps the names of local values, so the modules' hashes and the promoted
+    names differed), and the archives were linked from folders named by hashes (a link
+    orders its ThinLTO modules by path).  BOLT's profile of the one then did not fit
+    the build apply made.  Now the baseline takes the archives' members as built and
+    the link sees every input at its own path: the replay has the build's code, and so
+    does a second one from the ThinLTO cache; a unit given flags is compiled from
+    source, as apply mode compiles it."""
+    from autopass_build.core import toolchain
+    from autopass_build.core.bolt_commands import code_fingerprint
+    from autopass_build.instruments import replay
+
+    root = tmp_path / "shapes"
+    shutil.copytree(THIN_ARCHIVES, root)
+    build = ["make", "-s", f"AR={toolchain.find_tool('llvm-ar')}"]
+    subprocess.run([AUTOPASS, "record", "--", *build], cwd=root, check=True,
+                   capture_output=True)
+    links: list[list[str]] = []
+    real_run = replay.proc.run_captured
+
+    def run(argv, *rest, **named):
+        if "-o" in argv and argv[argv.index("-o") + 1].endswith("shapes.tmp"):
+            links.append(list(argv))
+        return real_run(argv, *rest, **named)
+
+    monkeypatch.setattr(replay.proc, "run_captured", run)
+    built = code_fingerprint(str(root / "shapes"))
+    said = subprocess.run([root / "shapes", "10"], capture_output=True, text=True).stdout
+    for _ in range(2):
+        replayer = Replayer(store_of(root))
+        replayed = replayer.build(str(root / "shapes"), {})
+        assert code_fingerprint(replayed.binary) == built
+        assert (replayer.stats.compiled, replayer.stats.from_source) == (0, 0)
+        assert subprocess.run([replayed.binary, "10"], capture_output=True,
+                              text=True).stdout == said
+        inputs = [a for a in links[-1] if a.endswith((".a", ".o"))]
+        names = ("main.o", "z/libalpha.a", "y/libbeta.a", "x/libgamma.a", "w/libdelta.a")
+        assert len(inputs) == len(names) and all(
+            given.endswith(f"/tree{root}/{name}") for given, name in zip(inputs, names)), \
+            inputs
+        assert sorted(os.listdir(replayed.folder)) == ["shapes"]   # the inputs gone
+        shutil.rmtree(replayed.folder)          # the second: from the ThinLTO cache
+    store = store_of(root)
+    replayer = Replayer(store)
+    alpha = unit_named(store, "alpha.cpp")
+    replayer.build(str(root / "shapes"), {alpha.id: ("-mllvm", "-inline-threshold=100")})
+    assert (replayer.stats.from_source, replayer.stats.compiled) == (1, 0)

@@ -31,7 +31,7 @@ from autopass_build.capture.option_table import (
 )
 from autopass_build.capture.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
-from autopass_build.core.files import hash_file, hash_json
+from autopass_build.core.files import hash_file, hash_json, write_atomic
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
@@ -46,6 +46,7 @@ from autopass_build.instruments.replay_args import (
     thinlto_cache,
     tree_files,
 )
+from autopass_build.instruments.stages import thin_bitcode
 from autopass_build.store.build_records import LinkRecord, UnitRecord
 from autopass_build.store.index import Store
 from autopass_build.store.targets import ObjectIndex, prebuilt_library_folders
@@ -90,7 +91,8 @@ class Replayer:
         from source (see object_for)."""
         if from_source is None:
             from_source = (unit.id in self.from_source
-                           or not replayable_from_ir(tuple(flags), unit.opt_level))
+                           or not replayable_from_ir(tuple(flags), unit.opt_level)
+                           or (self.recorded_objects and thin_bitcode(unit.argv, flags)))
         key = hash_json([unit.ir_hash, unit.source_hash if from_source else "",
                          self.codegen_args(unit), list(flags), unit.compiler_id,
                          self._compiler(unit)])
@@ -100,13 +102,20 @@ class Replayer:
         return os.path.exists(self._object_path(unit, flags, None)[0]) or \
             self._recorded_object(unit, flags) is not None
 
+    def _as_built(self, unit: UnitRecord, flags: Flags) -> bool:
+        """Whether `unit` with `flags` is the recorded build's own object: no flags of
+        ours, the recorded compiler, and not while judging the IR replay itself (`replay
+        --check`).  The baseline is then the build itself: a large application's first
+        replay compiled every unit again for nothing (GEOS: 389 compiles), and under
+        ThinLTO a compile of the IR is not the build's object (it keeps the names of
+        local values, which change the module's hash, hence the names of its promoted
+        functions and the linked code: glslang's BOLT profile did not fit apply's build)."""
+        return not flags and self.recorded_objects and unit.compiler == self._compiler(unit)
+
     def _recorded_object(self, unit: UnitRecord, flags: Flags) -> str | None:
-        """The object the recorded build made for `unit`, kept in the store, for a
-        compile with no flags of ours: the baseline is the build itself, and a large
-        application's first replay compiled every unit again for nothing (GEOS: 389
-        compiles).  Not while judging the IR replay itself (`replay --check`)."""
-        if flags or not self.recorded_objects or not unit.object_hash or \
-                unit.compiler != self._compiler(unit) or \
+        """The object the recorded build made for `unit` (see _as_built), where the store
+        kept it (an object given to a link; an archive's members are in its blob)."""
+        if not self._as_built(unit, flags) or not unit.object_hash or \
                 not self.store.has_blob("obj", unit.object_hash, ".o"):
             return None
         return self.store.blob_file("obj", unit.object_hash, ".o")
@@ -118,13 +127,13 @@ class Replayer:
         From IR where that equals a compile of the source with `flags` appended (what
         apply mode does), else from source; `from_source=True` forces the latter."""
         path, from_source = self._object_path(unit, flags, from_source)
+        recorded = self._recorded_object(unit, flags)   # first: a replay cached by `replay
+        if recorded is not None:                        # --check` is not the build's
+            self.stats.cached += 1
+            return recorded
         if os.path.exists(path):
             self.stats.cached += 1
             return path
-        recorded = self._recorded_object(unit, flags)
-        if recorded is not None:
-            self.stats.cached += 1
-            return recorded
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = self.store.spool.new_tmp_path(".o")
         try:
@@ -189,7 +198,10 @@ class Replayer:
         return done
 
     # -- archives -----------------------------------------------------------------------
-    def _archive_for(self, digest: str, flags_by_unit: dict[str, Flags], folder: str) -> str:
+    def _archive_for(self, digest: str, flags_by_unit: dict[str, Flags], inputs: str,
+                     linked_as: str) -> str:
+        """The archive `digest` with each unit's member compiled with its flags, at the
+        path the link gave it (`linked_as`) under `inputs` (see `_in_tree`)."""
         record = self.store.archive(digest)
         if record is None or not self.store.has_blob("ar", digest, ".a"):
             raise EvaluationError(Outcome.LINK_FAIL, f"archive {digest[:12]} was not kept "
@@ -202,26 +214,27 @@ class Replayer:
                                   f"be read from the store ({error}): record the build "
                                   "again") from None
         member_files = []
-        staging = os.path.join(folder, "ar-" + digest[:12])
+        staging = os.path.join(inputs, "ar-" + digest[:12])
         for index, ((name, member_hash), member) in enumerate(zip(record.members, kept)):
             unit = self.by_object.find(member_hash)
-            data = (open(self.object_for(unit, flags_by_unit.get(unit.id, ())), "rb").read()
-                    if unit else member.data)
+            flags = flags_by_unit.get(unit.id, ()) if unit else ()
+            if unit and not self._as_built(unit, flags):
+                data = open(self.object_for(unit, flags), "rb").read()
+            else:
+                data = member.data
+                self.stats.cached += bool(unit)
             member_path = os.path.join(staging, str(index), name)
             os.makedirs(os.path.dirname(member_path), exist_ok=True)
             with open(member_path, "wb") as handle:
                 handle.write(data)
             member_files.append(member_path)
-        # A folder of its own: busybox links 56 archives, every one named lib.a or
+        # At its own path: busybox links 56 archives, every one named lib.a or
         # built-in.o, which overwrote each other in one folder (the link lost `main`).
-        out = os.path.join(folder, "ar", digest[:16], os.path.basename(record.path))
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        if os.path.exists(out):
-            os.unlink(out)
+        out = _in_tree(inputs, linked_as)
         ar = toolchain.find_tool("llvm-ar")
         if ar is None:
             raise EvaluationError(Outcome.LINK_FAIL, toolchain.not_found("llvm-ar"))
-        done = proc.run_captured([ar, "qcsD", out] + member_files, folder)
+        done = proc.run_captured([ar, "qcsD", out] + member_files, inputs)
         shutil.rmtree(staging, ignore_errors=True)
         if done.status != 0:
             raise EvaluationError(Outcome.LINK_FAIL, f"llvm-ar failed: {done.stderr[:300]!r}")
@@ -230,8 +243,9 @@ class Replayer:
     # -- links --------------------------------------------------------------------------
     # In the key of a replayed binary: a change to how links are replayed must not reuse
     # binaries made the old way (2: the symbol table kept where the link said -s; 3: each
-    # archive in a folder of its own).
-    LINK_RULES = 3
+    # archive in a folder of its own; 4: the baseline's archive members the build's own,
+    # ThinLTO bitcode compiled from source, every input at its own path under tree/).
+    LINK_RULES = 4
 
     def build(self, target: str, flags_by_unit: dict[str, Flags] | None = None,
               link_flags: Flags = ()) -> Candidate:
@@ -287,7 +301,8 @@ class Replayer:
     def _compile_all(self, units: list[UnitRecord], flags_by_unit: dict[str, Flags]) -> None:
         """The objects of `units` with their flags, compiled `jobs` at a time: a clean
         build of a 390-unit application took its compiles one after the other."""
-        missing = [u for u in units if not self.has_object(u, flags_by_unit.get(u.id, ()))]
+        missing = [u for u in units if not self._as_built(u, flags_by_unit.get(u.id, ()))
+                   and not self.has_object(u, flags_by_unit.get(u.id, ()))]
         if len(missing) < 2 or self.jobs < 2:
             return                      # the link compiles them as it goes
         from concurrent.futures import ThreadPoolExecutor
@@ -320,13 +335,17 @@ class Replayer:
             self._rebuilt_shared(shared, flags_by_unit, folder, link_flags)
         if os.path.exists(out):
             return out  # same target, same flags: already built (renamed into place last)
-        argv = ([self._link_compiler(link)] + self._link_args(link, flags_by_unit, folder, out)
-                + list(link_flags))
-        argv += thinlto_cache(argv, os.path.join(self.work, "thinlto-cache"))
-        tmp_out = out + ".tmp"
-        argv[argv.index(out)] = tmp_out
-        done = proc.run_captured(argv + QUIET, link.cwd, proc.clean_env(dict(os.environ)),
-                                 self.compile_timeout)
+        inputs = os.path.join(folder, "tree")     # see _in_tree; gone after the link
+        try:
+            argv = ([self._link_compiler(link)]
+                    + self._link_args(link, flags_by_unit, inputs, out) + list(link_flags))
+            argv += thinlto_cache(argv, self._thinlto_cache())
+            tmp_out = out + ".tmp"
+            argv[argv.index(out)] = tmp_out
+            done = proc.run_captured(argv + QUIET, link.cwd,
+                                     proc.clean_env(dict(os.environ)), self.compile_timeout)
+        finally:
+            shutil.rmtree(inputs, ignore_errors=True)
         if done.timed_out or done.status != 0:
             said = done.stderr.decode("utf-8", "replace")[:500]
             if NOT_PIC in done.stderr:
@@ -337,6 +356,24 @@ class Replayer:
         self.stats.links += 1
         return out
 
+    def _thinlto_cache(self) -> str:
+        """work/thinlto-cache, emptied once where it was filled under other LINK_RULES:
+        ThinLTO's cache key does not hold the order of a link's modules, and its entries
+        made by links with the inputs elsewhere gave other code than a fresh link
+        (glslang's libglslang.so)."""
+        folder = os.path.join(self.work, "thinlto-cache")
+        marker = os.path.join(folder, "autopass-link-rules")
+        try:
+            with open(marker, encoding="utf-8") as handle:
+                if handle.read().strip() == str(self.LINK_RULES):
+                    return folder
+        except OSError:
+            pass
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder, exist_ok=True)
+        write_atomic(marker, f"{self.LINK_RULES}\n".encode())
+        return folder
+
     def _link_compiler(self, link: LinkRecord) -> str:
         return self.compiler_override or link.compiler
 
@@ -344,8 +381,12 @@ class Replayer:
                         folder: str, link_flags: Flags) -> None:
         alias_soname(self._link(shared, flags_by_unit, folder, link_flags))
 
-    def _link_args(self, link: LinkRecord, flags_by_unit: dict[str, Flags], folder: str,
+    def _link_args(self, link: LinkRecord, flags_by_unit: dict[str, Flags], inputs: str,
                    out: str) -> list[str]:
+        """The recorded link's arguments, its inputs replaced: objects and archives at
+        their own paths under `inputs`, the project's shared libraries rebuilt beside
+        `out`."""
+        folder = os.path.dirname(out)
         parsed = classify(link.argv, link.cwd)
         if not isinstance(parsed, Invocation):  # pragma: no cover - recorded links parse
             raise EvaluationError(Outcome.LINK_FAIL, f"cannot re-read the link of {out}")
@@ -366,34 +407,62 @@ class Replayer:
                 unit = units_here[absolute]
                 args += ["-x", "none", self.object_for(unit, flags_by_unit.get(unit.id, ()))]
             elif arg.role == R_LINK_INPUT and absolute in by_path:
-                args.append(self._replaced_input(by_path[absolute], flags_by_unit, folder))
+                args.append(self._replaced_input(by_path[absolute], flags_by_unit, inputs,
+                                                 folder))
             elif arg.role == R_LINK and arg.tokens[0].startswith("-l"):
                 args += self._replaced_library(arg.tokens, lib_dirs, static, by_path,
-                                               flags_by_unit, folder)
+                                               flags_by_unit, inputs, folder)
             else:   # symbols kept: perf, attribution and BOLT read them (STRIP_ALL)
                 args.extend(without_strip_all(arg.tokens))
         return args
 
     def _replaced_library(self, tokens: tuple[str, ...], lib_dirs: list[str], static: bool,
-                          by_path: dict, flags_by_unit: dict[str, Flags], folder: str
-                          ) -> list[str]:
+                          by_path: dict, flags_by_unit: dict[str, Flags], inputs: str,
+                          folder: str) -> list[str]:
         name = tokens[1] if tokens[0] == "-l" else tokens[0][2:]
         found = resolve_library(name, lib_dirs, static)
         if found and found in by_path and by_path[found].kind == "archive":
-            return [self._replaced_input(by_path[found], flags_by_unit, folder)]
+            return [self._replaced_input(by_path[found], flags_by_unit, inputs, folder)]
         return list(tokens)  # shared: found first through -L<folder>
 
-    def _replaced_input(self, item, flags_by_unit: dict[str, Flags], folder: str) -> str:
+    def _replaced_input(self, item, flags_by_unit: dict[str, Flags], inputs: str,
+                        folder: str) -> str:
+        """`item` for the replayed link: an object or archive at its own path under
+        `inputs`, a project library as rebuilt in `folder`."""
         if item.kind == "archive":
-            return self._archive_for(item.hash, flags_by_unit, folder)
+            return self._archive_for(item.hash, flags_by_unit, inputs, item.path)
         if item.kind == "shared":
             rebuilt = self._link_of_shared(item.path)
             return os.path.join(folder, os.path.basename(rebuilt.output)) if rebuilt \
                 else item.path
         unit = self.by_object.find(item.hash, item.path)
         if unit is not None:
-            return self.object_for(unit, flags_by_unit.get(unit.id, ()))
-        if item.hash and self.store.has_blob("obj", item.hash, ".o"):
-            return self.store.blob_file("obj", item.hash, ".o")
-        raise EvaluationError(Outcome.LINK_FAIL, f"{item.path} was not kept by the recording: "
-                              "record the build again")
+            made = self.object_for(unit, flags_by_unit.get(unit.id, ()))
+        elif item.hash and self.store.has_blob("obj", item.hash, ".o"):
+            made = self.store.blob_file("obj", item.hash, ".o")
+        else:
+            raise EvaluationError(Outcome.LINK_FAIL, f"{item.path} was not kept by the "
+                                  "recording: record the build again")
+        return _linked_into_tree(made, _in_tree(inputs, item.path))
+
+
+def _in_tree(inputs: str, original: str) -> str:
+    """Where a link's input at `original` (absolute) is put for its replay: the same
+    path under `inputs`, emptied.  A link orders its LTO modules by their paths:
+    glslang's archives, byte for byte the build's, linked from folders named by their
+    hashes, made other code than the build's link (its BOLT profile did not fit the
+    build apply made); the same paths under one prefix keep every input's place."""
+    path = os.path.join(inputs, os.path.normpath(original).lstrip(os.sep))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    return path
+
+
+def _linked_into_tree(made: str, path: str) -> str:
+    """`made` (an object of the store) at `path`: hard-linked, else copied."""
+    try:
+        os.link(made, path)
+    except OSError:
+        shutil.copyfile(made, path)
+    return path

@@ -52,6 +52,20 @@ LTO_FLAGS = {"-flto": Stage.LTO, "-flto=full": Stage.LTO, "-flto=auto": Stage.LT
              "-fno-lto": None, "-flto=none": None}
 
 
+def thin_bitcode(argv: list[str], flags: tuple[str, ...]) -> bool:
+    """Whether a unit compiled by `argv` with `flags` appended writes ThinLTO bitcode
+    (its last -flto flag is -flto=thin).  A compile of such a unit's IR is not the
+    compile of its source that apply mode runs: it keeps the names of local values,
+    which change the module's hash, hence the names ThinLTO gives the functions it
+    promotes, and the linked code (glslang: a BOLT profile of the one did not fit the
+    other)."""
+    mode = None
+    for token in (*argv, *flags):
+        if token in LTO_FLAGS:
+            mode = LTO_FLAGS[token]
+    return mode == Stage.THINLTO
+
+
 def recorded_lto(argvs: list[list[str]]) -> Stage | None:
     """The LTO stage the recorded build has of its own, given its units' arguments: a
     CMake Release build with INTERPROCEDURAL_OPTIMIZATION compiles every unit with
