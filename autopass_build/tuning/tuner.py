@@ -246,8 +246,9 @@ class Tuner:
         if self._native():
             chosen = composer.native_on_top(chosen, self._build_of(chosen)) or chosen
         if chosen is None:
-            self.show("no stage composition was verified faster than the recorded build; "
-                      "tuning per-file flags on the recorded build")
+            self.show(("no stage composition was verified faster than the recorded build"
+                       if composer.candidates() else "no link-time composition to measure")
+                      + "; tuning per-file flags on the recorded build")
             return None
         evaluator.rebase({u.id: chosen.flags.unit_flags for u in evaluator.units},
                          chosen.flags.link_flags)
