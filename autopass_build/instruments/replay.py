@@ -31,7 +31,7 @@ from autopass_build.capture.option_table import (
 )
 from autopass_build.capture.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
-from autopass_build.core.files import hash_file, hash_json, write_atomic
+from autopass_build.core.files import hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
@@ -42,8 +42,11 @@ from autopass_build.instruments.replay_args import (
     NOT_PIC,
     NOT_PIC_SAID,
     codegen_args,
+    in_tree,
+    linked_into_tree,
     source_args,
     thinlto_cache,
+    thinlto_cache_folder,
     tree_files,
 )
 from autopass_build.instruments.stages import thin_bitcode
@@ -201,7 +204,7 @@ class Replayer:
     def _archive_for(self, digest: str, flags_by_unit: dict[str, Flags], inputs: str,
                      linked_as: str) -> str:
         """The archive `digest` with each unit's member compiled with its flags, at the
-        path the link gave it (`linked_as`) under `inputs` (see `_in_tree`)."""
+        path the link gave it (`linked_as`) under `inputs` (see replay_args.in_tree)."""
         record = self.store.archive(digest)
         if record is None or not self.store.has_blob("ar", digest, ".a"):
             raise EvaluationError(Outcome.LINK_FAIL, f"archive {digest[:12]} was not kept "
@@ -230,7 +233,7 @@ class Replayer:
             member_files.append(member_path)
         # At its own path: busybox links 56 archives, every one named lib.a or
         # built-in.o, which overwrote each other in one folder (the link lost `main`).
-        out = _in_tree(inputs, linked_as)
+        out = in_tree(inputs, linked_as)
         ar = toolchain.find_tool("llvm-ar")
         if ar is None:
             raise EvaluationError(Outcome.LINK_FAIL, toolchain.not_found("llvm-ar"))
@@ -335,11 +338,11 @@ class Replayer:
             self._rebuilt_shared(shared, flags_by_unit, folder, link_flags)
         if os.path.exists(out):
             return out  # same target, same flags: already built (renamed into place last)
-        inputs = os.path.join(folder, "tree")     # see _in_tree; gone after the link
+        inputs = os.path.join(folder, "tree")     # see replay_args.in_tree; gone after the link
         try:
             argv = ([self._link_compiler(link)]
                     + self._link_args(link, flags_by_unit, inputs, out) + list(link_flags))
-            argv += thinlto_cache(argv, self._thinlto_cache())
+            argv += thinlto_cache(argv, thinlto_cache_folder(self.work, self.LINK_RULES))
             tmp_out = out + ".tmp"
             argv[argv.index(out)] = tmp_out
             done = proc.run_captured(argv + QUIET, link.cwd,
@@ -355,24 +358,6 @@ class Replayer:
         os.replace(tmp_out, out)
         self.stats.links += 1
         return out
-
-    def _thinlto_cache(self) -> str:
-        """work/thinlto-cache, emptied once where it was filled under other LINK_RULES:
-        ThinLTO's cache key does not hold the order of a link's modules, and its entries
-        made by links with the inputs elsewhere gave other code than a fresh link
-        (glslang's libglslang.so)."""
-        folder = os.path.join(self.work, "thinlto-cache")
-        marker = os.path.join(folder, "autopass-link-rules")
-        try:
-            with open(marker, encoding="utf-8") as handle:
-                if handle.read().strip() == str(self.LINK_RULES):
-                    return folder
-        except OSError:
-            pass
-        shutil.rmtree(folder, ignore_errors=True)
-        os.makedirs(folder, exist_ok=True)
-        write_atomic(marker, f"{self.LINK_RULES}\n".encode())
-        return folder
 
     def _link_compiler(self, link: LinkRecord) -> str:
         return self.compiler_override or link.compiler
@@ -443,26 +428,5 @@ class Replayer:
         else:
             raise EvaluationError(Outcome.LINK_FAIL, f"{item.path} was not kept by the "
                                   "recording: record the build again")
-        return _linked_into_tree(made, _in_tree(inputs, item.path))
+        return linked_into_tree(made, in_tree(inputs, item.path))
 
-
-def _in_tree(inputs: str, original: str) -> str:
-    """Where a link's input at `original` (absolute) is put for its replay: the same
-    path under `inputs`, emptied.  A link orders its LTO modules by their paths:
-    glslang's archives, byte for byte the build's, linked from folders named by their
-    hashes, made other code than the build's link (its BOLT profile did not fit the
-    build apply made); the same paths under one prefix keep every input's place."""
-    path = os.path.join(inputs, os.path.normpath(original).lstrip(os.sep))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if os.path.lexists(path):
-        os.unlink(path)
-    return path
-
-
-def _linked_into_tree(made: str, path: str) -> str:
-    """`made` (an object of the store) at `path`: hard-linked, else copied."""
-    try:
-        os.link(made, path)
-    except OSError:
-        shutil.copyfile(made, path)
-    return path

@@ -1,10 +1,12 @@
 """The arguments replay gives the compiler and the linker, from a unit's recorded command:
 its code-generation flags (to compile its IR), its own arguments for its source alone
-(to compile it from source), and the options that keep ThinLTO's cache."""
+(to compile it from source), the options that keep ThinLTO's cache, and where a
+replayed link's inputs sit."""
 
 from __future__ import annotations
 
 import os
+import shutil
 
 from autopass_build.capture.compiler_args import Invocation, classify
 from autopass_build.capture.option_table import (
@@ -19,7 +21,7 @@ from autopass_build.capture.option_table import (
     R_SIDE_OUTPUT,
     R_SOURCE,
 )
-from autopass_build.core.files import hash_file
+from autopass_build.core.files import hash_file, write_atomic
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.store.build_records import LinkRecord, UnitRecord
 
@@ -96,3 +98,44 @@ def tree_files(link: LinkRecord, root: str) -> list[str]:
                     and os.path.isfile(path) and os.path.getsize(path) <= MAX_TREE_FILE):
                 found.append(hash_file(path))
     return found
+
+
+def in_tree(inputs: str, original: str) -> str:
+    """Where a link's input at `original` (absolute) is put for its replay: the same
+    path under `inputs`, emptied.  A link orders its LTO modules by their paths:
+    glslang's archives, byte for byte the build's, linked from folders named by their
+    hashes, made other code than the build's link (its BOLT profile did not fit the
+    build apply made); the same paths under one prefix keep every input's place."""
+    path = os.path.join(inputs, os.path.normpath(original).lstrip(os.sep))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    return path
+
+
+def linked_into_tree(made: str, path: str) -> str:
+    """`made` (an object of the store) at `path`: hard-linked, else copied."""
+    try:
+        os.link(made, path)
+    except OSError:
+        shutil.copyfile(made, path)
+    return path
+
+
+def thinlto_cache_folder(work: str, link_rules: int) -> str:
+    """work/thinlto-cache, emptied once where it was filled under other `link_rules`
+    (Replayer.LINK_RULES): ThinLTO's cache key does not hold the order of a link's
+    modules, and its entries made by links with their inputs elsewhere gave other code
+    than a fresh link (glslang's libglslang.so)."""
+    folder = os.path.join(work, "thinlto-cache")
+    marker = os.path.join(folder, "autopass-link-rules")   # lld prunes llvmcache-* only
+    try:
+        with open(marker, encoding="utf-8") as handle:
+            if handle.read().strip() == str(link_rules):
+                return folder
+    except OSError:
+        pass
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder, exist_ok=True)
+    write_atomic(marker, f"{link_rules}\n".encode())
+    return folder
