@@ -370,6 +370,7 @@ class Tuner:
         """One block per tuned source; a source compiled against a precompiled header
         does not get the values the header fixes (they would not compile)."""
         blocks = []
+        held: dict[tuple[str, ...], list[str]] = {}    # knobs kept to the header's: sources
         for source in sources:
             block = space
             with_pch = [u for u in evaluator.units
@@ -377,12 +378,16 @@ class Tuner:
             if with_pch:
                 block = space.with_precompiled_header(with_pch[0].opt_level)
             if block.forbidden:
-                knobs = sorted({f.knob for f in block.forbidden})
-                self.show(f"{source} is compiled with a precompiled header: "
-                          + (f"the knob {knobs[0]} keeps" if len(knobs) == 1 else
-                             f"the knobs {', '.join(knobs)} keep")
-                          + " only the values the header was built with")
+                held.setdefault(tuple(sorted({f.knob for f in block.forbidden})),
+                                []).append(source)
             blocks.append((source, block))
+        for knobs, held_sources in held.items():     # one line for the lot (glslang: 4)
+            self.show(f"{_listed(held_sources)} "
+                      + ("is" if len(held_sources) == 1 else "are")
+                      + " compiled with a precompiled header: "
+                      + (f"the knob {knobs[0]} keeps" if len(knobs) == 1 else
+                         f"the knobs {', '.join(knobs)} keep")
+                      + " only the values the header was built with")
         return JointSpace(blocks)
 
     def _settings(self, evaluator: Evaluator, sources: list[str], space: Space
@@ -404,3 +409,8 @@ def _made_for(stored: Profile | pgo.TrainedProfile, evaluator: Evaluator) -> boo
     under this [run]: one made for another target or workload is made again."""
     return stored.target == evaluator.target.output_rel \
         and stored.workload == evaluator.bench.workload()
+
+
+def _listed(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
