@@ -507,6 +507,25 @@ def test_wrong_output_by_rounding_names_the_tolerance_that_accepts_it(tmp_path) 
                            "numbers, by little: stdout line 1:"), note
 
 
+def test_stages_that_change_the_output_are_explained() -> None:
+    """glslang rejects one of its own shaders when built with its PGO profile (by clang
+    alone as well): the summary says what such a stage's wrong output means."""
+    from autopass_build.tuning.explain import stage_note
+
+    def wrong(n: int, phase: Phase, stages: str) -> Entry:
+        return Entry(n, phase, str(n), {}, Outcome.WRONG_OUTPUT,
+                     detail="exit code 1, the baseline's was 0", stages=stages)
+
+    [note] = stage_note([wrong(1, Phase.STAGE, "pgo+lto"), wrong(2, Phase.STAGE, "pgo+thinlto"),
+                         wrong(3, Phase.SEARCH, "")])
+    assert note.startswith("wrong output explained: built with pgo+lto or pgo+thinlto the "
+                           "program computes otherwise"), note
+    assert "`autopass pgo`" in note
+    [lto] = stage_note([wrong(1, Phase.STAGE, "lto")])
+    assert "built with lto the program" in lto and "autopass pgo" not in lto
+    assert stage_note([wrong(1, Phase.SEARCH, "")]) == ()
+
+
 def test_wrong_output_under_fast_math_is_explained(tmp_path) -> None:
     """libvorbis builds with -ffast-math, and its PGO build encoded other bytes: the
     summary said only 'WRONG_OUTPUT'.  When the tuned units reorder floating point, it

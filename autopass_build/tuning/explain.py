@@ -8,7 +8,7 @@ from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
 from autopass_build.instruments import output_check
 from autopass_build.store.build_records import UnitRecord
-from autopass_build.tuning.journal import Entry, Journal
+from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal
 
 
 def wrong_output_notes(units: list[UnitRecord], sources: list[str], journal: Journal
@@ -22,7 +22,7 @@ def wrong_output_notes(units: list[UnitRecord], sources: list[str], journal: Jou
     loose = {u.source_rel: flag for u in units if u.source_rel in sources
              for flag in [flagset.loose_floating_point(u.argv)] if flag}
     if not loose:
-        return rounding_note(wrong)
+        return rounding_note(wrong) + stage_note(wrong)
     flag = sorted(set(loose.values()))[0]
     return (f"wrong output explained: {', '.join(sorted(loose))} "
             f"{'is' if len(loose) == 1 else 'are'} compiled with {flag}, so "
@@ -39,3 +39,22 @@ def rounding_note(wrong: list[Entry]) -> tuple[str, ...]:
         return ()
     return (f"{counted(len(rounded), 'candidate')} of {len(wrong)} with wrong output "
             f"differed only in printed numbers, by little: {rounded[0].detail}",)
+
+
+def stage_note(wrong: list[Entry]) -> tuple[str, ...]:
+    """A note when whole-program stages changed the output: the program computes
+    otherwise when built so, which autopass cannot fix and a user may want to know
+    (glslang rejects one of its own test shaders when built with its PGO profile, by
+    clang 19 without autopass as well)."""
+    staged = sorted({e.stages for e in wrong if e.phase in STAGE_PHASES and e.stages})
+    if not staged:
+        return ()
+    pgo = any("pgo" in name.split("+") for name in staged)
+    return (f"wrong output explained: built with {_or(staged)} the program computes "
+            "otherwise, a sign of undefined behaviour in it or of a compiler bug; the output "
+            "check kept such builds out"
+            + ("; `autopass pgo` builds it with the profile and shows the run" if pgo else ""),)
+
+
+def _or(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
