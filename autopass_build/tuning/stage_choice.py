@@ -326,18 +326,22 @@ class Composer:
 
     def _second_look(self, candidates: list[tuple[Stage, ...]], left: int,
                      deadline: Deadline, kinds: KindPace) -> tuple[Chosen | None, int]:
-        """When no composition was verified faster: the one whose last look read fastest,
+        """When no composition was verified faster: the one whose only look read fastest,
         unclear but below 1, measured again with fresh pairs and twice as many, and
         confirmed as a first look is (None, 0 when there is none, or no budget or time
         for it).  On a noisy day PGO + LTO read "unclear" for bzip2 and zstd where an
         independent A/B found them 4-9 % faster, and the run shipped nothing: the
         stages are the largest lever.  An identical build passes both fresh looks about
         once in 1,600 runs, as a first look and its confirmation do."""
-        if self.measurements.deterministic or left < 1:
+        if self.measurements.deterministic:
             return None, 0
         closest = promising(self.measurements.journal.of_phase(*STAGE_PHASES),
                             [stages.name(c) for c in candidates])
         if closest is None:
+            return None, 0
+        if left < 1:
+            self.show(f"stage budget spent: no second look at {closest.stages}, which read "
+                      f"{closest.ratio:.4f}x, unclear (--stage-budget raises it)")
             return None, 0
         composition = next(c for c in candidates if stages.name(c) == closest.stages)
         each = kinds.each(lto_mode(composition))
