@@ -18,6 +18,7 @@ too: the wrapper sees bitcode among its inputs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
 
 from autopass_build.core import bolt_commands as bolt
@@ -52,31 +53,29 @@ LTO_FLAGS = {"-flto": Stage.LTO, "-flto=full": Stage.LTO, "-flto=auto": Stage.LT
              "-fno-lto": None, "-flto=none": None}
 
 
-def thin_bitcode(argv: list[str], flags: tuple[str, ...]) -> bool:
-    """Whether a unit compiled by `argv` with `flags` appended writes ThinLTO bitcode
-    (its last -flto flag is -flto=thin).  A compile of such a unit's IR is not the
-    compile of its source that apply mode runs: it keeps the names of local values,
-    which change the module's hash, hence the names ThinLTO gives the functions it
-    promotes, and the linked code (glslang: a BOLT profile of the one did not fit the
-    other)."""
+def lto_of(tokens: Iterable[str]) -> Stage | None:
+    """The LTO mode a compile with `tokens` builds: its last -flto flag's (None: none)."""
     mode = None
-    for token in (*argv, *flags):
+    for token in tokens:
         if token in LTO_FLAGS:
             mode = LTO_FLAGS[token]
-    return mode == Stage.THINLTO
+    return mode
+
+
+def thin_bitcode(argv: list[str], flags: tuple[str, ...]) -> bool:
+    """Whether a unit compiled by `argv` with `flags` appended writes ThinLTO bitcode.
+    A compile of such a unit's IR is not the compile of its source that apply mode
+    runs: it keeps the names of local values, which change the module's hash, hence the
+    names ThinLTO gives the functions it promotes, and the linked code (glslang: a BOLT
+    profile of the one did not fit the other)."""
+    return lto_of((*argv, *flags)) == Stage.THINLTO
 
 
 def recorded_lto(argvs: list[list[str]]) -> Stage | None:
     """The LTO stage the recorded build has of its own, given its units' arguments: a
     CMake Release build with INTERPROCEDURAL_OPTIMIZATION compiles every unit with
     -flto=thin.  None when it has none, or when its units do not agree."""
-    modes = set()
-    for argv in argvs:
-        mode = None
-        for token in argv:
-            if token in LTO_FLAGS:
-                mode = LTO_FLAGS[token]
-        modes.add(mode)
+    modes = {lto_of(argv) for argv in argvs}
     return modes.pop() if len(modes) == 1 else None
 
 

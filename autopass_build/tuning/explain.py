@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import Outcome
-from autopass_build.core.plural import counted
+from autopass_build.core.plural import counted, listed
 from autopass_build.instruments import output_check
 from autopass_build.store.build_records import UnitRecord
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal
@@ -50,11 +50,7 @@ def stage_note(wrong: list[Entry]) -> tuple[str, ...]:
     if not staged:
         return ()
     pgo = any("pgo" in name.split("+") for name in staged)
-    return (f"wrong output explained: built with {_or(staged)} the program computes "
+    return (f"wrong output explained: built with {listed(staged, 'or')} the program computes "
             "otherwise, a sign of undefined behaviour in it or of a compiler bug; the output "
             "check kept such builds out"
             + ("; `autopass pgo` builds it with the profile and shows the run" if pgo else ""),)
-
-
-def _or(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"

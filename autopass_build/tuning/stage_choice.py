@@ -317,8 +317,7 @@ class Composer:
                     self.show(f"stage {stages.name(composition)} kept over {best.name}: "
                               f"as fast within {COST_TIE:.0%}, and a per-file candidate "
                               "relinks only what changed")
-                best = Chosen(composition, self._flags(composition), entry,
-                              self._profile if Stage.PGO in composition else None)
+                best = self._chosen(composition, entry)
         if best is None:
             best, again = self._second_look(candidates, budget - spent, deadline, kinds)
             spent += again
@@ -351,10 +350,12 @@ class Composer:
         self.show(f"[stage, a second look] none verified faster; {closest.stages} read "
                   f"{closest.ratio:.4f}x, unclear: measured again with fresh pairs")
         entry, measured = self._verified(composition, None, Phase.STAGE_AGAIN)
-        if entry is None:
-            return None, measured
+        return (self._chosen(composition, entry) if entry else None), measured
+
+    def _chosen(self, composition: tuple[Stage, ...], entry: Entry) -> Chosen:
+        """`composition`, verified by `entry`, as the run's baseline."""
         return Chosen(composition, self._flags(composition), entry,
-                      self._profile if Stage.PGO in composition else None), measured
+                      self._profile if Stage.PGO in composition else None)
 
     def _tie(self, composition: tuple[Stage, ...], entry: Entry, best: Chosen | None) -> bool:
         return best is not None and cheaper_tie(composition, entry.ratio, best.stages,

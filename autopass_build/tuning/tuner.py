@@ -23,6 +23,7 @@ from autopass_build.config import Config
 from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import write_atomic
+from autopass_build.core.plural import listed
 from autopass_build.core.stage_flags import lto_mode
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.attribution import Attributor
@@ -382,7 +383,7 @@ class Tuner:
                                 []).append(source)
             blocks.append((source, block))
         for knobs, held_sources in held.items():     # one line for the lot (glslang: 4)
-            self.show(f"{_listed(held_sources)} "
+            self.show(f"{listed(held_sources)} "
                       + ("is" if len(held_sources) == 1 else "are")
                       + " compiled with a precompiled header: "
                       + (f"the knob {knobs[0]} keeps" if len(knobs) == 1 else
@@ -409,8 +410,3 @@ def _made_for(stored: Profile | pgo.TrainedProfile, evaluator: Evaluator) -> boo
     under this [run]: one made for another target or workload is made again."""
     return stored.target == evaluator.target.output_rel \
         and stored.workload == evaluator.bench.workload()
-
-
-def _listed(names: list[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
