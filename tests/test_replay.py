@@ -160,6 +160,22 @@ def test_try_rejects_bad_flags_clearly(project, flags, message):
         parse_unit_flags(flags, evaluator.units)
 
 
+def test_an_unknown_unit_in_a_large_binary_names_a_few_and_the_command_for_all(project):
+    """glslang's 55 units made a 3,000-character line of one error: a dozen are named,
+    then how many more and the command that lists them."""
+    from dataclasses import replace
+
+    [one] = [u for u in store_of(project).units() if u.source_rel == "lib/lz.c"]
+    many = [replace(one, id=f"u{n}", source_rel=f"src/part{n:02}.c") for n in range(55)]
+    with pytest.raises(EvaluateError) as error:
+        parse_unit_flags(["nope.c=-O3"], many + [replace(one, id="twin")])
+    said = str(error.value)
+    assert said.startswith("--flags: no unit 'nope.c' in this binary; units: lib/lz.c, "
+                           "src/part00.c, ")
+    assert "lib/lz.c" in said and "src/part10.c" in said and "src/part11.c" not in said
+    assert said.endswith(" and 44 more (`autopass units` lists them)"), said
+
+
 def test_try_without_a_benchmark_says_how_to_add_one(project, tmp_path):
     empty = tmp_path / "empty.toml"
     empty.write_text("")

@@ -136,6 +136,9 @@ def match_units(spec: str, units: list[UnitRecord]) -> list[UnitRecord]:
     return [u for u in units if spec == u.id or normal in (u.source_rel, u.source)]
 
 
+SOURCES_SHOWN = 12    # of a binary's units, in an error about one --flags does not name
+
+
 def parse_unit_flags(specs: list[str], units: list[UnitRecord],
                      show: Callable[[str], None] = lambda line: None,
                      ) -> UnitFlags:
@@ -151,8 +154,12 @@ def parse_unit_flags(specs: list[str], units: list[UnitRecord],
                                 "'lib/lz.c=-O3 -fno-unroll-loops'")
         matches = match_units(where, units)
         if not matches:
+            sources = sorted({u.source_rel for u in units})     # glslang: 55, in one line
             raise EvaluateError(f"--flags: no unit {where!r} in this binary; units: "
-                                + ", ".join(sorted(u.source_rel for u in units)))
+                                + ", ".join(sources[:SOURCES_SHOWN])
+                                + (f" and {len(sources) - SOURCES_SHOWN} more (`autopass "
+                                   "units` lists them)" if len(sources) > SOURCES_SHOWN
+                                   else ""))
         try:
             tokens = flagset.parse(text)
         except flagset.FlagError as error:
