@@ -20,6 +20,8 @@
 #   AUTOPASS_APPLY_POLICY  apply: warn (default) | error | apply-anyway
 #   AUTOPASS_STORE  the store folder (default: <top source dir>/.autopass)
 #   AUTOPASS_ROOT   the project root sources are recorded relative to (default: top source dir)
+#   AUTOPASS_LAUNCHER  the compiler launcher (default: autopass's native launcher, which
+#                   serves compiles from a server it starts on demand; else autopass-cc)
 #
 # Included before languages are enabled (the first form), it also picks clang-19 /
 # clang++-19 as the compilers when none were chosen: autopass captures LLVM IR, which
@@ -45,6 +47,22 @@ if(NOT AUTOPASS_CC_WRAPPER)
                       "-DAUTOPASS_CC_WRAPPER=/path/to/autopass-cc.")
 endif()
 
+# The native launcher (autopass-cc in autopass's own folder of wrappers) runs each compile
+# through a server it starts on demand: no Python start per compile.  Where it cannot be
+# had, the Python wrapper found above is the launcher, as before.
+if(NOT DEFINED CACHE{AUTOPASS_LAUNCHER})
+  execute_process(COMMAND "${AUTOPASS_CC_WRAPPER}" --autopass-launcher
+                  OUTPUT_VARIABLE _autopass_native RESULT_VARIABLE _autopass_native_status
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_autopass_native_status EQUAL 0 AND EXISTS "${_autopass_native}")
+    set(AUTOPASS_LAUNCHER "${_autopass_native}" CACHE FILEPATH
+        "autopass's compiler launcher (the native one when it could be built)")
+  else()
+    set(AUTOPASS_LAUNCHER "${AUTOPASS_CC_WRAPPER}" CACHE FILEPATH
+        "autopass's compiler launcher (the native one when it could be built)")
+  endif()
+endif()
+
 if(NOT CMAKE_C_COMPILER AND NOT DEFINED ENV{CC})
   find_program(AUTOPASS_CLANG NAMES clang-19 clang)
   if(AUTOPASS_CLANG)
@@ -60,7 +78,7 @@ endif()
 
 if(AUTOPASS_MODE STREQUAL "apply")
   set(_autopass_launcher
-      "${AUTOPASS_CC_WRAPPER}"
+      "${AUTOPASS_LAUNCHER}"
       "--autopass-mode=apply"
       "--autopass-root=${AUTOPASS_ROOT}"
       "--autopass-db=${AUTOPASS_FLAGS_DB}"
@@ -71,7 +89,7 @@ if(AUTOPASS_MODE STREQUAL "apply")
   endforeach()
 else()
   set(_autopass_launcher
-      "${AUTOPASS_CC_WRAPPER}"
+      "${AUTOPASS_LAUNCHER}"
       "--autopass-mode=${AUTOPASS_MODE}"
       "--autopass-store=${AUTOPASS_STORE}"
       "--autopass-root=${AUTOPASS_ROOT}")

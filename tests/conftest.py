@@ -3,6 +3,7 @@ Helpers that tests import are in support.py."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,8 @@ def rec(tmp_path: Path, clang: str, clangxx: str) -> Recording:
     root.mkdir()
     store_dir = root / ".autopass"
     return Recording(root, store_dir, recording_env(root, store_dir, clang, clangxx))
+
+
+# A wrapper server started on demand by a test's CMake build (capture/on_demand.py) goes
+# a few seconds after its last call, not minutes after the test.
+os.environ.setdefault("AUTOPASS_SERVER_IDLE", "5")

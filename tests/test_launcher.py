@@ -1,5 +1,5 @@
 """The native launcher (capture/launcher.c) and the wrapper served to it (server.py,
-docs/RELIABILITY.md I17): the same behaviour as the Python wrapper, without a Python
+docs/RELIABILITY.md I17, I18): the same behaviour as the Python wrapper, without a Python
 start per compile; the Python wrapper whenever there is no server or a call it cannot
 take."""
 
@@ -165,3 +165,97 @@ def test_the_launcher_is_built_once_per_source(tmp_path):
     first = native_launcher(folder)
     assert first is not None and first == native_launcher(folder)
     assert Path(folder, first).stat().st_mode & 0o111
+
+
+def _on_demand_launcher(tmp_path, monkeypatch, idle: str) -> tuple[str, dict, Path]:
+    """(CMake's launcher in a cache of this test's own, the environment of a build that no
+    autopass process runs, its server's socket)."""
+    from support import AUTOPASS_CC
+
+    from autopass_build.capture import on_demand
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPASS_")}
+    env["AUTOPASS_SERVER_IDLE"] = idle
+    shown = subprocess.run([AUTOPASS_CC, "--autopass-launcher"], env=env,
+                           capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    launcher = shown.stdout.strip()
+    assert "autopass-launcher-" in os.readlink(launcher), launcher
+    return launcher, env, Path(on_demand.socket_for(str(Path(launcher).parent)))
+
+
+def _wait_for(what, seconds: float = 30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"waited {seconds} s in vain")
+
+
+def test_cmake_launcher_calls_are_served_by_a_server_started_on_demand(tmp_path, clang,
+                                                                     monkeypatch):
+    """CMake's launcher form (cmake/AutoPass.cmake) with no autopass process running the
+    build: the first call starts a server, detached and holding none of the build's files
+    (make and ninja wait for their pipes to close), and goes to the Python wrapper; the
+    calls after it are served, each with the tuned flags; the server goes when idle."""
+    from autopass_build.capture.applier import compiler_id
+    from autopass_build.core.files import hash_file
+
+    root = tmp_path / "p"
+    write(root / "a.c", HELLO)
+    db = root / "autopass.flags.json"
+    db.write_text('{"schema": 1, "cpu": null, "toolchain": {"compiler": "%s", "target": ""},'
+                  ' "entries": {"a.c": {"flags": ["-O1"], "source_hash": "%s"}}}'
+                  % (compiler_id(clang), hash_file(str(root / "a.c"))))
+    launcher, env, socket_path = _on_demand_launcher(tmp_path, monkeypatch, idle="3")
+    log = socket_path.with_suffix(".log")
+    cmake_form = [launcher, "--autopass-mode=apply", f"--autopass-root={root}",
+                  f"--autopass-db={db}", "--autopass-policy=error", clang, "-O3", "-c", "a.c"]
+    first = subprocess.Popen(cmake_form + ["-o", "0.o"], cwd=root, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert first.wait(timeout=60) == 0
+    import select
+    readable, _, _ = select.select([first.stdout, first.stderr], [], [], 5)
+    assert len(readable) == 2 and first.stdout.read() == b"" and first.stderr.read() == b"", \
+        "the build's pipes stay open after its compile: the server inherited them"
+    _wait_for(lambda: socket_path.exists() and log.exists() and "serving" in log.read_text())
+    for n in (1, 2, 3):
+        done = subprocess.run(cmake_form + ["-o", f"{n}.o"], cwd=root, env=env,
+                              capture_output=True)
+        assert done.returncode == 0, done.stderr
+    subprocess.run([clang, "-O3", "-c", "a.c", "-O1", "-o", "tuned.o"], cwd=root, check=True)
+    tuned = (root / "tuned.o").read_bytes()
+    assert all((root / f"{n}.o").read_bytes() == tuned for n in range(4))
+    stopped = _wait_for(lambda: "stopped" in log.read_text() and log.read_text())
+    assert "stopped (no call for 3 s) after serving 3 calls" in stopped, stopped
+    assert not socket_path.exists()
+
+
+def test_a_server_on_demand_hands_calls_back_once_autopass_changed_under_it(tmp_path,
+                                                                          monkeypatch):
+    """An upgrade of autopass must not be served by the old code still in memory: the
+    first call after the code changed goes to the Python wrapper, and the server goes."""
+    import socket
+    import threading
+
+    from autopass_build.capture import on_demand
+    from autopass_build.capture.server import receive
+
+    monkeypatch.setattr(on_demand, "STAMP_EVERY", 0.0)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "s"))
+    listener.listen(4)
+    stamps = iter([(1, 100), (2, 100)])          # the code at start, then upgraded
+    demand = on_demand.OnDemand(listener, idle=30, stamp=lambda: next(stamps))
+    ended: list[str] = []
+    loop = threading.Thread(target=lambda: ended.append(demand.run()))
+    loop.start()
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect(str(tmp_path / "s"))
+    with client.makefile("rb") as stream:
+        assert receive(stream) == [b"python"]
+    loop.join(timeout=10)
+    assert ended == ["autopass's code changed"] and demand.handed_back == 1

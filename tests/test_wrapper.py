@@ -283,7 +283,7 @@ def test_wrapper_and_record_path_import_only_light_foundations():
     """Every compile pays for these imports; heavy ones cost 10-45 ms each here."""
     repo = str(Path(__file__).resolve().parents[1])
     code = (f"import sys; sys.path.insert(0, {repo!r}); "
-            "import autopass_build.capture.wrapper, autopass_build.capture.recorder; "
+            "import autopass_build.capture.entry, autopass_build.capture.recorder; "
             "print(' '.join(sorted(m for m in sys.modules)))")
     modules = subprocess.run([sys.executable, "-IS", "-c", code], capture_output=True,
                              text=True, check=True).stdout.split()
@@ -292,6 +292,7 @@ def test_wrapper_and_record_path_import_only_light_foundations():
                     "autopass_build.core.proc", "autopass_build.core.toolchain",
                     "autopass_build.core.files", "autopass_build.core.names",
                     "autopass_build.core.records",
+                    "autopass_build.capture.entry",
                     "autopass_build.capture.wrapper", "autopass_build.capture.compiler_args",
                     "autopass_build.capture.plan", "autopass_build.capture.host",
                     "autopass_build.capture.option_table",

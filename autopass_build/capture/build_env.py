@@ -57,7 +57,7 @@ PYTHON_WRAPPER = """#!{python} -IS
 import os
 import sys
 sys.path.insert(0, {package_parent!r})
-from autopass_build.capture.wrapper import main
+from autopass_build.capture.entry import main
 argv0 = os.environ.pop("AUTOPASS_ARGV0", "")
 sys.exit(main([argv0] + sys.argv[1:] if argv0 else None))
 """

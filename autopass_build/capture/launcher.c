@@ -11,6 +11,14 @@
    wrapper beside it with the same arguments, so the behaviour is the wrapper's either
    way.
 
+   Called as CMake's compiler launcher (cmake/AutoPass.cmake: the first argument is
+   --autopass-mode=...) no autopass process runs the build, so there is no AUTOPASS_SERVER:
+   the launcher then uses the server of its own folder (socket_for_self), started on
+   demand (capture/on_demand.py, gone after minutes idle).
+   When none answers, it starts one, detached, at most once per START_PAUSE seconds
+   (a server that cannot start must not cost a Python start per compile twice over),
+   and this call goes to the Python wrapper as before.
+
    Protocol: every message is a list of byte strings, each sent as a 4-byte
    little-endian length and the bytes, the list closed by an empty-length marker
    (0xFFFFFFFF).  Call: "autopass-launcher-1", argv0, cwd, stderr-is-a-terminal ("0" or
@@ -33,6 +41,7 @@
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -41,6 +50,7 @@
 
 #define END_OF_LIST 0xFFFFFFFFu
 #define MAX_FIELDS 65536
+#define START_PAUSE 10
 
 extern char **environ;
 
@@ -143,8 +153,7 @@ static void exec_python(void) {
     exit(2);
 }
 
-static int connect_server(void) {
-    const char *path = getenv("AUTOPASS_SERVER");
+static int connect_server(const char *path) {
     if (!path || !*path || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return -1;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -155,6 +164,85 @@ static int connect_server(void) {
         close(fd);
         return -1;
     }
+    return fd;
+}
+
+/* ---- the server on demand (CMake's launcher form) ------------------------------------ */
+/* `name` in this program's own folder, into `out`; -1 when that cannot be known. */
+static int beside_self(char *out, size_t size, const char *name) {
+    ssize_t n = readlink("/proc/self/exe", out, size - 1);
+    if (n <= 0) return -1;
+    out[n] = 0;
+    char *slash = strrchr(out, '/');
+    if (!slash || (size_t)(slash + 1 - out) + strlen(name) + 1 > size) return -1;
+    strcpy(slash + 1, name);
+    return 0;
+}
+
+/* The socket of the server for this program's folder: /tmp/autopass-UID/HASH.sock, HASH
+   the FNV-1a hash of the folder (a path in the folder itself can pass the 107 bytes a
+   socket's path may have); its start stamp beside it as HASH.started.  -1 when the
+   folder of sockets is not this user's alone. */
+static int socket_for_self(char *out, size_t size) {
+    char self[PATH_MAX];
+    if (beside_self(self, sizeof self, "")) return -1;
+    uint64_t hash = 0xcbf29ce484222325ULL;      /* FNV-1a, 64 bits */
+    for (const char *c = self; *c; c++) {
+        hash ^= (unsigned char)*c;
+        hash *= 0x100000001b3ULL;
+    }
+    char folder[64];
+    struct stat st;
+    snprintf(folder, sizeof folder, "/tmp/autopass-%u", (unsigned)getuid());
+    if (mkdir(folder, 0700) != 0 && errno != EEXIST) return -1;
+    if (lstat(folder, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+        (st.st_mode & 077))
+        return -1;
+    snprintf(out, size, "%s/%016llx.sock", folder, (unsigned long long)hash);
+    return 0;
+}
+
+/* Starts `autopass-wrapper.py --autopass-serve SOCKET` in a session of its own, with no
+   file of the build open: an inherited pipe would keep make or ninja waiting for it. */
+static void start_server(const char *socket_path) {
+    char stamp[PATH_MAX], script[PATH_MAX];
+    struct stat started;
+    size_t stem = strlen(socket_path) - strlen(".sock");
+    if (beside_self(script, sizeof script, "autopass-wrapper.py") || stem + 9 > sizeof stamp)
+        return;
+    memcpy(stamp, socket_path, stem);
+    strcpy(stamp + stem, ".started");
+    if (stat(stamp, &started) == 0 && time(NULL) - started.st_mtime < START_PAUSE) return;
+    int fd = open(stamp, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    futimens(fd, NULL);
+    close(fd);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setsid();
+        if (fork() != 0) _exit(0);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        if (syscall(SYS_close_range, 3, ~0U, 0) != 0)
+            for (int other = 3; other < 4096; other++) close(other);
+        for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+        char *args[] = {script, "--autopass-serve", (char *)socket_path, NULL};
+        execv(script, args);
+        _exit(127);
+    }
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+}
+
+static int on_demand_server(int argc, char **argv) {
+    char path[PATH_MAX];
+    if (argc < 2 || strncmp(argv[1], "--autopass-mode=", 16) != 0 ||
+        socket_for_self(path, sizeof path))
+        return -1;
+    int fd = connect_server(path);
+    if (fd < 0) start_server(path);
     return fd;
 }
 
@@ -281,7 +369,8 @@ int main(int argc, char **argv) {
     (void)argc;
     original_argv = argv;
     if (getenv("AUTOPASS_WRAPPER_ACTIVE")) exec_python();    /* the wrapper says why */
-    server = connect_server();
+    server = connect_server(getenv("AUTOPASS_SERVER"));
+    if (server < 0) server = on_demand_server(argc, argv);
     if (server < 0) exec_python();
     char cwd[8192];
     if (!getcwd(cwd, sizeof cwd)) exec_python();
