@@ -47,11 +47,13 @@ if(NOT AUTOPASS_CC_WRAPPER)
                       "-DAUTOPASS_CC_WRAPPER=/path/to/autopass-cc.")
 endif()
 
-# The native launcher (autopass-cc in autopass's own folder of wrappers) runs each compile
+# The native launcher, written into the build folder (it goes with it), runs each compile
 # through a server it starts on demand: no Python start per compile.  Where it cannot be
 # had, the Python wrapper found above is the launcher, as before.
-if(NOT DEFINED CACHE{AUTOPASS_LAUNCHER})
+if(NOT DEFINED CACHE{AUTOPASS_LAUNCHER} OR NOT EXISTS "${AUTOPASS_LAUNCHER}")
+  unset(AUTOPASS_LAUNCHER CACHE)
   execute_process(COMMAND "${AUTOPASS_CC_WRAPPER}" --autopass-launcher
+                          "${CMAKE_BINARY_DIR}/autopass-launcher"
                   OUTPUT_VARIABLE _autopass_native RESULT_VARIABLE _autopass_native_status
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(_autopass_native_status EQUAL 0 AND EXISTS "${_autopass_native}")

@@ -167,20 +167,20 @@ def test_the_launcher_is_built_once_per_source(tmp_path):
     assert Path(folder, first).stat().st_mode & 0o111
 
 
-def _on_demand_launcher(tmp_path, monkeypatch, idle: str) -> tuple[str, dict, Path]:
-    """(CMake's launcher in a cache of this test's own, the environment of a build that no
-    autopass process runs, its server's socket)."""
+def _on_demand_launcher(tmp_path, idle: str) -> tuple[str, dict, Path]:
+    """(CMake's launcher as AutoPass.cmake writes it into a build folder, the environment
+    of a build that no autopass process runs, its server's socket)."""
     from support import AUTOPASS_CC
 
     from autopass_build.capture import on_demand
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPASS_")}
     env["AUTOPASS_SERVER_IDLE"] = idle
-    shown = subprocess.run([AUTOPASS_CC, "--autopass-launcher"], env=env,
-                           capture_output=True, text=True)
+    shown = subprocess.run([AUTOPASS_CC, "--autopass-launcher", str(tmp_path / "build")],
+                           env=env, capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
     launcher = shown.stdout.strip()
+    assert Path(launcher).parent == tmp_path / "build"
     assert "autopass-launcher-" in os.readlink(launcher), launcher
     return launcher, env, Path(on_demand.socket_for(str(Path(launcher).parent)))
 
@@ -195,8 +195,7 @@ def _wait_for(what, seconds: float = 30):
     raise AssertionError(f"waited {seconds} s in vain")
 
 
-def test_cmake_launcher_calls_are_served_by_a_server_started_on_demand(tmp_path, clang,
-                                                                     monkeypatch):
+def test_cmake_launcher_calls_are_served_by_a_server_started_on_demand(tmp_path, clang):
     """CMake's launcher form (cmake/AutoPass.cmake) with no autopass process running the
     build: the first call starts a server, detached and holding none of the build's files
     (make and ninja wait for their pipes to close), and goes to the Python wrapper; the
@@ -210,7 +209,7 @@ def test_cmake_launcher_calls_are_served_by_a_server_started_on_demand(tmp_path,
     db.write_text('{"schema": 1, "cpu": null, "toolchain": {"compiler": "%s", "target": ""},'
                   ' "entries": {"a.c": {"flags": ["-O1"], "source_hash": "%s"}}}'
                   % (compiler_id(clang), hash_file(str(root / "a.c"))))
-    launcher, env, socket_path = _on_demand_launcher(tmp_path, monkeypatch, idle="3")
+    launcher, env, socket_path = _on_demand_launcher(tmp_path, idle="3")
     log = socket_path.with_suffix(".log")
     cmake_form = [launcher, "--autopass-mode=apply", f"--autopass-root={root}",
                   f"--autopass-db={db}", "--autopass-policy=error", clang, "-O3", "-c", "a.c"]

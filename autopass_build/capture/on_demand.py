@@ -8,8 +8,8 @@ folder (socket_for: /tmp/autopass-UID/HASH.sock), and when none answers starts o
 detached, and sends that one call to the Python wrapper; the calls after it are served.
 The server:
 
-* is one per folder of launchers (one per installation of autopass: build_env's
-  wrapper_dir), for every build of this user that uses it; a lock keeps it single;
+* is one per folder of launchers (AutoPass.cmake writes one into each build folder),
+  kept single by a lock;
 * goes when no call came for IDLE_SECONDS, or when autopass's code changed under it
   (an upgrade must not be served by the old code): that call and the rest go to the
   Python wrapper until the next server is up;
@@ -45,24 +45,31 @@ LOG_LIMIT = 64 * 1024
 
 
 def service(args: list[str]) -> int:
-    """The wrapper's two service calls: args[0] is SERVE_OPTION or LAUNCHER_OPTION."""
-    if args[0] == SERVE_OPTION and len(args) == 2:
+    """The wrapper's two service calls: args[0] is SERVE_OPTION or LAUNCHER_OPTION, each
+    with one argument."""
+    if len(args) != 2:
+        print(f"autopass-cc: error: {args[0]} takes "
+              + ("a socket's path" if args[0] == SERVE_OPTION else "a folder"), file=sys.stderr)
+        return 2
+    if args[0] == SERVE_OPTION:
         return serve_on_demand(args[1])
-    if args[0] == LAUNCHER_OPTION and len(args) == 1:
-        return print_launcher()
-    print(f"autopass-cc: error: {args[0]} takes "
-          + ("one socket path" if args[0] == SERVE_OPTION else "no argument"), file=sys.stderr)
-    return 2
+    return write_launcher(args[1])
 
 
-def print_launcher() -> int:
-    """Print the native launcher's `autopass-cc` (written if need be): what
-    cmake/AutoPass.cmake makes CMake's compiler launcher.  Exit 1 where there is none."""
-    from autopass_build.capture.build_env import native_launcher, wrapper_dir, write_wrappers
+def write_launcher(folder: str) -> int:
+    """Write the native launcher into `folder` (with the Python wrapper beside it) and
+    print its `autopass-cc`: what cmake/AutoPass.cmake makes CMake's compiler launcher,
+    in the build folder, so that it lasts as long as the build it serves (a cache
+    cleaned would break the build).  Exit 1 where no launcher can be compiled."""
+    from autopass_build.capture.build_env import native_launcher, write_wrappers
 
-    folder = wrapper_dir(os.path.join(os.getcwd(), ".autopass"))
-    cc, _ = write_wrappers(folder, os.environ.get("PATH", ""))
-    if native_launcher(folder) is None:
+    try:
+        cc, _ = write_wrappers(os.path.abspath(folder), os.environ.get("PATH", ""))
+    except OSError as error:
+        print(f"autopass-cc: cannot write the launcher into {folder}: {error.strerror}",
+              file=sys.stderr)
+        return 1
+    if native_launcher(os.path.abspath(folder)) is None:
         print("autopass-cc: no native launcher could be compiled here (is clang "
               "installed?): compiles start Python each", file=sys.stderr)
         return 1

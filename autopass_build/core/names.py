@@ -28,7 +28,8 @@ ENV_APPLY_TALLY = "AUTOPASS_APPLY_TALLY"     # a file: one line per command give
 ENV_IR_TIMEOUT = "AUTOPASS_IR_TIMEOUT"
 ENV_SERVER = "AUTOPASS_SERVER"               # the socket of the wrapper's server (capture/server.py)
 # autopass-cc's service calls (capture/on_demand.py): `--autopass-serve SOCKET` serves
-# the launchers of its folder; `--autopass-launcher` prints the native launcher's path
+# the launchers of its folder; `--autopass-launcher FOLDER` writes the native launcher
+# there and prints its path
 SERVICE_OPTIONS = ("--autopass-serve", "--autopass-launcher")
 ENV_IR_PLUGIN = "AUTOPASS_IR_PLUGIN"         # record's IR-saving pass plugin (capture/one_pass.py)
 ENV_IR_PLUGIN_FOR = "AUTOPASS_IR_PLUGIN_FOR"  # the real path of the clang it was built for

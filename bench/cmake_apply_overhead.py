@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Apply mode through cmake/AutoPass.cmake (no `autopass apply` around the build): what
+a compile costs when CMake's launcher is the Python wrapper against the native launcher
+with its server on demand (capture/on_demand.py), side by side with the plain build.
+
+zstd 1.5.4 (Debian sources, its own build/cmake, Release, Ninja, shared and static
+library and the zstd program), each variant configured once in a folder of its own,
+then in every round, order alternating, `ninja -t clean` and a timed `ninja -jN`:
+
+    plain         CMake with clang-19, no autopass
+    python        AutoPass.cmake in apply mode, AUTOPASS_LAUNCHER=autopass-cc (a Python
+                  start per compile: how it was)
+    native-cold   AutoPass.cmake in apply mode, the native launcher, its server stopped
+                  before the build (the first build after 5 idle minutes)
+    native-warm   the same, right after: the server is up
+
+The flags database holds an entry for every unit with the build's own -O3 (the same
+code: only autopass's work is measured).  Times: the build's wall and CPU, the on-demand
+server's CPU added (it runs outside the build's process tree).  Target: <= 1.05x.
+
+Usage: python bench/cmake_apply_overhead.py [--rounds 5] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+import debian_sources  # noqa: E402
+from record_overhead import timed  # noqa: E402
+
+from autopass_build.capture.applier import compiler_id  # noqa: E402
+from autopass_build.capture.tally import APPLIED, SEEN  # noqa: E402
+from autopass_build.core import toolchain  # noqa: E402
+from autopass_build.core.files import hash_file  # noqa: E402
+
+REPO = HERE.parent
+BIN = Path(sys.executable).parent
+VARIANTS = ("plain", "python", "native-cold", "native-warm")
+
+
+def database(tree: Path, clang: str) -> Path:
+    sources = sorted(p for folder in ("lib", "programs") for p in (tree / folder).rglob("*.c"))
+    entries = {str(p.relative_to(tree)): {
+        "flags": ["-O3"], "source_hash": hash_file(str(p)), "why": "overhead benchmark",
+        "gain": {"metric": "cpu", "ratio": 1.0, "low": 1.0, "high": 1.0, "pairs": 0}}
+        for p in sources}
+    path = tree / "autopass.flags.json"
+    path.write_text(json.dumps({"schema": 1, "cpu": None, "entries": entries,
+                                "toolchain": {"compiler": compiler_id(clang), "target": ""}},
+                               indent=2, sort_keys=True))
+    return path
+
+
+def configure(tree: Path, variant: str, clang: str, env: dict[str, str]) -> Path:
+    build = tree / f"build-{variant.split('-')[0]}"
+    if build.exists():
+        return build
+    argv = ["cmake", "-S", "build/cmake", "-B", str(build), "-G", "Ninja",
+            "-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_C_COMPILER={clang}"]
+    if variant != "plain":
+        argv += [f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={REPO}/cmake/AutoPass.cmake",
+                 "-DAUTOPASS_MODE=apply", f"-DAUTOPASS_ROOT={tree}",
+                 f"-DAUTOPASS_FLAGS_DB={tree}/autopass.flags.json",
+                 "-DAUTOPASS_APPLY_POLICY=error"]
+        if variant == "python":
+            argv.append(f"-DAUTOPASS_LAUNCHER={BIN / 'autopass-cc'}")
+    subprocess.run(argv, cwd=tree, env=env, check=True, capture_output=True)
+    return build
+
+
+def servers() -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if "--autopass-serve" in (process.info["cmdline"] or []):
+            found.append(process)
+    return found
+
+
+def server_cpu() -> float:
+    total = 0.0
+    for process in servers():
+        try:
+            times = process.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def stop_servers() -> None:
+    for process in servers():
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except psutil.Error:
+            pass
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    clang = toolchain.find_tool("clang")
+    if clang is None:
+        sys.exit("clang-19 not found: run scripts/setup.sh")
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    env.pop("AUTOPASS_SERVER_IDLE", None)
+    work = Path(tempfile.mkdtemp(prefix="autopass-cmake-apply-"))
+    try:
+        tree = debian_sources.fresh_copy(debian_sources.ZSTD.package, work / "zstd")
+        db = database(tree, clang)
+        builds = {v: configure(tree, v, clang, env) for v in VARIANTS}
+        units = len(json.loads(db.read_text())["entries"])
+        samples: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+        for round_no in range(args.rounds):
+            order = list(VARIANTS[:2]) if round_no % 2 == 0 else list(reversed(VARIANTS[:2]))
+            for variant in order + ["native-cold", "native-warm"]:
+                if variant == "native-cold":
+                    stop_servers()
+                subprocess.run(["ninja", "-C", str(builds[variant]), "-t", "clean"],
+                               capture_output=True, check=True)
+                before = server_cpu()
+                tally = work / "tally"
+                wall, cpu = timed(["ninja", "-C", str(builds[variant]), f"-j{args.jobs}"],
+                                  tree, {**env, "AUTOPASS_APPLY_TALLY": str(tally)})
+                if variant.startswith("native"):
+                    time.sleep(0.2)
+                    cpu += max(0.0, server_cpu() - before)
+                lines = tally.read_text().splitlines(keepends=True) if tally.exists() else []
+                tally.unlink(missing_ok=True)
+                applied, seen = lines.count(APPLIED), lines.count(SEEN)
+                if variant != "plain" and (applied == 0 or applied < seen - 2):
+                    sys.exit(f"{variant}: {applied} of {seen} compiles took the flags")
+                samples[variant].append((wall, cpu))
+                print(f"  round {round_no + 1} {variant:<12} wall {wall:6.2f}s cpu {cpu:6.2f}s"
+                      f" ({applied} compiles given the database's flags)", file=sys.stderr)
+        plain_wall = statistics.median(w for w, _ in samples["plain"])
+        plain_cpu = statistics.median(c for _, c in samples["plain"])
+        print(f"\nzstd 1.5.4 through build/cmake, ninja -j{args.jobs}, {args.rounds} rounds, "
+              f"a database entry for each of its {units} C sources")
+        print(f"{'variant':<12} {'wall (s)':>9} {'cpu (s)':>9} {'wall ratio':>11} "
+              f"{'cpu ratio':>10}")
+        for name, values in samples.items():
+            wall = statistics.median(w for w, _ in values)
+            cpu = statistics.median(c for _, c in values)
+            print(f"{name:<12} {wall:9.2f} {cpu:9.2f} {wall / plain_wall:10.3f}x "
+                  f"{cpu / plain_cpu:9.3f}x")
+        print("target: apply <= 1.05x of plain")
+    finally:
+        stop_servers()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
