@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Whole C++ applications from Debian sources: what record and apply cost at their size.
 
-For each program (bench/debian_sources.APPLICATIONS: GEOS, cppcheck; `--programs lua5.4`
-adds Lua, whose small C units show a per-compile cost best), in one copy of its source
+For each program (bench/debian_sources.APPLICATIONS: GEOS, cppcheck, 7-Zip (`7zip`, its
+own makefiles); `--programs lua5.4` adds Lua, whose small C units show a per-compile cost
+best), in one copy of its source
 and interleaving the variants in every round so that machine noise hits them alike:
 
-    plain    its own build (CMake + Ninja, -j2) with clang-19 as the compiler
+    plain    its own build (CMake + Ninja or its makefiles, -j2) with clang-19 as the compiler
     record   autopass record -- <the same build>        (a fresh store each round)
     apply    autopass apply -- <the same build>, with a database holding an entry for every
              unit (its own -O level: the code is the same, only autopass's work is timed)
