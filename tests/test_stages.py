@@ -599,3 +599,21 @@ def test_a_stage_unclear_at_its_first_look_is_kept_after_a_second(tmp_path) -> N
     assert "a second look" in done.stderr and "baseline: lto" in done.stderr
     db = flags_db.load(str(root / "autopass.flags.json"))
     assert db.target is not None and db.target.stages == ("lto",)
+
+
+def test_the_summary_names_the_compositions_the_stage_budget_left_out(tmp_path) -> None:
+    """A stage budget of one evaluation measures the first composition only: the run's
+    summary names the others, and what measures them (7-Zip's --time 20m measured one
+    of five, and said so only in passing, minutes before its summary)."""
+    config = SECOND_LOOK.replace("stage_budget = 3", "stage_budget = 1") \
+                        .replace('stages = ["lto"]', 'stages = ["lto", "thinlto"]')
+    root = recorded_copy(LTO_MINI, tmp_path / "mini", config)
+    done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    measured = {e.stages for e in Journal.latest(str(root / ".autopass")).of_phase(
+        Phase.STAGE)}
+    assert len(measured) == 1
+    left_out = {"lto", "thinlto"} - measured
+    [note] = [line.strip() for line in done.stdout.splitlines() if "not measured (" in line]
+    assert note == (f"not measured (--stage-budget ran out first): {left_out.pop()}; "
+                    "a larger --stage-budget (or --budget) measures it"), done.stdout

@@ -173,6 +173,23 @@ class Composer:
             show(f"the recorded build is {self.recorded} already (its units' own flags): "
                  "the stages start from it")
         self.usable = self._usable()
+        self.unmeasured: list[str] = []   # compositions the budget or --time left out
+        self.left_out_by = ""             # which: "--time", "--stage-budget"
+
+    def _left_out(self, compositions, by: str) -> None:
+        """Remember what was not measured, for the run's summary."""
+        self.unmeasured = [stages.name(c) for c in compositions]
+        self.left_out_by = by
+
+    def unmeasured_note(self) -> tuple[str, ...]:
+        """The summary's line on the compositions never measured, and what measures them."""
+        if not self.unmeasured:
+            return ()
+        more = ("a longer --time" if self.left_out_by == "--time"
+                else "a larger --stage-budget (or --budget)")
+        return (f"not measured ({self.left_out_by} ran out first): "
+                f"{', '.join(self.unmeasured)}; {more} measures "
+                f"{'it' if len(self.unmeasured) == 1 else 'them'}",)
 
     def _usable(self) -> set[Stage]:
         """The allowed stages that can run here; the others are said once, with why."""
@@ -289,6 +306,8 @@ class Composer:
             if spent >= budget:
                 self.show(f"stage budget spent ({counted(budget, 'evaluation')}); "
                           f"{stages.name(composition)} and later not measured")
+                self._left_out([c for c in candidates[number - 1:]
+                                if not (untrainable and Stage.PGO in c)], "--stage-budget")
                 break
             looks = 1 if self.measurements.deterministic else CONFIRMED
             each = kinds.each(lto_mode(composition))
@@ -299,6 +318,8 @@ class Composer:
                           if each is not None and (deadline.left() or 0) > 0 else
                           f"--time: the stages' half of it is spent; "
                           f"{stages.name(composition)} and later not measured")
+                self._left_out([c for c in candidates[number - 1:]
+                                if not (untrainable and Stage.PGO in c)], "--time")
                 break
             ahead = min(len(candidates) - number + 1, budget - spent)
             self.show(f"[stage {number} of {len(candidates)}] {deadline.text()}"

@@ -151,7 +151,8 @@ class Tuner:
             pass
         return TuneResult(journal, sources, measured, best, final, winners, written,
                           self.chosen.name if self.chosen else "", searched_on,
-                          wrong_output_notes(evaluator.units, sources, journal), mates)
+                          wrong_output_notes(evaluator.units, sources, journal)
+                          + (self.composer.unmeasured_note() if self.composer else ()), mates)
 
     def _not_finished(self, journal: Journal) -> None:
         """A run that ended is not resumed (its strategy, asked again, could propose one
