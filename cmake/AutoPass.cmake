@@ -20,6 +20,8 @@
 #   AUTOPASS_APPLY_POLICY  apply: warn (default) | error | apply-anyway
 #   AUTOPASS_STORE  the store folder (default: <top source dir>/.autopass)
 #   AUTOPASS_ROOT   the project root sources are recorded relative to (default: top source dir)
+#   AUTOPASS_ONE_PASS  record: each compile's front end runs once, a pass plugin saving
+#                   its IR (default ON; OFF: a second front-end pass makes the IR)
 #   AUTOPASS_LAUNCHER  the compiler launcher (default: autopass's native launcher, which
 #                   serves compiles from a server it starts on demand; else autopass-cc)
 #
@@ -37,6 +39,7 @@ set(AUTOPASS_STORE "${AUTOPASS_ROOT}/.autopass" CACHE PATH "autopass store folde
 set(AUTOPASS_FLAGS_DB "${AUTOPASS_ROOT}/autopass.flags.json" CACHE FILEPATH
     "autopass flags database (apply mode)")
 set(AUTOPASS_APPLY_POLICY "warn" CACHE STRING "apply mode: warn, error or apply-anyway")
+option(AUTOPASS_ONE_PASS "record mode: run the front end once per compile (an IR-saving plugin)" ON)
 
 find_program(AUTOPASS_CC_WRAPPER NAMES autopass-cc
              HINTS ENV VIRTUAL_ENV PATH_SUFFIXES bin
@@ -90,11 +93,28 @@ if(AUTOPASS_MODE STREQUAL "apply")
     set(CMAKE_${_lang}_LINKER_LAUNCHER "${_autopass_launcher}")
   endforeach()
 else()
+  # Record compiles in one pass where it can: the IR-saving plugin `autopass record` would
+  # name, built once per installation (none: two passes, as before).
+  set(_autopass_one_pass "")
+  if(AUTOPASS_MODE STREQUAL "record" AND AUTOPASS_ONE_PASS)
+    execute_process(COMMAND "${AUTOPASS_CC_WRAPPER}" --autopass-ir-plugin
+                    OUTPUT_VARIABLE _autopass_plugin RESULT_VARIABLE _autopass_plugin_status
+                    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    string(REPLACE "\n" ";" _autopass_plugin "${_autopass_plugin}")
+    list(LENGTH _autopass_plugin _autopass_plugin_lines)
+    if(_autopass_plugin_status EQUAL 0 AND _autopass_plugin_lines EQUAL 2)
+      list(GET _autopass_plugin 0 _autopass_plugin_path)
+      list(GET _autopass_plugin 1 _autopass_plugin_for)
+      set(_autopass_one_pass "--autopass-ir-plugin=${_autopass_plugin_path}"
+                             "--autopass-ir-plugin-for=${_autopass_plugin_for}")
+    endif()
+  endif()
   set(_autopass_launcher
       "${AUTOPASS_LAUNCHER}"
       "--autopass-mode=${AUTOPASS_MODE}"
       "--autopass-store=${AUTOPASS_STORE}"
-      "--autopass-root=${AUTOPASS_ROOT}")
+      "--autopass-root=${AUTOPASS_ROOT}"
+      ${_autopass_one_pass})
   foreach(_lang C CXX OBJC OBJCXX)
     set(CMAKE_${_lang}_COMPILER_LAUNCHER "${_autopass_launcher}")
     set(CMAKE_${_lang}_LINKER_LAUNCHER "${_autopass_launcher}")

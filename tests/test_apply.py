@@ -198,6 +198,10 @@ def test_cmake_apply_mode_through_autopass_cmake(tmp_path) -> None:
         return {p.name: p.read_bytes() for p in (root / "build").rglob("*.o")}
 
     plain = cmake_build()                                   # record mode
+    # in one pass (one_pass.py), with the native launcher written into the build folder
+    rules = (root / "build" / "CMakeFiles" / "rules.ninja").read_text()
+    assert "--autopass-ir-plugin=" in rules
+    assert f"{root}/build/autopass-launcher/autopass-cc --autopass-mode=record" in rules
     assert cmake_build("-DAUTOPASS_MODE=apply") == plain    # no database: nothing changes
     aligned = ["-mllvm", "-align-all-functions=6"]       # -O3 already: a flag that shows
     write_db(root, {"src/solver.cpp": entry(root, "src/solver.cpp", aligned)})

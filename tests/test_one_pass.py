@@ -146,3 +146,20 @@ def test_a_plugin_that_writes_nothing_leaves_the_build_alone(rec, clang, clangxx
     assert rec.units() == []
     [skip] = rec.skipped()
     assert skip.reason == "ir_failed" and "not written by the record plugin" in skip.detail
+
+
+def test_cmake_launcher_options_name_the_plugin(rec, clang, plugin):
+    """AutoPass.cmake's record mode has no `autopass record` to name the plugin in the
+    environment: its launcher options do, and the compile takes one pass."""
+    write(rec.root / "a.c", STRINGS.replace('#include "h.h"\n', "#define K 3\n"))
+    logged, log = _logging_compiler(rec.root, clang)
+    env = {k: v for k, v in rec.env.items() if k not in (ENV_IR_PLUGIN, ENV_IR_PLUGIN_FOR)}
+    done = run([AUTOPASS_CC, "--autopass-mode=record", f"--autopass-store={rec.store_dir}",
+                f"--autopass-root={rec.root}", f"--autopass-ir-plugin={plugin[0]}",
+                f"--autopass-ir-plugin-for={Path(logged).resolve()}",
+                logged, "-O2", "-c", "a.c", "-o", "a.o"], rec.root, env)
+    assert done.returncode == 0, done.stderr
+    [call] = log.read_text().splitlines()            # one compile: no IR step
+    assert "-fpass-plugin=" in call and "-emit-llvm" not in call
+    [unit] = rec.units()
+    assert unit.source_rel == "a.c"

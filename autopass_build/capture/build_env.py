@@ -141,6 +141,15 @@ def native_launcher(bin_dir: str) -> str | None:
                      lambda out: [clang or "clang", "-O2", "-o", out, LAUNCHER_SOURCE])
 
 
+def cmake_launcher(folder: str) -> str | None:
+    """The native launcher written into `folder` with the Python wrapper beside it: its
+    `autopass-cc`, what cmake/AutoPass.cmake makes CMake's compiler launcher, in the
+    build folder so that it lasts as long as the build that names it (in a cache, a
+    cache cleaned would break the build).  None where no launcher can be compiled."""
+    cc, _ = write_wrappers(folder)
+    return cc if native_launcher(folder) else None
+
+
 def record_plugin(bin_dir: str) -> tuple[str, str] | None:
     """(the path of record's IR-saving pass plugin, the real path of the clang it was
     built for and proven with), or None: without llvm-config and LLVM's headers

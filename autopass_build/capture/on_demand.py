@@ -27,54 +27,17 @@ import fcntl
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 
 from autopass_build.capture import server as wrapper_server
-from autopass_build.core.names import SERVICE_OPTIONS
 
-# autopass-wrapper.py --autopass-serve SOCKET; autopass-cc --autopass-launcher
-SERVE_OPTION, LAUNCHER_OPTION = SERVICE_OPTIONS
 IDLE_SECONDS = 300
 ENV_IDLE = "AUTOPASS_SERVER_IDLE"         # another idle time, in seconds (tests)
 BUILD_GAP = 10.0
 STAMP_EVERY = 2.0                         # seconds between looks at autopass's code
 SOCKETS = "/tmp/autopass-{uid}"           # the folder of the servers' sockets (launcher.c)
 LOG_LIMIT = 64 * 1024
-
-
-def service(args: list[str]) -> int:
-    """The wrapper's two service calls: args[0] is SERVE_OPTION or LAUNCHER_OPTION, each
-    with one argument."""
-    if len(args) != 2:
-        print(f"autopass-cc: error: {args[0]} takes "
-              + ("a socket's path" if args[0] == SERVE_OPTION else "a folder"), file=sys.stderr)
-        return 2
-    if args[0] == SERVE_OPTION:
-        return serve_on_demand(args[1])
-    return write_launcher(args[1])
-
-
-def write_launcher(folder: str) -> int:
-    """Write the native launcher into `folder` (with the Python wrapper beside it) and
-    print its `autopass-cc`: what cmake/AutoPass.cmake makes CMake's compiler launcher,
-    in the build folder, so that it lasts as long as the build it serves (a cache
-    cleaned would break the build).  Exit 1 where no launcher can be compiled."""
-    from autopass_build.capture.build_env import native_launcher, write_wrappers
-
-    try:
-        cc, _ = write_wrappers(os.path.abspath(folder), os.environ.get("PATH", ""))
-    except OSError as error:
-        print(f"autopass-cc: cannot write the launcher into {folder}: {error.strerror}",
-              file=sys.stderr)
-        return 1
-    if native_launcher(os.path.abspath(folder)) is None:
-        print("autopass-cc: no native launcher could be compiled here (is clang "
-              "installed?): compiles start Python each", file=sys.stderr)
-        return 1
-    print(cc)
-    return 0
 
 
 def socket_for(launcher_folder: str) -> str:

@@ -19,6 +19,8 @@ from autopass_build.core.names import (
     ENV_FALLBACK_CXX,
     ENV_FLAGS_DB,
     ENV_GUARD,
+    ENV_IR_PLUGIN,
+    ENV_IR_PLUGIN_FOR,
     ENV_MASQUERADE_DIR,
     ENV_MODE,
     ENV_ROOT,
@@ -28,7 +30,8 @@ from autopass_build.core.names import (
 )
 
 LAUNCHER_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-mode=",
-                    "--autopass-db=", "--autopass-policy=")
+                    "--autopass-db=", "--autopass-policy=", "--autopass-ir-plugin=",
+                    "--autopass-ir-plugin-for=")
 COMPILER_BASES = ("cc", "gcc", "c++", "g++", "clang", "clang++")
 
 
@@ -150,6 +153,11 @@ class Plan:
         self.policy = (env.get(ENV_APPLY_POLICY) or options.get("autopass-policy")
                        or DEFAULT_APPLY_POLICY)
         self.train_phase = env.get(ENV_TRAIN_PHASE, "")
+        if "autopass-ir-plugin" in options and not env.get(ENV_IR_PLUGIN):
+            # AutoPass.cmake's record mode: the one-pass plugin `autopass record` would
+            # name in the environment (one_pass.py)
+            self.env = {**env, ENV_IR_PLUGIN: options["autopass-ir-plugin"],
+                        ENV_IR_PLUGIN_FOR: options.get("autopass-ir-plugin-for", "")}
         self.root = (env.get(ENV_ROOT) or options.get("autopass-root")
                      or (os.path.dirname(os.path.abspath(self.store_dir))
                          if self.store_dir else cwd))

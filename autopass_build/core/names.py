@@ -27,10 +27,11 @@ ENV_APPLY_POLICY = "AUTOPASS_APPLY_POLICY"
 ENV_APPLY_TALLY = "AUTOPASS_APPLY_TALLY"     # a file: one line per command given tuned flags
 ENV_IR_TIMEOUT = "AUTOPASS_IR_TIMEOUT"
 ENV_SERVER = "AUTOPASS_SERVER"               # the socket of the wrapper's server (capture/server.py)
-# autopass-cc's service calls (capture/on_demand.py): `--autopass-serve SOCKET` serves
-# the launchers of its folder; `--autopass-launcher FOLDER` writes the native launcher
-# there and prints its path
-SERVICE_OPTIONS = ("--autopass-serve", "--autopass-launcher")
+# autopass-cc's service calls (capture/entry.py), for cmake/AutoPass.cmake and the
+# launcher: serve the launchers of a folder on demand, write the native launcher into a
+# build folder, name record's IR-saving plugin
+SERVE_OPTION, LAUNCHER_OPTION, IR_PLUGIN_OPTION = (
+    "--autopass-serve", "--autopass-launcher", "--autopass-ir-plugin")
 ENV_IR_PLUGIN = "AUTOPASS_IR_PLUGIN"         # record's IR-saving pass plugin (capture/one_pass.py)
 ENV_IR_PLUGIN_FOR = "AUTOPASS_IR_PLUGIN_FOR"  # the real path of the clang it was built for
 ENV_IR_OUT = "AUTOPASS_IR_OUT"               # where that plugin writes one compile's IR
