@@ -131,10 +131,12 @@ CPPCHECK = Program(
 # own hand-written makefiles with no configure step; objects land in b/c/.  Under clang
 # they build with -Weverything -Werror, so any warning new to clang fails the build
 # (Debian's patch 0003 gives one): CFLAGS_WARN_WALL= drops -Werror.  Debian's source has no RAR
-# code: DISABLE_RAR=1, as its debian/rules.  CC=clang-19 under `autopass record` is
-# record's own link of that name, first on PATH.
+# code: DISABLE_RAR=1, as its debian/rules.  Upstream links with -s, which leaves BOLT
+# nothing to work with (Debian's patches drop it and strip later): LFLAGS_STRIP=.
+# CC=clang-19 under `autopass record` is record's own link of that name, first on PATH.
 _SEVENZIP_MAKE = ("make", "-C", "CPP/7zip/Bundles/Alone2", "-f", "../../cmpl_clang.mak",
-                  "-j2", "DISABLE_RAR=1", "CFLAGS_WARN_WALL=", "CC=clang-19", "CXX=clang++-19")
+                  "-j2", "DISABLE_RAR=1", "CFLAGS_WARN_WALL=", "LFLAGS_STRIP=",
+                  "CC=clang-19", "CXX=clang++-19")
 SEVENZIP = Program(
     package="7zip", build_dir=".",
     build=_SEVENZIP_MAKE,
