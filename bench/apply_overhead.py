@@ -49,12 +49,17 @@ LUA = debian_sources.LUA
 
 
 def database_for_every_unit(tree: Path, clang: str) -> Path:
-    sources = sorted(p for p in (tree / "src").glob("*.c"))
+    return database_of(tree, sorted((tree / "src").glob("*.c")), "-O2", clang,
+                       tree / "overhead.flags.json")
+
+
+def database_of(tree: Path, sources: list[Path], opt: str, clang: str, path: Path) -> Path:
+    """A flags database at `path` with an entry of `opt` (the build's own -O level: the
+    same code) for each of `sources`: what apply then costs is autopass's work alone."""
     entries = {str(p.relative_to(tree)): {
-        "flags": ["-O2"], "source_hash": hash_file(str(p)), "why": "overhead benchmark",
+        "flags": [opt], "source_hash": hash_file(str(p)), "why": "overhead benchmark",
         "gain": {"metric": "cpu", "ratio": 1.0, "low": 1.0, "high": 1.0, "pairs": 0}}
         for p in sources}
-    path = tree / "overhead.flags.json"
     path.write_text(json.dumps({"schema": 1, "cpu": None, "entries": entries,
                                 "toolchain": {"compiler": compiler_id(clang), "target": ""}},
                                indent=2, sort_keys=True))

@@ -48,12 +48,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
+from apply_overhead import database_of  # noqa: E402
 from record_overhead import timed  # noqa: E402
 
-from autopass_build.capture.applier import compiler_id  # noqa: E402
 from autopass_build.capture.tally import APPLIED, SEEN  # noqa: E402
 from autopass_build.core import toolchain  # noqa: E402
-from autopass_build.core.files import hash_file  # noqa: E402
 
 REPO = HERE.parent
 BIN = Path(sys.executable).parent
@@ -64,15 +63,7 @@ ALTERNATING = 2          # the first two run in alternating order; the rest afte
 
 def database(tree: Path, clang: str) -> Path:
     sources = sorted(p for folder in ("lib", "programs") for p in (tree / folder).rglob("*.c"))
-    entries = {str(p.relative_to(tree)): {
-        "flags": ["-O3"], "source_hash": hash_file(str(p)), "why": "overhead benchmark",
-        "gain": {"metric": "cpu", "ratio": 1.0, "low": 1.0, "high": 1.0, "pairs": 0}}
-        for p in sources}
-    path = tree / "autopass.flags.json"
-    path.write_text(json.dumps({"schema": 1, "cpu": None, "entries": entries,
-                                "toolchain": {"compiler": compiler_id(clang), "target": ""}},
-                               indent=2, sort_keys=True))
-    return path
+    return database_of(tree, sources, "-O3", clang, tree / "autopass.flags.json")
 
 
 def configure(tree: Path, variant: str, clang: str, env: dict[str, str]) -> Path:

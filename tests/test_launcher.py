@@ -91,16 +91,22 @@ def test_a_relative_path_is_handed_back_and_still_built(tmp_path, clang):
     assert len(Store.open_existing(str(root / ".autopass")).units()) == 1
 
 
-def test_apply_mode_through_the_server_adds_the_tuned_flags(tmp_path, clang):
-    root = tmp_path / "p"
-    write(root / "a.c", HELLO)
+def _a_with_o1(root: Path, clang: str) -> Path:
+    """a.c in `root`, and a flags database that gives it -O1."""
     from autopass_build.capture.applier import compiler_id
     from autopass_build.core.files import hash_file
 
+    write(root / "a.c", HELLO)
     db = root / "autopass.flags.json"
     db.write_text('{"schema": 1, "cpu": null, "toolchain": {"compiler": "%s", "target": ""},'
                   ' "entries": {"a.c": {"flags": ["-O1"], "source_hash": "%s"}}}'
                   % (compiler_id(clang), hash_file(str(root / "a.c"))))
+    return db
+
+
+def test_apply_mode_through_the_server_adds_the_tuned_flags(tmp_path, clang):
+    root = tmp_path / "p"
+    db = _a_with_o1(root, clang)
     env = apply_environment(str(root), str(db), "error", str(tmp_path / "work"))
     with WrapperServer() as server:
         env.update(server.env())
@@ -200,15 +206,8 @@ def test_cmake_launcher_calls_are_served_by_a_server_started_on_demand(tmp_path,
     build: the first call starts a server, detached and holding none of the build's files
     (make and ninja wait for their pipes to close), and goes to the Python wrapper; the
     calls after it are served, each with the tuned flags; the server goes when idle."""
-    from autopass_build.capture.applier import compiler_id
-    from autopass_build.core.files import hash_file
-
     root = tmp_path / "p"
-    write(root / "a.c", HELLO)
-    db = root / "autopass.flags.json"
-    db.write_text('{"schema": 1, "cpu": null, "toolchain": {"compiler": "%s", "target": ""},'
-                  ' "entries": {"a.c": {"flags": ["-O1"], "source_hash": "%s"}}}'
-                  % (compiler_id(clang), hash_file(str(root / "a.c"))))
+    db = _a_with_o1(root, clang)
     launcher, env, socket_path = _on_demand_launcher(tmp_path, idle="3")
     log = socket_path.with_suffix(".log")
     cmake_form = [launcher, "--autopass-mode=apply", f"--autopass-root={root}",
