@@ -35,7 +35,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
-from apply_overhead import database_of  # noqa: E402
+from apply_overhead import database_of, print_ratios  # noqa: E402
 from record_overhead import timed  # noqa: E402
 
 from autopass_build.capture.tally import APPLIED, SEEN  # noqa: E402
@@ -166,17 +165,9 @@ def main() -> int:
                 print(f"  round {round_no + 1} {variant:<19} wall {wall:6.2f}s cpu {cpu:6.2f}s"
                       f" ({applied} {'recorded' if 'record' in variant else 'given the flags'})",
                       file=sys.stderr)
-        plain_wall = statistics.median(w for w, _ in samples["plain"])
-        plain_cpu = statistics.median(c for _, c in samples["plain"])
         print(f"\nzstd 1.5.4 through build/cmake, ninja -j{args.jobs}, {args.rounds} rounds, "
               f"a database entry for each of its {units} C sources")
-        print(f"{'variant':<19} {'wall (s)':>9} {'cpu (s)':>9} {'wall ratio':>11} "
-              f"{'cpu ratio':>10}")
-        for name, values in samples.items():
-            wall = statistics.median(w for w, _ in values)
-            cpu = statistics.median(c for _, c in values)
-            print(f"{name:<19} {wall:9.2f} {cpu:9.2f} {wall / plain_wall:10.3f}x "
-                  f"{cpu / plain_cpu:9.3f}x")
+        print_ratios(samples, 19)
         print("targets: record <= 1.10x, apply <= 1.05x of plain")
     finally:
         stop_servers()

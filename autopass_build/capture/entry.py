@@ -7,7 +7,8 @@ calls that cmake/AutoPass.cmake and the native launcher make:
     --autopass-ir-plugin        print record's IR-saving pass plugin and the clang it is
                                 built for, a line each (exit 1 where there is none)
 
-Runs in every compile the Python wrapper takes: core imports only, the rest on demand."""
+Runs in every compile the Python wrapper takes: it imports no more than the wrapper does,
+the services' modules on demand."""
 
 from __future__ import annotations
 

@@ -132,17 +132,17 @@ class OnDemand:
             threading.Thread(target=self._serve, args=(conn, self.said)).start()
 
     def _serve(self, conn: socket.socket, said: set[str]) -> None:
+        served = False
         try:
             served = wrapper_server.serve(conn, said)
         finally:
             with self.guard:
                 self.active -= 1
                 self.last = time.monotonic()
-        with self.guard:
-            if served:
-                self.served += 1
-            else:
-                self.handed_back += 1
+                if served:
+                    self.served += 1
+                else:
+                    self.handed_back += 1
 
     def _idle(self) -> bool:
         with self.guard:

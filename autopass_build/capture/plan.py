@@ -29,9 +29,10 @@ from autopass_build.core.names import (
     WRAPPER_MODES,
 )
 
-LAUNCHER_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-mode=",
-                    "--autopass-db=", "--autopass-policy=", "--autopass-ir-plugin=",
-                    "--autopass-ir-plugin-for=")
+# A launcher's options (AutoPass.cmake's), those whose values are paths first
+PATH_OPTIONS = ("--autopass-store=", "--autopass-root=", "--autopass-db=",
+                "--autopass-ir-plugin=", "--autopass-ir-plugin-for=")
+LAUNCHER_OPTIONS = PATH_OPTIONS + ("--autopass-mode=", "--autopass-policy=")
 COMPILER_BASES = ("cc", "gcc", "c++", "g++", "clang", "clang++")
 
 

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 
 from autopass_build.capture.host import Host
-from autopass_build.capture.plan import looks_like_compiler
+from autopass_build.capture.plan import PATH_OPTIONS, looks_like_compiler
 from autopass_build.core.names import ENV_SERVER
 from autopass_build.core.proc import Finished
 
@@ -182,8 +182,7 @@ def folder_free(argv: list[str], env: dict[str, str]) -> bool:
     PATH, the options and variables that name files.  The wrapper resolves sources,
     outputs and response files against the call's folder itself."""
     options = [a.partition("=")[2] for a in argv[1:]
-               if a.startswith(("--autopass-store=", "--autopass-root=", "--autopass-db=",
-                                "--autopass-ir-plugin=", "--autopass-ir-plugin-for="))]
+               if a.startswith(PATH_OPTIONS)]
     rest = [a for a in argv[1:] if not a.startswith("--autopass-")]
     launched = rest[:1] if rest and looks_like_compiler(rest[0]) else []
     if any("/" in w and not w.startswith("/") for w in [argv[0], *launched]):

@@ -176,9 +176,12 @@ class Composer:
         self.unmeasured: list[str] = []   # compositions the budget or --time left out
         self.left_out_by = ""             # which: "--time", "--stage-budget"
 
-    def _left_out(self, compositions, by: str) -> None:
-        """Remember what was not measured, for the run's summary."""
-        self.unmeasured = [stages.name(c) for c in compositions]
+    def _left_out(self, compositions: list[tuple[Stage, ...]], untrainable: bool,
+                  by: str) -> None:
+        """Remember what was not measured, for the run's summary (PGO compositions only
+        while PGO could be trained)."""
+        self.unmeasured = [stages.name(c) for c in compositions
+                           if not (untrainable and Stage.PGO in c)]
         self.left_out_by = by
 
     def unmeasured_note(self) -> tuple[str, ...]:
@@ -306,8 +309,7 @@ class Composer:
             if spent >= budget:
                 self.show(f"stage budget spent ({counted(budget, 'evaluation')}); "
                           f"{stages.name(composition)} and later not measured")
-                self._left_out([c for c in candidates[number - 1:]
-                                if not (untrainable and Stage.PGO in c)], "--stage-budget")
+                self._left_out(candidates[number - 1:], untrainable, "--stage-budget")
                 break
             looks = 1 if self.measurements.deterministic else CONFIRMED
             each = kinds.each(lto_mode(composition))
@@ -318,8 +320,7 @@ class Composer:
                           if each is not None and (deadline.left() or 0) > 0 else
                           f"--time: the stages' half of it is spent; "
                           f"{stages.name(composition)} and later not measured")
-                self._left_out([c for c in candidates[number - 1:]
-                                if not (untrainable and Stage.PGO in c)], "--time")
+                self._left_out(candidates[number - 1:], untrainable, "--time")
                 break
             ahead = min(len(candidates) - number + 1, budget - spent)
             self.show(f"[stage {number} of {len(candidates)}] {deadline.text()}"
