@@ -34,6 +34,10 @@ include_guard(GLOBAL)
 
 set(AUTOPASS_MODE "record" CACHE STRING "autopass wrapper mode: record, apply or off")
 set_property(CACHE AUTOPASS_MODE PROPERTY STRINGS record apply off)
+if(NOT AUTOPASS_MODE MATCHES "^(record|apply|off)$")
+  message(FATAL_ERROR "AutoPass: AUTOPASS_MODE is \"${AUTOPASS_MODE}\", not one of record, "
+                      "apply, off: configure again with -DAUTOPASS_MODE=record (or apply, off).")
+endif()
 set(AUTOPASS_ROOT "${CMAKE_SOURCE_DIR}" CACHE PATH "project root for autopass")
 set(AUTOPASS_STORE "${AUTOPASS_ROOT}/.autopass" CACHE PATH "autopass store folder")
 set(AUTOPASS_FLAGS_DB "${AUTOPASS_ROOT}/autopass.flags.json" CACHE FILEPATH

@@ -223,6 +223,22 @@ def test_cmake_apply_mode_through_autopass_cmake(tmp_path) -> None:
     assert {p.name: p.read_bytes() for p in (root / "build").rglob("*.o")} == tuned
 
 
+def test_autopass_cmake_refuses_an_unknown_mode_when_configuring(tmp_path) -> None:
+    """A mistyped AUTOPASS_MODE is said once, at configure time, with the fix; before, the
+    configure passed and every compile of the build failed on it."""
+    from support import REPO
+    root = tmp_path / "cmake-cpp"
+    shutil.copytree(EXAMPLES / "cmake-cpp", root, ignore=shutil.ignore_patterns("build", ".autopass"))
+    env = {**os.environ, "PATH": f"{Path(AUTOPASS).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["cmake", "-S", ".", "-B", "build", "-G", "Ninja",
+                           f"-DCMAKE_PROJECT_TOP_LEVEL_INCLUDES={REPO}/cmake/AutoPass.cmake",
+                           "-DAUTOPASS_MODE=aply"], cwd=root, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode != 0
+    assert 'AUTOPASS_MODE is "aply", not one of record, apply, off' in " ".join(
+        done.stderr.split()), done.stderr
+
+
 def verified(root: Path, data: str, run: str, hot_flags: list[str]
              ) -> tuple[Path, subprocess.CompletedProcess]:
     """tests/data/`data` recorded by its Makefile at `root`, hot.c tuned with `hot_flags`
