@@ -4,6 +4,7 @@ Helpers that tests import are in support.py."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,7 @@ def rec(tmp_path: Path, clang: str, clangxx: str) -> Recording:
 # A wrapper server started on demand by a test's CMake build (capture/on_demand.py) goes
 # a few seconds after its last call, not minutes after the test.
 os.environ.setdefault("AUTOPASS_SERVER_IDLE", "5")
+# `apply --train`'s cache of instrumented objects (capture/train_cache.py): the session's
+# own, never the user's ~/.cache
+os.environ.setdefault("AUTOPASS_TRAIN_CACHE",
+                      tempfile.mkdtemp(prefix="autopass-test-train-cache-"))

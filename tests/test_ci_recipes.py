@@ -32,6 +32,15 @@ def gitlab_jobs() -> dict[str, list[str]]:
             if isinstance(job, dict) and "script" in job}
 
 
+def job_variables(jobs, root) -> dict[str, str]:
+    """The release job's own environment (GitLab's `variables:`), as the runner sets it."""
+    if jobs is not gitlab_jobs:
+        return {}
+    job = yaml.safe_load((RECIPES / "gitlab-ci.yml").read_text())["release"]
+    return {k: str(v).replace("$CI_PROJECT_DIR", str(root))
+            for k, v in job.get("variables", {}).items()}
+
+
 @pytest.mark.parametrize("jobs", [github_jobs, gitlab_jobs], ids=["github", "gitlab"])
 def test_the_release_job_runs_as_written(tmp_path, jobs):
     root = copy_example("make-c", tmp_path)
@@ -39,12 +48,14 @@ def test_the_release_job_runs_as_written(tmp_path, jobs):
         "src/main.c",)
     shipped_database(root, "dataproc", units, STAGES)
     said = ""
+    env = {**env_with_autopass(), **job_variables(jobs, root)}
     for command in jobs()["release"]:
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=root,
-                              env=env_with_autopass(), capture_output=True, text=True)
+                              env=env, capture_output=True, text=True)
         said += done.stdout + done.stderr
         assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
     assert "PGO retrained" in said, said
+    assert "instrumented from the cache" in said, said   # ccache, in the cached folder
     assert "recommendation:" in said, said           # db status said what applies
     assert (root / "dataproc").is_file() and (root / "autopass.trained.flags.json").is_file()
     check = subprocess.run(["make", "check"], cwd=root, capture_output=True, text=True)

@@ -101,6 +101,39 @@ def test_train_builds_with_fresh_profiles_and_two_clean_builds_are_identical(tmp
     assert (root / "prog").read_bytes() == first, "two clean --train builds differ"
 
 
+@pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (scripts/setup.sh "
+                    "--test)")
+def test_the_instrumented_build_compiles_only_what_changed_since_the_last(tmp_path):
+    """F80: --train's instrumented build goes through ccache in autopass's own folder:
+    a second build of one source takes every unit from it, a build after an edit all
+    but the edited one, and the program is the one a build without the cache makes; a
+    folder that cannot be written builds without it, and says so."""
+    root = project(tmp_path, stages=("pgo",))
+    env = {**env_with_autopass(), "AUTOPASS_TRAIN_CACHE": str(tmp_path / "cache")}
+
+    def train_once(cache: str = "") -> str:
+        subprocess.run(["make", "clean"], cwd=root, check=True, capture_output=True)
+        done = run([AUTOPASS, "apply", "--train", "--", "make"], root,
+                   {**env, "AUTOPASS_TRAIN_CACHE": cache} if cache else env)
+        assert done.returncode == 0, done.stderr
+        return done.stderr.decode().strip().splitlines()[-1]
+
+    assert "0 of 2 compiles instrumented from the cache" in train_once()
+    first = (root / "prog").read_bytes()
+    assert "2 of 2 compiles instrumented from the cache" in train_once()
+    assert (root / "prog").read_bytes() == first
+    write(root / "work.c", WORK.replace("i % 3", "i % 5"))
+    assert "1 of 2 compiles instrumented from the cache" in train_once()
+    edited = (root / "prog").read_bytes()
+    said = train_once(cache="off")
+    assert "from the cache" not in said, said
+    assert (root / "prog").read_bytes() == edited, "the cache changed the program"
+    write(tmp_path / "a-file", "")
+    said = train_once(cache=str(tmp_path / "a-file" / "cache"))
+    assert f"no cache: cannot write {tmp_path / 'a-file' / 'cache'}" in said, said
+    assert (root / "prog").read_bytes() == edited
+
+
 def test_train_on_an_up_to_date_tree_says_so_and_keeps_it(tmp_path):
     """F72: nothing instrumented was compiled: refused, the program kept."""
     root = project(tmp_path, stages=("pgo",))

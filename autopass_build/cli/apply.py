@@ -188,7 +188,8 @@ def retrain_summary(result) -> str:
     costs = ", ".join(f"{what} {seconds:.{1 if seconds < 10 else 0}f} s"
                       for what, seconds in result.seconds.items())
     made = (f"; built with {os.path.relpath(result.database)}" if result.database else "")
-    return f"{'; '.join(parts)}{made} ({costs})"
+    cached = f"; {result.cached}" if result.cached else ""
+    return f"{'; '.join(parts)}{made}{cached} ({costs})"
 
 
 def _say_what_was_applied(db: str, applied: int, started: float, seen: int,

@@ -46,6 +46,10 @@ ENV_MODEL = "AUTOPASS_MODEL"
 ENV_REPLAY_CC = "AUTOPASS_REPLAY_CC"
 ENV_BOLT = "AUTOPASS_BOLT"                   # llvm-bolt to use (else found beside clang)
 ENV_TRAIN_PHASE = "AUTOPASS_TRAIN_PHASE"     # `apply --train`'s build: instrument | final
+# `apply --train`'s instrumented compiles through ccache (capture/train_cache.py): the
+# user's choice of its folder ("off": none), and, in the build, ccache's path
+ENV_TRAIN_CACHE = "AUTOPASS_TRAIN_CACHE"
+ENV_TRAIN_CCACHE = "AUTOPASS_TRAIN_CCACHE"
 
 # Choices, each listed once; the CLI's `choices=` and the config's checks read them.
 WRAPPER_MODES = ("record", "apply", "off")

@@ -28,13 +28,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from autopass_build.capture import tally
+from autopass_build.capture import tally, train_cache
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.capture.server import serving
 from autopass_build.core import flags_db, proc, toolchain
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import FlagsDb, ProfileRef
-from autopass_build.core.names import ENV_TRAIN_PHASE
+from autopass_build.core.names import ENV_TRAIN_CACHE, ENV_TRAIN_CCACHE, ENV_TRAIN_PHASE
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT, PGO
@@ -77,6 +77,7 @@ class Retrained:
     database: str = ""            # the database the build was made with, when trained
     notes: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)   # builds and training
+    cached: str = ""              # what the instrumented build took from its cache
 
 
 @dataclass
@@ -101,6 +102,7 @@ class Retrainer:
         self.binary = os.path.join(root, target.output)
         self.folder = os.path.dirname(db_path)
         self.result = Retrained(0)
+        self.cache_env = self._cache_env() if PGO in target.stages else {}
         # read before this run writes the trained database over the last one
         self.bolt_references = self._bolt_references() if BOLT in target.stages else {}
 
@@ -236,6 +238,8 @@ class Retrainer:
             env = apply_environment(self.root, database, self.policy, work)
             if phase:
                 env[ENV_TRAIN_PHASE] = phase
+            if phase == "instrument":
+                env.update(self.cache_env)
             # the build's own runs of an instrumented program (configure checks, tests)
             # write their raw profiles there, not into the tree
             env["LLVM_PROFILE_FILE"] = os.path.join(work, "build-%p.profraw")
@@ -244,6 +248,10 @@ class Retrainer:
             build = _Build(status, tally.outputs(work),
                            target_units(work, self.binary, self.root)
                            if phase == "instrument" else set())
+            if phase == "instrument" and self.cache_env:
+                hit, missed = train_cache.hits(work)
+                self.result.cached = f"{hit} of {counted(hit + missed, 'compile')} " \
+                                     "instrumented from the cache"
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if status > 128:        # Ctrl-C, a CI timeout: no second build after it
@@ -251,6 +259,27 @@ class Retrainer:
         key = f"build ({phase})" if phase else "build"
         self.result.seconds[key] = self.result.seconds.get(key, 0.0) + time.time() - started
         return build
+
+    def _cache_env(self) -> dict[str, str]:
+        """What makes the instrumented build's compiles go through ccache (capture/
+        train_cache.py): nothing when it is turned off, not installed, or its folder
+        cannot be written (each said in the summary)."""
+        folder = train_cache.folder(dict(os.environ))
+        if not folder:
+            return {}
+        ccache = shutil.which("ccache")
+        if ccache is None:
+            self.result.cached = "every unit instrumented anew (install ccache to make " \
+                                 "this build incremental)"
+            return {}
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if not os.access(folder, os.W_OK):
+                raise PermissionError(folder)
+        except OSError:
+            self.result.cached = f"no cache: cannot write {folder} (set {ENV_TRAIN_CACHE})"
+            return {}
+        return {ENV_TRAIN_CCACHE: ccache, ENV_TRAIN_CACHE: folder}
 
     def _run(self, binary: str, env: dict[str, str], slowdown: int) -> RunResult:
         return run_once(self.bench, binary, env, self.bench.run.timeout * slowdown)
