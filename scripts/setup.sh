@@ -27,10 +27,12 @@ command -v cmake >/dev/null || missing+=(cmake)
 echo '#include <omp.h>' | clang-$LLVM -fopenmp -E -x c -o /dev/null - 2>/dev/null \
   || missing+=(libomp-$LLVM-dev)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# apply --train's instrumented build compiles only what changed through it (and the
+# tests build under a compiler cache, F32)
+command -v ccache >/dev/null || missing+=(ccache)
 if [ $want_tests = 1 ]; then
   command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
   command -v valgrind >/dev/null || missing+=(valgrind)
-  command -v ccache >/dev/null || missing+=(ccache)     # builds under a compiler cache
   command -v gcc >/dev/null || missing+=(gcc)           # builds that name gcc (F36)
   command -v dwz >/dev/null || missing+=(dwz)           # Debian packaging's dh_dwz (F42)
 fi

@@ -45,7 +45,10 @@ def add_parsers(sub) -> None:
                         "([run].train, else the benchmark of autopass.toml), the build "
                         "with the fresh profile, then BOLT trained on the linked target. "
                         "BUILD must build from a clean tree; it runs twice. What it was "
-                        "made with lands beside the database as autopass.trained.*")
+                        "made with lands beside the database as autopass.trained.*. "
+                        "The instrumented build takes unchanged units from ccache in "
+                        "$AUTOPASS_TRAIN_CACHE (default ~/.cache/autopass/train-ccache; "
+                        "off: none)")
     add_config_option(p)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
     p.set_defaults(func=cmd_apply)
