@@ -356,7 +356,7 @@ def run_program(program: Program, work: Path, limit: str, rounds: int) -> list[d
             variants["(a+) stale entries applied"] = bins / f"{name}-a+"
         found = measure(program, tree, variants, rounds)
         training = sum(float(s) for s in re.findall(r"training ([\d.]+) s", said_b))
-        cached = re.search(r"(\d+ of \d+) compiles? instrumented from the cache", said_b)
+        cached = re.search(r"compiles from the cache: instrumented (\d+ of \d+)", said_b)
         rows.append({"program": program.name, "release": release.version, "tuned": chose,
                      "entries_shipped": entries, "apply_said": said_a, "train_said": said_b,
                      "plain_build_s": round(plain_seconds, 1),

@@ -55,7 +55,7 @@ def test_the_release_job_runs_as_written(tmp_path, jobs):
         said += done.stdout + done.stderr
         assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
     assert "PGO retrained" in said, said
-    assert "instrumented from the cache" in said, said   # ccache, in the cached folder
+    assert "compiles from the cache: instrumented" in said, said   # ccache, in its folder
     assert "recommendation:" in said, said           # db status said what applies
     assert (root / "dataproc").is_file() and (root / "autopass.trained.flags.json").is_file()
     check = subprocess.run(["make", "check"], cwd=root, capture_output=True, text=True)

@@ -103,11 +103,12 @@ def test_train_builds_with_fresh_profiles_and_two_clean_builds_are_identical(tmp
 
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="needs ccache (scripts/setup.sh "
                     "--test)")
-def test_the_instrumented_build_compiles_only_what_changed_since_the_last(tmp_path):
-    """F80: --train's instrumented build goes through ccache in autopass's own folder:
-    a second build of one source takes every unit from it, a build after an edit all
-    but the edited one, and the program is the one a build without the cache makes; a
-    folder that cannot be written builds without it, and says so."""
+def test_train_builds_compile_only_what_changed_since_the_last(tmp_path):
+    """F80: --train's builds go through ccache in autopass's own folder: a second
+    --train of one source takes every unit of both builds from it (its profile is the
+    last one), one after an edit all but the edited unit of the instrumented build and
+    none of the final (a new profile); the program is the one a build without the cache
+    makes; a folder that cannot be written builds without it, and says so."""
     root = project(tmp_path, stages=("pgo",))
     env = {**env_with_autopass(), "AUTOPASS_TRAIN_CACHE": str(tmp_path / "cache")}
 
@@ -118,12 +119,15 @@ def test_the_instrumented_build_compiles_only_what_changed_since_the_last(tmp_pa
         assert done.returncode == 0, done.stderr
         return done.stderr.decode().strip().splitlines()[-1]
 
-    assert "0 of 2 compiles instrumented from the cache" in train_once()
+    said = train_once()
+    assert "compiles from the cache: instrumented 0 of 2, final 0 of 2" in said, said
     first = (root / "prog").read_bytes()
-    assert "2 of 2 compiles instrumented from the cache" in train_once()
+    said = train_once()
+    assert "compiles from the cache: instrumented 2 of 2, final 2 of 2" in said, said
     assert (root / "prog").read_bytes() == first
     write(root / "work.c", WORK.replace("i % 3", "i % 5"))
-    assert "1 of 2 compiles instrumented from the cache" in train_once()
+    said = train_once()
+    assert "compiles from the cache: instrumented 1 of 2, final 0 of 2" in said, said
     edited = (root / "prog").read_bytes()
     said = train_once(cache="off")
     assert "from the cache" not in said, said

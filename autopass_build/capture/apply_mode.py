@@ -43,8 +43,7 @@ def run(plan: Plan) -> int:
     # compile's own output.  LTO objects need a fixed address layout to be reproducible.
     argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
     program, command, env = plan.compiler_path, argv, plan.child_env()
-    if plan.train_phase == "instrument" and isinstance(parsed, Invocation) \
-            and parsed.mode == COMPILE:     # its objects depend on the source alone
+    if plan.train_phase and isinstance(parsed, Invocation) and parsed.mode == COMPILE:
         program, command, env = train_cache.through_ccache(program, argv, env,
                                                            plan.env.get(ENV_APPLY_TALLY))
     try:

@@ -1,4 +1,4 @@
-"""`apply --train`'s instrumented build, incremental: its compiles go through ccache.
+"""`apply --train`'s builds, incremental: their compiles go through ccache.
 
 The instrumented build compiles every unit with -fprofile-instr-generate and nothing of
 the database, so its objects depend on the source and the command alone: exactly what a
@@ -6,10 +6,12 @@ compiler cache keys on.  A release built every day from a source that changed in
 files compiles only those few instrumented; the rest come from the cache.  ccache (not a
 cache of our own) because it already knows what an object depends on: the headers, the
 depfile a build asks for, the compiler's identity, the options that make a compile
-uncacheable.
+uncacheable, and the content of the profile a compile reads.
 
-Only this build: the final one compiles with the profile just trained, and a profile
-changes every unit's code (its summary sets what is hot), so a cache would only miss.
+The final build goes through it too, but hits only when the profile just trained is the
+last one byte for byte (the same source trained again: counts are held, so the profile
+repeats).  A change to any counted code changes the profile, and a profile reaches
+every unit's code through its summary (what counts as hot), so every key changes.
 
 The cache is autopass's own folder (never the user's ccache's), $AUTOPASS_TRAIN_CACHE
 or ~/.cache/autopass/train-ccache, ccache's size limit its own (5 GB unless set there);
@@ -43,8 +45,8 @@ def folder(env: dict[str, str]) -> str:
 
 def through_ccache(compiler: str, argv: list[str], env: dict[str, str],
                    tally_path: str | None) -> tuple[str, list[str], dict[str, str]]:
-    """A compile of the instrumented build as ccache's command (the program, argv, env),
-    or as it was when this build has no cache.  The user's own CCACHE_* settings are
+    """A compile of a --train build as ccache's command (the program, argv, env), or as
+    it was when this build has no cache.  The user's own CCACHE_* settings are
     left out: they are for their cache (and the build turns it off), not ours."""
     ccache, cache = env.get(ENV_TRAIN_CCACHE, ""), env.get(ENV_TRAIN_CACHE, "")
     if not ccache or not cache:

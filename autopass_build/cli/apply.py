@@ -191,7 +191,11 @@ def retrain_summary(result) -> str:
     costs = ", ".join(f"{what} {seconds:.{1 if seconds < 10 else 0}f} s"
                       for what, seconds in result.seconds.items())
     made = (f"; built with {os.path.relpath(result.database)}" if result.database else "")
-    cached = f"; {result.cached}" if result.cached else ""
+    cached = ("; compiles from the cache: " + ", ".join(
+        f"{'instrumented' if phase == 'instrument' else phase} {hit} of {total}"
+        for phase, (hit, total) in result.cached.items())) if result.cached else ""
+    if result.uncached:
+        cached = f"; {result.uncached}"
     return f"{'; '.join(parts)}{made}{cached} ({costs})"
 
 

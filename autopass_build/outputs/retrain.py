@@ -77,7 +77,10 @@ class Retrained:
     database: str = ""            # the database the build was made with, when trained
     notes: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)   # builds and training
-    cached: str = ""              # what the instrumented build took from its cache
+    # per build ("instrument", "final"): (compiles ccache answered, compiles), and why
+    # the builds had no cache when they had none
+    cached: dict[str, tuple[int, int]] = field(default_factory=dict)
+    uncached: str = ""
 
 
 @dataclass
@@ -238,7 +241,7 @@ class Retrainer:
             env = apply_environment(self.root, database, self.policy, work)
             if phase:
                 env[ENV_TRAIN_PHASE] = phase
-            if phase == "instrument":
+            if phase in ("instrument", "final"):
                 env.update(self.cache_env)
             # the build's own runs of an instrumented program (configure checks, tests)
             # write their raw profiles there, not into the tree
@@ -248,10 +251,9 @@ class Retrainer:
             build = _Build(status, tally.outputs(work),
                            target_units(work, self.binary, self.root)
                            if phase == "instrument" else set())
-            if phase == "instrument" and self.cache_env:
+            if phase in ("instrument", "final") and self.cache_env:
                 hit, missed = train_cache.hits(work)
-                self.result.cached = f"{hit} of {counted(hit + missed, 'compile')} " \
-                                     "instrumented from the cache"
+                self.result.cached[phase] = (hit, hit + missed)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if status > 128:        # Ctrl-C, a CI timeout: no second build after it
@@ -261,7 +263,7 @@ class Retrainer:
         return build
 
     def _cache_env(self) -> dict[str, str]:
-        """What makes the instrumented build's compiles go through ccache (capture/
+        """What makes the two builds' compiles go through ccache (capture/
         train_cache.py): nothing when it is turned off, not installed, or its folder
         cannot be written (each said in the summary)."""
         folder = train_cache.folder(dict(os.environ))
@@ -269,15 +271,15 @@ class Retrainer:
             return {}
         ccache = shutil.which("ccache")
         if ccache is None:
-            self.result.cached = "every unit instrumented anew (install ccache to make " \
-                                 "this build incremental)"
+            self.result.uncached = "every unit compiled anew (install ccache to make " \
+                                   "the instrumented build incremental)"
             return {}
         try:
             os.makedirs(folder, exist_ok=True)
             if not os.access(folder, os.W_OK):
                 raise PermissionError(folder)
         except OSError:
-            self.result.cached = f"no cache: cannot write {folder} (set {ENV_TRAIN_CACHE})"
+            self.result.uncached = f"no cache: cannot write {folder} (set {ENV_TRAIN_CACHE})"
             return {}
         return {ENV_TRAIN_CCACHE: ccache, ENV_TRAIN_CACHE: folder}
 
