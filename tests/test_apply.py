@@ -448,7 +448,35 @@ def test_database_keys_are_one_per_source_and_must_match_one(tmp_path) -> None:
     assert both.returncode == 2 and both.stderr.count("\n") == 1
     assert "'./a.c' and 'a.c' name one source" in both.stderr
     entries(**{"src/a.c": ["-O1"]})
+    write(root / "a.c", "int a(int x) { return x + 2; }\n")     # not src/a.c moved here
     missed = subprocess.run([AUTOPASS, "apply", "--", "clang-19", "-O3", "-c", "a.c"],
                             cwd=root, capture_output=True, text=True)
     assert "1 compile went through autopass, none of a source the database names" in \
         missed.stderr, missed.stderr
+
+
+def test_an_entry_follows_its_source_when_it_moves(tmp_path) -> None:
+    """F81: a source moved since tuning (src/a.c -> lib/a.c, the same content) keeps its
+    entry: apply mode matches it by content, db check and status say where it went; a
+    moved source that was also edited is a new source, whose entry matches nothing."""
+    root = tmp_path / "p"
+    write(root / "src" / "a.c", "int a(int x) { return x + 1; }\n")
+    (root / "autopass.flags.json").write_text(json.dumps({"schema": 1, "toolchain": {},
+        "entries": {"src/a.c": {"flags": ["-O1"],
+                                "source_hash": hash_file(str(root / "src" / "a.c"))}}}))
+    (root / "lib").mkdir()
+    (root / "src" / "a.c").rename(root / "lib" / "a.c")
+    check = subprocess.run([AUTOPASS, "db", "check"], cwd=root, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+    assert "src/a.c: moved to lib/a.c (the same source): its entry applies there" in \
+        check.stdout and "1/1 entries apply" in check.stdout, check.stdout
+    applied = subprocess.run([AUTOPASS, "apply", "--policy", "error", "--", "clang-19", "-O3",
+                              "-c", "lib/a.c", "-o", "a.o"], cwd=root, capture_output=True,
+                             text=True)
+    assert applied.returncode == 0 and "1 command" in applied.stderr, applied.stderr
+    write(root / "lib" / "a.c", "int a(int x) { return x + 2; }\n")
+    edited = subprocess.run([AUTOPASS, "apply", "--", "clang-19", "-O3", "-c", "lib/a.c",
+                             "-o", "a.o"], cwd=root, capture_output=True, text=True)
+    assert "none of a source the database names" in edited.stderr, edited.stderr
+    check = subprocess.run([AUTOPASS, "db", "check"], cwd=root, capture_output=True, text=True)
+    assert check.returncode == 1 and "src/a.c: no such file" in check.stdout, check.stdout

@@ -139,8 +139,10 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         decision = _one_command(db, sources, bool(parsed.skipped_sources), root,
                                 compiler_id(compiler_path), policy, ours, stage is not None)
     else:
-        decision = (decide(db, os.path.join(root, sources[0]), root, compiler_id(compiler_path),
-                           policy) if sources[0] in db.entries else Decision())
+        source = os.path.join(root, sources[0])
+        key = sources[0] if sources[0] in db.entries else moved_from(db, source, root)
+        decision = (decide(db, source, root, compiler_id(compiler_path), policy, key)
+                    if key else Decision())
     # The profile goes to every compile (a static twin of a tuned unit, another program
     # of the build); only for the tuned binary's units does "out of date" mean that the
     # source changed since training: elsewhere a function of the same name is another
@@ -351,9 +353,11 @@ def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decis
     return "".join(kept).encode(), _refuse(why, policy)
 
 
-def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str) -> Decision:
-    """The flags for `source` (absolute), or none with the reason."""
-    rel = relative_to(source, root)
+def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
+           key: str = "") -> Decision:
+    """The flags for `source` (absolute), or none with the reason; `key`: the entry, when
+    it names the source where it was before it moved (moved_from)."""
+    rel = key or relative_to(source, root)
     entry = db.entries.get(rel)
     if entry is None:
         return Decision()
@@ -374,6 +378,35 @@ def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str) -
         return _refuse(f"{rel}: entry not applied: {'; '.join(stale)} (re-run autopass tune)",
                        policy)
     return Decision(entry.flags)
+
+
+def moved_from(db: FlagsDb, source: str, root: str) -> str:
+    """The entry whose source moved to `source` (absolute): an entry naming a file that
+    is gone and measured on this very content; "" when none.  A move keeps the code, so
+    the flags measured on it still hold; a move and an edit are a new source.  Only a
+    database with such entries reads the source, so a usual build pays nothing."""
+    gone = _gone_entries(db, root)
+    if not gone:
+        return ""
+    try:
+        return gone.get(hash_file(source), "")
+    except OSError:
+        return ""
+
+
+_GONE: dict[tuple[int, str], tuple[FlagsDb, dict[str, str]]] = {}
+
+
+def _gone_entries(db: FlagsDb, root: str) -> dict[str, str]:
+    """{source hash: key} of the entries whose source is not under `root` (once per
+    database and root in a process: the server decides a whole build)."""
+    cached = _GONE.get((id(db), root))
+    if cached is not None and cached[0] is db:
+        return cached[1]
+    found = {entry.source_hash: key for key, entry in db.entries.items()
+             if entry.source_hash and not os.path.exists(os.path.join(root, key))}
+    _GONE[(id(db), root)] = (db, found)
+    return found
 
 
 def _refuse(why: str, policy: str) -> Decision:

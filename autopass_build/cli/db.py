@@ -50,6 +50,7 @@ def cmd_db(args: argparse.Namespace) -> int:
     if db is None:
         raise CliError(why or f"{path} does not exist; `autopass tune` writes it")
     problems = {}
+    notes: list[str] = []      # entries that apply, but not where they say
     compiler = _compiler_id()
     for source in sorted(db.entries):
         decision = applier.decide(db, os.path.join(root, source), root, compiler, "warn")
@@ -58,18 +59,25 @@ def cmd_db(args: argparse.Namespace) -> int:
         elif decision.warning:
             problems[source] = decision.warning
         elif not os.path.isfile(os.path.join(root, source)):
-            problems[source] = (f"{source}: no such file under {root} (renamed or removed "
-                                "since tuning?): the entry matches no source")
+            moved = _moved_to(root, source, db.entries[source].source_hash)
+            if moved:
+                notes.append(f"{source}: moved to {moved} (the same source): its entry "
+                             "applies there")
+            else:
+                problems[source] = (f"{source}: no such file under {root} (renamed or "
+                                    "removed since tuning?): the entry matches no source")
     unusable = _unusable_profiles(db, path)
     if args.action == "status":
-        return _status(db, path, root, len(problems), unusable, args.binary)
+        return _status(db, path, root, len(problems), unusable, args.binary, notes)
     if args.action == "show":
         _show(db, problems)
+        for line in notes:
+            print(f"  {line}")
         for why in unusable:
             print(f"  not applied: {why}")
     elif args.action == "check":
-        for warning in list(problems.values()) + unusable:
-            print(warning)
+        for line in notes + list(problems.values()) + unusable:
+            print(line)
         print(f"{len(db.entries) - len(problems)}/{len(db.entries)} entries apply"
               + (f"; {counted(len(unusable), 'shipped profile')} cannot be used"
                  if unusable else ""))
@@ -87,8 +95,28 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _moved_to(root: str, source: str, source_hash: str) -> str:
+    """Where under `root` the source an entry names moved to: a file of the same name
+    and the same content (as apply mode matches it by content, applier.moved_from);
+    "" when there is none.  Hidden folders (.git, the store) are not searched."""
+    from autopass_build.core.files import hash_file
+
+    name = os.path.basename(source)
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        if name in files:
+            found = os.path.join(folder, name)
+            try:
+                if hash_file(found) == source_hash:
+                    return os.path.relpath(found, root)
+            except OSError:
+                continue
+    return ""
+
+
 def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
-            unusable: list[str], binary: str | None = None) -> int:
+            unusable: list[str], binary: str | None = None,
+            notes: list[str] | None = None) -> int:
     """`db status`: each part of the database and how much of it applies to today's
     source, then the recommendation (outputs/status.py)."""
     from autopass_build.capture.applier import shipped_file
@@ -101,6 +129,8 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
     print(f"stages: {'+'.join(stages) or 'none'}")
     print(f"per-file entries: {len(db.entries) - not_applying}/{len(db.entries)} apply"
           + (" (`autopass db check` says why not)" if not_applying else ""))
+    for line in notes or []:
+        print(f"  {line}")
     profile, profile_why = shipped_file(db.profile, path, "PGO profile", "the build was "
                                         "tuned with") if db.profile else ("", "")
     match = None
