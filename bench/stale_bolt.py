@@ -50,10 +50,13 @@ I1_MISSES = re.compile(rb"I1\s+misses:\s+([\d,]+)")
 
 
 def bolt_database(program: rh.Program, tree: Path) -> None:
-    """A database that ships the BOLT stage for the program, as tune writes one (its
-    profile is missing: `apply --train` trains it)."""
+    """A database that ships the BOLT stage for the program, as tune writes one, but
+    its profile not there (`apply --train` trains one, and says the shipped one is
+    missing)."""
     db = flags_db.empty()
-    db.target = flags_db.TargetStages(program.binary, ("bolt",), "-O3", ())
+    db.target = flags_db.TargetStages(program.binary, ("bolt",), "-O3", (),
+                                      bolt=flags_db.ProfileRef(SHIPPED_BOLT, "0" * 40),
+                                      bolt_binary="0" * 40)
     db.toolchain = {"compiler": "", "target": ""}
     flags_db.save(str(tree / "autopass.flags.json"), db)
 
