@@ -88,11 +88,14 @@ def i1_misses(program: rh.Program, tree: Path, binary: Path) -> int:
     return int(found.group(1).replace(b",", b""))
 
 
-def bolt_match(tree: Path) -> str:
-    """db status's BOLT line for today's program: what llvm-bolt's stale matching says."""
-    _, said = rh.sh([rh.AUTOPASS, "db", "status"], tree)
-    lines = [line.strip() for line in said.splitlines() if line.strip().startswith("BOLT")]
-    return lines[0] if lines else said.strip().splitlines()[-1]
+def bolt_match(tree: Path, binary: Path) -> str:
+    """db status's last BOLT line for today's program built without BOLT (`binary`):
+    what llvm-bolt's stale matching says."""
+    done = subprocess.run([rh.AUTOPASS, "db", "status", "--binary", str(binary)], cwd=tree,
+                          capture_output=True, text=True)
+    lines = [line.strip() for line in done.stdout.splitlines()
+             if line.strip().startswith("BOLT")]
+    return lines[-1] if lines else (done.stdout + done.stderr).strip()[-300:]
 
 
 def run_program(program: rh.Program, work: Path, rounds: int) -> list[dict]:
@@ -115,7 +118,7 @@ def run_program(program: rh.Program, work: Path, rounds: int) -> list[dict]:
         ship_trained(tree0, tree)
         _, said_a = rh.applied(program, tree, bins / f"{name}-a")
         rh.log(f"{name}: (a) said {said_a[-300:]}")
-        matched = bolt_match(tree)
+        matched = bolt_match(tree, bins / f"{name}-O3")
         rh.log(f"{name}: {matched}")
         _, said_b = rh.applied(program, tree, bins / f"{name}-b", "--train")
         rh.log(f"{name}: (b) said {said_b[-300:]}; measuring")
