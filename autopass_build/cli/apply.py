@@ -46,9 +46,9 @@ def add_parsers(sub) -> None:
                         "with the fresh profile, then BOLT trained on the linked target. "
                         "BUILD must build from a clean tree; it runs twice. What it was "
                         "made with lands beside the database as autopass.trained.*. "
-                        "The instrumented build takes unchanged units from ccache in "
-                        "$AUTOPASS_TRAIN_CACHE (default ~/.cache/autopass/train-ccache; "
-                        "off: none)")
+                        "Both builds compile through ccache in $AUTOPASS_TRAIN_CACHE "
+                        "(default ~/.cache/autopass/train-ccache; off: none): the "
+                        "instrumented one compiles only what changed since the last")
     add_config_option(p)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
     p.set_defaults(func=cmd_apply)
