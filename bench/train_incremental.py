@@ -8,6 +8,7 @@ database that ships PGO for its `7zz` (written here as tune ships one for the PG
 the xz compression of 8 MB of text on one thread.  In one copy of the source:
 
     plain     make clean && make                             the build as it is
+    no cache  the same with AUTOPASS_TRAIN_CACHE=off          what --train cost before
     cold      make clean && autopass apply --train -- make   an empty cache folder
     again     the same again                                  the same source
     edited    the same after a change to one source           one unit changed
@@ -78,8 +79,8 @@ def timed(argv: list[str], tree: Path, env: dict[str, str] | None = None) -> tup
     return seconds, done.stderr
 
 
-def train(tree: Path, cache: Path) -> dict[str, float]:
-    env = {**os.environ, "AUTOPASS_TRAIN_CACHE": str(cache)}
+def train(tree: Path, cache: Path | None) -> dict[str, float]:
+    env = {**os.environ, "AUTOPASS_TRAIN_CACHE": str(cache) if cache else "off"}
     seconds, said = timed([AUTOPASS, "apply", "--train", "--", *PROGRAM.build], tree, env)
     summary = [line for line in said.splitlines() if "retrained" in line]
     found = SUMMARY.search(said)
@@ -104,7 +105,7 @@ def one_round(tree: Path, work: Path, round_no: int) -> dict[str, dict[str, floa
     cache = work / f"cache-{round_no}"
     shutil.rmtree(cache, ignore_errors=True)
     found: dict[str, dict[str, float]] = {}
-    trains = ["cold", "again", "edited"]
+    trains = ["no cache", "cold", "again", "edited"]
     order = ["plain", "trains"]
     random.shuffle(order)
     for step in order:
@@ -115,7 +116,7 @@ def one_round(tree: Path, work: Path, round_no: int) -> dict[str, dict[str, floa
         for name in trains:
             if name == "edited":
                 edit(tree, round_no)
-            found[name] = train(tree, cache)
+            found[name] = train(tree, None if name == "no cache" else cache)
             log(f"round {round_no}: {name} {found[name]['wall']:.1f} s "
                 f"(instrument {found[name]['instrument']:.1f} s, "
                 f"{found[name]['from_cache']} of {found[name]['compiles']} from the cache; "
@@ -132,7 +133,7 @@ def report(rounds: list[dict[str, dict[str, float]]]) -> str:
              "| --train | wall | instrumented build | final build | from the cache "
              "(instrumented, final) | cost over plain, training taken out |",
              "|---|---|---|---|---|---|"]
-    for name in ("cold", "again", "edited"):
+    for name in ("no cache", "cold", "again", "edited"):
         wall, training = median(name, "wall"), median(name, "training")
         hits = (f"{median(name, 'from_cache'):.0f}, {median(name, 'final_from_cache'):.0f} "
                 f"of {median(name, 'compiles'):.0f}")
