@@ -107,9 +107,13 @@ def test_train_builds_compile_only_what_changed_since_the_last(tmp_path):
     """F80: --train's builds go through ccache in autopass's own folder: a second
     --train of one source takes every unit of both builds from it (its profile is the
     last one), one after an edit all but the edited unit of the instrumented build and
-    none of the final (a new profile); the program is the one a build without the cache
-    makes; a folder that cannot be written builds without it, and says so."""
+    none of the final (a new profile), as after an edit of a header only the unit that
+    includes it; the program is the one a build without the cache makes; no dependency
+    file is left behind; a folder that cannot be written builds without it, said."""
     root = project(tmp_path, stages=("pgo",))
+    write(root / "work.h", "#define STEP 7\n")
+    work = '#include "work.h"\n' + WORK.replace("i % 7 == 0", "i % STEP == 0")
+    write(root / "work.c", work)
     env = {**env_with_autopass(), "AUTOPASS_TRAIN_CACHE": str(tmp_path / "cache")}
 
     def train_once(cache: str = "") -> str:
@@ -125,9 +129,13 @@ def test_train_builds_compile_only_what_changed_since_the_last(tmp_path):
     said = train_once()
     assert "compiles from the cache: instrumented 2 of 2, final 2 of 2" in said, said
     assert (root / "prog").read_bytes() == first
-    write(root / "work.c", WORK.replace("i % 3", "i % 5"))
+    write(root / "work.c", work.replace("i % 3", "i % 5"))
     said = train_once()
     assert "compiles from the cache: instrumented 1 of 2, final 0 of 2" in said, said
+    write(root / "work.h", "#define STEP 9\n")
+    said = train_once()
+    assert "compiles from the cache: instrumented 1 of 2, final 0 of 2" in said, said
+    assert not list(root.glob("*.d")), "a dependency file was left in the tree"
     edited = (root / "prog").read_bytes()
     said = train_once(cache="off")
     assert "from the cache" not in said, said

@@ -7,6 +7,8 @@ compile's own output; after a tuned link, BOLT; stale-profile notes summarized.
 
 from __future__ import annotations
 
+import os
+
 from autopass_build.capture import tally, train_cache
 from autopass_build.capture.compiler_args import COMPILE, Invocation, Skip, classify
 from autopass_build.capture.plan import Plan, WrapperError, clang_or_the_named_gcc
@@ -42,20 +44,23 @@ def run(plan: Plan) -> int:
     # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
     # compile's own output.  LTO objects need a fixed address layout to be reproducible.
     argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
-    program, command, env = plan.compiler_path, argv, plan.child_env()
+    run = train_cache.Command(plan.compiler_path, argv, plan.child_env())
     if plan.train_phase and isinstance(parsed, Invocation) and parsed.mode == COMPILE:
-        program, command, env = train_cache.through_ccache(program, argv, env,
-                                                           plan.env.get(ENV_APPLY_TALLY))
+        run = train_cache.through_ccache(run.program, argv, run.env,
+                                         plan.env.get(ENV_APPLY_TALLY))
     try:
-        done, out, err = plan.host.buffered(program, command, env,
+        done, out, err = plan.host.buffered(run.program, run.argv, run.env,
                                             fixed_layout=proc.wants_fixed_layout(argv))
     except OSError as error:   # E2BIG and the like: the plain compile is still ours to run
         _note(plan, f"cannot run the compiler with the tuned flags ({error.strerror}); "
                     "compiling with the default flags")
         return _plain(plan, parsed)
+    finally:
+        if run.depfile:
+            _unlink(run.depfile)
     if done.status < 0:     # killed (Ctrl-C, a CI timeout): not a rejected flag (F15)
         return plan.host.exit_like(done.status)
-    if done.status != 0 and program != plan.compiler_path:    # ccache's doing? without it
+    if done.status != 0 and run.program != plan.compiler_path:   # ccache's doing? without it
         done, out, err = plan.host.buffered(plan.compiler_path, argv, plan.child_env())
     if done.status == 0:
         _tally(plan)
@@ -84,6 +89,13 @@ def run(plan: Plan) -> int:
     _note(plan, f"the compiler rejected the tuned flags {' '.join(decision.flags)} "
                 f"({first[:200]}); compiling with the default flags")
     return _plain(plan, parsed)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _plain(plan: Plan, parsed: Invocation | Skip | None) -> int:

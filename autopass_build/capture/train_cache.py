@@ -13,6 +13,11 @@ last one byte for byte (the same source trained again: counts are held, so the p
 repeats).  A change to any counted code changes the profile, and a profile reaches
 every unit's code through its summary (what counts as hot), so every key changes.
 
+ccache runs in its depend mode: on a miss it does not run the preprocessor, but reads
+the includes from the dependency file the compile writes (7-Zip's instrumented build:
+a miss cost 19 % over no cache in ccache's usual mode, 3 % in depend mode).  A compile
+that writes none is given one in the build's scratch folder, deleted after it.
+
 The cache is autopass's own folder (never the user's ccache's), $AUTOPASS_TRAIN_CACHE
 or ~/.cache/autopass/train-ccache, ccache's size limit its own (5 GB unless set there);
 AUTOPASS_TRAIN_CACHE=off compiles everything.  A CI job keeps it between runs as it
@@ -22,6 +27,7 @@ would keep any cache.  The wrapper side imports nothing heavy (the import-cost t
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from autopass_build.core.names import ENV_TRAIN_CACHE, ENV_TRAIN_CCACHE
 
@@ -43,19 +49,36 @@ def folder(env: dict[str, str]) -> str:
     return user_cache_dir("train-ccache")
 
 
+@dataclass(frozen=True)
+class Command:
+    """A compile as it runs: through ccache or not."""
+    program: str
+    argv: list[str]
+    env: dict[str, str]
+    depfile: str = ""          # the dependency file we added, to delete after the compile
+
+
 def through_ccache(compiler: str, argv: list[str], env: dict[str, str],
-                   tally_path: str | None) -> tuple[str, list[str], dict[str, str]]:
-    """A compile of a --train build as ccache's command (the program, argv, env), or as
-    it was when this build has no cache.  The user's own CCACHE_* settings are
-    left out: they are for their cache (and the build turns it off), not ours."""
+                   tally_path: str | None) -> Command:
+    """A compile of a --train build as ccache's command, or as it was when this build
+    has no cache.  The user's own CCACHE_* settings are left out: they are for their
+    cache (and the build turns it off), not ours."""
     ccache, cache = env.get(ENV_TRAIN_CCACHE, ""), env.get(ENV_TRAIN_CACHE, "")
-    if not ccache or not cache:
-        return compiler, argv, env
+    if not ccache or not cache or not tally_path:
+        return Command(compiler, argv, env)
+    scratch = os.path.dirname(tally_path)
     child = {k: v for k, v in env.items() if not k.startswith("CCACHE_")}
-    child["CCACHE_DIR"] = cache
-    if tally_path:
-        child["CCACHE_STATSLOG"] = os.path.join(os.path.dirname(tally_path), STATS_LOG)
-    return ccache, ["ccache", compiler] + argv[1:], child
+    child.update(CCACHE_DIR=cache, CCACHE_DEPEND="1",
+                 CCACHE_STATSLOG=os.path.join(scratch, STATS_LOG))
+    depfile = ""
+    if not any(a in _DEPFILE or a.startswith(_DEPFILE_WP) for a in argv[1:]):
+        depfile = os.path.join(scratch, f"dep-{os.getpid()}-{os.urandom(6).hex()}.d")
+        argv = argv + ["-MD", "-MF", depfile]
+    return Command(ccache, ["ccache", compiler] + argv[1:], child, depfile)
+
+
+_DEPFILE = ("-MD", "-MMD")                  # a compile that writes its dependency file
+_DEPFILE_WP = ("-Wp,-MD,", "-Wp,-MMD,")
 
 
 def hits(work_dir: str) -> tuple[int, int]:
