@@ -10,15 +10,23 @@ release with that database two ways, side by side with its -O3 build:
                      changed is not applied; those of unchanged sources are)
     stale applied    `autopass apply --policy apply-anyway`
 
-Releases, workloads and the measurement are bench/release_history.py's.
+and the first release's own tuned build beside its -O3 build (what the entries gave
+where they were measured).  Releases, workloads and the measurement are
+bench/release_history.py's; with --metric instructions, tune measures instructions
+(callgrind) and each variant is one cachegrind run's instruction count against -O3's:
+deterministic, so that a gain of 1 % is seen and its share carried to a later release is
+a figure, not an interval.
 
 Usage: python bench/entry_policy.py [--programs lua,brotli] [--budget 12] [--rounds 20]
+       [--metric cpu|instructions]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,12 +35,45 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import release_history as rh  # noqa: E402
 
+I_REFS = re.compile(rb"I\s+refs:\s+([\d,]+)")
 
-def run_program(program: rh.Program, work: Path, budget: int, rounds: int) -> list[dict]:
+
+def instructions(program: rh.Program, tree: Path, binaries: dict[str, Path]) -> dict:
+    """One cachegrind run of each variant: its instructions against -O3's, as a speedup
+    (no interval: the count is deterministic), and whether its output is -O3's."""
+    counts, outputs = {}, {}
+    for name, binary in binaries.items():
+        argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                "--cachegrind-out-file=/dev/null"] + [
+            token.replace("{exe}", str(binary)) for token in program.run]
+        done = subprocess.run(argv, cwd=tree, capture_output=True)
+        found = I_REFS.search(done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"cachegrind failed on {binary}: {done.stderr[-800:]!r}")
+        counts[name] = int(found.group(1).replace(b",", b""))
+        outputs[name] = done.stdout
+    result: dict = {"-O3 instructions": counts["-O3"]}
+    for name in binaries:
+        if name != "-O3":
+            ratio = counts["-O3"] / counts[name]
+            result[name] = {"speedup": ratio, "low": ratio, "high": ratio,
+                            "same_output": outputs[name] == outputs["-O3"]}
+    return result
+
+
+def run_program(program: rh.Program, work: Path, budget: int, rounds: int,
+                metric: str) -> list[dict]:
     first = program.releases[0]
     bins = work / "bins"
     bins.mkdir(exist_ok=True)
     tree0 = rh.unpack(program, first, work)
+    toml = tree0 / "autopass.toml"
+    toml.write_text(toml.read_text().replace('metric = "cpu"', f'metric = "{metric}"'))
+
+    def measured(tree: Path, binaries: dict[str, Path]) -> dict:
+        return instructions(program, tree, binaries) if metric == "instructions" \
+            else rh.measure(program, tree, binaries, rounds)
+
     rh.sh(["make", "clean"], tree0)
     rh.sh([rh.AUTOPASS, "record", "--", "make", "-j2"], tree0)
     rh.log(f"{program.name} {first.version}: tune --no-stages --budget {budget}")
@@ -45,7 +86,14 @@ def run_program(program: rh.Program, work: Path, budget: int, rounds: int) -> li
     entries = json.loads(database.read_text())["entries"]
     rh.log(f"{program.name} {first.version}: {len(entries)} entries: "
            + "; ".join(f"{k}: {' '.join(v['flags'])}" for k, v in entries.items()))
-    rows = []
+    rh.plain(program, tree0, bins / f"{program.name}-{first.version}-O3")
+    rh.applied(program, tree0, bins / f"{program.name}-{first.version}-tuned")
+    rows = [{"program": program.name, "release": first.version, "entries": len(entries),
+             "stale": [], "tuned_here": True, **measured(tree0, {
+                 "-O3": bins / f"{program.name}-{first.version}-O3",
+                 "stale skipped": bins / f"{program.name}-{first.version}-tuned",
+                 "stale applied": bins / f"{program.name}-{first.version}-tuned"})}]
+    rh.log(report(rows))
     for release in program.releases[1:]:
         tree = rh.unpack(program, release, work)
         name = f"{program.name}-{release.version}"
@@ -55,9 +103,9 @@ def run_program(program: rh.Program, work: Path, budget: int, rounds: int) -> li
         rh.applied(program, tree, bins / f"{name}-applied", "--policy", "apply-anyway")
         stale = [k for k in entries if not same_source(tree0, tree, k)]
         rh.log(f"{name}: measuring ({len(stale)} of {len(entries)} entries' sources changed)")
-        found = rh.measure(program, tree, {"-O3": bins / f"{name}-O3",
-                                           "stale skipped": bins / f"{name}-skipped",
-                                           "stale applied": bins / f"{name}-applied"}, rounds)
+        found = measured(tree, {"-O3": bins / f"{name}-O3",
+                                "stale skipped": bins / f"{name}-skipped",
+                                "stale applied": bins / f"{name}-applied"})
         rows.append({"program": program.name, "release": release.version,
                      "entries": len(entries), "stale": stale, "apply_said": said, **found})
         rh.log(report([rows[-1]]))
@@ -75,6 +123,12 @@ def report(rows: list[dict]) -> str:
         if "note" in row:
             lines.append(f"{row['program']} {row['release']}: {row['note']}")
             continue
+        if row.get("tuned_here"):
+            r = row["stale applied"]
+            lines.append(f"{row['program']} {row['release']} (tuned here): its "
+                         f"{row['entries']} entries {r['speedup']:.3f}x [{r['low']:.3f}, "
+                         f"{r['high']:.3f}] over -O3")
+            continue
         cells = [f"{name} {row[name]['speedup']:.3f}x [{row[name]['low']:.3f}, "
                  f"{row[name]['high']:.3f}]" for name in ("stale skipped", "stale applied")]
         lines.append(f"{row['program']} {row['release']}: {len(row['stale'])} of "
@@ -90,13 +144,15 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--out", default="entry-policy-out")
+    parser.add_argument("--metric", choices=("cpu", "instructions"), default="cpu")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="autopass-entries-") as scratch:
         for name in args.programs.split(","):
-            rows += run_program(rh.PROGRAMS[name], Path(scratch), args.budget, args.rounds)
+            rows += run_program(rh.PROGRAMS[name], Path(scratch), args.budget, args.rounds,
+                                args.metric)
             (out / "entry_policy.json").write_text(json.dumps(rows, indent=1))
     print(report(rows))
     return 0
