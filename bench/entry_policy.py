@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,23 +33,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import release_history as rh  # noqa: E402
 
-I_REFS = re.compile(rb"I\s+refs:\s+([\d,]+)")
-
 
 def instructions(program: rh.Program, tree: Path, binaries: dict[str, Path]) -> dict:
     """One cachegrind run of each variant: its instructions against -O3's, as a speedup
     (no interval: the count is deterministic), and whether its output is -O3's."""
     counts, outputs = {}, {}
     for name, binary in binaries.items():
-        argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
-                "--cachegrind-out-file=/dev/null"] + [
-            token.replace("{exe}", str(binary)) for token in program.run]
-        done = subprocess.run(argv, cwd=tree, capture_output=True)
-        found = I_REFS.search(done.stderr)
-        if done.returncode != 0 or found is None:
-            raise SystemExit(f"cachegrind failed on {binary}: {done.stderr[-800:]!r}")
-        counts[name] = int(found.group(1).replace(b",", b""))
-        outputs[name] = done.stdout
+        counts[name], outputs[name] = rh.cachegrind(program, tree, binary, "I refs")
     result: dict = {"-O3 instructions": counts["-O3"]}
     for name in binaries:
         if name != "-O3":

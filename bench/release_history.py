@@ -280,6 +280,22 @@ def cpu_run(argv: list[str], tree: Path) -> tuple[float, str]:
     return seconds, hashlib.sha256(done.stdout).hexdigest()
 
 
+def cachegrind(program: Program, tree: Path, binary: Path, counter: str,
+               cache_sim: bool = False) -> tuple[int, bytes]:
+    """One run of the benchmark under cachegrind: the count its summary gives for
+    `counter` ("I refs", "I1 misses"; the cache simulated for the latter), and the
+    program's output."""
+    argv = ["valgrind", "--tool=cachegrind", f"--cache-sim={'yes' if cache_sim else 'no'}",
+            "--cachegrind-out-file=/dev/null"] + [
+        token.replace("{exe}", str(binary)) for token in program.run]
+    done = subprocess.run(argv, cwd=tree, capture_output=True)
+    pattern = r"\s+".join(map(re.escape, counter.split())).encode() + rb":\s+([\d,]+)"
+    found = re.search(pattern, done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"cachegrind failed on {binary}: {done.stderr[-800:]!r}")
+    return int(found.group(1).replace(b",", b"")), done.stdout
+
+
 def measure(program: Program, tree: Path, binaries: dict[str, Path], rounds: int) -> dict:
     """Interleaved rounds; each variant against "-O3": speedup [low, high]."""
     times: dict[str, list[float]] = {name: [] for name in binaries}

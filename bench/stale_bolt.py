@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -46,7 +45,6 @@ import release_history as rh  # noqa: E402
 from autopass_build.core import flags_db  # noqa: E402
 
 SHIPPED_BOLT, SHIPPED_YAML = "autopass.fdata", "autopass.bolt.yaml"
-I1_MISSES = re.compile(rb"I1\s+misses:\s+([\d,]+)")
 
 
 def bolt_database(program: rh.Program, tree: Path) -> None:
@@ -75,17 +73,6 @@ def ship_trained(source: Path, tree: Path) -> None:
     flags_db.save(str(tree / "autopass.flags.json"), shipped)
     for name in tree.glob("autopass.trained.*"):
         name.unlink()
-
-
-def i1_misses(program: rh.Program, tree: Path, binary: Path) -> int:
-    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=yes",
-            "--cachegrind-out-file=/dev/null"] + [
-        token.replace("{exe}", str(binary)) for token in program.run]
-    done = subprocess.run(argv, cwd=tree, capture_output=True)
-    found = I1_MISSES.search(done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"cachegrind failed on {binary}: {done.stderr[-800:]!r}")
-    return int(found.group(1).replace(b",", b""))
 
 
 def bolt_match(tree: Path, binary: Path) -> str:
@@ -125,7 +112,8 @@ def run_program(program: rh.Program, work: Path, rounds: int) -> list[dict]:
         variants = {"-O3": bins / f"{name}-O3", "(a) stale": bins / f"{name}-a",
                     "(b) fresh": bins / f"{name}-b"}
         found = rh.measure(program, tree, variants, rounds)
-        misses = {v: i1_misses(program, tree, path) for v, path in variants.items()}
+        misses = {v: rh.cachegrind(program, tree, path, "I1 misses", cache_sim=True)[0]
+                  for v, path in variants.items()}
         rows.append({"program": program.name, "release": release.version,
                      "trained_on": first.version, "apply_said": said_a, "bolt_match": matched,
                      "train_said": said_b, "i1_misses": misses, **found})

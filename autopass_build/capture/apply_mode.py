@@ -7,8 +7,6 @@ compile's own output; after a tuned link, BOLT; stale-profile notes summarized.
 
 from __future__ import annotations
 
-import os
-
 from autopass_build.capture import tally, train_cache
 from autopass_build.capture.compiler_args import COMPILE, Invocation, Skip, classify
 from autopass_build.capture.plan import Plan, WrapperError, clang_or_the_named_gcc
@@ -56,8 +54,7 @@ def run(plan: Plan) -> int:
                     "compiling with the default flags")
         return _plain(plan, parsed)
     finally:
-        if run.depfile:
-            _unlink(run.depfile)
+        run.clean_up()
     if done.status < 0:     # killed (Ctrl-C, a CI timeout): not a rejected flag (F15)
         return plan.host.exit_like(done.status)
     if done.status != 0 and run.program != plan.compiler_path:   # ccache's doing? without it
@@ -89,13 +86,6 @@ def run(plan: Plan) -> int:
     _note(plan, f"the compiler rejected the tuned flags {' '.join(decision.flags)} "
                 f"({first[:200]}); compiling with the default flags")
     return _plain(plan, parsed)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def _plain(plan: Plan, parsed: Invocation | Skip | None) -> int:

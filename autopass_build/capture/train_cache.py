@@ -57,6 +57,14 @@ class Command:
     env: dict[str, str]
     depfile: str = ""          # the dependency file we added, to delete after the compile
 
+    def clean_up(self) -> None:
+        """After the compile: the dependency file we added is ours, not the build's."""
+        if self.depfile:
+            try:
+                os.unlink(self.depfile)
+            except OSError:
+                pass            # the compile never wrote it
+
 
 def through_ccache(compiler: str, argv: list[str], env: dict[str, str],
                    tally_path: str | None) -> Command:

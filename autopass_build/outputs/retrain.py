@@ -34,7 +34,12 @@ from autopass_build.capture.server import serving
 from autopass_build.core import flags_db, proc, toolchain
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import FlagsDb, ProfileRef
-from autopass_build.core.names import ENV_TRAIN_CACHE, ENV_TRAIN_CCACHE, ENV_TRAIN_PHASE
+from autopass_build.core.names import (
+    ENV_TRAIN_CACHE,
+    ENV_TRAIN_CCACHE,
+    ENV_TRAIN_PHASE,
+    TRAIN_PHASES,
+)
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT, PGO
@@ -239,9 +244,10 @@ class Retrainer:
         work = tempfile.mkdtemp(prefix="autopass-train-build-")
         try:
             env = apply_environment(self.root, database, self.policy, work)
+            cached = phase in TRAIN_PHASES and bool(self.cache_env)
             if phase:
                 env[ENV_TRAIN_PHASE] = phase
-            if phase in ("instrument", "final"):
+            if cached:
                 env.update(self.cache_env)
             # the build's own runs of an instrumented program (configure checks, tests)
             # write their raw profiles there, not into the tree
@@ -251,7 +257,7 @@ class Retrainer:
             build = _Build(status, tally.outputs(work),
                            target_units(work, self.binary, self.root)
                            if phase == "instrument" else set())
-            if phase in ("instrument", "final") and self.cache_env:
+            if cached:
                 hit, missed = train_cache.hits(work)
                 self.result.cached[phase] = (hit, hit + missed)
         finally:
