@@ -28,8 +28,13 @@ to the next, as a CI keeping it would: release 3's instrumented build compiles o
 changed since release 2 (release 2's compiles everything: release 1 was tuned, not
 trained).
 
+With --counts, each later release also gets one cachegrind run of each variant: its
+instructions and simulated I1 misses against -O3's, and whether (a)'s or (b)'s .text is
+(c)'s byte for byte.  Those do not move with the machine, so they tell (b) from (c) where
+20 rounds of noisy times cannot (a 16 % gain measured to +-8 %).
+
 Usage: python bench/release_history.py [--programs lua,sqlite,brotli] [--time 4m]
-       [--rounds 20] [--stages bolt]
+       [--rounds 20] [--stages bolt] [--counts]
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ CACHE = Path(os.environ.get("AUTOPASS_BENCH_CACHE",
                             Path.home() / ".cache" / "autopass")) / "pypi"
 AUTOPASS = str(Path(sys.executable).parent / "autopass")
 STAGES: tuple[str, ...] = ()   # [tune].stages for every tune (--stages); () all
+COUNTS = False                 # also the deterministic counts (--counts)
 SHIPPED = ("autopass.flags.json", "autopass.profdata", "autopass.fdata", "autopass.bolt.yaml")
 
 
@@ -285,15 +291,49 @@ def cachegrind(program: Program, tree: Path, binary: Path, counter: str,
     """One run of the benchmark under cachegrind: the count its summary gives for
     `counter` ("I refs", "I1 misses"; the cache simulated for the latter), and the
     program's output."""
+    counts, output = cachegrind_counts(program, tree, binary, (counter,), cache_sim)
+    return counts[counter], output
+
+
+def cachegrind_counts(program: Program, tree: Path, binary: Path, counters: tuple[str, ...],
+                      cache_sim: bool = False) -> tuple[dict[str, int], bytes]:
+    """One run under cachegrind: each of `counters` from its summary, and the output."""
     argv = ["valgrind", "--tool=cachegrind", f"--cache-sim={'yes' if cache_sim else 'no'}",
             "--cachegrind-out-file=/dev/null"] + [
         token.replace("{exe}", str(binary)) for token in program.run]
     done = subprocess.run(argv, cwd=tree, capture_output=True)
-    pattern = r"\s+".join(map(re.escape, counter.split())).encode() + rb":\s+([\d,]+)"
-    found = re.search(pattern, done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"cachegrind failed on {binary}: {done.stderr[-800:]!r}")
-    return int(found.group(1).replace(b",", b"")), done.stdout
+    counts = {}
+    for counter in counters:
+        pattern = r"\s+".join(map(re.escape, counter.split())).encode() + rb":\s+([\d,]+)"
+        found = re.search(pattern, done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"cachegrind failed on {binary}: {done.stderr[-800:]!r}")
+        counts[counter] = int(found.group(1).replace(b",", b""))
+    return counts, done.stdout
+
+
+def code_digest(binary: Path) -> str:
+    """The SHA-256 of the binary's .text: two builds with the same digest run the same
+    machine code, so their gains differ only by the noise of measuring them."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(binary, "rb") as file:
+        text = ELFFile(file).get_section_by_name(".text")
+        return hashlib.sha256(text.data()).hexdigest() if text is not None else ""
+
+
+def counted(program: Program, tree: Path, binaries: dict[str, Path]) -> dict:
+    """The deterministic side of the comparison: one cachegrind run of each variant
+    (instructions, simulated I1 misses), each variant's ratio to -O3's counts, and
+    whether each variant's machine code is (c)'s, byte for byte."""
+    counters = ("I refs", "I1 misses")
+    found = {name: cachegrind_counts(program, tree, binary, counters, cache_sim=True)[0]
+             for name, binary in binaries.items()}
+    digests = {name: code_digest(binary) for name, binary in binaries.items()}
+    return {name: {"instructions": found[name]["I refs"], "i1_misses": found[name]["I1 misses"],
+                   "instructions_speedup": found["-O3"]["I refs"] / found[name]["I refs"],
+                   "same_code_as_c": digests[name] == digests.get("(c) tuned")}
+            for name in binaries}
 
 
 def measure(program: Program, tree: Path, binaries: dict[str, Path], rounds: int) -> dict:
@@ -371,6 +411,9 @@ def run_program(program: Program, work: Path, limit: str, rounds: int) -> list[d
         if entries:
             variants["(a+) stale entries applied"] = bins / f"{name}-a+"
         found = measure(program, tree, variants, rounds)
+        if COUNTS:
+            log(f"{name}: one cachegrind run of each variant")
+            found["counts"] = counted(program, tree, variants)
         training = sum(float(s) for s in re.findall(r"training ([\d.]+) s", said_b))
         cached = re.search(r"compiles from the cache: instrumented (\d+ of \d+)", said_b)
         rows.append({"program": program.name, "release": release.version, "tuned": chose,
@@ -409,8 +452,28 @@ def report(rows: list[dict]) -> str:
                      f"(the tuned build alone, `apply`: {row['apply_s']} s)")
             if row.get("instrumented_from_cache"):
                 line += f"; {row['instrumented_from_cache']} instrumented from the cache"
+            if "counts" in row:
+                line += "\n  " + counts_report(row["counts"])
         out.append(line)
     return "\n".join(out)
+
+
+def counts_report(counts: dict) -> str:
+    """One line: each variant's instructions and I1 misses against -O3's, the share of
+    (c)'s instruction gain (a) and (b) keep, and which variants run (c)'s very code."""
+    base = counts["-O3"]
+    cells = [f"-O3 {base['instructions'] / 1e9:.3f} G instructions, "
+             f"{base['i1_misses'] / 1e6:.2f} M I1 misses"]
+    whole = counts["(c) tuned"]["instructions_speedup"]
+    for name, row in counts.items():
+        if name == "-O3":
+            continue
+        share = kept(row["instructions_speedup"], whole) if name != "(c) tuned" else None
+        cells.append(f"{name[:3]} {row['instructions_speedup']:.4f}x, "
+                     f"{row['i1_misses'] / 1e6:.2f} M"
+                     + (f", kept {share:.1%}" if share is not None else "")
+                     + (", (c)'s code" if row["same_code_as_c"] and name != "(c) tuned" else ""))
+    return "by cachegrind (instructions of -O3 / of each, I1 misses): " + "; ".join(cells)
 
 
 def main() -> int:
@@ -424,8 +487,13 @@ def main() -> int:
     parser.add_argument("--stages", default="",
                         help="the stages tune may choose from ([tune].stages), e.g. bolt "
                              "to measure what a stale BOLT profile keeps; default: all")
+    parser.add_argument("--counts", action="store_true",
+                        help="also one cachegrind run of each variant: instructions and "
+                             "I1 misses against -O3's, and whether (a) or (b) is (c)'s "
+                             "machine code (deterministic where the times are noisy)")
     args = parser.parse_args()
-    global STAGES
+    global STAGES, COUNTS
+    COUNTS = args.counts
     STAGES = tuple(s for s in args.stages.split(",") if s)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
