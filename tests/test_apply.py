@@ -457,8 +457,9 @@ def test_database_keys_are_one_per_source_and_must_match_one(tmp_path) -> None:
 
 def test_an_entry_follows_its_source_when_it_moves(tmp_path) -> None:
     """F81: a source moved since tuning (src/a.c -> lib/a.c, the same content) keeps its
-    entry: apply mode matches it by content, db check and status say where it went; a
-    moved source that was also edited is a new source, whose entry matches nothing."""
+    entry: apply mode matches it by name and content, db check and status say where it
+    went; the same content under another name, or a moved source that was also edited,
+    is a new source, whose entry matches nothing."""
     root = tmp_path / "p"
     write(root / "src" / "a.c", "int a(int x) { return x + 1; }\n")
     (root / "autopass.flags.json").write_text(json.dumps({"schema": 1, "toolchain": {},
@@ -474,6 +475,15 @@ def test_an_entry_follows_its_source_when_it_moves(tmp_path) -> None:
                               "-c", "lib/a.c", "-o", "a.o"], cwd=root, capture_output=True,
                              text=True)
     assert applied.returncode == 0 and "1 command" in applied.stderr, applied.stderr
+    # the same bytes under another name are another source (a copy, a generated twin),
+    # for apply as for db check
+    (root / "lib" / "a.c").rename(root / "lib" / "b.c")
+    renamed = subprocess.run([AUTOPASS, "apply", "--", "clang-19", "-O3", "-c", "lib/b.c",
+                              "-o", "b.o"], cwd=root, capture_output=True, text=True)
+    assert "none of a source the database names" in renamed.stderr, renamed.stderr
+    check = subprocess.run([AUTOPASS, "db", "check"], cwd=root, capture_output=True, text=True)
+    assert check.returncode == 1 and "src/a.c: no such file" in check.stdout, check.stdout
+    (root / "lib" / "b.c").rename(root / "lib" / "a.c")
     write(root / "lib" / "a.c", "int a(int x) { return x + 2; }\n")
     edited = subprocess.run([AUTOPASS, "apply", "--", "clang-19", "-O3", "-c", "lib/a.c",
                              "-o", "a.o"], cwd=root, capture_output=True, text=True)

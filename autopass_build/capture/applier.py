@@ -382,28 +382,32 @@ def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
 
 def moved_from(db: FlagsDb, source: str, root: str) -> str:
     """The entry whose source moved to `source` (absolute): an entry naming a file that
-    is gone and measured on this very content; "" when none.  A move keeps the code, so
-    the flags measured on it still hold; a move and an edit are a new source.  Only a
-    database with such entries reads the source, so a usual build pays nothing."""
+    is gone, of the same name, measured on this very content; "" when none.  A move
+    keeps the code, so the flags measured on it still hold; a move and an edit are a new
+    source.  A file of another name is another source even with the same bytes (a copy,
+    a generated twin): `db check` finds a move the same way.  Only a database with such
+    entries reads the source, so a usual build pays nothing."""
     gone = _gone_entries(db, root)
-    if not gone:
+    name = os.path.basename(source)
+    if not any(moved_name == name for moved_name, _ in gone):
         return ""
     try:
-        return gone.get(hash_file(source), "")
+        return gone.get((name, hash_file(source)), "")
     except OSError:
         return ""
 
 
-_GONE: dict[tuple[int, str], tuple[FlagsDb, dict[str, str]]] = {}
+_GONE: dict[tuple[int, str], tuple[FlagsDb, dict[tuple[str, str], str]]] = {}
 
 
-def _gone_entries(db: FlagsDb, root: str) -> dict[str, str]:
-    """{source hash: key} of the entries whose source is not under `root` (once per
-    database and root in a process: the server decides a whole build)."""
+def _gone_entries(db: FlagsDb, root: str) -> dict[tuple[str, str], str]:
+    """{(file name, source hash): key} of the entries whose source is not under `root`
+    (once per database and root in a process: the server decides a whole build)."""
     cached = _GONE.get((id(db), root))
     if cached is not None and cached[0] is db:
         return cached[1]
-    found = {entry.source_hash: key for key, entry in db.entries.items()
+    found = {(os.path.basename(key), entry.source_hash): key
+             for key, entry in db.entries.items()
              if entry.source_hash and not os.path.exists(os.path.join(root, key))}
     _GONE[(id(db), root)] = (db, found)
     return found
