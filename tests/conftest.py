@@ -3,7 +3,9 @@ Helpers that tests import are in support.py."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -47,6 +49,7 @@ def rec(tmp_path: Path, clang: str, clangxx: str) -> Recording:
 # a few seconds after its last call, not minutes after the test.
 os.environ.setdefault("AUTOPASS_SERVER_IDLE", "5")
 # `apply --train`'s cache of instrumented objects (capture/train_cache.py): the session's
-# own, never the user's ~/.cache
-os.environ.setdefault("AUTOPASS_TRAIN_CACHE",
-                      tempfile.mkdtemp(prefix="autopass-test-train-cache-"))
+# own, never the user's ~/.cache, and removed when the session ends
+if "AUTOPASS_TRAIN_CACHE" not in os.environ:
+    os.environ["AUTOPASS_TRAIN_CACHE"] = tempfile.mkdtemp(prefix="autopass-test-train-cache-")
+    atexit.register(shutil.rmtree, os.environ["AUTOPASS_TRAIN_CACHE"], True)
