@@ -5,6 +5,7 @@ database."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -173,6 +174,41 @@ def test_a_failed_or_changed_training_run_builds_with_the_shipped_database(tmp_p
     assert (root / "prog").is_file() and not instrumented(root / "prog")
     assert "plain" in subprocess.run([root / "prog", "e"], capture_output=True,
                                      text=True).stdout
+
+
+# A training command that runs the program, then leaves what a process killed while
+# writing its profile leaves: the first raw profile cut short, beside it (ONLY: in its
+# place, so that no raw profile can be read).
+CUT_SHORT = ('{exe} x && d=$(dirname "$LLVM_PROFILE_FILE") && for f in "$d"/*.profraw; do '
+             'head -c 100 "$f" > "$d/killed.profraw"; [ -z "$ONLY" ] || rm "$f"; break; done')
+
+
+@pytest.mark.parametrize("only", [False, True])
+def test_a_raw_profile_that_cannot_be_read_is_left_out_of_the_training(tmp_path, only):
+    """The training run left a raw profile llvm-profdata cannot read (a process killed
+    while writing it, one of another LLVM): the others are merged and the note names
+    it; none readable: the build uses the shipped profile, with llvm-profdata's words."""
+    root = project(tmp_path, stages=("pgo",))
+    with (root / "autopass.toml").open("a") as toml:
+        toml.write(f"train = {json.dumps(['sh', '-c', CUT_SHORT])}\n")
+    done = run([AUTOPASS, "apply", "--train", "--", "make"], root,
+               {**env_with_autopass(), **({"ONLY": "1"} if only else {})})
+    said = done.stderr.decode()
+    assert done.returncode == 0, said
+    assert not instrumented(root / "prog")
+    if only:
+        assert "PGO NOT retrained" in said and "no profile can be merged" in said, said
+        return
+    assert "PGO retrained" in said, said
+    assert "PGO trained on 1 of the training run's 2 raw profiles: llvm-profdata cannot " \
+           "read killed.profraw: " in said, said
+    assert said.count("training: running [run].train") == 1, said
+    profdata = toolchain.find_tool("llvm-profdata")
+    assert profdata
+    shown = subprocess.run([profdata, "show", "--all-functions",
+                            str(root / "autopass.trained.profdata")],
+                           capture_output=True, text=True).stdout
+    assert "work" in shown, shown
 
 
 def test_under_policy_error_a_failed_training_run_fails_the_build(tmp_path):

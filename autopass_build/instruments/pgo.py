@@ -79,9 +79,12 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
             raise PgoError("the benchmark wrote no profile: does it exit normally?")
         merged = os.path.join(scratch, "merged.profdata")
         try:    # rounded: a program whose counts vary by run still gets one profile
-            steady_counts.merge_profraw(profdata, raws, merged, scratch)
+            left_out = steady_counts.merge_profraw(profdata, raws, merged, scratch)
         except steady_counts.SteadyError as error:
             raise PgoError(str(error)) from None
+        if left_out:
+            show(f"trained on {len(raws) - len(left_out)} of {len(raws)} raw profiles: "
+                 f"llvm-profdata cannot read {'; '.join(left_out[:3])}")
         path, digest = training.keep(evaluator.store, merged, "profile", ".profdata")
     shutil.rmtree(built.folder, ignore_errors=True)
     result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws),

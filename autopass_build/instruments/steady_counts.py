@@ -121,11 +121,15 @@ def _counter_lines(lines: list[str]) -> Iterator[_Counter]:
 
 
 def merge_profraw(profdata: str, raws: list[str], output: str, scratch: str,
-                  reference: str | None = None) -> None:
+                  reference: str | None = None) -> list[str]:
     """The raw profiles `raws` merged into `output`, each count held to the indexed
-    profile `reference` (when it can be read) or rounded."""
+    profile `reference` (when it can be read) or rounded.  A raw profile llvm-profdata
+    cannot read (one cut short by a process killed while writing it, one another LLVM's
+    runtime wrote) is left out, the others merged: what was left out comes back as
+    "file: why" each.  None readable: SteadyError."""
     exact = os.path.join(scratch, "exact.profdata")
-    _profdata(profdata, ["merge", "-o", exact] + sorted(raws), scratch)
+    said = _profdata(profdata, ["merge", "--failure-mode=all", "-o", exact] + sorted(raws),
+                     scratch)
     held_to = None
     if reference and os.path.isfile(reference):
         try:
@@ -137,6 +141,21 @@ def merge_profraw(profdata: str, raws: list[str], output: str, scratch: str,
     with open(steady_text, "w", encoding="utf-8", errors="surrogateescape") as handle:
         handle.write(steady)
     _profdata(profdata, ["merge", "-o", output, steady_text], scratch)
+    return unreadable(said, raws)
+
+
+def unreadable(said: str, raws: list[str]) -> list[str]:
+    """"file: why" for each of `raws` llvm-profdata warned it could not read, from its
+    words ("warning: PATH: truncated profile data"), each once."""
+    found: dict[str, str] = {}
+    for line in said.splitlines():
+        if not line.startswith("warning: "):
+            continue
+        for raw in raws:
+            if line[len("warning: "):].startswith(raw + ":"):
+                why = line[len("warning: ") + len(raw) + 1:].strip()
+                found.setdefault(os.path.basename(raw), why)
+    return [f"{name}: {why}" for name, why in sorted(found.items())]
 
 
 def _as_text(profdata: str, indexed: str, scratch: str, name: str) -> str:
@@ -146,11 +165,13 @@ def _as_text(profdata: str, indexed: str, scratch: str, name: str) -> str:
         return handle.read()
 
 
-def _profdata(profdata: str, args: list[str], cwd: str) -> None:
+def _profdata(profdata: str, args: list[str], cwd: str) -> str:
+    """llvm-profdata run with `args`: what it said on stderr (its warnings)."""
     done = proc.run_captured([profdata] + args, cwd, proc.clean_env(dict(os.environ)), 600)
+    said = done.stderr.decode("utf-8", "replace")
     if done.status != 0:
-        raise SteadyError(f"llvm-profdata {args[0]} failed: "
-                          + done.stderr.decode("utf-8", "replace").strip()[-300:])
+        raise SteadyError(f"llvm-profdata {args[0]} failed: " + said.strip()[-300:])
+    return said
 
 
 def round_fdata(path: str, reference: str | None = None) -> None:

@@ -191,8 +191,7 @@ class Retrainer:
         with tempfile.TemporaryDirectory(prefix="autopass-train-") as scratch:
             raws = os.path.join(scratch, "raw")
             env = {"LLVM_PROFILE_FILE": os.path.join(raws, "%p.profraw")}
-            if self.bench.run.train:
-                self.show("training: running [run].train on the instrumented build")
+            if self.bench.run.train:          # training.run says what it runs
                 try:
                     training.run(self.bench, self.binary, self.bench.env(env), self.show)
                 except training.TrainingError as error:
@@ -208,10 +207,13 @@ class Retrainer:
                 raise _Untrained("the training run wrote no profile: does it exit normally?")
             profile = os.path.join(self.folder, TRAINED_PROFILE)
             try:
-                merge_profraw(profdata, [os.path.join(raws, f) for f in found], profile,
-                              scratch, self._held_to(profile, self.db.profile))
+                left_out = merge_profraw(profdata, [os.path.join(raws, f) for f in found],
+                                         profile, scratch,
+                                         self._held_to(profile, self.db.profile))
             except SteadyError as error:
                 raise _Untrained(str(error)) from None
+            if left_out:
+                self.result.notes.append(_left_out(left_out, len(found)))
         self.result.seconds["training"] = time.time() - started
         return _reference(run), profile
 
@@ -360,6 +362,14 @@ class _Untrained(Exception):
 
 def _reference(run: RunResult) -> Reference:
     return Reference(run.status, run.stdout, run.stderr, run.files, run.stdout_cut)
+
+
+def _left_out(left_out: list[str], of: int) -> str:
+    """The note for raw profiles the training run left that llvm-profdata cannot read."""
+    return (f"PGO trained on {of - len(left_out)} of the training run's {of} raw profiles: "
+            f"llvm-profdata cannot read {'; '.join(left_out[:3])}"
+            + ("; ..." if len(left_out) > 3 else "")
+            + " (a process killed while writing its profile, or one built by another LLVM)")
 
 
 def _delete(paths: list[str]) -> None:
