@@ -159,6 +159,32 @@ def test_train_on_an_up_to_date_tree_says_so_and_keeps_it(tmp_path):
     assert (root / "prog").read_bytes() == before
 
 
+def test_a_tuned_binary_renamed_since_tuning_builds_with_the_shipped_database(tmp_path):
+    """F83: a later release links the program under another name (prog is now tool):
+    no profile trained for a binary the build does not make, the build's own program
+    built with the database as shipped, and the words say which binaries it linked;
+    under --policy error the build fails and leaves no instrumented program."""
+    root = project(tmp_path)
+    (root / "Makefile").write_text(MAKEFILE.replace("prog:", "tool:").replace("rm -f prog",
+                                                                              "rm -f tool"))
+    done = train(root)
+    said = done.stderr.decode()
+    assert done.returncode == 0, said
+    assert "PGO NOT retrained: the build linked tool but not prog, the binary " \
+           "autopass.flags.json was tuned for (renamed or removed since tuning? tune again" \
+           in said, said
+    assert ("BOLT NOT retrained: the build did not link prog, the binary" in said) \
+        == BOLT_HERE, said
+    assert (root / "tool").is_file() and not instrumented(root / "tool")
+    assert not (root / "autopass.trained.flags.json").exists()
+    subprocess.run(["make", "clean"], cwd=root, check=True, capture_output=True)
+    done = run([AUTOPASS, "apply", "--train", "--policy", "error", "--", "make"], root,
+               env_with_autopass())
+    said = done.stderr.decode().strip().splitlines()[-1]
+    assert done.returncode == 2 and "the build linked tool but not prog" in said, said
+    assert not (root / "tool").exists()
+
+
 @pytest.mark.parametrize("mode,why", [("c", "the training run failed"),
                                       ("e", "changes the benchmark's output")])
 def test_a_failed_or_changed_training_run_builds_with_the_shipped_database(tmp_path, mode,

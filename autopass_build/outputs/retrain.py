@@ -93,6 +93,8 @@ class _Build:
     status: int
     outputs: list[str]            # what its compiles and links wrote (absolute)
     units: set[str] = field(default_factory=set)   # the target's sources (instrumented)
+    linked: list[str] = field(default_factory=list)  # what it linked (instrumented)
+    compiled: int = 0             # compiles of sources that went through autopass
 
 
 class Retrainer:
@@ -132,10 +134,13 @@ class Retrainer:
                                 "building with the database as shipped")
             self.result.status = build.status
         if build.status == 0 and BOLT in self.target.stages:
-            if database == self.db_path and self.binary not in build.outputs:
+            if self.binary in build.outputs:
+                self._bolt(reference, database)
+            elif PGO not in self.target.stages and not build.compiled:
                 raise RetrainError(f"the build did not link {self.target.output} (up to "
                                    "date?): --train needs a clean build tree")
-            self._bolt(reference, database)
+            else:       # it built other things: the target renamed or removed?
+                self._bolt_not_trained(self._not_linked(build.linked))
         return self.result
 
     # ---- PGO ---------------------------------------------------------------------------
@@ -144,7 +149,7 @@ class Retrainer:
         uses: the trained one, or the shipped one with the reason why)."""
         started = time.time()
         build = self._build("instrument", self.db_path, "building instrumented for PGO")
-        if build.status == 0 and self.binary not in build.outputs:
+        if build.status == 0 and self.binary not in build.outputs and not build.linked:
             _delete(build.outputs)
             if not build.outputs:       # no compile went through autopass: say why
                 from autopass_build.capture import unseen
@@ -156,6 +161,8 @@ class Retrainer:
         try:
             if build.status != 0:
                 raise _Untrained(f"the instrumented build failed (exit {build.status})")
+            if self.binary not in build.outputs:    # it linked others: renamed, removed?
+                raise _Untrained(self._not_linked(build.linked))
             reference, profile = self._train_pgo()
         except _Untrained as why:
             if self.policy == "error":      # a release pipeline that insists
@@ -170,6 +177,16 @@ class Retrainer:
         trained = self.db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile)),
                                   target=self._with_new_units(build.units))
         return reference, self._save(trained)
+
+    def _not_linked(self, linked: list[str]) -> str:
+        """Why a build that built other things did not link the target (`linked`: the
+        binaries it linked, when known)."""
+        others = ", ".join(os.path.relpath(path, self.root) for path in linked[:3]) + (
+            ", ..." if len(linked) > 3 else "")
+        did = f"linked {others} but not" if others else "did not link"
+        return (f"the build {did} {self.target.output}, "
+                f"the binary {os.path.basename(self.db_path)} was tuned for (renamed or "
+                "removed since tuning? tune again; up to date? run your clean step first)")
 
     def _with_new_units(self, today: set[str]):
         """The target's stages for today's source: a unit added since tuning gets them
@@ -230,14 +247,17 @@ class Retrainer:
                     reference = _reference(self._run(self.binary, {}, 1))
                 trained = step.run(scratch, lambda: self._differs(reference))
             except BoltUntrained as error:
-                if self.policy == "error":
-                    raise RetrainError(f"BOLT not retrained: {error} (--policy error)") from None
-                self.result.bolt = f"{error}: {self.target.output} is left as linked"
-                self.show(f"BOLT not retrained: {self.result.bolt}")
+                self._bolt_not_trained(f"{error}: {self.target.output} is left as linked")
                 return
         self.result.seconds["BOLT"] = time.time() - started
         self.result.bolt = "trained"
         self._save(flags_db.load(database).replace(target=trained))
+
+    def _bolt_not_trained(self, why: str) -> None:
+        if self.policy == "error":
+            raise RetrainError(f"BOLT not retrained: {why} (--policy error)")
+        self.result.bolt = why
+        self.show(f"BOLT not retrained: {why}")
 
     # ---- shared ------------------------------------------------------------------------
     def _build(self, phase: str, database: str, what: str) -> _Build:
@@ -256,9 +276,10 @@ class Retrainer:
             env["LLVM_PROFILE_FILE"] = os.path.join(work, "build-%p.profraw")
             with serving(env):
                 status = proc.run_build(self.command, env)
-            build = _Build(status, tally.outputs(work),
-                           target_units(work, self.binary, self.root)
-                           if phase == "instrument" else set())
+            build = _Build(status, tally.outputs(work), compiled=tally.compiles_seen(work))
+            if phase == "instrument":
+                build.units = target_units(work, self.binary, self.root)
+                build.linked = sorted(tally.linked(work))
             if cached:
                 hit, missed = train_cache.hits(work)
                 self.result.cached[phase] = (hit, hit + missed)
