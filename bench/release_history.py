@@ -258,6 +258,13 @@ def tune(tree: Path, limit: str) -> str:
     return wrote[-1].strip() if wrote else said.strip().splitlines()[-1]
 
 
+def database(tree: Path) -> dict | None:
+    """The flags database tune wrote in `tree` (its stages and entries), for the report's
+    JSON: which entries a tune kept is the evidence the entry policy needs."""
+    path = tree / "autopass.flags.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def applied(program: Program, tree: Path, keep: Path, *options: str) -> tuple[float, str]:
     sh(["make", "clean"], tree)
     seconds, said = sh([AUTOPASS, "apply", *options, "--", "make", "-j2"], tree)
@@ -388,6 +395,7 @@ def run_program(program: Program, work: Path, limit: str, rounds: int) -> list[d
     applied(program, tree0, tuned0)
     log(f"{program.name} {first.version}: measuring")
     rows.append({"program": program.name, "release": first.version, "tuned": chose0,
+                 "database": database(tree0),
                  **measure(program, tree0, {"-O3": o3, "(c) tuned": tuned0}, rounds)})
     for release in program.releases[1:]:
         tree = unpack(program, release, work)
@@ -417,7 +425,7 @@ def run_program(program: Program, work: Path, limit: str, rounds: int) -> list[d
         training = sum(float(s) for s in re.findall(r"training ([\d.]+) s", said_b))
         cached = re.search(r"compiles from the cache: instrumented (\d+ of \d+)", said_b)
         rows.append({"program": program.name, "release": release.version, "tuned": chose,
-                     "entries_shipped": entries, "apply_said": said_a, "train_said": said_b,
+                     "database": database(tree), "entries_shipped": entries, "apply_said": said_a, "train_said": said_b,
                      "plain_build_s": round(plain_seconds, 1),
                      "apply_s": round(apply_seconds, 1),
                      "train_s": round(train_seconds, 1), "training_runs_s": round(training, 1),
