@@ -34,12 +34,13 @@ instructions and simulated I1 misses against -O3's, and whether (a)'s or (b)'s .
 20 rounds of noisy times cannot (a 16 % gain measured to +-8 %).
 
 Usage: python bench/release_history.py [--programs lua,sqlite,brotli] [--time 4m]
-       [--rounds 20] [--stages bolt] [--counts]
+       [--rounds 20] [--stages bolt] [--counts] [--first VERSION]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -495,6 +496,9 @@ def main() -> int:
     parser.add_argument("--stages", default="",
                         help="the stages tune may choose from ([tune].stages), e.g. bolt "
                              "to measure what a stale BOLT profile keeps; default: all")
+    parser.add_argument("--first", default="",
+                        help="the release to tune on (its program's first by default); "
+                             "the later ones are built from its database")
     parser.add_argument("--counts", action="store_true",
                         help="also one cachegrind run of each variant: instructions and "
                              "I1 misses against -O3's, and whether (a) or (b) is (c)'s "
@@ -511,7 +515,15 @@ def main() -> int:
         # keeps the cache does: a later release compiles only what changed instrumented
         os.environ["AUTOPASS_TRAIN_CACHE"] = os.path.join(scratch, "train-cache")
         for name in args.programs.split(","):
-            rows += run_program(PROGRAMS[name], Path(scratch), args.time, args.rounds)
+            program = PROGRAMS[name]
+            versions = [release.version for release in program.releases]
+            if args.first:
+                if args.first not in versions:
+                    parser.error(f"--first {args.first}: {name}'s releases are "
+                                 f"{', '.join(versions)}")
+                program = dataclasses.replace(
+                    program, releases=program.releases[versions.index(args.first):])
+            rows += run_program(program, Path(scratch), args.time, args.rounds)
             (out / "release_history.json").write_text(json.dumps(rows, indent=1))
     print(report(rows))
     return 0
