@@ -83,8 +83,7 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
         except steady_counts.SteadyError as error:
             raise PgoError(str(error)) from None
         if left_out:
-            show(f"trained on {len(raws) - len(left_out)} of {len(raws)} raw profiles: "
-                 f"llvm-profdata cannot read {'; '.join(left_out[:3])}")
+            show(steady_counts.left_out_note(left_out, len(raws)))
         path, digest = training.keep(evaluator.store, merged, "profile", ".profdata")
     shutil.rmtree(built.folder, ignore_errors=True)
     result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws),

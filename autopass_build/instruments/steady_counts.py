@@ -158,6 +158,14 @@ def unreadable(said: str, raws: list[str]) -> list[str]:
     return [f"{name}: {why}" for name, why in sorted(found.items())]
 
 
+def left_out_note(left_out: list[str], of: int) -> str:
+    """What to say of the raw profiles merge_profraw left out (`of` raw profiles)."""
+    return (f"trained on {of - len(left_out)} of the training run's {of} raw profiles: "
+            f"llvm-profdata cannot read {'; '.join(left_out[:3])}"
+            + ("; ..." if len(left_out) > 3 else "")
+            + " (a process killed while writing its profile, or one built by another LLVM)")
+
+
 def _as_text(profdata: str, indexed: str, scratch: str, name: str) -> str:
     text = os.path.join(scratch, f"{name}.proftext")
     _profdata(profdata, ["merge", "--text", "-o", text, indexed], scratch)

@@ -47,7 +47,11 @@ from autopass_build.core.stage_flags import flags as stage_flags
 from autopass_build.instruments import training
 from autopass_build.instruments.benchmark import Benchmark, RunResult, run_once
 from autopass_build.instruments.output_check import Reference, check_output
-from autopass_build.instruments.steady_counts import SteadyError, merge_profraw
+from autopass_build.instruments.steady_counts import (
+    SteadyError,
+    left_out_note,
+    merge_profraw,
+)
 from autopass_build.outputs.bolt_retrain import (
     TRAINED_BOLT,
     TRAINED_LIBRARY,
@@ -230,7 +234,7 @@ class Retrainer:
             except SteadyError as error:
                 raise _Untrained(str(error)) from None
             if left_out:
-                self.result.notes.append(_left_out(left_out, len(found)))
+                self.result.notes.append("PGO " + left_out_note(left_out, len(found)))
         self.result.seconds["training"] = time.time() - started
         return _reference(run), profile
 
@@ -383,14 +387,6 @@ class _Untrained(Exception):
 
 def _reference(run: RunResult) -> Reference:
     return Reference(run.status, run.stdout, run.stderr, run.files, run.stdout_cut)
-
-
-def _left_out(left_out: list[str], of: int) -> str:
-    """The note for raw profiles the training run left that llvm-profdata cannot read."""
-    return (f"PGO trained on {of - len(left_out)} of the training run's {of} raw profiles: "
-            f"llvm-profdata cannot read {'; '.join(left_out[:3])}"
-            + ("; ..." if len(left_out) > 3 else "")
-            + " (a process killed while writing its profile, or one built by another LLVM)")
 
 
 def _delete(paths: list[str]) -> None:
