@@ -426,7 +426,8 @@ def run_program(program: Program, work: Path, limit: str, rounds: int) -> list[d
         training = sum(float(s) for s in re.findall(r"training ([\d.]+) s", said_b))
         cached = re.search(r"compiles from the cache: instrumented (\d+ of \d+)", said_b)
         rows.append({"program": program.name, "release": release.version, "tuned": chose,
-                     "database": database(tree), "entries_shipped": entries, "apply_said": said_a, "train_said": said_b,
+                     "database": database(tree), "entries_shipped": entries,
+                     "apply_said": said_a, "train_said": said_b,
                      "plain_build_s": round(plain_seconds, 1),
                      "apply_s": round(apply_seconds, 1),
                      "train_s": round(train_seconds, 1), "training_runs_s": round(training, 1),

@@ -149,12 +149,12 @@ def unreadable(said: str, raws: list[str]) -> list[str]:
     words ("warning: PATH: truncated profile data"), each once."""
     found: dict[str, str] = {}
     for line in said.splitlines():
-        if not line.startswith("warning: "):
+        warned = line.removeprefix("warning: ")
+        if warned == line:
             continue
         for raw in raws:
-            if line[len("warning: "):].startswith(raw + ":"):
-                why = line[len("warning: ") + len(raw) + 1:].strip()
-                found.setdefault(os.path.basename(raw), why)
+            if warned.startswith(raw + ":"):
+                found.setdefault(os.path.basename(raw), warned[len(raw) + 1:].strip())
     return [f"{name}: {why}" for name, why in sorted(found.items())]
 
 
