@@ -22,7 +22,7 @@ import os
 
 from autopass_build.capture.spool import COMPILERS, TMP, Spool
 from autopass_build.capture.trusted_db import load
-from autopass_build.core import flags_db
+from autopass_build.core import flags_db, pgo_profile
 from autopass_build.core.files import (
     hash_file,
     relative_to,
@@ -40,6 +40,7 @@ from autopass_build.core.stage_flags import (
     THINLTO,
     StageFlags,
     lto_mode,
+    profile_use,
 )
 from autopass_build.core.stage_flags import flags as stage_flags
 
@@ -315,14 +316,15 @@ def profile_decision(db: FlagsDb, path: str, policy: str) -> Decision:
         return _refuse(refused, policy)
     # A source changed since training makes clang warn per compile; under the build's
     # -Werror that would fail it, so the warning stays a warning and we summarize it.
-    return Decision((f"-fprofile-instr-use={file}", "-Wno-error=profile-instr-out-of-date"))
+    return Decision((profile_use(file),) + pgo_profile.NOT_ERRORS)
 
 
-OUT_OF_DATE = "profile data may be out of date: "
+OUT_OF_DATE = "profile data may be out of date: "     # a front-end profile's words
 # A compile the profile was not trained on (a test program, a tool beside the tuned
-# binary) gets it for what it shares, and clang's notes on the rest are not news:
+# binary) gets it for what it shares, and clang's notes on the rest are not news (an IR
+# profile's are -Wbackend-plugin's):
 UNTRAINED_QUIET = ("-Wno-profile-instr-unprofiled", "-Wno-profile-instr-out-of-date",
-                   "-Wno-profile-instr-missing")
+                   "-Wno-profile-instr-missing", "-Wno-backend-plugin")
 
 
 def _warnings_generated(line: str) -> bool:
@@ -334,17 +336,23 @@ def _warnings_generated(line: str) -> bool:
 
 
 def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decision | None]:
-    """clang's out-of-date profile diagnostics taken out of a compile's stderr, and one
-    warning (an error under the error policy) that says what they mean and the fix."""
+    """clang's out-of-date profile diagnostics taken out of a compile's stderr (a
+    front-end profile's summary, an IR profile's line per function), and one warning
+    (an error under the error policy) that says what they mean and the fix."""
     text = stderr.decode("utf-8", "replace")
-    if OUT_OF_DATE not in text:
+    if OUT_OF_DATE not in text and pgo_profile.MISMATCH not in text:
         return stderr, None
     kept, counts = [], []
+    changed = pgo_profile.Said()
     for line in text.splitlines(keepends=True):
         if OUT_OF_DATE in line:   # "...: of 3 functions, 1 has mismatched data that..."
             counts.append(line.split(OUT_OF_DATE, 1)[1].split(" that ")[0].strip())
+        elif pgo_profile.MISMATCH in line:
+            changed.read(line.encode())
         else:
             kept.append(line)
+    if changed:
+        counts.append(changed.text())
     if not any("warning:" in line or "error:" in line for line in kept):
         kept = [line for line in kept if not _warnings_generated(line)]
     why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "

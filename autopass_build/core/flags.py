@@ -116,11 +116,19 @@ def loose_floating_point(argv: list[str]) -> str:
     return loose
 
 
+# IR-level PGO acts in the middle end too: its instrumentation and its profile's use are
+# passes of the optimization pipeline, keyed to the IR they see (measured: an object
+# compiled from the recorded IR with -fprofile-generate or -fprofile-use=P is the source
+# compile's, byte for byte).  Only profiles autopass trains reach a replay, and it trains
+# at the IR level (core/stage_flags.INSTRUMENT).
+IR_PROFILE_FLAGS = ("-fprofile-generate", "-fcs-profile-generate", "-fprofile-use=")
+
+
 def replayable_from_ir(tokens: tuple[str, ...], recorded_level: str) -> bool:
     """Whether compiling the unit's IR with `tokens` equals compiling its source with them."""
     same_level_kind = recorded_level in IR_COMPATIBLE_LEVELS
     return all(t in MIDDLE_END_FLAGS or (t in IR_COMPATIBLE_LEVELS and same_level_kind)
-               for t in _outside_mllvm(tokens))
+               or t.startswith(IR_PROFILE_FLAGS) for t in _outside_mllvm(tokens))
 
 
 def _outside_mllvm(tokens: tuple[str, ...]):

@@ -1,15 +1,19 @@
 """Profile-guided optimization from the recorded build: instrument, train, merge, store.
 
-    units ──from source, -fprofile-instr-generate──▶ instrumented binary (relinked with
-    the profile runtime) ──the benchmark, LLVM_PROFILE_FILE──▶ *.profraw
+    units ──from their recorded IR, -fprofile-generate──▶ instrumented binary (relinked
+    with the profile runtime) ──the benchmark, LLVM_PROFILE_FILE──▶ *.profraw
     ──llvm-profdata merge, counts rounded (steady_counts)──▶
     .autopass/blobs/profile/<hash>.profdata
 
-A PGO build is then every runtime unit with `-fprofile-instr-use=<that file>` (compiled
-from source: clang's instrumentation profile is keyed to the front end's view of each
-function).  The profile's content hash names it, so a changed profile is a different
-build, never a stale cache hit.  The training command defaults to the benchmark; it can
-differ ([run].train) so that training and evaluation inputs are not the same.
+A PGO build is then every runtime unit with `-fprofile-use=<that file>`.  The
+instrumentation is the IR's (core/stage_flags.INSTRUMENT): its counters sit where the
+optimizer sees the function, after the pre-inliner, and both the instrumented and the
+profiled compile replay from the recorded IR.  What the profile's use said of functions
+whose data it dropped is counted by the replayer (`match_note`): a profile trained on
+this very build matches every function, so a drop means the pipeline differs.  The
+profile's content hash names it, so a changed profile is a different build, never a
+stale cache hit.  The training command defaults to the benchmark; it can differ
+([run].train) so that training and evaluation inputs are not the same.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
-from autopass_build.core import toolchain
+from autopass_build.core import pgo_profile, toolchain
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import counted
-from autopass_build.core.stage_flags import INSTRUMENT, INSTRUMENT_LINK_FLAGS
+from autopass_build.core.stage_flags import INSTRUMENT, INSTRUMENT_LINK_FLAGS, profile_use
 from autopass_build.instruments import steady_counts, training
 from autopass_build.instruments.evaluate import Evaluator
 
@@ -44,9 +48,25 @@ class TrainedProfile:
     target: str
     runs: int
     workload: str      # Benchmark.workload() it was trained under
+    # pgo_profile.IR; a record without it (a front-end profile of an earlier autopass)
+    # does not load, and the profile is trained again
+    level: str
 
     def use_flag(self) -> str:
-        return f"-fprofile-instr-use={self.path}"
+        return profile_use(self.path)
+
+
+def match_note(evaluator: Evaluator, profile: TrainedProfile, built: str) -> str:
+    """What the compiles of the build `built` (a composition's name) said of the
+    profile's fit: every function matched, or how many were dropped and which; "" when
+    no compile with the profile has run yet (its objects were cached)."""
+    said = evaluator.replayer.profile_said.pop(profile.path, None)
+    if said is None:
+        return ""
+    if not said:
+        return f"PGO profile on {built}: every function's data matched its code"
+    return (f"PGO profile on {built}: {said.text()} (their counts are dropped; the "
+            "instrumented build's pipeline differs from this one's)")
 
 
 def flags_for(evaluator: Evaluator, profile: TrainedProfile) -> UnitFlags:
@@ -60,7 +80,7 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
     if profdata is None:
         raise PgoError(toolchain.not_found("llvm-profdata"))
     show(f"building {evaluator.target.output_rel} instrumented "
-         f"({counted(len(evaluator.units), 'unit')} from source)")
+         f"({counted(len(evaluator.units), 'unit')})")
     try:
         built = evaluator.replayer.build(evaluator.target.output,
                                          {u.id: (GENERATE,) for u in evaluator.units},
@@ -87,10 +107,13 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
         path, digest = training.keep(evaluator.store, merged, "profile", ".profdata")
     shutil.rmtree(built.folder, ignore_errors=True)
     result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws),
-                            bench.workload())
+                            bench.workload(), pgo_profile.kind(path))
     training.save(evaluator.store.dir, PGO_FILE, result)
     return result
 
 
 def load(store_dir: str) -> TrainedProfile | None:
-    return training.load(store_dir, PGO_FILE, TrainedProfile)
+    """The last profile trained, if it is intact and the IR's (the tuner's replays take
+    no other kind)."""
+    found = training.load(store_dir, PGO_FILE, TrainedProfile)
+    return found if found is not None and found.level == pgo_profile.IR else None

@@ -30,12 +30,12 @@ from autopass_build.capture.option_table import (
     STATIC,
 )
 from autopass_build.capture.recorder import library_dirs, resolve_library
-from autopass_build.core import proc, toolchain
+from autopass_build.core import pgo_profile, proc, toolchain
 from autopass_build.core.files import hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
-from autopass_build.core.stage_flags import without_strip_all
+from autopass_build.core.stage_flags import USE, without_strip_all
 from autopass_build.instruments.binaries import alias_soname
 from autopass_build.instruments.candidate import Candidate, ReplayStats
 from autopass_build.instruments.replay_args import (
@@ -60,6 +60,17 @@ DEFAULT_COMPILE_TIMEOUT_S = 600.0
 Flags = tuple[str, ...]
 
 
+def _profile_of(flags: Flags) -> str:
+    """The PGO profile a compile with `flags` uses ("" none)."""
+    return next((f[len(USE):] for f in reversed(flags) if f.startswith(USE)), "")
+
+
+def _quiet(flags: Flags) -> list[str]:
+    """What silences a compile: everything, except what a PGO profile's use says of the
+    functions it cannot give data to (counted: `profile_said`)."""
+    return (list(pgo_profile.MATCH_WARNINGS) + QUIET[1:]) if _profile_of(flags) else QUIET
+
+
 
 class Replayer:
     def __init__(self, store: Store, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT_S,
@@ -78,6 +89,9 @@ class Replayer:
         self.work = os.path.join(store.dir, "work")
         self.jobs = os.cpu_count() or 1      # compiles at once (_compile_all)
         self._codegen: dict[str, list[str]] = {}  # unit id -> its codegen arguments
+        # profile path -> the functions its use warned about, over every compile with
+        # it (a cached object says nothing again: the first build of a profile tells)
+        self.profile_said: dict[str, pgo_profile.Said] = {}
 
     # -- objects ------------------------------------------------------------------------
     def codegen_args(self, unit: UnitRecord) -> list[str]:
@@ -165,9 +179,9 @@ class Replayer:
     def _compile_ir(self, unit: UnitRecord, flags: Flags, output: str) -> None:
         try:
             with self.store.blob_copy("ir", unit.ir_hash, ".bc") as ir:
-                argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags) + QUIET
-                        + ["-c", "-x", "ir", ir, "-o", output])
-                self.run_compiler(argv, unit.cwd, unit)
+                argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags)
+                        + _quiet(flags) + ["-c", "-x", "ir", ir, "-o", output])
+                self._heard(flags, self.run_compiler(argv, unit.cwd, unit))
         except FileNotFoundError as lost:
             raise EvaluationError(Outcome.COMPILE_FAIL,
                                   f"{unit.source_rel}: the store lost its recorded IR "
@@ -178,9 +192,15 @@ class Replayer:
             raise EvaluationError(Outcome.COMPILE_FAIL,
                                   f"{unit.source_rel} changed since it was recorded and its "
                                   "IR does not replay exactly: record the build again")
-        argv = ([self._compiler(unit)] + source_args(unit) + list(flags) + QUIET
+        argv = ([self._compiler(unit)] + source_args(unit) + list(flags) + _quiet(flags)
                 + ["-c", "-o", output])
-        self.run_compiler(argv, unit.cwd, unit)
+        self._heard(flags, self.run_compiler(argv, unit.cwd, unit))
+
+    def _heard(self, flags: Flags, done: proc.Captured) -> None:
+        """What a compile with a PGO profile said of the functions it dropped data of."""
+        profile = _profile_of(flags)
+        if profile:
+            self.profile_said.setdefault(profile, pgo_profile.Said()).read(done.stderr)
 
     def run_compiler(self, argv: list[str], cwd: str, unit: UnitRecord) -> proc.Captured:
         """Run a compiler on `unit`; a hang, a crash or an error is an EvaluationError

@@ -27,9 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 
-from autopass_build.core import proc
+from autopass_build.core import pgo_profile, proc
 from autopass_build.core.plural import counted
-from autopass_build.instruments.replay_args import source_args
+from autopass_build.core.stage_flags import profile_use
+from autopass_build.instruments.replay_args import codegen_args, source_args
 from autopass_build.store.build_records import UnitRecord
 
 # Below this share of the profiled functions still matching, the PGO stage has lost
@@ -105,24 +106,42 @@ def profile_match(units: list[UnitRecord], profile: str, jobs: int = 0) -> Profi
 
 def _profile_use(unit: UnitRecord, profile: str) -> tuple[int, int, int, bool] | None:
     """(functions, mismatched, missing, no data at all) of one unit, or None when it did
-    not compile.  The functions are counted in its IR where clang's summaries are quiet
-    (every function matched)."""
+    not compile.  A front-end profile is used by the front end, which sums up what it
+    dropped; an IR profile by the optimizer, which names each function: the unit's IR
+    is made first (its functions counted there), then optimized with the profile."""
+    frontend = pgo_profile.kind(profile) == pgo_profile.FRONTEND
     with tempfile.TemporaryDirectory(prefix="autopass-status-") as folder:
         ir = os.path.join(folder, "unit.ll")
-        argv = [unit.compiler, *source_args(unit), f"-fprofile-instr-use={profile}",
-                "-Xclang", "-disable-llvm-passes", "-S", "-emit-llvm", "-o", ir, *PGO_WARNINGS]
-        try:
-            done = proc.run_captured(argv, unit.cwd, proc.clean_env(dict(os.environ)), 600)
-        except OSError:
+        done = _compile([unit.compiler, *source_args(unit), "-Xclang", "-disable-llvm-passes",
+                         "-S", "-emit-llvm", "-o", ir]
+                        + ([profile_use(profile), *PGO_WARNINGS] if frontend else []), unit.cwd)
+        if done is None:
             return None
-        if done.status != 0 or done.timed_out:
+        if frontend:
+            out_of_date = OUT_OF_DATE.search(done.stderr)
+            incomplete = INCOMPLETE.search(done.stderr)
+            summary = out_of_date or incomplete
+            total = int(summary.group(1)) if summary else _defined_functions(ir)
+            return (total, int(out_of_date.group(2)) if out_of_date else 0,
+                    int(incomplete.group(2)) if incomplete else 0, NO_DATA in done.stderr)
+        used = _compile([unit.compiler, *codegen_args(unit), profile_use(profile),
+                         *pgo_profile.MATCH_WARNINGS, "-c", "-x", "ir", ir, "-o", os.devnull],
+                        unit.cwd)
+        if used is None:
             return None
-        out_of_date = OUT_OF_DATE.search(done.stderr)
-        incomplete = INCOMPLETE.search(done.stderr)
-        summary = out_of_date or incomplete
-        total = int(summary.group(1)) if summary else _defined_functions(ir)
-        return (total, int(out_of_date.group(2)) if out_of_date else 0,
-                int(incomplete.group(2)) if incomplete else 0, NO_DATA in done.stderr)
+        said = pgo_profile.Said().read(used.stderr)
+        total = _defined_functions(ir)
+        return (total, len(said.mismatched), len(said.missing),
+                total > 0 and len(said.missing) == total)
+
+
+def _compile(argv: list[str], cwd: str) -> proc.Captured | None:
+    """A compile's outcome, None when it failed or could not start."""
+    try:
+        done = proc.run_captured(argv, cwd, proc.clean_env(dict(os.environ)), 600)
+    except OSError:
+        return None
+    return None if done.status != 0 or done.timed_out else done
 
 
 def _defined_functions(ir: str) -> int:

@@ -414,6 +414,10 @@ class Composer:
 
         entry = once(first, f"stage {name} against the recorded build"
                      + (", a second look" if first == Phase.STAGE_AGAIN else ""))
+        if self._profile is not None and Stage.PGO in composition:
+            note = pgo.match_note(self.evaluator, self._profile, name)
+            if note:
+                self.show(note)
         ahead = best.entry if best else None
         better = ahead is None or (entry.ratio is not None and ahead.ratio is not None
                                    and entry.ratio < ahead.ratio) \
