@@ -29,9 +29,16 @@ from autopass_build.core.files import (
     user_cache_dir,
 )
 from autopass_build.core.flags_db import FlagsDb
-from autopass_build.core.names import FLAGS_DB_NAME
+from autopass_build.core.names import (
+    FLAGS_DB_NAME,
+    TRAIN_CS_INSTRUMENT,
+    TRAIN_FINAL,
+    TRAIN_INSTRUMENT,
+)
 from autopass_build.core.stage_flags import (
     BOLT,
+    CS_INSTRUMENT,
+    CS_INSTRUMENT_FLAGS,
     INSTRUMENT,
     INSTRUMENT_LINK_FLAGS,
     LTO,
@@ -86,8 +93,31 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK,
                                                                  LINK):
         return None
-    if train_phase == "instrument":
+    if train_phase == TRAIN_INSTRUMENT:
         return instrumented(parsed.mode)
+    decision = _from_database(parsed, cwd, root, db_file, policy, compiler_path, train_phase)
+    if train_phase == TRAIN_CS_INSTRUMENT:   # the database's build, counted after inlining
+        return cs_instrumented(decision, parsed.mode)
+    return decision
+
+
+def cs_instrumented(decision: Decision | None, mode: str) -> Decision:
+    """`apply --train`'s second build for CS-PGO: the database's build (with the
+    profile the first build trained) plus the context-sensitive instrumentation, on
+    every compile and every link."""
+    from autopass_build.capture.compiler_args import COMPILE, LINK
+
+    extra = {LINK: CS_INSTRUMENT_FLAGS, COMPILE: (CS_INSTRUMENT,)}.get(mode, CS_INSTRUMENT_FLAGS)
+    decision = decision or Decision()
+    return Decision(decision.flags + extra, decision.warning, decision.error,
+                    decision.profiled, decision.bolt)
+
+
+def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: str,
+                   compiler_path: str, train_phase: str) -> Decision | None:
+    """decide_call's answer from the database (see there)."""
+    from autopass_build.capture.compiler_args import COMPILE, COMPILE_AND_LINK, LINK
+
     path = db_path(root, db_file)
     db, why = load(path)
     if db is None:   # said by each compile; a link adds nothing to a refused database
@@ -95,7 +125,8 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     other = another_compiler(db, compiler_path)
     if other and flags_db.applies_anything(db) and policy != "apply-anyway":
         return _refuse(other, policy)       # the same words for every compile: said once
-    stage, stage_warning = stage_decision(db, policy)
+    profile = profile_decision(db, path, policy)
+    stage, stage_warning = stage_decision(db, policy, profile.flags[0] if profile.flags else "")
     link = Decision()
     # Only LTO and BOLT change a link (native is the compiles' alone): no other link
     # reads its inputs to look for bitcode.
@@ -114,7 +145,7 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
             link = Decision(stage.link_flags if stage else (), stage_warning)
         plan = (flags_db.BoltLibrary(target.output, target.bolt, target.bolt_binary)
                 if is_target and BOLT in target.stages else library)
-        if train_phase == "final":
+        if train_phase in (TRAIN_FINAL, TRAIN_CS_INSTRUMENT):
             plan = None     # `apply --train` trains BOLT on the linked target itself
         if plan is not None:
             stale = target.bolt_stale if plan.output == target.output else None
@@ -125,7 +156,6 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
         return link if link.flags or link.warning else None
     sources = [relative_to(os.path.normpath(os.path.join(cwd, s.path)), root)
                for s in parsed.sources]
-    profile = profile_decision(db, path, policy)
     if profile.error:
         return profile
     several = len(sources) != 1 or bool(parsed.skipped_sources)
@@ -213,11 +243,13 @@ def _several_sources_note(db: FlagsDb, sources: list[str], ours: bool, staged: b
     return "; ".join(notes)
 
 
-def stage_decision(db: FlagsDb, policy: str = "warn") -> tuple[StageFlags | None, str]:
-    """The chosen stages' flags without PGO's profile (profile_decision adds it); with a
-    warning, and without LTO, when lld is not here, and without native, when this CPU
-    lacks an extension of the one it was tuned on (unless `policy` is apply-anyway):
-    the build goes on without them."""
+def stage_decision(db: FlagsDb, policy: str = "warn", profile_flag: str = ""
+                   ) -> tuple[StageFlags | None, str]:
+    """The chosen stages' flags without PGO's profile on the compiles (profile_decision
+    adds it there; `profile_flag` is its flag, which a CS-PGO link under LTO takes too);
+    with a warning, and without LTO, when lld is not here, and without native, when this
+    CPU lacks an extension of the one it was tuned on (unless `policy` is
+    apply-anyway): the build goes on without them."""
     target = db.target
     if target is None or not (lto_mode(target.stages) or {BOLT, NATIVE} & set(target.stages)):
         return None, ""
@@ -235,7 +267,7 @@ def stage_decision(db: FlagsDb, policy: str = "warn") -> tuple[StageFlags | None
         stages = tuple(s for s in stages if s != NATIVE)
         warnings.append(f"the database's native stage was {missing}: building without "
                         "-march=native (--policy apply-anyway builds it all the same)")
-    return stage_flags(stages, target.opt_level, lld=lld), "; ".join(warnings)
+    return stage_flags(stages, target.opt_level, profile_flag, lld), "; ".join(warnings)
 
 
 def _lacking(db: FlagsDb) -> str:
@@ -335,15 +367,18 @@ def _warnings_generated(line: str) -> bool:
         and words[2] == "generated."
 
 
-def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decision | None]:
+def stale_profile(stderr: bytes, source: str, policy: str, lto: bool = False
+                  ) -> tuple[bytes, Decision | None]:
     """clang's out-of-date profile diagnostics taken out of a compile's stderr (a
     front-end profile's summary, an IR profile's line per function), and one warning
-    (an error under the error policy) that says what they mean and the fix."""
+    (an error under the error policy) that says what they mean and the fix.  `lto`: the
+    compile makes LTO bitcode, whose context-sensitive profile the link uses: what it
+    says of that part is taken out and not counted (pgo_profile.lto_compile)."""
     text = stderr.decode("utf-8", "replace")
     if OUT_OF_DATE not in text and pgo_profile.MISMATCH not in text:
         return stderr, None
     kept, counts = [], []
-    changed = pgo_profile.Said()
+    changed = pgo_profile.Said(lto)
     for line in text.splitlines(keepends=True):
         if OUT_OF_DATE in line:   # "...: of 3 functions, 1 has mismatched data that..."
             counts.append(line.split(OUT_OF_DATE, 1)[1].split(" that ")[0].strip())
@@ -351,14 +386,22 @@ def stale_profile(stderr: bytes, source: str, policy: str) -> tuple[bytes, Decis
             changed.read(line.encode())
         else:
             kept.append(line)
+    if not counts and not changed:     # the context-sensitive part's, under LTO only
+        return _without_count_line(kept), None
     if changed:
         counts.append(changed.text())
-    if not any("warning:" in line or "error:" in line for line in kept):
-        kept = [line for line in kept if not _warnings_generated(line)]
     why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "
            "changed since training, and clang ignores the profile for those functions; "
            "retrain it in the build with `autopass apply --train`")
-    return "".join(kept).encode(), _refuse(why, policy)
+    return _without_count_line(kept), _refuse(why, policy)
+
+
+def _without_count_line(kept: list[str]) -> bytes:
+    """What is left of a compile's stderr, without clang's closing count of warnings
+    when none of them is left."""
+    if not any("warning:" in line or "error:" in line for line in kept):
+        kept = [line for line in kept if not _warnings_generated(line)]
+    return "".join(kept).encode()
 
 
 def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,

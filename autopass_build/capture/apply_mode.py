@@ -16,6 +16,7 @@ from autopass_build.core.names import (
     APPLY_POLICIES,
     ENV_APPLY_TALLY,
     ENV_TRAIN_PHASE,
+    TRAIN_INSTRUMENT,
     TRAIN_PHASES,
 )
 
@@ -64,13 +65,15 @@ def run(plan: Plan) -> int:
         if plan.train_phase and isinstance(parsed, Invocation):   # for `apply --train`
             for output in tally.outputs_of(parsed, plan.cwd):
                 _tally(plan, tally.OUTPUT + output + "\n")
-        if plan.train_phase == "instrument" and isinstance(parsed, Invocation):
+        if plan.train_phase == TRAIN_INSTRUMENT and isinstance(parsed, Invocation):
             for line in tally.graph_lines(parsed, plan.cwd):   # read after this build only
                 _tally(plan, line)
         notes = []
         if decision.profiled:
             from autopass_build.capture.applier import stale_profile
-            err, stale = stale_profile(err, decision.profiled, plan.policy)
+            from autopass_build.core.pgo_profile import lto_compile
+            err, stale = stale_profile(err, decision.profiled, plan.policy,
+                                       lto_compile(argv))
             notes.append(stale)
         if decision.bolt:   # the target's link: BOLT rewrites what it made
             from autopass_build.capture.applier import run_bolt

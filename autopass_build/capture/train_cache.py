@@ -1,6 +1,6 @@
 """`apply --train`'s builds, incremental: their compiles go through ccache.
 
-The instrumented build compiles every unit with -fprofile-instr-generate and nothing of
+The instrumented build compiles every unit with -fprofile-generate and nothing of
 the database, so its objects depend on the source and the command alone: exactly what a
 compiler cache keys on.  A release built every day from a source that changed in a few
 files compiles only those few instrumented; the rest come from the cache.  ccache (not a

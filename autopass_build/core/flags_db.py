@@ -47,7 +47,7 @@ from autopass_build.core import flags as flagset
 from autopass_build.core.cpu import Cpu
 from autopass_build.core.names import FLAGS_DB_SCHEMA, SHIPPED_STAGES
 from autopass_build.core.records import Record
-from autopass_build.core.stage_flags import LTO_LEVELS
+from autopass_build.core.stage_flags import CSPGO, LTO_LEVELS, PGO
 
 MAX_FLAGS = 64              # tokens in one entry: a command line stays far below ARG_MAX
 MAX_TOKEN = 200             # characters in one token
@@ -262,6 +262,9 @@ def _target(raw: object, path: str) -> TargetStages | None:
                            f"(of {', '.join(SHIPPED_STAGES)}), \"opt_level\" (-O2 or -O3), "
                            f"\"units\"}}; {FIX}")
     stages = tuple(raw["stages"])
+    if CSPGO in stages and PGO not in stages:
+        raise FlagsDbError(f"{path}: \"target\" lists the cspgo stage without pgo, whose "
+                           f"profile it extends; {FIX}")
     bolt = raw.get("bolt")
     if ("bolt" in stages) != (bolt is not None) or bolt is not None and not (
             isinstance(bolt, dict) and isinstance(bolt.get("binary"), str)):

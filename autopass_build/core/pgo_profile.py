@@ -54,23 +54,47 @@ def kind(path: str) -> str:
     return CS_IR if version & CS_BIT else IR
 
 
-class Said:
-    """The functions an IR profile's use warned about, from clang's stderr."""
-    __slots__ = ("mismatched", "missing")
+# A context-sensitive record's hash has this bit set, and so does the hash clang prints
+# when it meets a function of the context-sensitive part ("... main Hash = N ...").
+CS_HASH_BIT = 1 << 60
 
-    def __init__(self) -> None:
+
+def lto_compile(flags: tuple[str, ...] | list[str]) -> bool:
+    """Whether a compile with `flags` makes LTO bitcode: its context-sensitive profile is
+    used at the link, after the link's inlining.  What such a compile says of that part
+    concerns only the machine code a fat LTO object carries beside the bitcode (for a
+    linker that cannot read bitcode), inlined without the other units: not news."""
+    mode = ""
+    for flag in flags:
+        if flag.startswith("-flto") or flag == "-fno-lto":
+            mode = flag
+    return mode.startswith("-flto") and mode != "-flto=none"
+
+
+class Said:
+    """The functions an IR profile's use warned about, from clang's stderr; under LTO
+    (`lto`), what it says of the profile's context-sensitive part is left out."""
+    __slots__ = ("mismatched", "missing", "lto")
+
+    def __init__(self, lto: bool = False) -> None:
         self.mismatched: set[str] = set()
         self.missing: set[str] = set()
+        self.lto = lto
 
     def read(self, stderr: bytes) -> "Said":
         """Add what one compile said; returns self."""
         for line in stderr.decode("utf-8", "replace").splitlines():
             for phrase, found in ((MISMATCH, self.mismatched), (MISSING, self.missing)):
-                if phrase in line:
+                if phrase in line and not (self.lto and _context_sensitive(line)):
                     name = line.split(phrase, 1)[1].split(" ", 1)[0]
                     if name:
                         found.add(name)
         return self
+
+    def said(self, line: str) -> bool:
+        """Whether `line` is one of the warnings this counts."""
+        return (MISMATCH in line or MISSING in line) and not (
+            self.lto and _context_sensitive(line))
 
     def __bool__(self) -> bool:
         return bool(self.mismatched or self.missing)
@@ -86,3 +110,9 @@ class Said:
                 parts.append(f"{len(names)} function{'s' if len(names) > 1 else ''} "
                              f"{why}: {listed}")
         return "; ".join(parts)
+
+
+def _context_sensitive(line: str) -> bool:
+    """Whether a warning's "Hash = N" is a context-sensitive record's."""
+    digits = line.split(" Hash = ", 1)[1].split(" ", 1)[0] if " Hash = " in line else ""
+    return digits.isdigit() and bool(int(digits) & CS_HASH_BIT)

@@ -10,6 +10,9 @@ core.
              section) so that the build's own `ar`, `nm` and linkers of any LLVM version
              still read them, and lld is told to use the bitcode (--fat-lto-objects)
     thinlto  the same with -flto=thin
+    cspgo    context-sensitive PGO on top of pgo: the profile then holds a second part,
+             counted after inlining on the build it is used with; under (Thin)LTO that
+             happens in the link's own pipeline, so the link gets -fprofile-use too
     bolt     the link with -Wl,--emit-relocs; the linked binary is then rewritten by BOLT
              with the profile shipped beside the database (core/bolt_commands.py)
     native   every unit with -march=native -ffp-contract=off (only with `tune --native`:
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from autopass_build.core.records import Record
 
-PGO, LTO, THINLTO, BOLT, NATIVE = "pgo", "lto", "thinlto", "bolt", "native"
+PGO, CSPGO, LTO, THINLTO, BOLT, NATIVE = "pgo", "cspgo", "lto", "thinlto", "bolt", "native"
 # This CPU's instruction set, keeping floating-point results: on a CPU with FMA,
 # -march=native alone lets clang fuse `a * b + c` (-ffp-contract=on is its default),
 # which rounds once instead of twice, so an FP program's output changes (LAME: another
@@ -42,6 +45,10 @@ NATIVE_FLAGS = ("-march=native", "-ffp-contract=off")
 INSTRUMENT = "-fprofile-generate"
 INSTRUMENT_LINK_FLAGS = (INSTRUMENT, "-Wl,-u,atexit")
 USE = "-fprofile-use="     # reads a front-end profile (an older database's) as well
+# CS-PGO's instrumented build: the pgo build's flags with these added, to every compile
+# and link (under LTO the counters are placed at the link, after its inlining).
+CS_INSTRUMENT = "-fcs-profile-generate"
+CS_INSTRUMENT_FLAGS = (CS_INSTRUMENT, "-Wl,-u,atexit")
 BOLT_LINK_FLAGS = ("-Wl,--emit-relocs",)   # BOLT moves code: it needs the relocations
 LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' own
 # libtool builds export lists with the system's `nm` and archives with its `ar`: with a
@@ -99,6 +106,8 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
         unit += [lto, FAT]
         link += [lto, FAT, f"--ld-path={lld}" if lld else "-fuse-ld=lld",
                  "-Wl,--fat-lto-objects", LENIENT_VERSION_SCRIPTS, level]
+        if CSPGO in stages and profile_flag:
+            link.append(profile_flag)   # the profile's context-sensitive part: used there
     if BOLT in stages:
         link += BOLT_LINK_FLAGS
     return StageFlags(tuple(unit), tuple(link))

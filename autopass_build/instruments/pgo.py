@@ -25,14 +25,22 @@ import tempfile
 from dataclasses import dataclass
 
 from autopass_build.core import pgo_profile, toolchain
+from autopass_build.core.files import hash_json
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import counted
-from autopass_build.core.stage_flags import INSTRUMENT, INSTRUMENT_LINK_FLAGS, profile_use
+from autopass_build.core.stage_flags import (
+    CS_INSTRUMENT,
+    CS_INSTRUMENT_FLAGS,
+    INSTRUMENT,
+    INSTRUMENT_LINK_FLAGS,
+    profile_use,
+)
 from autopass_build.instruments import steady_counts, training
 from autopass_build.instruments.evaluate import Evaluator
 
 PGO_FILE = "pgo.json"
+CS_FILE = "cspgo.json"
 GENERATE = INSTRUMENT
 RUNTIME_LINK_FLAGS = INSTRUMENT_LINK_FLAGS
 
@@ -75,16 +83,63 @@ def flags_for(evaluator: Evaluator, profile: TrainedProfile) -> UnitFlags:
 
 
 def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
+    """A profile of the recorded build: every unit instrumented, the benchmark (or
+    [run].train) run once."""
     show = progress or (lambda message: None)
+    show(f"building {evaluator.target.output_rel} instrumented "
+         f"({counted(len(evaluator.units), 'unit')})")
+    path, digest, runs = _trained(evaluator, {u.id: (GENERATE,) for u in evaluator.units},
+                                  RUNTIME_LINK_FLAGS, show)
+    result = TrainedProfile(path, digest, evaluator.target.output_rel, runs,
+                            evaluator.bench.workload(), pgo_profile.kind(path))
+    training.save(evaluator.store.dir, PGO_FILE, result)
+    return result
+
+
+@dataclass
+class TrainedCs(TrainedProfile):
+    """A profile with its context-sensitive part, for one build: `base` the hash of the
+    profile it extends, `built` a hash of the build's flags (the stages, per-file flags)
+    it was counted on."""
+    base: str = ""
+    built: str = ""
+
+
+def train_cs(evaluator: Evaluator, base: TrainedProfile, progress=None) -> TrainedCs:
+    """CS-PGO on the build `evaluator` makes (its baseline: the chosen stages with
+    `base`'s profile, and the per-file winners): that build with -fcs-profile-generate
+    added to every compile and link, trained, its counts merged with `base`'s.  Found
+    in the store when this build was trained on this workload before."""
+    show = progress or (lambda message: None)
+    built = hash_json([sorted((k, list(v)) for k, v in evaluator.base_flags.items()),
+                       list(evaluator.base_link_flags)])[:24]
+    found = training.load(evaluator.store.dir, CS_FILE, TrainedCs)
+    if found and (found.base, found.built, found.workload) == (base.hash, built,
+                                                              evaluator.bench.workload()):
+        return found
+    show(f"CS-PGO: building {evaluator.target.output_rel} instrumented after inlining")
+    lto = any(f.startswith("-flto") for f in evaluator.base_link_flags)
+    path, digest, runs = _trained(
+        evaluator, {u.id: evaluator.base_flags.get(u.id, ()) + (CS_INSTRUMENT,)
+                    for u in evaluator.units},
+        evaluator.base_link_flags + CS_INSTRUMENT_FLAGS + ((base.use_flag(),) if lto else ()),
+        show, base.path, found.path if found else None)
+    result = TrainedCs(path, digest, evaluator.target.output_rel, runs,
+                       evaluator.bench.workload(), pgo_profile.kind(path), base.hash, built)
+    training.save(evaluator.store.dir, CS_FILE, result)
+    return result
+
+
+def _trained(evaluator: Evaluator, flags: UnitFlags, link_flags: tuple[str, ...], show,
+             base: str = "", reference: str | None = None) -> tuple[str, str, int]:
+    """Build with `flags` and `link_flags` (an instrumented build), train, merge the raw
+    profiles (with the indexed profile `base` when given; counts held to `reference`):
+    the profile kept in the store, its hash, and the number of raw profiles."""
     profdata = toolchain.find_tool("llvm-profdata")
     if profdata is None:
         raise PgoError(toolchain.not_found("llvm-profdata"))
-    show(f"building {evaluator.target.output_rel} instrumented "
-         f"({counted(len(evaluator.units), 'unit')})")
     try:
-        built = evaluator.replayer.build(evaluator.target.output,
-                                         {u.id: (GENERATE,) for u in evaluator.units},
-                                         link_flags=RUNTIME_LINK_FLAGS)
+        built = evaluator.replayer.build(evaluator.target.output, flags, link_flags)
     except EvaluationError as error:
         raise PgoError(f"the instrumented build failed: {error}") from None
     bench = evaluator.bench
@@ -99,17 +154,15 @@ def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
             raise PgoError("the benchmark wrote no profile: does it exit normally?")
         merged = os.path.join(scratch, "merged.profdata")
         try:    # rounded: a program whose counts vary by run still gets one profile
-            left_out = steady_counts.merge_profraw(profdata, raws, merged, scratch)
+            left_out = steady_counts.merge_profraw(profdata, raws + ([base] if base else []),
+                                                   merged, scratch, reference)
         except steady_counts.SteadyError as error:
             raise PgoError(str(error)) from None
         if left_out:
             show(steady_counts.left_out_note(left_out, len(raws)))
         path, digest = training.keep(evaluator.store, merged, "profile", ".profdata")
     shutil.rmtree(built.folder, ignore_errors=True)
-    result = TrainedProfile(path, digest, evaluator.target.output_rel, len(raws),
-                            bench.workload(), pgo_profile.kind(path))
-    training.save(evaluator.store.dir, PGO_FILE, result)
-    return result
+    return path, digest, len(raws)
 
 
 def load(store_dir: str) -> TrainedProfile | None:

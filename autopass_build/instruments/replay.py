@@ -181,7 +181,7 @@ class Replayer:
             with self.store.blob_copy("ir", unit.ir_hash, ".bc") as ir:
                 argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags)
                         + _quiet(flags) + ["-c", "-x", "ir", ir, "-o", output])
-                self._heard(flags, self.run_compiler(argv, unit.cwd, unit))
+                self._heard(argv, self.run_compiler(argv, unit.cwd, unit))
         except FileNotFoundError as lost:
             raise EvaluationError(Outcome.COMPILE_FAIL,
                                   f"{unit.source_rel}: the store lost its recorded IR "
@@ -194,13 +194,14 @@ class Replayer:
                                   "IR does not replay exactly: record the build again")
         argv = ([self._compiler(unit)] + source_args(unit) + list(flags) + _quiet(flags)
                 + ["-c", "-o", output])
-        self._heard(flags, self.run_compiler(argv, unit.cwd, unit))
+        self._heard(argv, self.run_compiler(argv, unit.cwd, unit))
 
-    def _heard(self, flags: Flags, done: proc.Captured) -> None:
+    def _heard(self, argv: list[str], done: proc.Captured) -> None:
         """What a compile with a PGO profile said of the functions it dropped data of."""
-        profile = _profile_of(flags)
+        profile = _profile_of(tuple(argv))
         if profile:
-            self.profile_said.setdefault(profile, pgo_profile.Said()).read(done.stderr)
+            self.profile_said.setdefault(profile, pgo_profile.Said(
+                pgo_profile.lto_compile(argv))).read(done.stderr)
 
     def run_compiler(self, argv: list[str], cwd: str, unit: UnitRecord) -> proc.Captured:
         """Run a compiler on `unit`; a hang, a crash or an error is an EvaluationError

@@ -8,7 +8,9 @@ The flags each stage adds are core/stage_flags.py's table, the one place they ar
 computed (never from a database or an LLM), so apply mode rebuilds them from the stage
 names a database lists; this module decides which compositions can run here and in what
 order.  PGO's profile is trained by instruments/pgo.py; native is tried only with `tune
---native`, on top of the link-time composition chosen (before the search).
+--native`, on top of the link-time composition chosen (before the search); CS-PGO, like
+BOLT, on top of the build the run settled on (a context-sensitive profile is counted after
+inlining, so it describes one build).
 
 LTO units compile from source (not from the stored IR): the front end's -flto output is
 what apply mode builds, so what is measured is what ships.  Another binary of the build
@@ -30,6 +32,7 @@ from autopass_build.store.targets import Target
 
 class Stage(str, Enum):
     PGO = stage_flags.PGO
+    CSPGO = stage_flags.CSPGO
     LTO = stage_flags.LTO
     THINLTO = stage_flags.THINLTO
     BOLT = stage_flags.BOLT
@@ -130,7 +133,9 @@ def unavailable(stage: Stage, target: Target) -> str:
             return (f"{target.output_rel} is linked statically (-static), and BOLT "
                     "instruments only dynamically linked programs")
         return bolt.missing()
-    if stage == Stage.PGO and toolchain.find_tool("llvm-profdata") is None:
+    if stage == Stage.CSPGO and target.kind != "executable":
+        return f"{target.output_rel} is a {target.kind}; CS-PGO is tuned on executables"
+    if stage in (Stage.PGO, Stage.CSPGO) and toolchain.find_tool("llvm-profdata") is None:
         return (f"llvm-profdata not found (sudo apt-get install "
                 f"llvm-{toolchain.DEFAULT_LLVM_VERSION})")
     return ""

@@ -22,6 +22,7 @@ instrumented, which is said before anything is deleted).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -38,11 +39,12 @@ from autopass_build.core.names import (
     ENV_TRAIN_CACHE,
     ENV_TRAIN_CCACHE,
     ENV_TRAIN_PHASE,
+    TRAIN_CS_INSTRUMENT,
     TRAIN_PHASES,
 )
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
-from autopass_build.core.stage_flags import BOLT, PGO
+from autopass_build.core.stage_flags import BOLT, CSPGO, PGO
 from autopass_build.core.stage_flags import flags as stage_flags
 from autopass_build.instruments import training
 from autopass_build.instruments.benchmark import Benchmark, RunResult, run_once
@@ -116,15 +118,27 @@ class Retrainer:
         self.binary = os.path.join(root, target.output)
         self.folder = os.path.dirname(db_path)
         self.result = Retrained(0)
+        self.held_to: str | None = None      # the profile counts are held to (_held_to)
+        self.kept_aside: list[str] = []      # files to remove when the run ends
         self.cache_env = self._cache_env() if PGO in target.stages else {}
         # read before this run writes the trained database over the last one
         self.bolt_references = self._bolt_references() if BOLT in target.stages else {}
 
     def run(self) -> Retrained:
+        try:
+            return self._builds()
+        finally:
+            for path in self.kept_aside:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+    def _builds(self) -> Retrained:
         reference = None
         database = self.db_path
         if PGO in self.target.stages:
             reference, database = self._pgo()
+        if database != self.db_path and CSPGO in self.target.stages:
+            database = self._cspgo(database)
         if database != self.db_path:      # the fresh profile: check what it built
             build = self._build("final", database, "building with the profile just trained")
             self.result.status = build.status
@@ -182,6 +196,31 @@ class Retrainer:
                                   target=self._with_new_units(build.units))
         return reference, self._save(trained)
 
+    def _cspgo(self, trained: str) -> str:
+        """The CS-PGO build (the database `trained` with the profile build 1 trained,
+        instrumented after inlining) and its training run: the database build 3 uses,
+        the fresh profile with its context-sensitive part, or, when any of it fails,
+        the shipped one (a profile without its context-sensitive part would give the
+        build less than the database does)."""
+        build = self._build(TRAIN_CS_INSTRUMENT, trained,
+                            "building instrumented after inlining (CS-PGO)")
+        try:
+            if build.status != 0:
+                raise _Untrained(f"the CS-PGO instrumented build failed (exit {build.status})")
+            if self.binary not in build.outputs:
+                raise _Untrained(self._not_linked(build.linked))
+            profile = self._train_pgo(base=os.path.join(self.folder, TRAINED_PROFILE))[1]
+        except _Untrained as why:
+            _delete(build.outputs)
+            if self.policy == "error":
+                raise RetrainError(f"CS-PGO not retrained: {why} (--policy error)") from None
+            self.result.pgo = f"CS-PGO: {why}: built with the shipped profile"
+            self.show(f"PGO not retrained: {self.result.pgo}")
+            return self.db_path
+        _delete(build.outputs)
+        db = flags_db.load(trained)
+        return self._save(db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile))))
+
     def _not_linked(self, linked: list[str]) -> str:
         """Why a build that built other things did not link the target (`linked`: the
         binaries it linked, when known)."""
@@ -204,7 +243,9 @@ class Retrainer:
                       + (", ..." if len(new) > 5 else ""))
         return self.target.replace(units=tuple(sorted(set(self.target.units) | today)))
 
-    def _train_pgo(self) -> tuple[Reference, str]:
+    def _train_pgo(self, base: str = "") -> tuple[Reference, str]:
+        """The training run on the instrumented target, its raw profiles merged (with
+        the indexed profile `base`: CS-PGO's first part) into TRAINED_PROFILE."""
         profdata = toolchain.find_tool("llvm-profdata")
         if profdata is None:
             raise _Untrained(toolchain.not_found("llvm-profdata"))
@@ -227,10 +268,14 @@ class Retrainer:
             if not found:
                 raise _Untrained("the training run wrote no profile: does it exit normally?")
             profile = os.path.join(self.folder, TRAINED_PROFILE)
+            inputs = [os.path.join(raws, f) for f in found]
+            if base:          # the output's name: read from a copy
+                inputs.append(shutil.copy(base, os.path.join(scratch, "base.profdata")))
+            if self.held_to is None:     # before the first round writes over it
+                self.held_to = self._held_to(profile, self.db.profile)
             try:
-                left_out = merge_profraw(profdata, [os.path.join(raws, f) for f in found],
-                                         profile, scratch,
-                                         self._held_to(profile, self.db.profile))
+                left_out = merge_profraw(profdata, inputs, profile, scratch,
+                                         self.held_to or None)
             except SteadyError as error:
                 raise _Untrained(str(error)) from None
             if left_out:
@@ -338,16 +383,21 @@ class Retrainer:
         _delete(build.outputs)
         self.result.status = self._build("", self.db_path, "rebuilding").status
 
-    def _held_to(self, trained: str, shipped: ProfileRef | None) -> str | None:
+    def _held_to(self, trained: str, shipped: ProfileRef | None) -> str:
         """The profile a fresh one's counts are held to (steady_counts): the last one
-        trained here, else the one the database ships, else none."""
-        if os.path.isfile(trained):
-            return trained
-        if shipped is None:
-            return None
+        trained here, else the one the database ships, else none ("").  Copied aside:
+        CS-PGO's round holds to it too, after the first round has written over it."""
         from autopass_build.capture.applier import shipped_file
 
-        return shipped_file(shipped, self.db_path, "profile", "")[0] or None
+        found = trained if os.path.isfile(trained) else \
+            shipped_file(shipped, self.db_path, "profile", "")[0] if shipped else ""
+        if not found:
+            return ""
+        handle, kept = tempfile.mkstemp(prefix="autopass-held-", suffix=".profdata")
+        os.close(handle)
+        self.kept_aside.append(kept)
+        shutil.copyfile(found, kept)
+        return kept
 
     def _bolt_references(self) -> dict[str, list[tuple[str, str]]]:
         """For each BOLT profile --train writes, the profiles its counts may be held to,

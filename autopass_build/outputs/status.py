@@ -129,7 +129,9 @@ def _profile_use(unit: UnitRecord, profile: str) -> tuple[int, int, int, bool] |
                         unit.cwd)
         if used is None:
             return None
-        said = pgo_profile.Said().read(used.stderr)
+        # A context-sensitive part describes the build after inlining, across units
+        # under LTO: one unit compiled alone cannot check it (lto=True leaves it out).
+        said = pgo_profile.Said(lto=True).read(used.stderr)
         total = _defined_functions(ir)
         return (total, len(said.mismatched), len(said.missing),
                 total > 0 and len(said.missing) == total)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 UNCOUNTED = 100_000       # a budget this large is `tune --time` alone: the time decides
 BOLT_EVALUATIONS = 2      # the BOLT step: a measurement and its confirmation
+STEP_EVALUATIONS = 2      # another step on top after the search (CS-PGO): the same
 
 
 @dataclass
@@ -117,10 +118,11 @@ def search_budget(budget: int, spent: int, reserved: int) -> int:
 
 
 def split_text(request: TuneRequest, stage_budget: int, compositions: int,
-               bolt_pending: bool) -> str:
+               bolt_pending: bool, cspgo_pending: bool = False) -> str:
     """How the budget is split, said before anything is measured: `compositions` the
-    stage compositions to measure, `bolt_pending` whether BOLT will be tried."""
-    reserved = BOLT_EVALUATIONS if bolt_pending else 0
+    stage compositions to measure, `bolt_pending` and `cspgo_pending` whether BOLT and
+    CS-PGO will be tried after the search."""
+    reserved = BOLT_EVALUATIONS * bolt_pending + STEP_EVALUATIONS * cspgo_pending
     # each composition a look and a confirmation; when none is verified, a second look
     # at the closest and its confirmation (stage_choice.Composer._second_look)
     most = min(stage_budget, 2 * compositions + 1)
@@ -131,7 +133,8 @@ def split_text(request: TuneRequest, stage_budget: int, compositions: int,
                f"({counted_text(compositions, 'composition')}, each confirmed when faster, "
                "the closest looked at again when none is; --stage-budget changes it)"
                if compositions else "no stages")
-            + (f", BOLT {reserved}" if reserved else "")
+            + (f", CS-PGO {STEP_EVALUATIONS}" if cspgo_pending else "")
+            + (f", BOLT {BOLT_EVALUATIONS}" if bolt_pending else "")
             + (f", per-file flags at least {max(0, rest)}" if counted else
                ", per-file flags the rest")
             + (f"; --time {duration_text(request.time_limit)}: the stages up to "

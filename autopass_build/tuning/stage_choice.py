@@ -219,6 +219,37 @@ class Composer:
                 found.append(built)
         return by_cost(found, len(self.evaluator.units))
 
+    def cspgo_pending(self, chosen: "Chosen | None") -> bool:
+        """Whether the CS-PGO step is still to be measured: usable, on top of a chosen
+        composition with PGO, and not journaled."""
+        return Stage.CSPGO in self.usable and chosen is not None \
+            and Stage.PGO in chosen.stages and not any(
+                Stage.CSPGO.value in e.stages.split("+")
+                for e in self.measurements.journal.of_phase(Phase.STAGE))
+
+    def cspgo_on_top(self, chosen: Chosen, without: Evaluator) -> Chosen | None:
+        """Context-sensitive PGO on the build the run settled on (`without`: an evaluator
+        whose baseline is `chosen` with the per-file winners): that build instrumented
+        after inlining, trained, its profile merged with PGO's, and the build with the
+        merged profile A/B'd against it.  Like BOLT's, a CS profile describes one build,
+        so it is trained on the one that ships.  The new Chosen when verified faster."""
+        assert chosen.profile is not None
+        try:
+            profile = pgo.train_cs(without, chosen.profile, self.show)
+        except pgo.PgoError as error:
+            self.show(f"stage cspgo skipped: {error}")
+            return None
+        composition = chosen.stages + (Stage.CSPGO,)
+        flags = stages.flags(composition, opt_level(self.evaluator), profile.use_flag())
+        entry = self._on_top(composition, "CS-PGO", without,
+                             under={u.id: (profile.use_flag(),) for u in without.units},
+                             link_flags=tuple(f for f in flags.link_flags
+                                              if f == profile.use_flag()),
+                             built=lambda: self._say_match(without, profile, composition))
+        if entry is None:
+            return None
+        return Chosen(composition, flags, entry, profile, against=chosen.name)
+
     def bolt_pending(self) -> bool:
         """Whether the BOLT step is still to be measured (it is usable and not journaled)."""
         return Stage.BOLT in self.usable and not any(
@@ -259,8 +290,15 @@ class Composer:
         return Chosen(composition, self._flags(composition), entry,
                       chosen.profile if chosen else None, step.trained, tuple(step.rewritten))
 
+    def _say_match(self, evaluator: Evaluator, profile: pgo.TrainedProfile,
+                   composition: tuple[Stage, ...]) -> None:
+        """What the build of `composition` said of its profile's fit (pgo.match_note)."""
+        note = pgo.match_note(evaluator, profile, stages.name(composition))
+        if note:
+            self.show(note)
+
     def _on_top(self, composition: tuple[Stage, ...], label: str, without: Evaluator,
-                **build) -> Entry | None:
+                built: Callable[[], None] = lambda: None, **build) -> Entry | None:
         """The last stage of `composition` (`label`) measured against the build without
         it, confirmed with fresh pairs when it looks faster: the entry when verified
         faster, else None (said, with the build it was not faster than).  Tight, as the
@@ -274,6 +312,7 @@ class Composer:
                                           stages=name, **build)
 
         entry = once(Phase.STAGE, f"stage {name}: {label} against the build without it")
+        built()
         if entry.verdict == FASTER and entry.measured and not self.measurements.deterministic:
             entry = once(Phase.STAGE_CONFIRM, f"  confirming {label} with fresh pairs")
         self.show(f"stage {name}: {entry.interval_text()} of the build without {label}"
@@ -415,9 +454,7 @@ class Composer:
         entry = once(first, f"stage {name} against the recorded build"
                      + (", a second look" if first == Phase.STAGE_AGAIN else ""))
         if self._profile is not None and Stage.PGO in composition:
-            note = pgo.match_note(self.evaluator, self._profile, name)
-            if note:
-                self.show(note)
+            self._say_match(self.evaluator, self._profile, composition)
         ahead = best.entry if best else None
         better = ahead is None or (entry.ratio is not None and ahead.ratio is not None
                                    and entry.ratio < ahead.ratio) \

@@ -39,6 +39,7 @@ from autopass_build.tuning import composite, hot_sources, on_cluster, publish
 from autopass_build.tuning import strategies as search
 from autopass_build.tuning.clock import (
     BOLT_EVALUATIONS,
+    STEP_EVALUATIONS,
     UNCOUNTED,
     Deadline,
     search_budget,
@@ -173,7 +174,16 @@ class Tuner:
         top of it: it becomes part of the chosen stages when verified faster."""
         if self.chosen and winners:
             self._tuned_versus_recorded(self.chosen, winners)
-        if self.composer is None or stages.Stage.BOLT not in self.composer.usable:
+        if self.composer is None:
+            return
+        if self.chosen and self.composer.cspgo_pending(self.chosen):
+            with_cs = self.composer.cspgo_on_top(self.chosen,
+                                                 self._build_of(self.chosen, winners))
+            if with_cs is not None:
+                self.show(f"CS-PGO kept: {with_cs.name}, {with_cs.entry.interval_text()} "
+                          "of the build without it")
+                self.chosen = with_cs
+        if stages.Stage.BOLT not in self.composer.usable:
             return
         with_bolt = self.composer.bolt_on_top(self.chosen, self._build_of(self.chosen, winners))
         if with_bolt is not None:
@@ -207,10 +217,10 @@ class Tuner:
             strategy.start(run)
         except search.StartError as error:
             raise TuneError(str(error)) from None
-        bolt_pending = self.composer is not None and self.composer.bolt_pending()
+        on_top = self._steps_on_top()
         budget = search_budget(
             request.budget, len(journal.of_phase(*STAGE_PHASES)),
-            (BOLT_EVALUATIONS if bolt_pending else 0)      # the BOLT step after the search
+            on_top                                         # CS-PGO, BOLT after the search
             + (composite.RESERVED if self.measurements.attributor is not None else 0))
         sources = [source for source, _ in run.space.blocks]
         if set(sources) <= outsiders:
@@ -220,12 +230,19 @@ class Tuner:
                       + ("; the stages alone are tuned" if request.stages else ""))
             budget = 0
         screener = self._screener(run) if request.screen else None
-        kept_after = 1 + (BOLT_EVALUATIONS if bolt_pending else 0)
+        kept_after = 1 + on_top
         if budget > 0:
             on_cluster.join(self.measurements, self.config, self.store.dir, run.evaluator,
                             self.show)
         return Search(self.measurements, strategy, budget, self.show, screener,
                       self.deadline, kept_after).run(run)
+
+    def _steps_on_top(self) -> int:
+        """The evaluations the steps after the search take (CS-PGO, BOLT)."""
+        if self.composer is None:
+            return 0
+        return (BOLT_EVALUATIONS * self.composer.bolt_pending()
+                + STEP_EVALUATIONS * self.composer.cspgo_pending(self.chosen))
 
     # -- whole-program stages -------------------------------------------------------------
     def _compose(self, evaluator: Evaluator, hot: Profile | None) -> Chosen | None:
@@ -241,7 +258,8 @@ class Tuner:
         self.composer = composer
         stage_budget = stage_budget_of(self.request)
         self.show(split_text(self.request, stage_budget, len(composer.candidates()),
-                             composer.bolt_pending()))
+                             composer.bolt_pending(),
+                             {stages.Stage.PGO, stages.Stage.CSPGO} <= composer.usable))
         if self._native():
             stage_budget = max(1, stage_budget - NATIVE_EVALUATIONS)
         chosen, _ = composer.choose(stage_budget, self.deadline.share(STAGE_SHARE))
