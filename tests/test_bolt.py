@@ -19,7 +19,7 @@ from support import AUTOPASS, recorded_copy
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core import flags_db
 from autopass_build.instruments import stages
-from autopass_build.tuning import stage_choice as compose
+from autopass_build.tuning import steps_on_top as compose
 from autopass_build.tuning.journal import Journal, Phase
 
 BOLT_MINI = Path(__file__).parent / "data" / "bolt-mini"
@@ -37,6 +37,7 @@ max_pairs = 2
 strategy = "random"
 budget = 4
 stages = ["bolt"]
+layout_min_kib = 0     # bolt-mini's hot code is a few hundred bytes: BOLT tried anyway
 """
 
 pytestmark = pytest.mark.skipif(bolt.missing() != "", reason="needs bolt-19 (scripts/setup.sh)")
@@ -349,3 +350,16 @@ def test_a_later_build_gets_bolt_from_the_yaml_profile_by_stale_inference(tmp_pa
     assert "stale-profile inference" in carried.warning and not carried.error
     assert Path(later).read_bytes() != plain
     assert subprocess.run([later], capture_output=True, text=True).stdout == expected
+
+
+def test_bolt_is_skipped_where_the_hot_code_fits_the_cache_whatever_its_order(tmp_path):
+    """Issue 60, item 5: before BOLT spends an instrumented run and its pairs, the profile
+    says how large the hot code is; bolt-mini's fits the instruction cache many times
+    over, so the step is skipped with the line that says so, and the knob that tries it."""
+    root = recorded(tmp_path / "mini", CONFIG.replace("layout_min_kib = 0", ""))
+    done = run(root, "tune", "--budget", "2")
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stderr.splitlines() if "stage bolt skipped" in line)
+    assert "KiB in" in line and "fits the instruction cache" in line
+    assert "[tune].layout_min_kib = 4; 0 tries it always" in line
+    assert Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE) == []

@@ -41,6 +41,7 @@ from autopass_build.core.stage_flags import (
     CS_INSTRUMENT_FLAGS,
     INSTRUMENT,
     INSTRUMENT_LINK_FLAGS,
+    LAYOUT,
     LTO,
     NATIVE,
     PGO,
@@ -128,11 +129,11 @@ def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: str
     profile = profile_decision(db, path, policy)
     stage, stage_warning = stage_decision(db, policy, profile.flags[0] if profile.flags else "")
     link = Decision()
-    # Only LTO and BOLT change a link (native is the compiles' alone): no other link
-    # reads its inputs to look for bitcode.
+    # Only LTO, layout and BOLT change a link (native is the compiles' alone): no other
+    # link reads its inputs to look for bitcode.
     target = db.target
     if parsed.mode != COMPILE and target is not None and (stage or stage_warning) and (
-            lto_mode(target.stages) or BOLT in target.stages):
+            lto_mode(target.stages) or {BOLT, LAYOUT} & set(target.stages)):
         output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
         is_target = relative_to(output, root) == target.output
         library = target.bolt_library(relative_to(output, root)) if BOLT in target.stages \
@@ -251,7 +252,8 @@ def stage_decision(db: FlagsDb, policy: str = "warn", profile_flag: str = ""
     CPU lacks an extension of the one it was tuned on (unless `policy` is
     apply-anyway): the build goes on without them."""
     target = db.target
-    if target is None or not (lto_mode(target.stages) or {BOLT, NATIVE} & set(target.stages)):
+    if target is None or not (lto_mode(target.stages)
+                              or {BOLT, NATIVE, LAYOUT} & set(target.stages)):
         return None, ""
     from autopass_build.core import toolchain
 

@@ -161,14 +161,20 @@ class TuneConfig:
     stages: tuple[str, ...] = key(
         STAGES, "Whole-program stages tried first, each measured against the recorded "
         "build: PGO, full LTO and ThinLTO (with lld) and their compositions; the best "
-        "verified one becomes the baseline per-file flags are tuned on; BOLT is tried "
-        "last, on the result. [] tunes per-file flags only.",
+        "verified one becomes the baseline per-file flags are tuned on; on top of the "
+        "result, CS-PGO, layout (machine-function splitting, hot/cold text) and BOLT are "
+        "tried last. [] tunes per-file flags only.",
         kind="list of " + " | ".join(STAGES))
     time: str = key("", 'A time budget besides the evaluations ("45m", "2h"; "" for none): '
                     "the stages take up to half of it, and the search stops in time for "
                     "the steps after it.")
     stage_budget: int = key(0, "Evaluations for the whole-program stages (0: half the "
                             "budget).")
+    layout_min_kib: int = key(4, "The layout steps (layout, BOLT) are skipped, with a line "
+                              "that says why, where the hottest functions (90 % of the "
+                              "recorded code's samples) take fewer KiB than this: code that "
+                              "small is cached whole whatever its order. 0 tries them "
+                              "always.")
 
 
 @dataclass(frozen=True)

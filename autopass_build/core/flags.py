@@ -60,7 +60,7 @@ align-all-nofallthru-blocks align-all-blocks
 MIDDLE_END_FLAGS = frozenset({
     "-funroll-loops", "-fvectorize", "-fno-vectorize", "-fslp-vectorize",
     "-fno-slp-vectorize", "-ffunction-sections", "-fno-function-sections",
-    "-fdata-sections", "-fno-data-sections",
+    "-fdata-sections", "-fno-data-sections", "-fsplit-machine-functions",
     # the object as machine code instead of LTO bitcode: the same IR, compiled further
     "-fno-lto",
 })

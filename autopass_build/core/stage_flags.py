@@ -13,6 +13,10 @@ core.
     cspgo    context-sensitive PGO on top of pgo: the profile then holds a second part,
              counted after inlining on the build it is used with; under (Thin)LTO that
              happens in the link's own pipeline, so the link gets -fprofile-use too
+    layout   on top of pgo: machine-function splitting (each function's cold blocks to
+             .text.split, out of the hot path's cache lines and pages) and the linker
+             keeping .text.hot/.text.unlikely/.text.split grouped; lld orders functions
+             by the profile's call graph on its own (--call-graph-profile-sort)
     bolt     the link with -Wl,--emit-relocs; the linked binary is then rewritten by BOLT
              with the profile shipped beside the database (core/bolt_commands.py)
     native   every unit with -march=native -ffp-contract=off (only with `tune --native`:
@@ -23,7 +27,8 @@ from __future__ import annotations
 
 from autopass_build.core.records import Record
 
-PGO, CSPGO, LTO, THINLTO, BOLT, NATIVE = "pgo", "cspgo", "lto", "thinlto", "bolt", "native"
+PGO, CSPGO, LTO, THINLTO, LAYOUT, BOLT, NATIVE = (
+    "pgo", "cspgo", "lto", "thinlto", "layout", "bolt", "native")
 # This CPU's instruction set, keeping floating-point results: on a CPU with FMA,
 # -march=native alone lets clang fuse `a * b + c` (-ffp-contract=on is its default),
 # which rounds once instead of twice, so an FP program's output changes (LAME: another
@@ -50,6 +55,9 @@ USE = "-fprofile-use="     # reads a front-end profile (an older database's) as 
 CS_INSTRUMENT = "-fcs-profile-generate"
 CS_INSTRUMENT_FLAGS = (CS_INSTRUMENT, "-Wl,-u,atexit")
 BOLT_LINK_FLAGS = ("-Wl,--emit-relocs",)   # BOLT moves code: it needs the relocations
+# The layout step: splitting is code generation's, so under (Thin)LTO the link does it.
+SPLIT = "-fsplit-machine-functions"
+GROUPED_TEXT = "-Wl,-z,keep-text-section-prefix"
 LTO_LEVELS = ("-O2", "-O3")          # the link's LTO codegen level: the units' own
 # libtool builds export lists with the system's `nm` and archives with its `ar`: with a
 # bitcode-only object (jq) they read nothing (an older LLVM plugin, or none), the export
@@ -108,6 +116,9 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
                  "-Wl,--fat-lto-objects", LENIENT_VERSION_SCRIPTS, level]
         if CSPGO in stages and profile_flag:
             link.append(profile_flag)   # the profile's context-sensitive part: used there
+    if LAYOUT in stages:
+        unit.append(SPLIT)
+        link += [GROUPED_TEXT] + ([SPLIT] if lto else [])
     if BOLT in stages:
         link += BOLT_LINK_FLAGS
     return StageFlags(tuple(unit), tuple(link))

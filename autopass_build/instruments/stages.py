@@ -35,6 +35,7 @@ class Stage(str, Enum):
     CSPGO = stage_flags.CSPGO
     LTO = stage_flags.LTO
     THINLTO = stage_flags.THINLTO
+    LAYOUT = stage_flags.LAYOUT
     BOLT = stage_flags.BOLT
     NATIVE = stage_flags.NATIVE
 
@@ -133,8 +134,8 @@ def unavailable(stage: Stage, target: Target) -> str:
             return (f"{target.output_rel} is linked statically (-static), and BOLT "
                     "instruments only dynamically linked programs")
         return bolt.missing()
-    if stage == Stage.CSPGO and target.kind != "executable":
-        return f"{target.output_rel} is a {target.kind}; CS-PGO is tuned on executables"
+    if stage in (Stage.CSPGO, Stage.LAYOUT) and target.kind != "executable":
+        return f"{target.output_rel} is a {target.kind}; {stage} is tuned on executables"
     if stage in (Stage.PGO, Stage.CSPGO) and toolchain.find_tool("llvm-profdata") is None:
         return (f"llvm-profdata not found (sudo apt-get install "
                 f"llvm-{toolchain.DEFAULT_LLVM_VERSION})")

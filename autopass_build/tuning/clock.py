@@ -118,23 +118,25 @@ def search_budget(budget: int, spent: int, reserved: int) -> int:
 
 
 def split_text(request: TuneRequest, stage_budget: int, compositions: int,
-               bolt_pending: bool, cspgo_pending: bool = False) -> str:
+               after: list[str]) -> str:
     """How the budget is split, said before anything is measured: `compositions` the
-    stage compositions to measure, `bolt_pending` and `cspgo_pending` whether BOLT and
-    CS-PGO will be tried after the search."""
-    reserved = BOLT_EVALUATIONS * bolt_pending + STEP_EVALUATIONS * cspgo_pending
+    stage compositions to measure, `after` the steps tried on top after the search
+    (cspgo, layout, bolt)."""
+    reserved = sum(BOLT_EVALUATIONS if step == "bolt" else STEP_EVALUATIONS for step in after)
     # each composition a look and a confirmation; when none is verified, a second look
     # at the closest and its confirmation (stage_choice.Composer._second_look)
     most = min(stage_budget, 2 * compositions + 1)
     rest = request.budget - most - reserved
     counted = request.budget < UNCOUNTED
+    names = {"cspgo": "CS-PGO", "bolt": "BOLT"}
     return ((f"budget {request.budget} evaluations: " if counted else "budget: ")
             + (f"the stages up to {most} "
                f"({counted_text(compositions, 'composition')}, each confirmed when faster, "
                "the closest looked at again when none is; --stage-budget changes it)"
                if compositions else "no stages")
-            + (f", CS-PGO {STEP_EVALUATIONS}" if cspgo_pending else "")
-            + (f", BOLT {BOLT_EVALUATIONS}" if bolt_pending else "")
+            + "".join(f", {names.get(step, step)} "
+                      f"{BOLT_EVALUATIONS if step == 'bolt' else STEP_EVALUATIONS}"
+                      for step in after)
             + (f", per-file flags at least {max(0, rest)}" if counted else
                ", per-file flags the rest")
             + (f"; --time {duration_text(request.time_limit)}: the stages up to "

@@ -2,18 +2,15 @@
 
     compositions in order of expected value (instruments/stages.py), the unavailable
     ones skipped with their reason ─▶ each measured against the recorded build, a
-    FASTER one confirmed with fresh pairs (timing metrics) ─▶ with --native,
-    -march=native on every unit, A/B'd against the best confirmed one and kept when
-    verified faster ─▶ that build becomes the run's baseline; per-file flags are tuned
-    on top of it
-    ─▶ BOLT last, on that build with its per-file winners (a BOLT profile describes one
-    exact binary: the program and each hot project library it loads get their own),
-    A/B'd against that build and kept when verified faster
+    FASTER one confirmed with fresh pairs (timing metrics) ─▶ that build becomes the
+    run's baseline; per-file flags are tuned on top of it (tuning/steps_on_top.py then
+    adds native before the search, and CS-PGO, layout and BOLT after it, each A/B'd
+    against the build without it)
 
 Stage evaluations come out of the run's budget, at most half of it, so per-file tuning
 always gets the rest.  A link-time composition's gain is in the journal (phase "stage")
 against the recorded build; the report derives its gain against the compositions it
-extends.  Native and BOLT, the steps on top, are measured against the build without them.
+extends.
 """
 
 from __future__ import annotations
@@ -24,10 +21,10 @@ from dataclasses import dataclass
 
 from autopass_build.core.durations import duration_text
 from autopass_build.core.plural import counted
-from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, lto_level, lto_mode
+from autopass_build.core.stage_flags import lto_level, lto_mode
 from autopass_build.instruments import pgo, stages
 from autopass_build.instruments.benchmark import MeasureError
-from autopass_build.instruments.bolt import BoltStage, TrainedBolt
+from autopass_build.instruments.bolt import TrainedBolt
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
 from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.instruments.stats import FASTER, UNCLEAR
@@ -61,40 +58,6 @@ def opt_level(evaluator: Evaluator) -> str:
     """The LTO link's codegen level for the target's units (one of LTO_LEVELS: what the
     database's target section may hold)."""
     return lto_level({u.opt_level for u in evaluator.units})
-
-
-# BOLT rewrites the program and the project's shared libraries it loads: a binary below
-# this share of the profile in its own units (glpsol's, twolame's stwolame's, whose time
-# is in their libraries) has little for it to lay out, and where none reaches it the
-# stage's evaluation (an instrumented run, a rewrite, 10-30 pairs) is spent for nothing.
-BOLT_MIN_OWN_SHARE = 5.0     # percent
-
-
-@dataclass
-class BoltReach:
-    libraries: tuple[str, ...]     # the loaded project libraries to rewrite (as built)
-    why_not: str = ""              # why BOLT cannot reach the hot code ("": it can)
-
-
-def bolt_reach(evaluator: Evaluator, unit_shares: dict[str, float] | None) -> BoltReach:
-    """Which binaries hold the hot code: the program is always rewritten, each project
-    library it loads when its units hold BOLT_MIN_OWN_SHARE of the run (every one when
-    no profile says)."""
-    target = evaluator.target
-    if unit_shares is None:
-        return BoltReach(tuple(target.loaded_libraries))
-    source = {u.id: u.source_rel for u in evaluator.units}
-    shares = {binary: sum(unit_shares.get(source.get(u, ""), 0.0) for u in units)
-              for binary, units in target.unit_groups()}
-    libraries = tuple(b for b in target.loaded_libraries
-                      if shares.get(b, 0.0) >= BOLT_MIN_OWN_SHARE)
-    if libraries or shares.get(target.output, 0.0) >= BOLT_MIN_OWN_SHARE \
-            or not target.loaded_libraries:
-        return BoltReach(libraries)
-    return BoltReach((), f"the profile puts {sum(shares.values()):.1f} % of the run in the "
-                         f"code of {target.output_rel} and the project libraries it loads, "
-                         "the rest in system libraries or the kernel, which BOLT does not "
-                         "rewrite")
 
 
 # From this many units a full-LTO relink costs about a clean build, and every per-file
@@ -157,17 +120,24 @@ def promising(looks: list[Entry], names: list[str]) -> Entry | None:
     return min(unclear, key=lambda e: (e.ratio or 1.0, e.stages)) if unclear else None
 
 
+def say_match(evaluator: Evaluator, profile: pgo.TrainedProfile,
+              composition: tuple[Stage, ...], show: Callable[[str], None]) -> None:
+    """What the build of `composition` said of its profile's fit (pgo.match_note)."""
+    note = pgo.match_note(evaluator, profile, stages.name(composition))
+    if note:
+        show(note)
+
+
 class Composer:
     def __init__(self, evaluator: Evaluator, measurements: Measurements,
                  allowed: tuple[Stage, ...], train: Callable[[], pgo.TrainedProfile],
-                 show: Callable[[str], None], unit_shares: dict[str, float] | None = None):
+                 show: Callable[[str], None]):
         self.evaluator = evaluator
         self.measurements = measurements
         self.allowed = allowed
         self.train = train               # trains (or finds) the PGO profile, once
         self.show = show
         self._profile: pgo.TrainedProfile | None = None
-        self.bolt_reach = bolt_reach(evaluator, unit_shares)
         self.recorded = stages.recorded_lto([u.argv for u in evaluator.units])
         if self.recorded:
             show(f"the recorded build is {self.recorded} already (its units' own flags): "
@@ -198,8 +168,7 @@ class Composer:
         """The allowed stages that can run here; the others are said once, with why."""
         usable = set()
         for stage in self.allowed:
-            why = stages.unavailable(stage, self.evaluator.target) or (
-                self.bolt_reach.why_not if stage == Stage.BOLT else "")
+            why = stages.unavailable(stage, self.evaluator.target)
             if why:
                 self.show(f"stage {stage} skipped: {why}")
             else:
@@ -218,111 +187,6 @@ class Composer:
             if built != (self.recorded,) and built not in found:
                 found.append(built)
         return by_cost(found, len(self.evaluator.units))
-
-    def cspgo_pending(self, chosen: "Chosen | None") -> bool:
-        """Whether the CS-PGO step is still to be measured: usable, on top of a chosen
-        composition with PGO, and not journaled."""
-        return Stage.CSPGO in self.usable and chosen is not None \
-            and Stage.PGO in chosen.stages and not any(
-                Stage.CSPGO.value in e.stages.split("+")
-                for e in self.measurements.journal.of_phase(Phase.STAGE))
-
-    def cspgo_on_top(self, chosen: Chosen, without: Evaluator) -> Chosen | None:
-        """Context-sensitive PGO on the build the run settled on (`without`: an evaluator
-        whose baseline is `chosen` with the per-file winners): that build instrumented
-        after inlining, trained, its profile merged with PGO's, and the build with the
-        merged profile A/B'd against it.  Like BOLT's, a CS profile describes one build,
-        so it is trained on the one that ships.  The new Chosen when verified faster."""
-        assert chosen.profile is not None
-        try:
-            profile = pgo.train_cs(without, chosen.profile, self.show)
-        except pgo.PgoError as error:
-            self.show(f"stage cspgo skipped: {error}")
-            return None
-        composition = chosen.stages + (Stage.CSPGO,)
-        flags = stages.flags(composition, opt_level(self.evaluator), profile.use_flag())
-        entry = self._on_top(composition, "CS-PGO", without,
-                             under={u.id: (profile.use_flag(),) for u in without.units},
-                             link_flags=tuple(f for f in flags.link_flags
-                                              if f == profile.use_flag()),
-                             built=lambda: self._say_match(without, profile, composition))
-        if entry is None:
-            return None
-        return Chosen(composition, flags, entry, profile, against=chosen.name)
-
-    def bolt_pending(self) -> bool:
-        """Whether the BOLT step is still to be measured (it is usable and not journaled)."""
-        return Stage.BOLT in self.usable and not any(
-            Stage.BOLT.value in e.stages.split("+")
-            for e in self.measurements.journal.of_phase(Phase.STAGE))
-
-    def native_on_top(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
-        """-march=native on every unit of the build the stages settled on (`without`: an
-        evaluator whose baseline is `chosen`), A/B'd directly against it, as BOLT is:
-        the new Chosen when verified faster, else None.  A whole-program choice: the
-        binary runs on this CPU family only whether one unit has it or all do."""
-        composition = (chosen.stages if chosen else ()) + (Stage.NATIVE,)
-        native = stages.flags((Stage.NATIVE,), opt_level(self.evaluator)).unit_flags
-        entry = self._on_top(composition, "-march=native", without,
-                             under={u.id: native for u in without.units})
-        if entry is None:
-            return None
-        return Chosen(composition, self._flags(composition), entry,
-                      chosen.profile if chosen else None,
-                      against=chosen.name if chosen else "the recorded build")
-
-    def bolt_on_top(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
-        """BOLT on the build the run settled on, A/B'd directly against that build
-        (`without`: an evaluator whose baseline is the `chosen` stages with the per-file
-        winners).  A direct A/B, not two measurements against the recorded build
-        compared: those differ by more than BOLT's effect between runs (the suite's Lua
-        kept a BOLT that an independent A/B found 6 % slower).  The new Chosen when
-        BOLT is verified faster, else None."""
-        if Stage.BOLT not in self.usable:
-            return None
-        composition = (chosen.stages if chosen else ()) + (Stage.BOLT,)
-        step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show,
-                         self.bolt_reach.libraries)
-        entry = self._on_top(composition, "BOLT", without, link_flags=BOLT_LINK_FLAGS,
-                             post_link=step)
-        if entry is None:
-            return None
-        return Chosen(composition, self._flags(composition), entry,
-                      chosen.profile if chosen else None, step.trained, tuple(step.rewritten))
-
-    def _say_match(self, evaluator: Evaluator, profile: pgo.TrainedProfile,
-                   composition: tuple[Stage, ...]) -> None:
-        """What the build of `composition` said of its profile's fit (pgo.match_note)."""
-        note = pgo.match_note(evaluator, profile, stages.name(composition))
-        if note:
-            self.show(note)
-
-    def _on_top(self, composition: tuple[Stage, ...], label: str, without: Evaluator,
-                built: Callable[[], None] = lambda: None, **build) -> Entry | None:
-        """The last stage of `composition` (`label`) measured against the build without
-        it, confirmed with fresh pairs when it looks faster: the entry when verified
-        faster, else None (said, with the build it was not faster than).  Tight, as the
-        final re-measurement is (twice the pairs): one decision for the whole program,
-        whose effect on top of the stages is a few percent (LAME's native: 0.920x
-        confirmed in one run, 0.982x unclear after 20 pairs in the next)."""
-        name = stages.name(composition)
-
-        def once(phase: Phase, what: str) -> Entry:
-            return self.measurements.once(phase, {}, what, tight=True, evaluator=without,
-                                          stages=name, **build)
-
-        entry = once(Phase.STAGE, f"stage {name}: {label} against the build without it")
-        built()
-        if entry.verdict == FASTER and entry.measured and not self.measurements.deterministic:
-            entry = once(Phase.STAGE_CONFIRM, f"  confirming {label} with fresh pairs")
-        self.show(f"stage {name}: {entry.interval_text()} of the build without {label}"
-                  + (f" -> {entry.verdict}" if entry.measured else ""))
-        if entry.verdict != FASTER or not entry.measured:
-            before = stages.name(composition[:-1]) if len(composition) > 1 else ""
-            self.show(f"{label} not kept: it was not verified faster than "
-                      f"{before or 'the recorded build'}")
-            return None
-        return entry
 
     def choose(self, budget: int, deadline: Deadline | None = None
                ) -> tuple[Chosen | None, int]:
@@ -454,7 +318,7 @@ class Composer:
         entry = once(first, f"stage {name} against the recorded build"
                      + (", a second look" if first == Phase.STAGE_AGAIN else ""))
         if self._profile is not None and Stage.PGO in composition:
-            self._say_match(self.evaluator, self._profile, composition)
+            say_match(self.evaluator, self._profile, composition, self.show)
         ahead = best.entry if best else None
         better = ahead is None or (entry.ratio is not None and ahead.ratio is not None
                                    and entry.ratio < ahead.ratio) \

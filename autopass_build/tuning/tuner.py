@@ -38,8 +38,6 @@ from autopass_build.store.index import Store
 from autopass_build.tuning import composite, hot_sources, on_cluster, publish
 from autopass_build.tuning import strategies as search
 from autopass_build.tuning.clock import (
-    BOLT_EVALUATIONS,
-    STEP_EVALUATIONS,
     UNCOUNTED,
     Deadline,
     search_budget,
@@ -65,6 +63,7 @@ from autopass_build.tuning.space import (
     probe,
 )
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level
+from autopass_build.tuning.steps_on_top import StepsOnTop
 
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
 STAGE_SHARE = 0.5         # of --time: what the stages may take at most
@@ -83,6 +82,7 @@ class Tuner:
         self.journal: Journal | None = None
         self.profile: pgo.TrainedProfile | None = None
         self.composer: Composer | None = None
+        self.on_top: StepsOnTop | None = None
         self._native_left_out: str | None = None     # why --native cannot be measured
 
     # -- the run -------------------------------------------------------------------------
@@ -174,22 +174,9 @@ class Tuner:
         top of it: it becomes part of the chosen stages when verified faster."""
         if self.chosen and winners:
             self._tuned_versus_recorded(self.chosen, winners)
-        if self.composer is None:
-            return
-        if self.chosen and self.composer.cspgo_pending(self.chosen):
-            with_cs = self.composer.cspgo_on_top(self.chosen,
-                                                 self._build_of(self.chosen, winners))
-            if with_cs is not None:
-                self.show(f"CS-PGO kept: {with_cs.name}, {with_cs.entry.interval_text()} "
-                          "of the build without it")
-                self.chosen = with_cs
-        if stages.Stage.BOLT not in self.composer.usable:
-            return
-        with_bolt = self.composer.bolt_on_top(self.chosen, self._build_of(self.chosen, winners))
-        if with_bolt is not None:
-            self.show(f"BOLT kept: {with_bolt.name}, {with_bolt.entry.interval_text()} of "
-                      "the build without it")
-            self.chosen = with_bolt
+        if self.on_top is not None:
+            self.chosen = self.on_top.after_search(
+                self.chosen, lambda chosen: self._build_of(chosen, winners))
 
     def _ship(self, final: Entry | None, winners: list[Winner], searched_on: str,
               mates: CommandMates) -> str | None:
@@ -238,11 +225,10 @@ class Tuner:
                       self.deadline, kept_after).run(run)
 
     def _steps_on_top(self) -> int:
-        """The evaluations the steps after the search take (CS-PGO, BOLT)."""
-        if self.composer is None:
+        """The evaluations the steps after the search take (CS-PGO, layout, BOLT)."""
+        if self.on_top is None:
             return 0
-        return (BOLT_EVALUATIONS * self.composer.bolt_pending()
-                + STEP_EVALUATIONS * self.composer.cspgo_pending(self.chosen))
+        return self.on_top.evaluations(self.on_top.pending(self.chosen))
 
     # -- whole-program stages -------------------------------------------------------------
     def _compose(self, evaluator: Evaluator, hot: Profile | None) -> Chosen | None:
@@ -250,21 +236,21 @@ class Tuner:
         no stages asked for, none verified faster, or --pgo chose the baseline)."""
         allowed = self._allowed_stages()
         if not allowed:
-            self.show(split_text(self.request, 0, 0, False))
+            self.show(split_text(self.request, 0, 0, []))
             return None
         composer = Composer(evaluator, self.measurements, allowed,
-                            lambda: self._profile(evaluator), self.show,
-                            hot.unit_shares() if hot and _made_for(hot, evaluator) else None)
+                            lambda: self._profile(evaluator), self.show)
         self.composer = composer
+        self.on_top = StepsOnTop(composer, hot if hot and _made_for(hot, evaluator) else None,
+                                 self.config.tune.layout_min_kib)
         stage_budget = stage_budget_of(self.request)
         self.show(split_text(self.request, stage_budget, len(composer.candidates()),
-                             composer.bolt_pending(),
-                             {stages.Stage.PGO, stages.Stage.CSPGO} <= composer.usable))
+                             [str(s) for s in self.on_top.planned()]))
         if self._native():
             stage_budget = max(1, stage_budget - NATIVE_EVALUATIONS)
         chosen, _ = composer.choose(stage_budget, self.deadline.share(STAGE_SHARE))
         if self._native():
-            chosen = composer.native_on_top(chosen, self._build_of(chosen)) or chosen
+            chosen = self.on_top.native(chosen, self._build_of(chosen)) or chosen
         if chosen is None:
             self.show(("no stage composition was verified faster than the recorded build"
                        if composer.candidates() else "no link-time composition to measure")

@@ -1,0 +1,228 @@
+"""The steps on top of the chosen composition, each A/B'd against the build without it
+and kept only when verified faster:
+
+    native   -march=native on every unit (tune --native), before the per-file search
+    ── the per-file search ──
+    cspgo    context-sensitive PGO: the build that ships instrumented after inlining,
+             trained, its profile merged with PGO's (instruments/pgo.train_cs)
+    layout   machine-function splitting and hot/cold text grouping from the profile
+    bolt     BOLT from an instrumented run of the binary that ships, the program's and
+             each hot project library's (instruments/bolt.py)
+
+The ones after the search describe one exact build (a CS profile is counted after
+inlining, a BOLT profile names branches by offset), so they are trained on the build
+that ships, with the per-file winners.  A direct A/B, not two measurements against the
+recorded build compared: those differ by more than such a step's effect between runs
+(the suite's Lua kept a BOLT that an independent A/B found 6 % slower).  Whether layout
+can pay at all is judged from the profile first (instruments/layout_reach.py): a step
+that cannot is skipped with the line that says why, before it spends its pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, SPLIT
+from autopass_build.instruments import pgo, stages
+from autopass_build.instruments.bolt import BoltStage
+from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.instruments.hotspots import Profile
+from autopass_build.instruments.layout_reach import LayoutReach, layout_reach
+from autopass_build.instruments.stages import Stage
+from autopass_build.instruments.stats import FASTER
+from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS
+from autopass_build.tuning.journal import Entry, Phase
+from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match
+
+# BOLT rewrites the program and the project's shared libraries it loads: a binary below
+# this share of the profile in its own units (glpsol's, twolame's stwolame's, whose time
+# is in their libraries) has little for it to lay out, and where none reaches it the
+# stage's evaluation (an instrumented run, a rewrite, 10-30 pairs) is spent for nothing.
+BOLT_MIN_OWN_SHARE = 5.0     # percent
+AFTER_SEARCH = (Stage.CSPGO, Stage.LAYOUT, Stage.BOLT)   # in this order
+NEEDS_PGO = (Stage.CSPGO, Stage.LAYOUT)   # they read the PGO profile
+
+
+@dataclass
+class BoltReach:
+    libraries: tuple[str, ...]     # the loaded project libraries to rewrite (as built)
+    why_not: str = ""              # why BOLT cannot reach the hot code ("": it can)
+
+
+def bolt_reach(evaluator: Evaluator, unit_shares: dict[str, float] | None) -> BoltReach:
+    """Which binaries hold the hot code: the program is always rewritten, each project
+    library it loads when its units hold BOLT_MIN_OWN_SHARE of the run (every one when
+    no profile says)."""
+    target = evaluator.target
+    if unit_shares is None:
+        return BoltReach(tuple(target.loaded_libraries))
+    source = {u.id: u.source_rel for u in evaluator.units}
+    shares = {binary: sum(unit_shares.get(source.get(u, ""), 0.0) for u in units)
+              for binary, units in target.unit_groups()}
+    libraries = tuple(b for b in target.loaded_libraries
+                      if shares.get(b, 0.0) >= BOLT_MIN_OWN_SHARE)
+    if libraries or shares.get(target.output, 0.0) >= BOLT_MIN_OWN_SHARE \
+            or not target.loaded_libraries:
+        return BoltReach(libraries)
+    return BoltReach((), f"the profile puts {sum(shares.values()):.1f} % of the run in the "
+                         f"code of {target.output_rel} and the project libraries it loads, "
+                         "the rest in system libraries or the kernel, which BOLT does not "
+                         "rewrite")
+
+
+class StepsOnTop:
+    """The steps the run may take on top of its composition (`composer.usable`, less
+    what the profile `hot` says cannot pay: each said once, here)."""
+
+    def __init__(self, composer: Composer, hot: Profile | None, layout_min_kib: int):
+        self.composer = composer
+        self.evaluator = composer.evaluator
+        self.measurements = composer.measurements
+        self.show = composer.show
+        self.bolt_reach = bolt_reach(self.evaluator, hot.unit_shares() if hot else None)
+        target = self.evaluator.target
+        self.layout: LayoutReach | None = layout_reach(
+            hot, [target.output, *target.loaded_libraries], layout_min_kib * 1024) \
+            if hot else None
+        self.usable = {s for s in AFTER_SEARCH if s in composer.usable and not self._cannot(s)}
+
+    def _cannot(self, step: Stage) -> str:
+        """Why `step` cannot pay here, said once ("" when it may)."""
+        why = ""
+        if step == Stage.BOLT:
+            why = self.bolt_reach.why_not
+        if step in (Stage.LAYOUT, Stage.BOLT) and self.layout is not None:
+            why = why or self.layout.why_not
+        if why:
+            self.show(f"stage {step} skipped: {why}")
+        elif step == Stage.LAYOUT and self.layout is not None:
+            self.show(f"layout: the hot code is {self.layout.text()}")
+        return why
+
+    def pending(self, chosen: Chosen | None) -> list[Stage]:
+        """The steps after the search still to be measured on top of `chosen` (those
+        that read the PGO profile only on a composition with PGO)."""
+        done = {stage for entry in self.measurements.journal.of_phase(Phase.STAGE)
+                for stage in entry.stages.split("+")}
+        has_pgo = chosen is not None and Stage.PGO in chosen.stages
+        return [s for s in AFTER_SEARCH if s in self.usable and s.value not in done
+                and (has_pgo or s not in NEEDS_PGO)]
+
+    def planned(self) -> list[Stage]:
+        """The steps after the search the run may take, said before anything is
+        measured (those that need PGO, when PGO can be among the stages)."""
+        return [s for s in AFTER_SEARCH if s in self.usable
+                and (s not in NEEDS_PGO or Stage.PGO in self.composer.usable)]
+
+    @staticmethod
+    def evaluations(steps: list[Stage]) -> int:
+        return sum(BOLT_EVALUATIONS if s == Stage.BOLT else STEP_EVALUATIONS for s in steps)
+
+    def after_search(self, chosen: Chosen | None, without: Callable[[Chosen | None], Evaluator]
+                     ) -> Chosen | None:
+        """Each pending step on the build so far (`without(chosen)`: an evaluator whose
+        baseline is `chosen` with the per-file winners), kept when verified faster."""
+        for step in self.pending(chosen):
+            taken = {Stage.CSPGO: self.cspgo, Stage.LAYOUT: self.layout_step,
+                     Stage.BOLT: self.bolt}[step](chosen, without(chosen))
+            if taken is not None:
+                self.show(f"{step} kept: {taken.name}, {taken.entry.interval_text()} of the "
+                          "build without it")
+                chosen = taken
+        return chosen
+
+    # -- the steps ---------------------------------------------------------------------
+    def native(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
+        """-march=native on every unit of the build the stages settled on (`without`: an
+        evaluator whose baseline is `chosen`).  A whole-program choice: the binary runs
+        on this CPU family only whether one unit has it or all do."""
+        native = stages.flags((Stage.NATIVE,), opt_level(self.evaluator)).unit_flags
+        return self._taken(chosen, Stage.NATIVE, "-march=native", without,
+                           under={u.id: native for u in without.units})
+
+    def cspgo(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
+        """Context-sensitive PGO: the build so far instrumented after inlining, trained,
+        its profile merged with PGO's, and the build with the merged profile A/B'd
+        against it."""
+        assert chosen is not None and chosen.profile is not None
+        try:
+            profile = pgo.train_cs(without, chosen.profile, self.show)
+        except pgo.PgoError as error:
+            self.show(f"stage cspgo skipped: {error}")
+            return None
+        composition = chosen.stages + (Stage.CSPGO,)
+        lto_use = tuple(f for f in self._flags(composition, profile).link_flags
+                        if f == profile.use_flag())
+        return self._taken(chosen, Stage.CSPGO, "CS-PGO", without, profile,
+                           under={u.id: (profile.use_flag(),) for u in without.units},
+                           link_flags=lto_use,
+                           built=lambda: say_match(without, profile, composition, self.show))
+
+    def layout_step(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
+        """Machine-function splitting on every unit (at the link under LTO) and the
+        hot/cold text sections kept grouped by the linker."""
+        assert chosen is not None
+        after = self._flags(chosen.stages + (Stage.LAYOUT,), chosen.profile)
+        added = tuple(f for f in after.link_flags if f not in chosen.flags.link_flags)
+        return self._taken(chosen, Stage.LAYOUT, "layout", without,
+                           under={u.id: (SPLIT,) for u in without.units}, link_flags=added)
+
+    def bolt(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
+        """BOLT trained on the build so far, the program and each hot project library."""
+        step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show,
+                         self.bolt_reach.libraries)
+        taken = self._taken(chosen, Stage.BOLT, "BOLT", without, link_flags=BOLT_LINK_FLAGS,
+                            post_link=step)
+        if taken is not None:
+            taken.bolt, taken.bolt_libraries = step.trained, tuple(step.rewritten)
+        return taken
+
+    # -- shared ------------------------------------------------------------------------
+    def _flags(self, composition: tuple[Stage, ...], profile: pgo.TrainedProfile | None
+               ) -> stages.StageFlags:
+        return stages.flags(composition, opt_level(self.evaluator),
+                            profile.use_flag() if profile else "")
+
+    def _taken(self, chosen: Chosen | None, step: Stage, label: str, without: Evaluator,
+               profile: pgo.TrainedProfile | None = None,
+               built: Callable[[], None] = lambda: None, **build) -> Chosen | None:
+        """`step` (`label`) on top of `chosen`, measured against the build without it:
+        the new Chosen when verified faster (with `profile` when the step brings one),
+        else None."""
+        composition = (chosen.stages if chosen else ()) + (step,)
+        entry = self._on_top(composition, label, without, built, **build)
+        if entry is None:
+            return None
+        profile = profile or (chosen.profile if chosen else None)
+        return Chosen(composition, self._flags(composition, profile), entry, profile,
+                      chosen.bolt if chosen else None,
+                      chosen.bolt_libraries if chosen else (),
+                      against=chosen.name if chosen else "the recorded build")
+
+    def _on_top(self, composition: tuple[Stage, ...], label: str, without: Evaluator,
+                built: Callable[[], None], **build) -> Entry | None:
+        """The last stage of `composition` (`label`) measured against the build without
+        it, confirmed with fresh pairs when it looks faster: the entry when verified
+        faster, else None (said, with the build it was not faster than).  Tight, as the
+        final re-measurement is (twice the pairs): one decision for the whole program,
+        whose effect on top of the stages is a few percent (LAME's native: 0.920x
+        confirmed in one run, 0.982x unclear after 20 pairs in the next)."""
+        name = stages.name(composition)
+
+        def once(phase: Phase, what: str) -> Entry:
+            return self.measurements.once(phase, {}, what, tight=True, evaluator=without,
+                                          stages=name, **build)
+
+        entry = once(Phase.STAGE, f"stage {name}: {label} against the build without it")
+        built()
+        if entry.verdict == FASTER and entry.measured and not self.measurements.deterministic:
+            entry = once(Phase.STAGE_CONFIRM, f"  confirming {label} with fresh pairs")
+        self.show(f"stage {name}: {entry.interval_text()} of the build without {label}"
+                  + (f" -> {entry.verdict}" if entry.measured else ""))
+        if entry.verdict != FASTER or not entry.measured:
+            before = stages.name(composition[:-1]) if len(composition) > 1 else ""
+            self.show(f"{label} not kept: it was not verified faster than "
+                      f"{before or 'the recorded build'}")
+            return None
+        return entry
