@@ -14,7 +14,7 @@ from support import AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
 
 from autopass_build.capture import compiler_args as ca
 from autopass_build.capture import one_pass
-from autopass_build.capture.build_env import record_plugin, wrapper_dir
+from autopass_build.capture.build_env import pass_plugin, wrapper_dir
 from autopass_build.core.names import ENV_IR_PLUGIN, ENV_IR_PLUGIN_FOR
 
 # printf("...\n") becomes puts, whose string LLVM names `str` made unique: counted on
@@ -26,7 +26,7 @@ STRINGS = ('#include <stdio.h>\n#include "h.h"\n'
 
 @pytest.fixture(scope="module")
 def plugin(tmp_path_factory) -> tuple[str, str]:
-    built = record_plugin(wrapper_dir(str(tmp_path_factory.mktemp("fallback"))))
+    built = pass_plugin(wrapper_dir(str(tmp_path_factory.mktemp("fallback"))))
     assert built is not None, "record's IR plugin did not build (llvm-19-dev installed?)"
     return built
 

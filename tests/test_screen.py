@@ -79,9 +79,16 @@ def measure_evaluations(project: Path) -> list[dict]:
 
 
 def _made_with() -> dict[str, str]:
-    """What the frozen evaluations depend on: the compiler's code and llvm-mca's CPU."""
+    """What the frozen evaluations depend on: the compiler's code and llvm-mca's CPU (the
+    host's, as LLVM names it: one "AMD EPYC" model string was a znver3 on one VM and
+    another core on the next, and llvm-mca's cycles differ between them)."""
     identity = toolchain.identify(toolchain.find_tool("clang") or "clang")
-    return {"clang": identity.version if identity else "?", "cpu": this_cpu().model}
+    mca = toolchain.find_tool("llvm-mca") or "llvm-mca"
+    said = subprocess.run([mca, "--version"], capture_output=True, text=True).stdout
+    host = next((line.split(":", 1)[1].strip() for line in said.splitlines()
+                 if "Host CPU:" in line), "?")
+    return {"clang": identity.version if identity else "?", "cpu": this_cpu().model,
+            "llvm_host_cpu": host}
 
 
 @pytest.fixture(scope="module")

@@ -303,11 +303,11 @@ def scripted_tuner(tmp_path, table, budget, pgo_alone=None):
             if self.request.pgo:
                 profile = tmp_path / "profile.profdata"
                 profile.write_bytes(b"a stand-in profile")
-                self.profile = TrainedProfile(str(profile), "hash", "prog", 1, "")
+                self.profile = TrainedProfile(str(profile), "hash", "prog", 1, "", "ir")
             return self.recorded
 
         def _plain_evaluator(self):
-            return RecordedMeasurements({f"-fprofile-instr-use={tmp_path}/profile.profdata":
+            return RecordedMeasurements({f"-fprofile-use={tmp_path}/profile.profdata":
                                          pgo_alone or []})
 
         def _hot_sources(self, evaluator, outsiders):
@@ -386,7 +386,7 @@ def test_on_pgo_the_winners_are_also_measured_against_the_recorded_build(tmp_pat
     and PGO with the winners give over the plain build (phases pgo-alone, tuned-on-pgo)."""
     table = {"-O3": [("same", 1.0)], "-O2": [("faster", 0.95), ("faster", 0.96)],
              "-O1": [("slower", 1.2)]}
-    use = f"-fprofile-instr-use={tmp_path}/profile.profdata"
+    use = f"-fprofile-use={tmp_path}/profile.profdata"
     tuner = scripted_tuner(tmp_path, table, budget=3, pgo_alone=[("faster", 0.93)])
     tuner._plain_evaluator = lambda: plain
     plain = RecordedMeasurements({use: [("faster", 0.93)], f"{use} -O2": [("faster", 0.89)]})

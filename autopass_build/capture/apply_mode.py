@@ -11,10 +11,12 @@ from autopass_build.capture import tally, train_cache
 from autopass_build.capture.compiler_args import COMPILE, Invocation, Skip, classify
 from autopass_build.capture.plan import Plan, WrapperError, clang_or_the_named_gcc
 from autopass_build.capture.tally import APPLIED, NOT_APPLIED, SEEN
-from autopass_build.core import proc
+from autopass_build.core import decisions, proc
 from autopass_build.core.names import (
     APPLY_POLICIES,
     ENV_APPLY_TALLY,
+    ENV_IR_PLUGIN,
+    ENV_IR_PLUGIN_FOR,
     ENV_TRAIN_PHASE,
     TRAIN_INSTRUMENT,
     TRAIN_PHASES,
@@ -38,11 +40,12 @@ def run(plan: Plan) -> int:
         _note(plan, decision.warning, decision.error)
         if decision.error:
             return 1
-    if not decision.flags:
+    flags = _with_plugin(plan, decision.flags)
+    if not flags:
         return _plain(plan, parsed)
     # Captured, so that a rejection (F3) shows only our one-line warning, then the plain
     # compile's own output.  LTO objects need a fixed address layout to be reproducible.
-    argv = [plan.compiler_argv0] + plan.args + list(decision.flags)
+    argv = [plan.compiler_argv0] + plan.args + list(flags)
     run = train_cache.Command(plan.compiler_path, argv, plan.child_env())
     if plan.train_phase and isinstance(parsed, Invocation) and parsed.mode == COMPILE:
         run = train_cache.through_ccache(run.program, argv, run.env,
@@ -69,6 +72,9 @@ def run(plan: Plan) -> int:
             for line in tally.graph_lines(parsed, plan.cwd):   # read after this build only
                 _tally(plan, line)
         notes = []
+        err, unmatched = decisions.not_applied(err)
+        if unmatched:
+            _note(plan, _unmatched_text(parsed, unmatched))
         if decision.profiled:
             from autopass_build.capture.applier import stale_profile
             from autopass_build.core.pgo_profile import lto_compile
@@ -98,6 +104,37 @@ def _plain(plan: Plan, parsed: Invocation | Skip | None) -> int:
         return plan.exec_compiler()
     done = clang_or_the_named_gcc(plan, parsed)
     return 0 if done is None else plan.host.exit_like(done.status)
+
+
+def _with_plugin(plan: Plan, flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The tuned flags, and what loads autopass's pass plugin when they carry decisions
+    (core/decisions.py); without their decisions, said once per compile, when the plugin
+    was not built for this compiler (or cannot be built here)."""
+    carried = decisions.of_flags(flags)
+    if not carried:
+        return flags
+    plugin, built_for = plan.env.get(ENV_IR_PLUGIN, ""), plan.env.get(ENV_IR_PLUGIN_FOR, "")
+    import os
+
+    if plugin and os.path.isfile(plugin) and os.path.realpath(plan.compiler_path) == built_for:
+        return flags + decisions.plugin_flags(plugin)
+    _note(plan, f"{len(carried)} decision{'s' if len(carried) > 1 else ''} carried in the IR "
+          "not applied: autopass's pass plugin "
+          + (f"was built for {built_for}, not {plan.compiler_path}" if plugin else
+             "cannot be built here (llvm-config and LLVM's headers: sudo apt-get install "
+             "llvm-19-dev)"))
+    return decisions.without(flags)
+
+
+def _unmatched_text(parsed, unmatched: list[tuple[str, str]]) -> str:
+    """One line for the decisions the plugin found no code for (or changed code)."""
+    sources = ", ".join(s.path for s in parsed.sources) if isinstance(parsed, Invocation) \
+        else "a compile"
+    token, why = unmatched[0]
+    more = f" and {len(unmatched) - 1} more" if len(unmatched) > 1 else ""
+    return (f"{sources}: tuned decision {token}{more} not applied ({why}): the source "
+            "changed since tuning; `autopass db status` counts what still matches, "
+            "`autopass tune` tunes it again")
 
 
 def _note(plan: Plan, text: str, error: bool = False) -> None:

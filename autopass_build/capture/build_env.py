@@ -64,7 +64,7 @@ sys.exit(main([argv0] + sys.argv[1:] if argv0 else None))
 PYTHON_WRAPPER_NAME = "autopass-wrapper.py"    # launcher.c names it too
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAUNCHER_SOURCE = os.path.join(HERE, "launcher.c")
-PLUGIN_SOURCE = os.path.join(HERE, "save_ir_plugin.cpp")
+PLUGIN_SOURCE = os.path.join(HERE, "pass_plugin.cpp")
 # What the plugin is proven on: code whose IR names are made unique while optimizing
 # (string literals, printf -> puts), templates, exceptions and debug information.
 PLUGIN_PROBE = """#include <cstdio>
@@ -150,10 +150,11 @@ def cmake_launcher(folder: str) -> str | None:
     return cc if native_launcher(folder) else None
 
 
-def record_plugin(bin_dir: str) -> tuple[str, str] | None:
-    """(the path of record's IR-saving pass plugin, the real path of the clang it was
-    built for and proven with), or None: without llvm-config and LLVM's headers
-    (llvm-19-dev), or if it does not prove out, record compiles twice, as before."""
+def pass_plugin(bin_dir: str) -> tuple[str, str] | None:
+    """(the path of autopass's pass plugin, the real path of the clang it was built for
+    and proven with), or None: without llvm-config and LLVM's headers (llvm-19-dev), or
+    if it does not prove out.  Then record compiles twice, as before, and decisions
+    carried in the IR (core/decisions.py) cannot be applied."""
     clang = toolchain.find_tool("clang++", exclude=frozenset({os.path.realpath(bin_dir)}))
     if clang is None:
         return None
@@ -168,7 +169,7 @@ def record_plugin(bin_dir: str) -> tuple[str, str] | None:
     real = os.path.realpath(clang)
     if flags.status != 0:
         return None
-    name = _compiled(bin_dir, PLUGIN_SOURCE, "autopass-save-ir", real,
+    name = _compiled(bin_dir, PLUGIN_SOURCE, "autopass-passes", real,
                      lambda out: [clang, "-shared", "-fPIC", "-O2",
                                   *flags.stdout.decode().split(), "-o", out, PLUGIN_SOURCE],
                      suffix=".so", proof=lambda path: _plugin_proves_out(clang, path))
@@ -333,7 +334,7 @@ def record_environment(store_dir: str, root: str, base: dict[str, str] | None = 
         ENV_STORE: store_dir, ENV_ROOT: root, ENV_MODE: "record",
         ENV_MASQUERADE_DIR: bin_dir, **CACHE_BYPASS,
     })
-    plugin = record_plugin(bin_dir)
+    plugin = pass_plugin(bin_dir)
     if plugin:
         env[ENV_IR_PLUGIN], env[ENV_IR_PLUGIN_FOR] = plugin
     return env
@@ -374,12 +375,28 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
         ENV_APPLY_TALLY: os.path.join(work_dir, TALLY_NAME), **CACHE_BYPASS,
     })
     env.pop(ENV_STORE, None)
+    if carries_decisions(db):
+        plugin = pass_plugin(bin_dir)
+        if plugin:
+            env[ENV_IR_PLUGIN], env[ENV_IR_PLUGIN_FOR] = plugin
     if bitcode_archives(db):
         for variable, tool in (("AR", "llvm-ar"), ("RANLIB", "llvm-ranlib")):
             found = toolchain.find_tool(tool, env=env)
             if found:
                 env[variable] = found
     return env
+
+
+def carries_decisions(db: str) -> bool:
+    """Whether an entry of the database carries decisions in the IR (core/decisions.py):
+    its build loads autopass's pass plugin."""
+    from autopass_build.capture import applier
+    from autopass_build.core.decisions import OPTION
+
+    loaded, _ = applier.load(db)
+    return loaded is not None and any(flag.startswith(OPTION)
+                                      for entry in loaded.entries.values()
+                                      for flag in entry.flags)
 
 
 def bitcode_archives(db: str) -> bool:

@@ -51,7 +51,7 @@ def _service(option: str, operands: list[str]) -> int:
             return 1
         print(cc)
         return 0
-    plugin = build_env.record_plugin(build_env.wrapper_dir(os.path.join(os.getcwd(),
+    plugin = build_env.pass_plugin(build_env.wrapper_dir(os.path.join(os.getcwd(),
                                                                         ".autopass")))
     if plugin is None:
         return 1

@@ -6,7 +6,7 @@ pass plugin that writes the unit's IR as the optimization pipeline gets it.
                                            build of GEOS, whose compiles are mostly it)
     one pass     AUTOPASS_IR_OUT=ir.bc clang ARGS -c x.c -o x.o -fpass-plugin=save-ir.so
 
-The plugin (save_ir_plugin.cpp) only reads the module and invalidates nothing, so the
+The plugin (pass_plugin.cpp, its IR-saving pass) only reads the module and invalidates nothing, so the
 object, the dependency file and everything the compile prints are the plain compile's.
 Making the object from the recorded IR instead (a second step, `clang -x ir`) was tried
 first and is not always the plain object: names LLVM makes unique while optimizing

@@ -195,17 +195,19 @@ def _doctor_openmp(version: int) -> None:
               f"libomp-{version}-dev)")
 
 
-def _doctor_record_plugin(version: int) -> None:
-    """Record runs each unit's front end once with its pass plugin, which is built here
-    against LLVM's headers; without them it compiles every unit twice."""
-    from autopass_build.capture.build_env import record_plugin, wrapper_dir
+def _doctor_pass_plugin(version: int) -> None:
+    """Record runs each unit's front end once with autopass's pass plugin, which also
+    applies the decisions carried in the IR; it is built here against LLVM's headers:
+    without them record compiles every unit twice and those decisions are left out."""
+    from autopass_build.capture.build_env import pass_plugin, wrapper_dir
 
-    built = record_plugin(wrapper_dir(tempfile.gettempdir()))
+    built = pass_plugin(wrapper_dir(tempfile.gettempdir()))
     if built:
-        print(f"  {'record plugin':<14} {built[0]}")
+        print(f"  {'pass plugin':<14} {built[0]}")
     else:
-        print("note: record compiles every unit twice (its IR-saving pass plugin needs "
-              f"llvm-config and LLVM's headers: sudo apt-get install llvm-{version}-dev)")
+        print("note: record compiles every unit twice and per-loop decisions cannot be "
+              "applied (autopass's pass plugin needs llvm-config and LLVM's headers: "
+              f"sudo apt-get install llvm-{version}-dev)")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -234,7 +236,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                   f"(sudo apt-get install {package.format(v=version)})")
     _doctor_bolt()
     _doctor_openmp(version)
-    _doctor_record_plugin(version)
+    _doctor_pass_plugin(version)
     if len(majors) > 1:
         print(f"error: the tools come from different LLVM versions {sorted(majors)}; "
               "set AUTOPASS_CC, AUTOPASS_CXX, AUTOPASS_OPT, AUTOPASS_PROFDATA to one version")

@@ -170,6 +170,11 @@ class TuneConfig:
                     "the steps after it.")
     stage_budget: int = key(0, "Evaluations for the whole-program stages (0: half the "
                             "budget).")
+    decisions: bool = key(True, "Besides flags, tune decisions carried in the IR on the hot "
+                          "units: each hot loop's vectorization, interleaving and unrolling, "
+                          "each hot function's inlining. Unlike a unit's flags they reach "
+                          "the code under LTO and ThinLTO (applying them needs autopass's "
+                          "pass plugin, built with LLVM's headers).")
     layout_min_kib: int = key(4, "The layout steps (layout, BOLT) are skipped, with a line "
                               "that says why, where the hottest functions (90 % of the "
                               "recorded code's samples) take fewer KiB than this: code that "

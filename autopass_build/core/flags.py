@@ -10,6 +10,8 @@ with the reason.  A denylist would miss the next dangerous option; this cannot.
 
 from __future__ import annotations
 
+from autopass_build.core import decisions
+
 # A unit (its id, or its source relative to the root) -> the flags it gets: a candidate,
 # a composition's per-unit flags, what replay builds.
 UnitFlags = dict[str, tuple[str, ...]]
@@ -179,6 +181,9 @@ def check_token(token: str) -> str:
 def check_mllvm(option: str) -> str:
     if not option.startswith("-") or any(c.isspace() or ord(c) < 32 for c in option):
         return "-mllvm needs one option like -inline-threshold=500"
+    if option.startswith(decisions.OPTION):    # a decision carried in the IR: its grammar
+        why = decisions.check_option(option)
+        return f"-mllvm {option[:60]}: {why}" if why else ""
     name, _, value = option.lstrip("-").partition("=")
     if name not in MLLVM_OPTIONS:
         return f"-mllvm {option}: not an allowed LLVM option"

@@ -50,7 +50,7 @@ from autopass_build.core.records import Record
 from autopass_build.core.stage_flags import CSPGO, LTO_LEVELS, PGO
 
 MAX_FLAGS = 64              # tokens in one entry: a command line stays far below ARG_MAX
-MAX_TOKEN = 200             # characters in one token
+MAX_TOKEN = 320             # characters in one token (a decision in the IR names a call site by two functions)
 MAX_FILE_BYTES = 16 << 20   # a database is kilobytes; a larger file is not one
 SHOWN = 80                  # characters of a rejected value quoted in a message
 

@@ -231,6 +231,27 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def runnable_threads(pid: int) -> int:
+    """How many threads of `pid` and the processes below it are runnable now (state R:
+    running, or waiting for a CPU).  A program that wants several CPUs has several
+    runnable threads however loaded the machine is; its CPU time over wall time says so
+    only when the CPUs are free."""
+    count = 0
+    for member in [pid] + descendants(pid):
+        try:
+            tasks = os.listdir(f"/proc/{member}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{member}/task/{task}/stat", "rb") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            count += stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] == b"R"
+    return count
+
+
 def run_build(argv: list[str], env: dict[str, str], cwd: str | None = None) -> int:
     """A user's build (record, apply, verify): its exit status, or 128+n when a signal
     stopped it.  SIGTERM or SIGHUP sent to this process alone (a CI timeout, systemd)

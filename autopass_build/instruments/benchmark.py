@@ -212,13 +212,27 @@ def _callgrind_total(prefix: str) -> float:
     return total
 
 
-def _wait(pid: int, timeout: float) -> tuple[int, resource.struct_rusage, bool]:
-    """Wait for `pid` with a timeout; (wait status, rusage, timed out)."""
+WATCH_INTERVAL_MS = 10       # how often a watched run's runnable threads are counted
+
+
+def _wait(pid: int, timeout: float, watch: list[int] | None = None
+          ) -> tuple[int, resource.struct_rusage, bool]:
+    """Wait for `pid` with a timeout; (wait status, rusage, timed out).  `watch`: a list
+    the number of its process tree's runnable threads is appended to, every
+    WATCH_INTERVAL_MS while it runs."""
     fd = os.pidfd_open(pid)
     try:
         poller = select.poll()
         poller.register(fd, select.POLLIN)
-        exited = bool(poller.poll(max(1, int(timeout * 1000))))
+        if watch is None:
+            exited = bool(poller.poll(max(1, int(timeout * 1000))))
+        else:
+            deadline = time.monotonic() + timeout
+            exited = False
+            while not exited and time.monotonic() < deadline:
+                exited = bool(poller.poll(WATCH_INTERVAL_MS))
+                if not exited:
+                    watch.append(proc.runnable_threads(pid))
     finally:
         os.close(fd)
     if not exited:
@@ -233,9 +247,10 @@ LOADER_ERROR = b"error while loading shared libraries"
 
 def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout: float,
              metric: str | None = None, cpu: int | None = None,
-             slot: str = SLOTS[0]) -> RunResult:
+             slot: str = SLOTS[0], watch: list[int] | None = None) -> RunResult:
     """One run of the benchmark on `exe`, measured by `metric`, on `cpu` if given;
-    `slot`: which of the stable names it runs under (binaries.stable_name)."""
+    `slot`: which of the stable names it runs under (binaries.stable_name); `watch`:
+    gets how many of its threads were runnable, counted as it runs (_wait)."""
     import subprocess
 
     metric = metric or bench.measure.metric
@@ -258,7 +273,7 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
                 return RunResult(Outcome.RUN_CRASH, None, 0.0, -1, b"", b"",
                                  f"cannot start {argv[0]}: {error.strerror}")
             try:
-                status, usage, timed_out = _wait(child.pid, timeout)
+                status, usage, timed_out = _wait(child.pid, timeout, watch)
             except BaseException:
                 proc.kill_group(child.pid)
                 child.wait()

@@ -93,11 +93,30 @@ def spawned_on(cpu: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def runs_in_parallel(cpu_time: float, wall: float) -> bool:
-    return wall > 0 and cpu_time > PARALLEL_RATIO * wall
+# Of a run's looks at its threads, the share with two or more runnable above which it
+# runs in parallel: it asks for several CPUs a quarter of its time at least.
+PARALLEL_LOOKS = 0.25
 
 
-def parallel_note(cpu_time: float, wall: float) -> str:
-    return (f"note: the benchmark keeps {cpu_time / wall:.1f} CPUs busy (cpu time over wall "
-            "time): it runs in parallel, so it is measured unpinned, as its users run it; "
-            "pinning would put all its threads and processes on one CPU")
+def runs_in_parallel(cpu_time: float, wall: float, runnable: list[int] | None = None) -> bool:
+    """Whether a run kept more than one CPU busy: by its CPU time over its wall time, or,
+    on a machine too loaded to give it the CPUs it asks for, by how often two or more
+    of its threads were runnable at once (`runnable`: proc.runnable_threads, looked at
+    as it ran)."""
+    return (wall > 0 and cpu_time > PARALLEL_RATIO * wall) or _asks_for_cpus(runnable)
+
+
+def _asks_for_cpus(runnable: list[int] | None) -> bool:
+    looks = runnable or []
+    return bool(looks) and sum(n >= 2 for n in looks) >= PARALLEL_LOOKS * len(looks)
+
+
+def parallel_note(cpu_time: float, wall: float, runnable: list[int] | None = None) -> str:
+    how = (f"keeps {cpu_time / wall:.1f} CPUs busy (cpu time over wall time)"
+           if wall > 0 and cpu_time > PARALLEL_RATIO * wall else
+           f"has two or more threads runnable at once in "
+           f"{sum(n >= 2 for n in runnable or []) / max(1, len(runnable or [])):.0%} of "
+           "looks at it")
+    return (f"note: the benchmark {how}: it runs in parallel, so it is measured unpinned, "
+            "as its users run it; pinning would put all its threads and processes on one "
+            "CPU")

@@ -95,11 +95,13 @@ def measured_cpu(bench: Benchmark, exe: str, env: dict[str, str],
     except OSError:
         return cpu          # the baseline's own run says what is wrong with it
     if key not in _parallel:
-        probe = run_once(bench, exe, env, bench.run.timeout, metric="wall")
+        runnable: list[int] = []
+        probe = run_once(bench, exe, env, bench.run.timeout, metric="wall", watch=runnable)
         _parallel[key] = probe.outcome == Outcome.OK and \
-            runs_in_parallel(probe.cpu_time, probe.wall)
+            runs_in_parallel(probe.cpu_time, probe.wall, runnable)
         if _parallel[key] and progress:
-            _note_once("parallel", parallel_note(probe.cpu_time, probe.wall), progress)
+            _note_once("parallel", parallel_note(probe.cpu_time, probe.wall, runnable),
+                       progress)
     return None if _parallel[key] else cpu
 
 

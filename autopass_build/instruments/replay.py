@@ -30,7 +30,7 @@ from autopass_build.capture.option_table import (
     STATIC,
 )
 from autopass_build.capture.recorder import library_dirs, resolve_library
-from autopass_build.core import pgo_profile, proc, toolchain
+from autopass_build.core import decisions, pgo_profile, proc, toolchain
 from autopass_build.core.files import hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.core.names import ENV_REPLAY_CC
@@ -92,6 +92,7 @@ class Replayer:
         # profile path -> the functions its use warned about, over every compile with
         # it (a cached object says nothing again: the first build of a profile tells)
         self.profile_said: dict[str, pgo_profile.Said] = {}
+        self._plugin: tuple[str, str] | None = None   # (pass plugin, its clang): when asked
 
     # -- objects ------------------------------------------------------------------------
     def codegen_args(self, unit: UnitRecord) -> list[str]:
@@ -179,8 +180,9 @@ class Replayer:
     def _compile_ir(self, unit: UnitRecord, flags: Flags, output: str) -> None:
         try:
             with self.store.blob_copy("ir", unit.ir_hash, ".bc") as ir:
-                argv = ([self._compiler(unit)] + self.codegen_args(unit) + list(flags)
-                        + _quiet(flags) + ["-c", "-x", "ir", ir, "-o", output])
+                argv = ([self._compiler(unit)] + self.codegen_args(unit)
+                        + self._with_plugin(unit, flags) + _quiet(flags)
+                        + ["-c", "-x", "ir", ir, "-o", output])
                 self._heard(argv, self.run_compiler(argv, unit.cwd, unit))
         except FileNotFoundError as lost:
             raise EvaluationError(Outcome.COMPILE_FAIL,
@@ -192,9 +194,32 @@ class Replayer:
             raise EvaluationError(Outcome.COMPILE_FAIL,
                                   f"{unit.source_rel} changed since it was recorded and its "
                                   "IR does not replay exactly: record the build again")
-        argv = ([self._compiler(unit)] + source_args(unit) + list(flags) + _quiet(flags)
-                + ["-c", "-o", output])
+        argv = ([self._compiler(unit)] + source_args(unit) + self._with_plugin(unit, flags)
+                + _quiet(flags) + ["-c", "-o", output])
         self._heard(argv, self.run_compiler(argv, unit.cwd, unit))
+
+    def _with_plugin(self, unit: UnitRecord, flags: Flags) -> list[str]:
+        """`flags`, and what loads autopass's pass plugin when they carry decisions
+        (core/decisions.py); an EvaluationError when it cannot be loaded."""
+        if not any(f.startswith(decisions.OPTION) for f in flags):
+            return list(flags)
+        return list(flags) + list(decisions.plugin_flags(self.plugin_for(unit)))
+
+    def plugin_for(self, unit: UnitRecord) -> str:
+        """autopass's pass plugin, for `unit`'s compiler (built once: build_env), or an
+        EvaluationError saying why it cannot be had."""
+        if self._plugin is None:
+            from autopass_build.capture.build_env import pass_plugin, wrapper_dir
+
+            self._plugin = pass_plugin(wrapper_dir(self.store.dir)) or ("", "")
+        plugin, built_for = self._plugin
+        if not plugin or os.path.realpath(self._compiler(unit)) != built_for:
+            raise EvaluationError(Outcome.COMPILE_FAIL, (
+                f"{unit.source_rel}: decisions carried in the IR need autopass's pass plugin"
+                + (f", built for {built_for}, not {self._compiler(unit)}" if plugin else
+                   ", which cannot be built here (llvm-config and LLVM's headers: sudo "
+                   f"apt-get install llvm-{toolchain.DEFAULT_LLVM_VERSION}-dev)")))
+        return plugin
 
     def _heard(self, argv: list[str], done: proc.Captured) -> None:
         """What a compile with a PGO profile said of the functions it dropped data of."""

@@ -22,8 +22,8 @@ import os
 import random
 from dataclasses import dataclass, field, replace
 
+from autopass_build.core import decisions, proc
 from autopass_build.core import flags as flagset
-from autopass_build.core import proc
 from autopass_build.core.files import hash_json, write_atomic
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.stage_flags import NATIVE_FLAGS
@@ -46,6 +46,8 @@ class Knob:
         if index == 0:
             return "default"
         tokens = self.values[index]
+        if tokens[0] == "-mllvm" and tokens[1].startswith(decisions.OPTION):
+            return tokens[1].rpartition(":")[2]       # a decision: "vectorize.width=8"
         return tokens[1].partition("=")[2] if tokens[0] == "-mllvm" else " ".join(tokens)
 
     def index_of(self, text: str) -> int | None:

@@ -23,9 +23,10 @@ from autopass_build.config import Config
 from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.files import write_atomic
+from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import listed
 from autopass_build.core.stage_flags import lto_mode
-from autopass_build.instruments import pgo, stages
+from autopass_build.instruments import inventory, pgo, stages
 from autopass_build.instruments.attribution import Attributor
 from autopass_build.instruments.benchmark import MeasureError, native_unmeasurable
 from autopass_build.instruments.evaluate import EvaluateError, Evaluator
@@ -45,6 +46,7 @@ from autopass_build.tuning.clock import (
 )
 from autopass_build.tuning.clock import stage_budget as stage_budget_of
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
+from autopass_build.tuning.decision_knobs import knobs_for
 from autopass_build.tuning.explain import wrong_output_notes
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
 from autopass_build.tuning.measuring import (
@@ -84,6 +86,7 @@ class Tuner:
         self.composer: Composer | None = None
         self.on_top: StepsOnTop | None = None
         self._native_left_out: str | None = None     # why --native cannot be measured
+        self._decisions_left_out = False             # said once: the plugin cannot run
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
@@ -136,7 +139,7 @@ class Tuner:
         elif self.request.attribute:
             self.measurements.attributor = Attributor(evaluator.bench)
         run = RunContext(self.store, self.config, evaluator, journal,
-                         self._joint_space(evaluator, sources, space), hot,
+                         self._joint_space(evaluator, sources, space, hot), hot,
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run, outsiders)
         final, winners = conclude(best, self.measurements) if best else (None, [])
@@ -372,13 +375,15 @@ class Tuner:
             return ()
         return stages.parse(self.request.stages)
 
-    def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space) -> JointSpace:
-        """One block per tuned source; a source compiled against a precompiled header
-        does not get the values the header fixes (they would not compile)."""
+    def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space,
+                     hot: Profile | None) -> JointSpace:
+        """One block per tuned source, with the decisions on its hot loops and functions
+        (tuning/decision_knobs.py); a source compiled against a precompiled header does
+        not get the values the header fixes (they would not compile)."""
         blocks = []
         held: dict[tuple[str, ...], list[str]] = {}    # knobs kept to the header's: sources
         for source in sources:
-            block = space
+            block = self._with_decisions(evaluator, source, space, hot)
             with_pch = [u for u in evaluator.units
                         if u.source_rel == source and flagset.uses_precompiled_header(u.argv)]
             if with_pch:
@@ -395,6 +400,25 @@ class Tuner:
                          f"the knobs {', '.join(knobs)} keep")
                       + " only the values the header was built with")
         return JointSpace(blocks)
+
+    def _with_decisions(self, evaluator: Evaluator, source: str, space: Space,
+                        hot: Profile | None) -> Space:
+        """`space` with the decision knobs of `source`'s hot loops and functions
+        ([tune].decisions); as it is when the profile names none, or the pass plugin
+        that applies them cannot run here (said once)."""
+        if not self.config.tune.decisions or hot is None:
+            return space
+        functions = {f.symbol: f.share for f in hot.functions if source in f.units}
+        unit = next(u for u in evaluator.units if u.source_rel == source)
+        try:
+            found = inventory.of_unit(evaluator.replayer, unit)
+        except EvaluationError as error:
+            if not self._decisions_left_out:
+                self.show(f"decisions carried in the IR left out: {error}")
+            self._decisions_left_out = True
+            return space
+        knobs = knobs_for(found, functions)
+        return replace(space, knobs=space.knobs + knobs) if knobs else space
 
     def _settings(self, evaluator: Evaluator, sources: list[str], space: Space
                   ) -> RunSettings:

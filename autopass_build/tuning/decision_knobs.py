@@ -1,0 +1,69 @@
+"""Knobs for decisions carried in the IR: one unit's hot loops and hot functions, each a
+knob of the search like any flag, whose values are decisions (core/decisions.py).
+
+Under LTO and ThinLTO the link re-optimizes every unit with its own pipeline, and a
+unit's flags mostly stop reaching its code; loop metadata and function attributes do
+not (what `#pragma clang loop` and `__attribute__` write).  So for each tuned unit:
+
+    its innermost loops in the functions the profile finds hot (the largest first, at
+    most MAX_LOOPS), each with three knobs:
+        <function>@<loop>/vectorize    width 1 (none), 2, 4, 8, 16
+        <function>@<loop>/interleave   1, 2, 4, 8
+        <function>@<loop>/unroll       disable, 2, 4, 8
+    its hot functions that another function of the unit calls (at most MAX_FUNCTIONS):
+        <function>/inline              noinline, alwaysinline
+
+The inventory (instruments/inventory.py) names the loops and gives the hash of the code
+each decision is tuned on: a decision is applied only where that code still is.
+"""
+
+from __future__ import annotations
+
+from autopass_build.core.decisions import Decision
+from autopass_build.instruments.inventory import Inventory, LoopFacts
+from autopass_build.tuning.space import Knob
+
+MAX_LOOPS = 6          # per unit: three knobs each
+MAX_FUNCTIONS = 3
+LOOP_KNOBS = (
+    ("vectorize", "loop vectorizer's width for this loop (1: not vectorized)",
+     (("vectorize.width", v) for v in (1, 2, 4, 8, 16))),
+    ("interleave", "loop vectorizer's interleave count for this loop",
+     (("interleave.count", v) for v in (1, 2, 4, 8))),
+    ("unroll", "unrolling of this loop: off, or by a count",
+     ((("unroll.disable", 1),) + tuple(("unroll.count", v) for v in (2, 4, 8)))),
+)
+
+
+def hot_loops(inventory: Inventory, hot: dict[str, float]) -> list[LoopFacts]:
+    """The innermost loops of the hot functions (`hot`: mangled name -> share of the
+    profile), hottest function first, then the largest loop."""
+    shares = {facts.key: hot[facts.name] for facts in inventory.functions.values()
+              if facts.name in hot}
+    loops = [loop for loop in inventory.loops if loop.function in shares and loop.innermost]
+    loops.sort(key=lambda loop: (-shares[loop.function], -loop.instructions, loop.path))
+    return loops[:MAX_LOOPS]
+
+
+def knobs_for(inventory: Inventory, hot: dict[str, float]) -> tuple[Knob, ...]:
+    """The decision knobs of one unit (see the module's docstring)."""
+    knobs = []
+    for loop in hot_loops(inventory, hot):
+        where = f"{loop.location} " if loop.location else ""
+        for family, doc, settings in LOOP_KNOBS:
+            values = ((),) + tuple(
+                Decision("loop", loop.function, loop.path, loop.hash, prop, value).flags()
+                for prop, value in settings)
+            knobs.append(Knob(f"{loop.function}@{loop.path}/{family}", values,
+                              f"{where}{doc} ({loop.instructions} instructions, depth "
+                              f"{loop.depth})"))
+    called = {call.callee for call in inventory.calls}
+    ranked = sorted((f for f in inventory.functions.values() if f.name in hot
+                     and f.name in called), key=lambda f: (-hot[f.name], f.key))
+    for facts in ranked[:MAX_FUNCTIONS]:
+        values = ((),) + tuple(Decision("fn", facts.key, "-", facts.hash, prop, 1).flags()
+                               for prop in ("noinline", "alwaysinline"))
+        knobs.append(Knob(f"{facts.key}/inline", values,
+                          f"inlining of {facts.name} wherever it is called "
+                          f"({facts.instructions} instructions)"))
+    return tuple(knobs)
