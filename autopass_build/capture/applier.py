@@ -22,7 +22,7 @@ import os
 
 from autopass_build.capture.spool import COMPILERS, TMP, Spool
 from autopass_build.capture.trusted_db import load
-from autopass_build.core import flags_db, pgo_profile
+from autopass_build.core import decisions, flags_db, pgo_profile
 from autopass_build.core.files import (
     hash_file,
     relative_to,
@@ -406,6 +406,9 @@ def _without_count_line(kept: list[str]) -> bytes:
     return "".join(kept).encode()
 
 
+SOURCE_CHANGED = "the source changed since its flags were measured"
+
+
 def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
            key: str = "") -> Decision:
     """The flags for `source` (absolute), or none with the reason; `key`: the entry, when
@@ -419,7 +422,7 @@ def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
     stale = []
     try:
         if hash_file(source) != entry.source_hash:
-            stale.append("the source changed since its flags were measured")
+            stale.append(SOURCE_CHANGED)
     except OSError:
         pass  # the compiler will say what is wrong with the source
     wanted = db.toolchain.get("compiler", "")
@@ -428,6 +431,14 @@ def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
     if "-march=native" in entry.flags and (missing := _lacking(db)):
         stale.append(f"it was {missing}")
     if stale and policy != "apply-anyway":
+        kept = decisions.without(entry.flags)
+        carried = tuple(t for d in decisions.of_flags(entry.flags) for t in d.flags())
+        if carried and stale == [SOURCE_CHANGED] and policy == "warn":
+            # each decision names the code it was tuned on: the plugin applies those
+            # whose loop or function is unchanged, and says the others
+            return Decision(carried, f"{rel}: tuned flags not applied: {SOURCE_CHANGED}; "
+                            "its decisions carried in the IR are applied where their code "
+                            "is unchanged" if kept else "")
         return _refuse(f"{rel}: entry not applied: {'; '.join(stale)} (re-run autopass tune)",
                        policy)
     return Decision(entry.flags)

@@ -7,7 +7,7 @@ import os
 
 from autopass_build.cli.apply import _paths
 from autopass_build.cli.common import CliError
-from autopass_build.core import flags_db
+from autopass_build.core import decisions, flags_db
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import lto_mode
 
@@ -159,6 +159,10 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
         if not bolt_why:
             bolt = _bolt_match(db.target, path, binary or os.path.join(root, db.target.output),
                                explicit=binary is not None)
+    carried = {source: decisions.of_flags(entry.flags) for source, entry in db.entries.items()}
+    if any(carried.values()) and folder:
+        matched = status.decisions_match(Store.open_existing(folder), root, carried)
+        print(f"decisions carried in the IR: {matched.text()}")
     advice, why = status.advice(len(db.entries), not_applying, match, unusable, bolt)
     print(f"recommendation: {advice}: {why}")
     return 0 if advice == status.Advice.NOTHING else 1
@@ -289,7 +293,12 @@ def _show(db, problems: dict[str, str]) -> None:
         unapplied = [s for s in sources if s in problems]
         which = f"{', '.join(unapplied)}; " if unapplied != sources else ""
         mark = f"  (not applied: {which}see `autopass db check`)" if unapplied else ""
-        print(f"  {', '.join(sources)}: {_flags_text(entry.flags)}{mark}")
+        carried = decisions.of_flags(entry.flags)
+        flags = decisions.without(entry.flags)
+        print(f"  {', '.join(sources)}: {_flags_text(flags) if flags or not carried else ''}"
+              f"{mark}")
+        for decision in carried:       # decisions carried in the IR, one a line
+            print(f"      {decision.text()} (code {decision.hash})")
         gain = entry.gain
         if gain:
             print(f"      {gain.metric}: {gain.ratio:.4f}x [{gain.low:.4f}, {gain.high:.4f}]; "

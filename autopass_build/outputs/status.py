@@ -27,11 +27,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 
-from autopass_build.core import pgo_profile, proc
+from autopass_build.core import decisions, pgo_profile, proc
+from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import profile_use
 from autopass_build.instruments.replay_args import codegen_args, source_args
 from autopass_build.store.build_records import UnitRecord
+from autopass_build.store.index import Store
 
 # Below this share of the profiled functions still matching, the PGO stage has lost
 # enough of its evidence that retraining is advised.  A judgement, not a measurement:
@@ -149,6 +151,72 @@ def _compile(argv: list[str], cwd: str) -> proc.Captured | None:
 def _defined_functions(ir: str) -> int:
     with open(ir, "rb") as handle:
         return sum(1 for line in handle if line.startswith(b"define "))
+
+
+@dataclass
+class DecisionsMatch:
+    """A database's decisions carried in the IR against today's source: how many still
+    find the code they were tuned on (the same function, loop or call, its hash the
+    same), and why the others do not."""
+    decisions: int = 0
+    matched: int = 0
+    lost: list[str] = field(default_factory=list)     # "source: decision (why)"
+
+    def text(self) -> str:
+        line = f"{self.matched}/{self.decisions} still match today's source"
+        if self.lost:
+            line += f"; not applied: {'; '.join(self.lost[:3])}" + (
+                f" and {len(self.lost) - 3} more" if len(self.lost) > 3 else "")
+        return line
+
+
+def decisions_match(store: Store, root: str,
+                    carried: dict[str, list[decisions.Decision]]) -> DecisionsMatch:
+    """Each source's decisions against the functions and loops of its source as it is
+    today (the pass plugin's inventory of a compile of it)."""
+    from autopass_build.instruments.inventory import of_unit
+    from autopass_build.instruments.replay import Replayer
+
+    replayer = Replayer(store)
+    units = {u.source_rel: u for u in store.units()}
+    found = DecisionsMatch()
+    for source, wanted in sorted(carried.items()):
+        found.decisions += len(wanted)
+        unit = units.get(source)
+        if not wanted:
+            continue
+        if unit is None or not os.path.isfile(unit.source):
+            found.lost += [f"{source}: {d.text()} (the source is not here)" for d in wanted]
+            continue
+        try:
+            today = of_unit(replayer, unit, from_source=True)
+        except EvaluationError as error:
+            found.lost += [f"{source}: {d.text()} ({error})" for d in wanted[:1]]
+            continue
+        for decision in wanted:
+            why = _mismatch(decision, today)
+            if why:
+                found.lost.append(f"{source}: {decision.text()} ({why})")
+            else:
+                found.matched += 1
+    return found
+
+
+def _mismatch(decision: decisions.Decision, today) -> str:
+    """Why `decision` no longer finds its code in the inventory `today` ("" when it does)."""
+    function = today.functions.get(decision.function)
+    if function is None:
+        return "its function is gone"
+    if decision.kind == "loop":
+        loop = next((x for x in today.loops_of(decision.function) if x.path == decision.where),
+                    None)
+        if loop is None:
+            return "its loop is gone"
+        return "" if loop.hash == decision.hash else "the loop changed"
+    if decision.kind == "call" and not any(c.function == decision.function
+                                           and c.place == decision.where for c in today.calls):
+        return "its call is gone"
+    return "" if function.hash == decision.hash else "the function changed"
 
 
 @dataclass

@@ -19,7 +19,7 @@ from autopass_build.instruments.evidence import Evidence, Remark, group_remarks
 from autopass_build.instruments.stats import SLOWER
 from autopass_build.store.build_records import UnitRecord
 from autopass_build.store.index import Store
-from autopass_build.tuning.space import Space
+from autopass_build.tuning.space import Knob, Space
 
 MAX_TOOL_CHARS = 12000
 
@@ -65,6 +65,12 @@ class Context:
     run_folder: str
     evidence: Evidence = field(default=None)  # type: ignore[assignment]  # made from store
     _remarks: dict = field(default_factory=dict)
+    # each unit's own knobs besides `space`'s: decisions on its hot loops and functions
+    unit_knobs: dict[str, tuple[Knob, ...]] = field(default_factory=dict)
+
+    def knobs_of(self, source: str) -> dict[str, Knob]:
+        """Every knob `source` has: the shared ones and its own."""
+        return {k.name: k for k in self.space.knobs + self.unit_knobs.get(source, ())}
 
     def __post_init__(self) -> None:
         self.evidence = self.evidence or Evidence(self.store)
@@ -100,14 +106,17 @@ class Context:
             "hot_units": [{"unit": h.source, "share_percent": round(h.share, 1),
                            "recorded_opt_level": h.recorded_level,
                            "hot_functions": {f: round(s, 1) for f, s in h.functions.items()},
-                           "remarks": group_remarks(self.hot_remarks(h.source), cap=3)}
+                           "remarks": group_remarks(self.hot_remarks(h.source), cap=3),
+                           **({"own_knobs": self.knob_table(self.unit_knobs[h.source])}
+                              if self.unit_knobs.get(h.source) else {})}
                           for h in self.hot],
             "knobs": self.knob_table(),
         }
 
-    def knob_table(self) -> list[dict]:
+    def knob_table(self, knobs: tuple[Knob, ...] | None = None) -> list[dict]:
+        """The shared knobs (or `knobs`: a unit's own, decisions carried in the IR)."""
         table = []
-        for knob in self.space.knobs:
+        for knob in self.space.knobs if knobs is None else knobs:
             limits = [c.why for c in self.space.constraints if knob.name in c.defaults]
             table.append({"knob": knob.name, "doc": knob.doc,
                           "values": [knob.short(i) for i in range(len(knob.values))],

@@ -6,7 +6,11 @@ profile.  A hot call left out at inline cost C -> an inline threshold just above
 hot loop the cost model refused to vectorize -> forced width or bandwidth; vectorized
 loops with no interleaving -> interleave; unrolled loops -> a larger unroll budget; a
 large hot function with many branches (an interpreter loop) -> branch-target alignment;
--O2 units -> -O3; under link-time optimization -> the unit out of it.  Every other knob
+-O2 units -> -O3; under link-time optimization -> the unit out of it.  The same facts
+point at decisions carried in the IR (a unit's own knobs: tuning/decision_knobs.py),
+which reach the code under LTO too: a loop the vectorizer refused -> that loop's own
+width; vectorized loops -> a wider one, or interleaving; unrolled loops -> an unroll
+count; a hot callee left out at its inline cost -> always inline it.  Every other knob
 value follows at a low prior, so the agent never runs dry before the budget does.
 
 Planner: the untried hypotheses in order of prior, each as a change on top of the
@@ -29,6 +33,7 @@ from autopass_build.tuning.agents.roles import Diagnosis, Lesson, Proposal
 
 ORDERED = {"inline_threshold", "unroll_threshold", "vector_width", "interleave",
            "slp_threshold", "block_align", "function_align"}
+# (decision knobs' families are ordered too: _ordered)
 BIG_FUNCTION = 2000       # bytes of code: large enough for layout to matter
 EXPLORE_PRIOR = 0.04
 OUT_OF_LTO_PRIOR = 1.25 * EXPLORE_PRIOR   # a value again, out of LTO: see _out_of_lto
@@ -80,7 +85,7 @@ class RulesBackend:
         return Diagnosis([h.as_finding() for h in ordered], text)
 
     def _unit_rules(self, context: Context, unit: str, level: str, weight: float):
-        knobs = {k.name: k for k in context.space.knobs}
+        knobs = context.knobs_of(unit)
         remarks = context.hot_remarks(unit)
         sizes = context.sizes(unit)
         hot = next(h for h in context.hot if h.source == unit)
@@ -139,10 +144,13 @@ class RulesBackend:
             yield from hyp("function_align", "5", 0.08, "hot function alignment")
         yield from hyp(*LEAVE_LTO, 0.1, "the LTO link re-optimizes this unit and drops most "
                        "of its own flags; out of LTO they reach its code")
+        for knob in knobs.values():
+            for value, prior, why in _decision_rules(knob.name, remarks):
+                yield from hyp(knob.name, value, prior, why)
 
     def _exploration(self, context: Context, unit: str, weight: float):
         position = 0
-        for knob in context.space.knobs:
+        for knob in context.knobs_of(unit).values():
             for i in range(1, len(knob.values)):
                 position += 1
                 yield Hypothesis(unit, knob.name, knob.short(i),
@@ -176,17 +184,17 @@ class RulesBackend:
     def _escalations(self, context: Context, history: list[Trial]) -> list[Hypothesis]:
         """A value that helped: try the next one in the same direction, first.  With
         attribution, "helped" is the unit's own cost, not the whole program's verdict."""
-        knobs = {k.name: k for k in context.space.knobs}
         more = []
         for t in history:
             for unit, changes in t.changes.items():
                 effect = t.effects.get(unit)
                 if (effect.verdict if effect else t.verdict) != FASTER:
                     continue
+                knobs = context.knobs_of(unit)
                 for name, value in changes.items():
                     knob = knobs.get(name)
                     index = knob.index_of(value) if knob else None
-                    if knob and name in ORDERED and index and index + 1 < len(knob.values):
+                    if knob and _ordered(name) and index and index + 1 < len(knob.values):
                         more.append(Hypothesis(unit, name, knob.short(index + 1),
                                                0.9 * context.weight(unit),
                                                f"{name}={value} helped: try {knob.short(index + 1)}"))
@@ -194,16 +202,16 @@ class RulesBackend:
 
     # -- diagnoser ---------------------------------------------------------------------------
     def diagnose(self, context: Context, trial: Trial) -> Lesson:
-        knobs = {k.name: k for k in context.space.knobs}
         slower = trial.slower_units()      # the unit attribution blames goes first
         changed = sorted(trial.changes.items(), key=lambda item: item[0] not in slower)
         [(unit, changes)] = changed[:1] or [("", {})]
+        knobs = context.knobs_of(unit)
         if len(changes) != 1:
             return Lesson(f"trial {trial.n} regressed ({trial.outcome}); several knobs changed",
                           unit)
         [(name, value)] = changes.items()
         knob = knobs.get(name)
-        if trial.ratio is None or knob is None or name not in ORDERED:
+        if trial.ratio is None or knob is None or not _ordered(name):
             return Lesson(f"{unit}: {name}={value} gave {trial.outcome} "
                           f"{trial.detail[:80]}; do not use {name} on this unit", unit, name, [])
         index = knob.index_of(value) or 0
@@ -212,6 +220,52 @@ class RulesBackend:
                else f"{trial.ratio:.3f}x")
         return Lesson(f"{unit}: {name}={value} was slower ({how}); avoid it and "
                       "stronger values", unit, name, [knob.short(i) for i in default_side])
+
+
+# A decision knob's family (tuning/decision_knobs.py): its values are in order.
+ORDERED_DECISIONS = ("/vectorize", "/interleave", "/unroll")
+
+
+def _ordered(knob: str) -> bool:
+    """Whether a knob's values go one way (a stronger value after a weaker one)."""
+    return knob in ORDERED or knob.endswith(ORDERED_DECISIONS)
+
+
+def _decision_rules(knob: str, remarks) -> list[tuple[str, float, str]]:
+    """(value, prior, why) for a decision knob (tuning/decision_knobs.py) from the
+    remarks of its unit's hot functions: the loop's function's vectorizer and unroller
+    remarks, a callee's inlining remarks.  The search reads a hot loop's decisions even
+    without them, at exploration's prior."""
+    function, _, family = knob.rpartition("/")
+    function = function.partition("@")[0]
+    mine = [r for r in remarks if r.function == function]
+    found: list[tuple[str, float, str]] = []
+    if family == "vectorize":
+        if any(r.pass_name == "loop-vectorize" and r.kind == "Missed" for r in mine):
+            found += [("vectorize.width=4", 0.35, f"a loop in {function} not vectorized by "
+                       "the cost model: its own width"),
+                      ("vectorize.width=8", 0.28, f"a loop in {function} not vectorized")]
+        widths = [r.numbers.get("VectorizationFactor", 0) for r in mine
+                  if r.pass_name == "loop-vectorize" and r.kind == "Passed"]
+        if widths and max(widths) in (2, 4, 8):
+            wider = int(2 * max(widths))
+            found.append((f"vectorize.width={wider}", 0.3, f"loops in {function} vectorized "
+                          f"at width {max(widths):.0f}: this one at {wider}"))
+    elif family == "interleave" and any(r.pass_name == "loop-vectorize" and r.kind == "Passed"
+                                        for r in mine):
+        found.append(("interleave.count=4", 0.28, f"vectorized loops in {function}: this one "
+                      "interleaved 4x"))
+    elif family == "unroll" and any(r.pass_name == "loop-unroll" for r in mine):
+        found.append(("unroll.count=4", 0.22, f"loops in {function} unrolled under a size "
+                      "budget: this one by 4"))
+    elif family == "inline":
+        costly = [r for r in remarks if r.pass_name == "inline" and r.name == "TooCostly"
+                  and function in r.message]
+        if costly:
+            found.append(("alwaysinline=1", 0.4, f"calls to {function} not inlined at cost "
+                          f"{costly[0].numbers.get('Cost', 0):.0f}: inline it wherever it "
+                          "is called, across units under LTO too"))
+    return found
 
 
 def _out_of_lto(context: Context, history: list[Trial]) -> list[Hypothesis]:

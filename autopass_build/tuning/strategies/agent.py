@@ -56,8 +56,9 @@ class AgentStrategy(Strategy):
         units = {s: run.unit_of(s) for s in run.sources}
         hot = [agents.HotUnit(s, shares.get(s, 0.0), functions.get(s, {}), units[s].opt_level)
                for s in run.sources]
-        self.context = agents.Context(run.store, units, run.space.blocks[0][1], hot,
-                                      run.journal.folder)
+        shared, own = _shared_and_own(run.space)
+        self.context = agents.Context(run.store, units, shared, hot, run.journal.folder,
+                                      unit_knobs=own)
         try:
             self.backend = agents.make_backend(run.config.agent, run.journal.folder,
                                                run.show, resume=run.resume)
@@ -153,3 +154,16 @@ class AgentStrategy(Strategy):
             self.feedback.append(f"{proposal.changes} breaks a constraint (see limited_by in "
                                  "the knob table); dependent knobs were reset")
         return repaired
+
+
+def _shared_and_own(space: "JointSpace"):
+    """The knobs every tuned unit has (flags), and each unit's own (its decisions on its
+    hot loops and functions: tuning/decision_knobs.py)."""
+    names = [{k.name for k in block.knobs} for _, block in space.blocks]
+    common = set.intersection(*names) if names else set()
+    first = space.blocks[0][1]
+    shared = first.without({k.name for k in first.knobs} - common, "not every unit's")
+    shared.notes = list(first.notes)
+    own = {label: tuple(k for k in block.knobs if k.name not in common)
+           for label, block in space.blocks}
+    return shared, own

@@ -1,0 +1,167 @@
+"""Decisions carried in the IR (issue 61): a decision in the database changes the machine
+code of the function it names in the final program, under full LTO, ThinLTO and in a
+shared library, where a unit's own flags do not reach; without it the code is the plain
+stage build's.  Apply builds it bit for bit; a decision whose loop changed is said in
+one line and left out, never applied elsewhere; `db show` and `db status` name them."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import AUTOPASS, recorded_copy
+
+from autopass_build import config as cfg
+from autopass_build.core import decisions, flags, flags_db
+from autopass_build.core.files import hash_file
+from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.instruments.inventory import of_unit
+from autopass_build.store.index import Store
+from autopass_build.tuning.decision_knobs import knobs_for
+
+MINI = Path(__file__).parent / "data" / "decisions-mini"
+CONFIG = '[run]\ncommand = ["{exe}", "20"]\ntarget = "TARGET"\n'
+# target, its link output, the stage, where `scale` ends up
+CASES = {"lto": ("app", "lto", "app"), "thinlto": ("app", "thinlto", "app"),
+         "shared": ("appshared", "thinlto", "libk.so")}
+
+
+def recorded(tmp_path: Path, case: str) -> Path:
+    target = CASES[case][0]
+    return recorded_copy(MINI, tmp_path / case, CONFIG.replace("TARGET", target),
+                         ("make", "-s", target))
+
+
+def no_vectors(root: Path) -> decisions.Decision:
+    """`scale`'s loop not vectorized: width 1, keyed by the recorded unit's inventory."""
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
+    unit = next(u for u in store.units() if u.source_rel == "kernels.c")
+    found = of_unit(evaluator.replayer, unit)
+    [loop] = found.loops_of("scale")
+    return decisions.Decision("loop", "scale", loop.path, loop.hash, "vectorize.width", 1)
+
+
+def ship(root: Path, case: str, carried: tuple[decisions.Decision, ...]) -> None:
+    target, stage, _ = CASES[case]
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages(target, (stage,), "-O2", ("main.c", "kernels.c"))
+    if carried:
+        tokens = tuple(t for d in carried for t in d.flags())
+        db.entries["kernels.c"] = flags_db.Entry(tokens, hash_file(str(root / "kernels.c")))
+    flags_db.save(str(root / "autopass.flags.json"), db)
+
+
+def build(root: Path, case: str) -> subprocess.CompletedProcess:
+    subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+    done = subprocess.run([AUTOPASS, "apply", "--", "make", "-s", CASES[case][0]], cwd=root,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def scale_code(root: Path, case: str) -> str:
+    """The machine code of `scale` in the final program (or its library)."""
+    binary = root / CASES[case][2]
+    said = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "--disassemble=scale",
+                           str(binary)], capture_output=True, text=True, check=True).stdout
+    body = said.split("<scale>:", 1)[1]
+    return "\n".join(line.split(":", 1)[1].strip() for line in body.splitlines()
+                     if ":" in line)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_decision_reaches_the_named_function_through_the_link(tmp_path, case) -> None:
+    root = recorded(tmp_path, case)
+    decision = no_vectors(root)
+    ship(root, case, ())
+    build(root, case)
+    plain = scale_code(root, case)
+    assert "mulps" in plain                   # the stage build vectorizes scale's loop
+    ship(root, case, (decision,))
+    first = build(root, case)
+    assert "autopass: warning" not in first.stderr, first.stderr
+    decided = scale_code(root, case)
+    assert decided != plain
+    program = (root / CASES[case][2]).read_bytes()
+    build(root, case)
+    assert (root / CASES[case][2]).read_bytes() == program     # bit for bit, again
+    ship(root, case, ())
+    build(root, case)
+    assert scale_code(root, case) == plain                     # without it: the plain code
+    ran = subprocess.run([f"./{CASES[case][0]}", "20"], cwd=root, capture_output=True,
+                         text=True, check=True)
+    assert ran.stdout.strip()
+
+
+def test_a_decision_whose_loop_changed_is_said_and_left_out(tmp_path) -> None:
+    case = "lto"
+    root = recorded(tmp_path, case)
+    decision = no_vectors(root)
+    ship(root, case, (decision,))
+    source = root / "kernels.c"
+    original = source.read_text()
+    # elsewhere in the file: the entry's flags are stale, the loop's decision still holds
+    source.write_text(original + "int added(int x) { return x + 1; }\n")
+    ship(root, case, ())
+    build(root, case)
+    plain = scale_code(root, case)
+    ship(root, case, (decision,))
+    elsewhere = build(root, case)
+    assert "tuned decision" not in elsewhere.stderr
+    elsewhere_code = scale_code(root, case)
+    assert elsewhere_code != plain
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True, text=True)
+    assert f"loop {decision.where} of scale: vectorize.width 1" in shown.stdout
+    # the loop itself: not applied, one line, the plain code
+    source.write_text(original.replace("a * x[i] + y[i]", "a * x[i] - y[i]"))
+    changed = build(root, case)
+    lines = [line for line in changed.stderr.splitlines() if "tuned decision" in line]
+    assert len(lines) == 1 and "the loop changed since it was tuned" in lines[0], \
+        changed.stderr
+    left_out = scale_code(root, case)
+    assert left_out != elsewhere_code
+    ship(root, case, ())
+    build(root, case)
+    assert scale_code(root, case) == left_out           # what the plain build makes of it
+    ship(root, case, (decision,))
+    status = subprocess.run([AUTOPASS, "db", "status"], cwd=root, capture_output=True,
+                            text=True)
+    assert "decisions carried in the IR: 0/1 still match today's source" in status.stdout
+    assert "the loop changed" in status.stdout
+
+
+def test_the_knobs_of_a_hot_unit_name_its_loops_and_callees(tmp_path) -> None:
+    root = recorded(tmp_path, "lto")
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
+    unit = next(u for u in store.units() if u.source_rel == "kernels.c")
+    found = of_unit(evaluator.replayer, unit)
+    knobs = {k.name: k for k in knobs_for(found, {"scale": 80.0, "total": 5.0})}
+    [loop] = found.loops_of("scale")
+    assert {f"scale@{loop.path}/vectorize", f"scale@{loop.path}/interleave",
+            f"scale@{loop.path}/unroll"} <= set(knobs)
+    vectorize = knobs[f"scale@{loop.path}/vectorize"]
+    assert vectorize.short(1) == "vectorize.width=1"
+    assert vectorize.index_of("vectorize.width=8") is not None
+    for knob in knobs.values():               # every value passes the allowlist
+        for value in knob.values[1:]:
+            flags.validate(value)
+
+
+@pytest.mark.parametrize("token", [
+    "loop:scale:1:0011aabb:vectorize.width=3",     # not a width it writes
+    "loop:scale:1:0011aabb:unroll.count=100",
+    "loop:sc ale:1:0011aabb:unroll.count=4",        # whitespace
+    "loop:scale:1:0011AABB:unroll.count=4",         # not its hash's spelling
+    "loop:scale:x:0011aabb:unroll.count=4",
+    "fn:scale:1:0011aabb:noinline=1",               # a function has no place
+    "fn:scale:-:0011aabb:optnone=1",
+    "call:scale:memcpy:0011aabb:noinline=1",        # a call site needs its number
+    "loop:scale:1:0011aabb:vectorize.width=8:more",
+    "loop:-fplugin=x.so:1:0011aabb:unroll.count=4",
+])
+def test_the_allowlist_takes_decisions_only_in_their_grammar(token) -> None:
+    with pytest.raises(flags.FlagError):
+        flags.validate(["-mllvm", decisions.OPTION + token])
