@@ -146,6 +146,16 @@ SEVENZIP = Program(
     soft_clean=("rm", "-rf", "CPP/7zip/Bundles/Alone2/b"),
     rebuild=_SEVENZIP_MAKE,
 )
+# Not from Debian: a dozen numeric loop kernels of our own (bench/workloads/kernels), for
+# decisions carried in the IR (bench/decision_layer.py); copied from the repository.
+KERNELS = Program(
+    package="kernels", build_dir=".",
+    build=("make", "-j2"),
+    plain_build=("make", "-j2", "CC=clang-19"),
+    clean=("make", "clean"),
+    binaries=("kernels",),
+)
+LOCAL_SOURCES = {"kernels": Path(__file__).resolve().parent / "workloads" / "kernels"}
 PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG, ZSTD, SQLITE, LAME)}
 APPLICATIONS = {p.package: p for p in (GEOS, CPPCHECK, SEVENZIP)}
 
@@ -179,5 +189,6 @@ def unpacked(package: str) -> Path:
 
 
 def fresh_copy(package: str, dest: Path) -> Path:
-    shutil.copytree(unpacked(package), dest, symlinks=True)
+    source = LOCAL_SOURCES.get(package) or unpacked(package)
+    shutil.copytree(source, dest, symlinks=True)
     return dest

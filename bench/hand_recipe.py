@@ -221,10 +221,13 @@ def _soname_alias(library: Path) -> None:
 
 
 # ---- autopass, as a user runs it ---------------------------------------------------
-def autopass(name: str, work: Path, limit: str) -> tuple[Variant, dict]:
+def autopass(name: str, work: Path, limit: str, label: str = "autopass",
+             tune_keys: str = "") -> tuple[Variant, dict]:
+    """`name` recorded, tuned for `limit` (`tune_keys`: more of autopass.toml's [tune]),
+    applied, in a tree of its own (`label`)."""
     case = tc.CASES[name]
     program = case.program
-    tree = debian_sources.fresh_copy(program.package, work / "autopass")
+    tree = debian_sources.fresh_copy(program.package, work / label)
     build_dir = tree / program.build_dir
     started = time.monotonic()
     run([AUTOPASS, "record", "--", *case.build], build_dir, what=f"{name}: record")
@@ -236,11 +239,12 @@ def autopass(name: str, work: Path, limit: str) -> tuple[Variant, dict]:
     (build_dir / "autopass.toml").write_text(
         f"[run]\ncommand = {json.dumps(command(name, work))}\n"
         f"target = {json.dumps(program.binaries[0])}\n"
-        f"cwd = {json.dumps(os.path.relpath(tree, build_dir))}\ntimeout = 120\n{check}")
+        f"cwd = {json.dumps(os.path.relpath(tree, build_dir))}\ntimeout = 120\n{check}"
+        + (f"[tune]\n{tune_keys}" if tune_keys else ""))
     started = time.monotonic()
     said = run([AUTOPASS, "tune", "--time", limit], build_dir, what=f"{name}: tune")
     tuned = time.monotonic() - started
-    (work / f"{name}-tune.log").write_text(said)
+    (work / f"{name}-{label}-tune.log").write_text(said)
     run(program.clean, build_dir, what=f"{name}: clean")
     run([AUTOPASS, "apply", "--", *case.build], build_dir, what=f"{name}: apply")
     database = build_dir / "autopass.flags.json"
@@ -248,8 +252,12 @@ def autopass(name: str, work: Path, limit: str) -> tuple[Variant, dict]:
     stages = "+".join((db.get("target") or {}).get("stages", [])) or "none"
     steps = list(dict.fromkeys(line.strip().removeprefix("tune: ") for line in said.splitlines()
                                if re.search(r"stage \S+: \S+x \[.*of the build without", line)))
+    entries = db.get("entries", {})
     return variant(name, tree, note=stages), {
-        "chose": stages, "entries": len(db.get("entries", {})),
+        "chose": stages, "entries": len(entries), "build_dir": str(build_dir),
+        "tree": str(tree),
+        "decisions": sum(token.startswith("-autopass-decision=")
+                         for entry in entries.values() for token in entry["flags"]),
         "record_s": round(recorded), "tune_s": round(tuned), "steps_on_top": steps,
         "plan": next((line for line in said.splitlines() if "budget" in line), "")}
 

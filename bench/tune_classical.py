@@ -123,6 +123,9 @@ CASES = {
                                    "--std=c++11", "--output-file=findings.txt",
                                    "lib/mathlib.cpp"],
                      check_files=("findings.txt",)),
+    # a dozen numeric loop kernels (bench/workloads/kernels), about a second a run
+    "kernels": Case(debian_sources.KERNELS, debian_sources.KERNELS.build, "kernels",
+                    lambda work: ["{exe}", "12"]),
     # 7-Zip compressing 8 MB of text to xz on one thread, the archive on its stdout
     "7zip": Case(debian_sources.SEVENZIP, debian_sources.SEVENZIP.build, "7zz",
                  lambda work: ["{exe}", "a", "-an", "-txz", "-mx5", "-mmt1", "-so",

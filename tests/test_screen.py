@@ -309,3 +309,34 @@ def test_a_candidate_is_predicted_unit_by_unit_and_composed_by_share() -> None:
     assert judged.predicted == pytest.approx(0.925, abs=0.01) and "per unit" in judged.why
     off = screen.Ranker(known, "this", screen.Options(unit_labels=False))
     assert off.decide({"code:instructions": 0.0}, {"a.c": faster}).why.startswith("learning")
+
+
+BLOCKED = """import sys
+class _Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("sklearn", "scipy"):
+            raise ImportError(f"no module named {name!r} (blocked by the test)")
+sys.meta_path.insert(0, _Blocked())
+"""
+
+
+def test_screening_without_its_extra_names_the_extra(tmp_path) -> None:
+    """Issue 62: scikit-learn is an extra (`autopass[screen]`): asked for where it is not
+    installed, screening stops the run before anything is built, in one line naming the
+    extra; `autopass screen show` needs none of it."""
+    import subprocess
+
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "sitecustomize.py").write_text(BLOCKED)
+    root = recorded_tune_mini(tmp_path / "mini", TUNE_MINI_MEASURED, profile=False)
+    env = {**os.environ, "PYTHONPATH": str(blocked)}
+    done = subprocess.run([AUTOPASS, "tune", "--screen", "--budget", "2"], cwd=root, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "needs scikit-learn" in done.stderr and "pip install 'autopass[screen]'" in done.stderr
+    assert not (root / ".autopass" / "runs").exists() or not any(
+        (root / ".autopass" / "runs").iterdir())
+    shown = subprocess.run([AUTOPASS, "screen", "show"], cwd=root, env=env,
+                           capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr

@@ -291,7 +291,7 @@ def test_wrapper_and_record_path_import_only_light_foundations():
     assert ours <= {"autopass_build", "autopass_build.core", "autopass_build.capture",
                     "autopass_build.core.proc", "autopass_build.core.toolchain",
                     "autopass_build.core.files", "autopass_build.core.names",
-                    "autopass_build.core.records",
+                    "autopass_build.core.records", "autopass_build.core.errors",
                     "autopass_build.capture.entry",
                     "autopass_build.capture.wrapper", "autopass_build.capture.compiler_args",
                     "autopass_build.capture.plan", "autopass_build.capture.host",

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 
+from autopass_build.core.errors import AutopassError
+
 MAGIC = b"!<arch>\n"
 THIN_MAGIC = b"!<thin>\n"
 HEADER_SIZE = 60
 SYMBOL_TABLES = (b"/", b"/SYM64/", b"__.SYMDEF", b"__.SYMDEF SORTED")
 
 
-class ArchiveFormatError(Exception):
+class ArchiveFormatError(AutopassError):
     pass
 
 

@@ -12,6 +12,7 @@ from autopass_build.capture.compiler_args import CLANG_REJECTS, Invocation, Skip
 from autopass_build.capture.host import Host
 from autopass_build.capture.spool import Spool, find_store_dir
 from autopass_build.core import proc, toolchain
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import (
     DEFAULT_APPLY_POLICY,
     ENV_APPLY_POLICY,
@@ -36,7 +37,7 @@ LAUNCHER_OPTIONS = PATH_OPTIONS + ("--autopass-mode=", "--autopass-policy=")
 COMPILER_BASES = ("cc", "gcc", "c++", "g++", "clang", "clang++")
 
 
-class WrapperError(Exception):
+class WrapperError(AutopassError):
     """A misconfiguration the user must fix; printed as one line, build fails."""
 
 

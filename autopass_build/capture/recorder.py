@@ -22,6 +22,7 @@ from autopass_build.capture.host import Host, LocalHost
 from autopass_build.capture.option_table import R_LINK, SHARED, STATIC
 from autopass_build.capture.spool import Spool
 from autopass_build.core import toolchain
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import disk_full, hash_bytes, hash_file, hash_json, relative_to
 from autopass_build.core.names import ENV_IR_TIMEOUT, ENV_RECORD_SESSION
 
@@ -47,7 +48,7 @@ IR_FAILED = "ir_failed"      # the IR step exited non-zero: the unit is not capt
 IR_TIMEOUT = "ir_timeout"    # the IR step hung and was killed
 
 
-class CaptureError(Exception):
+class CaptureError(AutopassError):
     def __init__(self, message: str, reason: str = IR_FAILED):
         super().__init__(message)
         self.reason = reason

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 
+from autopass_build.core.errors import AutopassError
 
-class ResponseFileError(Exception):
+
+class ResponseFileError(AutopassError):
     pass
 
 

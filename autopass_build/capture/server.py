@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 from autopass_build.capture.host import Host
 from autopass_build.capture.plan import PATH_OPTIONS, looks_like_compiler
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import ENV_SERVER
 from autopass_build.core.proc import Finished
 
@@ -31,7 +32,7 @@ END = 0xFFFFFFFF
 MAX_FIELD = 1 << 30
 
 
-class ProtocolError(Exception):
+class ProtocolError(AutopassError):
     pass
 
 

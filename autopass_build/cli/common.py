@@ -12,12 +12,13 @@ from collections.abc import Callable
 
 from autopass_build import config as configuration
 from autopass_build.capture.spool import find_store_dir
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import CONFIG_NAME, METRICS, STORE_DIRNAME
 from autopass_build.store import busy
 from autopass_build.store.index import Store, StoreError
 
 
-class CliError(Exception):
+class CliError(AutopassError):
     """A message for the user (one line, naming the thing and the fix): exit status 2."""
 
 

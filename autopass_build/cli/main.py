@@ -9,9 +9,8 @@ import sys
 
 from autopass_build import __version__
 from autopass_build.cli import apply, captured, db, instruments, record, setup, tune
-from autopass_build.cli.common import CliError
 from autopass_build.core import toolchain
-from autopass_build.store.index import StoreError
+from autopass_build.core.errors import AutopassError
 
 GROUPS = (record, captured, setup, instruments, tune, apply, db)   # the order of `autopass --help`
 
@@ -64,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("autopass: interrupted; the processes it started were stopped", file=sys.stderr)
         return 130
-    except (CliError, StoreError) as error:
+    except AutopassError as error:     # every error a command reports: one line
         print(f"autopass: error: {error}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `autopass units | head`: the reader left, not an error

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 
+from autopass_build.core.errors import AutopassError
+
 SLOT = "autopass_bench"        # a node's benchmark slot: one measurement at a time
 CPU_LABEL = "autopass-cpu"     # a node's group, when its operator names it
 
 
-class ClusterError(Exception):
+class ClusterError(AutopassError):
     """A message for the user: the cluster cannot be used as asked."""
 
 

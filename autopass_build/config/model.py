@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import (
     AGENT_BACKENDS,
     DEFAULT_STRATEGY,
@@ -19,7 +20,7 @@ from autopass_build.core.names import (
 CHECK_MODES = ("output", "numbers", "exit-code", "command")
 
 
-class ConfigError(Exception):
+class ConfigError(AutopassError):
     pass
 
 

@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterator
 
 from autopass_build.core import toolchain
+from autopass_build.core.errors import AutopassError
 
 RUNTIME = "libbolt_rt_instr.a"
 # The layout options LLVM's BOLT documentation recommends for a profiled binary.
@@ -33,7 +34,7 @@ TIMEOUT_S = 900.0
 CODE_SECTIONS = (".text", ".rodata", ".init", ".fini", ".plt", ".plt.got", ".data.rel.ro")
 
 
-class BoltError(Exception):
+class BoltError(AutopassError):
     """BOLT could not run or rejected the binary; the message says which and why."""
 
 

@@ -22,6 +22,7 @@ knows the option.  Runs in apply mode's compiles: standard library only.
 
 from __future__ import annotations
 
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.records import Record
 
 OPTION = "-autopass-decision="
@@ -46,7 +47,7 @@ CALL_PROPERTIES = {name: frozenset({1}) for name in ("noinline", "alwaysinline")
 KINDS = {"loop": LOOP_PROPERTIES, "fn": FUNCTION_PROPERTIES, "call": CALL_PROPERTIES}
 
 
-class DecisionError(ValueError):
+class DecisionError(AutopassError, ValueError):
     """Not a decision autopass writes; the message says which part."""
 
 

@@ -3,10 +3,12 @@ budget, progress lines)."""
 
 from __future__ import annotations
 
+from autopass_build.core.errors import AutopassError
+
 UNITS = {"s": 1, "m": 60, "h": 3600}
 
 
-class DurationError(ValueError):
+class DurationError(AutopassError, ValueError):
     pass
 
 

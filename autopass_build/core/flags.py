@@ -11,6 +11,7 @@ with the reason.  A denylist would miss the next dangerous option; this cannot.
 from __future__ import annotations
 
 from autopass_build.core import decisions
+from autopass_build.core.errors import AutopassError
 
 # A unit (its id, or its source relative to the root) -> the flags it gets: a candidate,
 # a composition's per-unit flags, what replay builds.
@@ -146,7 +147,7 @@ def _outside_mllvm(tokens: tuple[str, ...]):
             yield token
 
 
-class FlagError(ValueError):
+class FlagError(AutopassError, ValueError):
     pass
 
 

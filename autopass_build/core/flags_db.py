@@ -45,6 +45,7 @@ import os
 
 from autopass_build.core import flags as flagset
 from autopass_build.core.cpu import Cpu
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import FLAGS_DB_SCHEMA, SHIPPED_STAGES
 from autopass_build.core.records import Record
 from autopass_build.core.stage_flags import CSPGO, LTO_LEVELS, PGO
@@ -57,7 +58,7 @@ SHOWN = 80                  # characters of a rejected value quoted in a message
 FIX = "fix it, or move it away and re-run `autopass tune`"
 
 
-class FlagsDbError(Exception):
+class FlagsDbError(AutopassError):
     """The whole database is refused; the message names the file, the problem and the fix."""
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from autopass_build.core.errors import AutopassError
+
 
 class Outcome(str, Enum):
     OK = "OK"
@@ -23,7 +25,7 @@ class Outcome(str, Enum):
         return self.value
 
 
-class EvaluationError(Exception):
+class EvaluationError(AutopassError):
     """A candidate could not be built or run; `outcome` says how."""
 
     def __init__(self, outcome: Outcome, message: str):

@@ -14,13 +14,24 @@ class Record:
 
     def __init__(self, *values: object, **named: object) -> None:
         defaults = getattr(type(self), "_defaults", {})
+        unknown = set(named) - set(self.__slots__)
+        if unknown or len(values) > len(self.__slots__):
+            # a misspelled field (`Skip('query', detial=...)`) would be dropped in silence
+            raise TypeError(f"{type(self).__name__} has no field "
+                            f"{', '.join(sorted(unknown)) or f'#{len(values)}'}; its fields: "
+                            f"{', '.join(self.__slots__)}")
+        given = set(self.__slots__[:len(values)]) & set(named)
+        if given:
+            raise TypeError(f"{type(self).__name__} got {', '.join(sorted(given))} twice")
         for index, name in enumerate(self.__slots__):
             if index < len(values):
                 value = values[index]
             elif name in named:
                 value = named[name]
-            else:
+            elif name in defaults:
                 value = defaults[name]
+            else:
+                raise TypeError(f"{type(self).__name__} needs its field {name}")
             object.__setattr__(self, name, value)
 
     def replace(self, **changes: object):

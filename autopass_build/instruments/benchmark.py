@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from autopass_build.config import CheckConfig, Config, MeasureConfig, RunConfig
 from autopass_build.core import proc
 from autopass_build.core.cpu import CPUINFO, this_cpu
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_json
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.binaries import SLOTS, debugless_copy, stable_name
@@ -51,7 +52,7 @@ KERNEL_SHARE_NOTE = 0.15
 USER_METRIC_MIN_S = 0.5
 
 
-class MeasureError(Exception):
+class MeasureError(AutopassError):
     pass
 
 

@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 
 from autopass_build.core import proc, toolchain
+from autopass_build.core.errors import AutopassError
 
 CODE_FEATURES = ("size", "instructions", "branches", "calls", "vector", "memory",
                  "loops", "loop_instructions", "loop_cycles")
@@ -29,7 +30,7 @@ _MCA_RETRIES = 5
 _DISASSEMBLY_CAP = 256 << 20  # room for an amalgamation (sqlite3.c), not the default 1 MB
 
 
-class CodeShapeError(Exception):
+class CodeShapeError(AutopassError):
     pass
 
 

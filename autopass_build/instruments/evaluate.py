@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.capture.skip_fixes import fixes
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core import flags as flagset
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.core.plural import counted
@@ -36,7 +37,7 @@ from autopass_build.store.index import Store
 from autopass_build.store.targets import Target, executables_text, resolve
 
 
-class EvaluateError(Exception):
+class EvaluateError(AutopassError):
     pass
 
 

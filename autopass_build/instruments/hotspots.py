@@ -15,6 +15,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import write_atomic
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments import bundled_copies
@@ -47,7 +48,7 @@ MIN_PERF_SAMPLES = 200
 LIBRARY_NOTE_SHARE = 25.0
 
 
-class ProfileError(Exception):
+class ProfileError(AutopassError):
     pass
 
 

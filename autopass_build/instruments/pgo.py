@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import dataclass
 
 from autopass_build.core import pgo_profile, toolchain
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_json
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError
@@ -45,7 +46,7 @@ GENERATE = INSTRUMENT
 RUNTIME_LINK_FLAGS = INSTRUMENT_LINK_FLAGS
 
 
-class PgoError(Exception):
+class PgoError(AutopassError):
     pass
 
 

@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autopass_build.core import proc
+from autopass_build.core.errors import AutopassError
 from autopass_build.instruments import static_functions
 
 Samples = dict[str, int]                 # symbol -> samples (or instructions) in one run
 
 
-class SamplingError(Exception):
+class SamplingError(AutopassError):
     """perf is missing, refused or failed; the message says which."""
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from autopass_build.core import proc
+from autopass_build.core.errors import AutopassError
 
 DIGITS = 2
 SNAP_SHARE = 0.10        # a new count within 10 % of the reference's (+ SNAP_SLACK) keeps it
@@ -36,7 +37,7 @@ SNAP_SHARE = 0.10        # a new count within 10 % of the reference's (+ SNAP_SL
 SNAP_SLACK = 32
 
 
-class SteadyError(Exception):
+class SteadyError(AutopassError):
     """llvm-profdata failed; the message says how."""
 
 

@@ -15,6 +15,7 @@ import shutil
 from typing import TYPE_CHECKING, TypeVar
 
 from autopass_build.core import proc
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_file
 from autopass_build.instruments.benchmark import Benchmark
 from autopass_build.store.index import Store
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 Trained = TypeVar("Trained", bound="DataclassInstance")
 
 
-class TrainingError(Exception):
+class TrainingError(AutopassError):
     """The training run failed or wrote nothing; the message says which."""
 
 

@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Callable
 
 from autopass_build.core import bolt_commands as bolt
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import BoltLibrary, ProfileRef, TargetStages
 from autopass_build.instruments import training
@@ -31,7 +32,7 @@ TRAINED_BOLT_STALE = "autopass.trained.bolt.yaml"
 TRAINED_LIBRARY = "autopass.trained.{name}.fdata"
 
 
-class BoltUntrained(Exception):
+class BoltUntrained(AutopassError):
     """Why BOLT was not retrained: every binary is as linked."""
 
 

@@ -33,6 +33,7 @@ from autopass_build.capture import tally, train_cache
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.capture.server import serving
 from autopass_build.core import flags_db, proc, toolchain
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import FlagsDb, ProfileRef
 from autopass_build.core.names import (
@@ -67,7 +68,7 @@ TRAINED_PROFILE = "autopass.trained.profdata"
 INSTRUMENTED_SLOWDOWN = 10      # an instrumented run's timeout, in [run].timeout's
 
 
-class RetrainError(Exception):
+class RetrainError(AutopassError):
     """--train cannot start (nothing to train, a tree that builds nothing), or, under
     --policy error, could not train."""
 

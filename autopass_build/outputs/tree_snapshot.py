@@ -22,6 +22,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from autopass_build.core.errors import AutopassError
+
 SKIPPED = {".git", ".hg", ".svn"}
 MAX_FILES = 200_000
 
@@ -33,7 +35,7 @@ class Snapshot:
     symlinks: tuple[tuple[str, str], ...]   # (path in the tree, where it points)
 
 
-class SnapshotError(Exception):
+class SnapshotError(AutopassError):
     """The tree cannot be kept (another file system, too many files); says why."""
 
 

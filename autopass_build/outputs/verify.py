@@ -29,6 +29,7 @@ from autopass_build.capture.server import serving
 from autopass_build.capture.tally import applied_count, not_applied
 from autopass_build.config import Config
 from autopass_build.core import flags_db
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.plural import counted
 from autopass_build.instruments.benchmark import Benchmark
 from autopass_build.instruments.binaries import alias_soname
@@ -37,7 +38,7 @@ from autopass_build.outputs import tree_snapshot
 from autopass_build.outputs.tree_snapshot import Snapshot
 
 
-class VerifyError(Exception):
+class VerifyError(AutopassError):
     pass
 
 

@@ -16,10 +16,12 @@ import os
 import time
 from collections.abc import Iterator
 
+from autopass_build.core.errors import AutopassError
+
 LOCK_NAME = "measuring.lock"
 
 
-class StoreBusy(Exception):
+class StoreBusy(AutopassError):
     """Another command measures with this store now (the message names it)."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import replace
 from urllib.parse import quote
 
 from autopass_build.capture.spool import PACKED, SPOOL, Spool
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import disk_full, write_atomic
 from autopass_build.store import spool_records
 from autopass_build.store.build_records import (
@@ -75,7 +76,7 @@ def _text(blob: bytes) -> str:
     return os.fsdecode(blob)
 
 
-class StoreError(Exception):
+class StoreError(AutopassError):
     pass
 
 

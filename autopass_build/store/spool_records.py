@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_json
 
 
-class RecordError(ValueError):
+class RecordError(AutopassError, ValueError):
     pass
 
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import RUNS_DIR
 from autopass_build.core.outcome import Outcome
@@ -33,7 +34,7 @@ JOURNAL_VERSION = 2       # 2: an entry's phase and configuration are separate f
 READABLE_VERSIONS = (1, 2)
 
 
-class JournalError(Exception):
+class JournalError(AutopassError):
     pass
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
 from autopass_build.config import Config, MeasureConfig
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_json
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import Outcome
@@ -26,7 +27,7 @@ if TYPE_CHECKING:    # Ray is imported only by a run that names a cluster
 ATTRIBUTED = (Phase.SEARCH, Phase.COMPOSITE)   # phases whose entries carry unit effects
 
 
-class TuneError(Exception):
+class TuneError(AutopassError):
     """A message for the user: the run stopped; the journal holds what was finished."""
 
 

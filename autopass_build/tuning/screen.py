@@ -40,6 +40,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_json
 from autopass_build.core.flags import UnitFlags
 from autopass_build.instruments.codeshape import CODE_FEATURES, code_shape, relative
@@ -63,6 +64,23 @@ UNIT = "unit"                  # a knowledge sample's "level" when it is one uni
 
 
 # -- the model ----------------------------------------------------------------------------
+EXTRA = "pip install 'autopass[screen]'"
+
+
+class ScreenUnavailable(AutopassError):
+    """Screening asked for where its model's library is not installed."""
+
+
+def require() -> None:
+    """ScreenUnavailable, naming the extra to install, where scikit-learn is missing:
+    screening is opt-in, and a plain install leaves its model's library out."""
+    try:
+        import scipy.stats  # noqa: F401
+        import sklearn.ensemble  # noqa: F401
+    except ImportError:
+        raise ScreenUnavailable("screening (tune --screen, [tune].screen) needs scikit-learn, "
+                                f"which a plain install leaves out: {EXTRA}") from None
+
 
 class Model:
     """Gradient boosting (scikit-learn) from features to log(candidate/baseline)."""

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from autopass_build.config import Config
 from autopass_build.core.durations import parse_duration
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 
 # The keys a run needs to be resumed, and their JSON types: a run.json lacking one was
@@ -19,7 +20,7 @@ REQUIRED = {"strategy": str, "seed": int, "budget": int, "options": dict, "sourc
             "target": str, "metric": str, "space": str}
 
 
-class SettingsError(ValueError):
+class SettingsError(AutopassError, ValueError):
     pass
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from autopass_build.core import decisions, proc
 from autopass_build.core import flags as flagset
+from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_json, write_atomic
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.stage_flags import NATIVE_FLAGS
@@ -156,7 +157,7 @@ DEFAULT_CONSTRAINTS = (
 )
 
 
-class SpaceError(ValueError):
+class SpaceError(AutopassError, ValueError):
     pass
 
 

@@ -92,6 +92,12 @@ class Tuner:
     def run(self) -> TuneResult:
         self.deadline = Deadline(self.request.time_limit)
         on_cluster.check(self.config)
+        if self.request.screen:
+            from autopass_build.tuning import screen
+            try:
+                screen.require()
+            except screen.ScreenUnavailable as error:
+                raise TuneError(str(error)) from None
         publish.check_writable(self.request.flags_db)
         journal = Journal.latest(self.store.dir, repair=False) if self.request.resume else None
         if journal:

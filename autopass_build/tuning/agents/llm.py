@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from autopass_build.core.errors import AutopassError
 from autopass_build.tuning.agents.context import Context, Trial, trial_json
 from autopass_build.tuning.agents.roles import Diagnosis, Lesson, Proposal
 from autopass_build.tuning.agents.rules import RulesBackend
@@ -41,7 +42,7 @@ SHAPES = {
 }
 
 
-class AgentUnavailable(Exception):
+class AgentUnavailable(AutopassError):
     """The LLM cannot be used for the rest of this run (down, over budget, nonsense)."""
 
 

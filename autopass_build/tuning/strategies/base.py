@@ -30,6 +30,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Protocol
 
+from autopass_build.core.errors import AutopassError
 from autopass_build.tuning.space import JointSpace, Point
 from autopass_build.tuning.strategies.credit import UnitCredit
 
@@ -50,11 +51,11 @@ class Searchable(Protocol):
     def sample(self, rng: random.Random) -> Point: ...
 
 
-class OptionError(ValueError):
+class OptionError(AutopassError, ValueError):
     pass
 
 
-class StartError(Exception):
+class StartError(AutopassError):
     """The strategy cannot run here (say, its LLM endpoint is not configured)."""
 
 
