@@ -280,10 +280,13 @@ def outputs_of(name: str, variant_: Variant) -> bytes:
                     if (variant_.tree / f).is_file())
 
 
-def measure(name: str, work: Path, variants: dict[str, Variant], rounds: int) -> dict:
+def measure(name: str, work: Path, variants: dict[str, Variant], rounds: int,
+            reference: str = "-O3") -> dict:
+    """Interleaved rounds of every variant (CPU times), and whether each one's output
+    is `reference`'s."""
     times: dict[str, list[float]] = {label: [] for label in variants}
     same: dict[str, bool] = {label: True for label in variants}
-    reference: bytes | None = None
+    expected: bytes | None = None
     order = list(variants)
     rng = random.Random(11)
     for _ in range(rounds):
@@ -293,10 +296,10 @@ def measure(name: str, work: Path, variants: dict[str, Variant], rounds: int) ->
                                    variants[label])
             out += outputs_of(name, variants[label])
             times[label].append(seconds)
-            if label == "-O3":
-                reference = reference if reference is not None else out
-            elif reference is not None:
-                same[label] = same[label] and out == reference
+            if label == reference:
+                expected = expected if expected is not None else out
+            elif expected is not None:
+                same[label] = same[label] and out == expected
     return {"times": times, "same_output": same}
 
 

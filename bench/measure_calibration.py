@@ -16,12 +16,24 @@ Usage: python bench/measure_calibration.py [--trials 30] [--metric wall] [--slow
 
 With --duet, every trial is measured both ways, side by side in one run: pairs one at a
 time (ABBA), and as a duet ([measure].duet: both programs at once, a CPU each).
+
+With --pool PAIRS (issue 64): PAIRS A/A pairs measured once, the way every A/B takes
+them (ABBA order, on the CPU it pins), kept in pool.json, then cut into disjoint runs of
+pairs, each judged by the A/B's own rule (stats.Sequential): as a search candidate is
+(min_pairs to max_pairs, its looks and precision), as a final re-measurement is (twice
+the pairs, half the precision), and at each single pair count those use, one look each.
+A 95 % two-sided interval promises at most 2.5 % false "faster" and 2.5 % false "slower";
+each rate is given with its own 95 % (Wilson) interval over the comparisons it has.
+Power: the same pool with the candidate's values made --slowdown slower (the real noise,
+a known effect), judged at max_pairs; the real slow candidate's trials (b) beside it.
+--reanalyse POOL_JSON judges a kept pool again without running anything.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import shutil
 import statistics
 import subprocess
@@ -120,6 +132,97 @@ def median_half_width(results: list) -> float:
     return statistics.median(widths) if widths else float("nan")
 
 
+def collect_pool(bench: Benchmark, base: str, copy: str, pairs: int) -> dict:
+    """`pairs` A/A pairs as measure.compare takes them: ABBA, pinned as it pins."""
+    from autopass_build.instruments.duet import Side
+    from autopass_build.instruments.measure import _pair, measured_cpu
+
+    cpu = measured_cpu(bench, base, {}, None)
+    sides = (Side(base, {}, 60.0), Side(copy, {}, 60.0))
+    for side in sides:                   # warm-up, as compare's
+        run_once(bench, side.exe, {}, 60.0, cpu=cpu)
+    baseline, candidate, started = [], [], time.monotonic()
+    for n in range(pairs):
+        value, run, _ = _pair(bench, sides, None, cpu, None, n)
+        baseline.append(value)
+        candidate.append(run.value)
+        if (n + 1) % 500 == 0:
+            left = (time.monotonic() - started) / (n + 1) * (pairs - n - 1)
+            print(f"  pool: {n + 1}/{pairs} pairs, about {left / 60:.0f} min left",
+                  file=sys.stderr)
+    return {"baseline": baseline, "candidate": candidate, "cpu": cpu,
+            "metric": bench.measure.metric}
+
+
+def wilson(hits: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson interval of a rate of `hits` in `n`."""
+    if n == 0:
+        return (0.0, 1.0)
+    z, p = 1.96, hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def judged(baseline: list[float], candidate: list[float], rule: stats.Sequential,
+           chunk: int) -> collections.Counter:
+    """The verdicts of `rule` on disjoint runs of `chunk` pairs of the pool."""
+    found: collections.Counter = collections.Counter()
+    for start in range(0, len(baseline) - chunk + 1, chunk):
+        b, c = baseline[start:start + chunk], candidate[start:start + chunk]
+        verdict = None
+        for n in range(1, chunk + 1):
+            _, verdict = rule.judge(b[:n], c[:n])
+            if verdict:
+                break
+        found[verdict or stats.UNCLEAR] += 1
+    return found
+
+
+def analyse(pool: dict, min_pairs: int, max_pairs: int, precision: float,
+            slowdown: float) -> list[dict]:
+    """Each way the A/B judges, on the pool: its false FASTER and SLOWER rates."""
+    base, cand = pool["baseline"], pool["candidate"]
+    ways = [("search candidate", stats.Sequential(min_pairs, max_pairs, precision),
+             max_pairs),
+            ("final re-measurement", stats.Sequential(min_pairs, 2 * max_pairs,
+                                                      precision / 2), 2 * max_pairs)]
+    singles = sorted({n for _, rule, _ in ways for n in rule.looks} | {min_pairs})
+    for n in singles:
+        for _, rule, _ in ways[:1]:
+            ways.append((f"one look at {n} pairs ({rule.look_level:.2%})",
+                         stats.Sequential(n, n, 1e-9, level=1 - (1 - rule.look_level)), n))
+        ways.append((f"one look at {n} pairs (95 %)", stats.Sequential(n, n, 1e-9), n))
+    rows = []
+    for label, rule, chunk in ways:
+        found = judged(base, cand, rule, chunk)
+        total = sum(found.values())
+        rows.append({"way": label, "pairs": chunk, "comparisons": total,
+                     "faster": found[stats.FASTER], "slower": found[stats.SLOWER],
+                     "faster_ci": wilson(found[stats.FASTER], total),
+                     "slower_ci": wilson(found[stats.SLOWER], total)})
+    slower = [c * (1 + slowdown) for c in cand]
+    found = judged(base, slower, stats.Sequential(min_pairs, max_pairs, precision), max_pairs)
+    total = sum(found.values())
+    rows.append({"way": f"power: {slowdown:.0%} slower, search candidate ({max_pairs} pairs "
+                        "at most)", "pairs": max_pairs, "comparisons": total,
+                 "slower": found[stats.SLOWER], "slower_ci": wilson(found[stats.SLOWER], total),
+                 "faster": found[stats.FASTER], "faster_ci": wilson(found[stats.FASTER], total)})
+    return rows
+
+
+def pool_report(rows: list[dict]) -> str:
+    lines = []
+    for r in rows:
+        total = r["comparisons"] or 1
+        lines.append(f"  {r['way']:<44} {r['comparisons']:>4} comparisons: "
+                     f"FASTER {r['faster']} ({r['faster'] / total:.1%} "
+                     f"[{r['faster_ci'][0]:.1%}, {r['faster_ci'][1]:.1%}]), "
+                     f"SLOWER {r['slower']} ({r['slower'] / total:.1%} "
+                     f"[{r['slower_ci'][0]:.1%}, {r['slower_ci'][1]:.1%}])")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=30)
@@ -134,7 +237,19 @@ def main() -> int:
     parser.add_argument("--duet", action="store_true",
                         help="measure each trial twice, side by side: pairs one at a time "
                              "and as a duet ([measure].duet: both at once, a CPU each)")
+    parser.add_argument("--pool", type=int, default=0, metavar="PAIRS",
+                        help="calibrate the verdict rule on PAIRS A/A pairs (see above)")
+    parser.add_argument("--lua-size", type=int, default=0,
+                        help="lua_mix.lua's size argument (default: its own, ~0.2 s)")
+    parser.add_argument("--reanalyse", type=Path, metavar="POOL_JSON")
+    parser.add_argument("--out", type=Path, default=Path("calibration-out"))
     args = parser.parse_args()
+    defaults = cfg.MeasureConfig()
+    if args.reanalyse:
+        pool = json.loads(args.reanalyse.read_text())
+        print(pool_report(analyse(pool, defaults.min_pairs, args.max_pairs,
+                                  defaults.precision, args.slowdown)))
+        return 0
     work = Path(tempfile.mkdtemp(prefix="autopass-calibration-"))
     baseline, tree = build_lua(work)
     # The copy sits at a path of the same length, as replayed candidates do: argv and
@@ -144,9 +259,10 @@ def main() -> int:
     copy = base_folder.parent / ("f" * len(base_folder.name)) / Path(baseline).name
     copy.parent.mkdir()
     shutil.copy2(baseline, copy)
+    size = f', "{args.lua_size}"' if args.lua_size else ""
     config = cfg.parse(f"""
 [run]
-command = ["{{exe}}", "{HERE / 'workloads' / 'lua_mix.lua'}"]
+command = ["{{exe}}", "{HERE / 'workloads' / 'lua_mix.lua'}"{size}]
 timeout = 60
 [measure]
 metric = "{args.metric}"
@@ -158,6 +274,21 @@ max_pairs = {args.fixed_pairs or args.max_pairs}
     if args.duet:
         benches["duet"] = Benchmark.from_config(
             cfg.with_overrides(config, measure={"duet": True}))
+    if args.pool:
+        print(f"Lua 5.4 + lua_mix.lua, metric {args.metric}: {args.pool} A/A pairs",
+              file=sys.stderr)
+        pool = collect_pool(bench, baseline, str(copy), args.pool)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "pool.json").write_text(json.dumps(pool))
+        rows = analyse(pool, config.measure.min_pairs, args.max_pairs,
+                       config.measure.precision, args.slowdown)
+        (args.out / "calibration.json").write_text(json.dumps(rows, indent=1))
+        print(f"metric {args.metric}; median run "
+              f"{statistics.median(pool['baseline']):.3f}; pool of {args.pool} pairs\n"
+              + pool_report(rows))
+        if args.only == "aa":
+            shutil.rmtree(work, ignore_errors=True)
+            return 0
     slow = slow_candidate(work, baseline, bench, args.slowdown)
     measured_slowdown = true_ratio(bench, baseline, slow) if args.only != "aa" else float("nan")
     print(f"Lua 5.4 + lua_mix.lua, metric {args.metric}, {args.trials} trials each; "

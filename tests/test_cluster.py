@@ -196,6 +196,35 @@ def test_a_cluster_that_cannot_be_reached_is_said_in_one_line_before_anything_ru
             (copy / ".autopass" / "runs").iterdir())      # refused before a run began
 
 
+def test_a_port_held_by_something_else_than_ray_is_said_in_seconds(project, tmp_path) -> None:
+    """F78 (issue 63): `--cluster HOST:PORT` where a plain TCP listener (or a web server) holds
+    the port: Ray waited minutes for it, deaf to SIGTERM; now one line, within 30 s,
+    before a run begins, and a SIGTERM meanwhile ends it as any other."""
+    import socket
+    import threading
+
+    copy = fresh(project, tmp_path)
+    quiet = socket.socket()
+    quiet.bind(("127.0.0.1", 0))
+    quiet.listen()
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: [held.append(quiet.accept()[0]) for _ in range(4)],
+                     daemon=True).start()
+    address = f"127.0.0.1:{quiet.getsockname()[1]}"
+    started = time.monotonic()
+    done = tune(copy, "--cluster", address)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert f"'{address}' is not a Ray cluster" in done.stderr
+    assert time.monotonic() - started < 30
+    stopped = subprocess.Popen([AUTOPASS, "tune", "--cluster", address], cwd=copy,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)                                  # inside the wait for an answer
+    stopped.send_signal(signal.SIGTERM)
+    _, said = stopped.communicate(timeout=30)
+    assert stopped.returncode != 0 and "Traceback" not in said, said
+    quiet.close()
+
+
 def _scratch_of_nodes(folder: str, names: list[str]) -> set[str]:
     return {"work"} & set(names) if Path(folder).name == ".autopass" else set()
 

@@ -1,4 +1,4 @@
-"""Decisions carried in the IR (issue 61): a decision in the database changes the machine
+"""Decisions carried in the IR (issue 61; F85, S1): a decision in the database changes the machine
 code of the function it names in the final program, under full LTO, ThinLTO and in a
 shared library, where a unit's own flags do not reach; without it the code is the plain
 stage build's.  Apply builds it bit for bit; a decision whose loop changed is said in

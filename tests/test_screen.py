@@ -321,7 +321,7 @@ sys.meta_path.insert(0, _Blocked())
 
 
 def test_screening_without_its_extra_names_the_extra(tmp_path) -> None:
-    """Issue 62: scikit-learn is an extra (`autopass[screen]`): asked for where it is not
+    """F86 (issue 62): scikit-learn is an extra (`autopass[screen]`): asked for where it is not
     installed, screening stops the run before anything is built, in one line naming the
     extra; `autopass screen show` needs none of it."""
     import subprocess

@@ -195,11 +195,14 @@ def test_a_unit_out_of_lto_gets_its_own_flags_in_tuning_and_in_apply_mode(tmp_pa
 def test_the_search_may_take_a_unit_out_of_lto_only_under_lto(tmp_path, allowed, leaves) -> None:
     """With LTO chosen the rules agent takes a hot unit out of it; here that is slower
     (LTO inlines ops.c's `apply` into main's loop), so no value is then tried with the
-    unit out of LTO.  Without an LTO stage -fno-lto is not in the space."""
+    unit out of LTO.  Without an LTO stage -fno-lto is not in the space.  Decisions
+    carried in the IR, which reach the code under LTO, come first ([tune].decisions off
+    here: this is about the unit's flags)."""
     root = recorded(tmp_path / "mini")
     config = (root / "autopass.toml").read_text()
     (root / "autopass.toml").write_text(config.replace('"random"', '"agent"')
-                                        .replace('["pgo", "lto"]', allowed))
+                                        .replace('["pgo", "lto"]', allowed)
+                                        + "decisions = false\n")
     done = subprocess.run([AUTOPASS, "tune", "--budget", "8"], cwd=root, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -617,3 +620,26 @@ def test_the_summary_names_the_compositions_the_stage_budget_left_out(tmp_path) 
     [note] = [line.strip() for line in done.stdout.splitlines() if "not measured (" in line]
     assert note == (f"not measured (--stage-budget ran out first): {left_out.pop()}; "
                     "a larger --stage-budget (or --budget) measures it"), done.stdout
+
+
+def test_a_close_rival_is_one_faster_too_whose_interval_overlaps() -> None:
+    """Issue 60, item 6: two compositions both faster, their intervals overlapping, are
+    not told apart by the intervals: the rival is the fastest such other composition."""
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.instruments.stats import FASTER, UNCLEAR
+    from autopass_build.tuning.journal import Entry
+    from autopass_build.tuning.stage_choice import Chosen, close_rival
+
+    def look(n: int, name: str, ratio: float, low: float, high: float, verdict) -> Entry:
+        return Entry(n, Phase.STAGE, name, {}, Outcome.OK, verdict, ratio, low, high, 60,
+                     stages=name)
+
+    best = look(1, "pgo+lto", 0.72, 0.70, 0.75, FASTER)
+    chosen = Chosen((stages.Stage.PGO, stages.Stage.LTO), stage_flags.StageFlags((), ()),
+                    best, None)
+    looks = [best, look(2, "pgo+thinlto", 0.74, 0.72, 0.77, FASTER),
+             look(3, "lto", 0.73, 0.71, 0.76, UNCLEAR),          # not faster: no rival
+             look(4, "thinlto", 0.80, 0.78, 0.82, FASTER)]       # apart: no rival
+    names = ["pgo+lto", "pgo+thinlto", "lto", "thinlto"]
+    assert close_rival(looks, chosen, names).stages == "pgo+thinlto"
+    assert close_rival(looks[:1] + looks[2:], chosen, names) is None

@@ -45,11 +45,44 @@ def check_reachable(address: str, seconds: float = 5.0) -> None:
                            "GCS, e.g. head:6379), ray://HOST:PORT (Ray client, e.g. "
                            "ray://head:10001) or auto")
     try:
-        socket.create_connection((host, int(port)), timeout=seconds).close()
+        answer = _grpc_hello(socket.create_connection((host, int(port)), timeout=seconds),
+                             seconds)
     except OSError as error:
         raise ClusterError(f"cannot reach the cluster at {address!r} "
                            f"({error.strerror or error}): start it with `ray start --head` "
                            "on its head node, or fix the address") from None
+    if not answer:
+        raise ClusterError(f"{address!r} is not a Ray cluster: something listens there, but "
+                           f"it did not answer as Ray's head does (gRPC) within {seconds:g} s; "
+                           "fix the address (the head's GCS port, 6379 by default, or "
+                           "ray://HOST:10001 for Ray client)")
+
+
+# HTTP/2's client preface and an empty SETTINGS frame: what a gRPC client sends first.
+# Ray's head (its GCS, or the Ray client server) is a gRPC server, and answers with a
+# SETTINGS frame of its own.  Anything else listening on the port (a web server, a
+# database, a plain TCP listener) does not, and ray.init would wait minutes for it,
+# deaf to SIGTERM.
+GRPC_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+SETTINGS_FRAME = 0x04
+
+
+def _grpc_hello(connection, seconds: float) -> bool:
+    """Whether the server on `connection` answers the preface with an HTTP/2 SETTINGS
+    frame within `seconds`; the connection is closed."""
+    with connection:
+        connection.settimeout(seconds)
+        try:
+            connection.sendall(GRPC_PREFACE)
+            head = b""
+            while len(head) < 9:
+                more = connection.recv(9 - len(head))
+                if not more:
+                    return False
+                head += more
+        except OSError:
+            return False
+    return head[3] == SETTINGS_FRAME
 
 
 def join(address: str):

@@ -64,11 +64,9 @@ def lto_compile(flags: tuple[str, ...] | list[str]) -> bool:
     used at the link, after the link's inlining.  What such a compile says of that part
     concerns only the machine code a fat LTO object carries beside the bitcode (for a
     linker that cannot read bitcode), inlined without the other units: not news."""
-    mode = ""
-    for flag in flags:
-        if flag.startswith("-flto") or flag == "-fno-lto":
-            mode = flag
-    return mode.startswith("-flto") and mode != "-flto=none"
+    from autopass_build.core.stage_flags import lto_of
+
+    return bool(lto_of(flags))
 
 
 class Said:

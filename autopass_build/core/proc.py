@@ -53,7 +53,9 @@ ADDR_NO_RANDOMIZE = 0x0040000   # <linux/personality.h>
 
 def wants_fixed_layout(argv: list[str] | tuple[str, ...]) -> bool:
     """Whether a compiler call needs fix_address_layout: it makes LTO objects."""
-    return any(token.startswith("-flto") for token in argv)
+    from autopass_build.core.stage_flags import lto_of
+
+    return bool(lto_of(argv))
 
 
 def fix_address_layout() -> bool:

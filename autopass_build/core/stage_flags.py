@@ -92,6 +92,22 @@ def lto_level(opt_levels: set[str] | frozenset[str]) -> str:
     return "-O3" if "-O3" in opt_levels else "-O2"
 
 
+# Which LTO a compile or link builds: its last LTO option, by this one table (every
+# question "is this LTO, and which" is answered here).  -flto=auto and -flto=jobserver
+# are gcc's spellings, which clang takes as full LTO.
+LTO_OPTIONS = {"-flto": LTO, "-flto=full": LTO, "-flto=auto": LTO, "-flto=jobserver": LTO,
+               "-flto=thin": THINLTO, "-fno-lto": "", "-flto=none": ""}
+
+
+def lto_of(tokens) -> str:
+    """LTO, THINLTO or "" (none): what a command with `tokens` builds."""
+    mode = ""
+    for token in tokens:
+        if token in LTO_OPTIONS:
+            mode = LTO_OPTIONS[token]
+    return mode
+
+
 def lto_mode(stages: tuple[str, ...]) -> str:
     """The -flto flag of a composition ("" when it has no LTO stage)."""
     return "-flto" if LTO in stages else "-flto=thin" if THINLTO in stages else ""

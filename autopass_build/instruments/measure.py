@@ -183,10 +183,9 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
     for _ in range(max(0, cfg.warmup - 1)):
         run_once(bench, base_exe, base_env, bench.run.timeout * _metric_slowdown(cfg), cpu=cpu)
         runs += 1
-    looks = stats.look_schedule(cfg.min_pairs, cfg.max_pairs)
-    if cfg.metric not in DETERMINISTIC_METRICS:  # there, 2 equal pairs decide (see stats)
-        looks = stats.useful_looks(looks, level)
-    look_level = stats.per_look_level(level, len(looks))
+    # on a deterministic metric 2 equal pairs decide (see stats)
+    rule = stats.Sequential(cfg.min_pairs, cfg.max_pairs, cfg.precision, level,
+                            deterministic=cfg.metric in DETERMINISTIC_METRICS)
     result = Comparison(Outcome.OK)
     slowdown = _metric_slowdown(cfg)
     sides = (Side(base_exe, base_env, bench.run.timeout * slowdown),
@@ -215,16 +214,15 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
         result.baseline.append(base_value)
         result.candidate.append(cand_run.value)
         n = len(result.baseline)
-        if n in looks:
+        if n in rule.looks:
             base_values, cand_values = ((result.baseline, result.candidate) if duet is None
                                         else swapped_pairs_merged(result.baseline,
                                                                   result.candidate))
-            est = stats.estimate(base_values, cand_values, look_level,
-                                 deterministic=cfg.metric in DETERMINISTIC_METRICS)
+            est, decided = rule.judge(base_values, cand_values)
+            assert est is not None
             result.estimate = est
             if progress:
                 progress(f"{n} pairs: candidate/baseline {est.describe()}")
-            decided = stats.verdict(est, cfg.precision, final=n >= cfg.max_pairs)
             if decided:
                 result.verdict = decided
                 break

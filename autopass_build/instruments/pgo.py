@@ -35,6 +35,7 @@ from autopass_build.core.stage_flags import (
     CS_INSTRUMENT_FLAGS,
     INSTRUMENT,
     INSTRUMENT_LINK_FLAGS,
+    lto_of,
     profile_use,
 )
 from autopass_build.instruments import steady_counts, training
@@ -119,7 +120,7 @@ def train_cs(evaluator: Evaluator, base: TrainedProfile, progress=None) -> Train
                                                               evaluator.bench.workload()):
         return found
     show(f"CS-PGO: building {evaluator.target.output_rel} instrumented after inlining")
-    lto = any(f.startswith("-flto") for f in evaluator.base_link_flags)
+    lto = bool(lto_of(evaluator.base_link_flags))
     path, digest, runs = _trained(
         evaluator, {u.id: evaluator.base_flags.get(u.id, ()) + (CS_INSTRUMENT,)
                     for u in evaluator.units},

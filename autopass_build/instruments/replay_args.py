@@ -23,6 +23,7 @@ from autopass_build.capture.option_table import (
 )
 from autopass_build.core.files import hash_file, write_atomic
 from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.core.stage_flags import THINLTO, lto_of
 from autopass_build.store.build_records import LinkRecord, UnitRecord
 
 OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")
@@ -47,8 +48,7 @@ THINLTO_CACHE_POLICY = "cache_size_bytes=4g:prune_after=168h"
 def thinlto_cache(link_argv: list[str], folder: str) -> list[str]:
     """The link options that keep ThinLTO's code generation in `folder`, for a link whose
     last LTO option is -flto=thin (lld's, or the gold plugin's that GNU ld loads)."""
-    lto = [t for t in link_argv if t in ("-flto", "-flto=thin", "-flto=full", "-fno-lto")]
-    if not lto or lto[-1] != "-flto=thin":
+    if lto_of(link_argv) != THINLTO:
         return []
     lld = any(t == "-fuse-ld=lld" or (t.startswith("--ld-path=") and "lld" in t)
               for t in link_argv)

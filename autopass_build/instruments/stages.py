@@ -52,18 +52,11 @@ COMPOSITIONS: tuple[tuple[Stage, ...], ...] = (
 )
 
 
-LTO_FLAGS = {"-flto": Stage.LTO, "-flto=full": Stage.LTO, "-flto=auto": Stage.LTO,
-             "-flto=jobserver": Stage.LTO, "-flto=thin": Stage.THINLTO,
-             "-fno-lto": None, "-flto=none": None}
-
-
 def lto_of(tokens: Iterable[str]) -> Stage | None:
-    """The LTO mode a compile with `tokens` builds: its last -flto flag's (None: none)."""
-    mode = None
-    for token in tokens:
-        if token in LTO_FLAGS:
-            mode = LTO_FLAGS[token]
-    return mode
+    """The LTO stage a compile with `tokens` builds (core/stage_flags.lto_of; None:
+    none)."""
+    mode = stage_flags.lto_of(tokens)
+    return Stage(mode) if mode else None
 
 
 def thin_bitcode(argv: list[str], flags: tuple[str, ...]) -> bool:

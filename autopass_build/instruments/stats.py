@@ -199,3 +199,28 @@ def useful_looks(looks: list[int], level: float) -> list[int]:
 def per_look_level(level: float, looks: int) -> float:
     """Bonferroni: spread the error of `level` over `looks` inspections."""
     return 1 - (1 - level) / looks
+
+
+class Sequential:
+    """The verdict rule of one A/B, looked at as pairs accumulate: at the pair counts of
+    `look_schedule` (those that can bound an interval at all), each look at the
+    Bonferroni-corrected level, until FASTER, SLOWER or SAME, or UNCLEAR at the last.
+    The A/B (measure.compare) and its calibration (bench/measure_calibration.py) both
+    judge with this, so what is calibrated is what runs."""
+
+    def __init__(self, min_pairs: int, max_pairs: int, precision: float,
+                 level: float = 0.95, deterministic: bool = False):
+        self.max_pairs, self.precision, self.deterministic = max_pairs, precision, deterministic
+        looks = look_schedule(min_pairs, max_pairs)
+        self.looks = looks if deterministic else useful_looks(looks, level)
+        self.look_level = per_look_level(level, len(self.looks))
+
+    def judge(self, baseline: list[float], candidate: list[float]
+              ) -> tuple[Estimate | None, Verdict | None]:
+        """After the latest pair: (the estimate, when this is a look; the verdict, when
+        this look decides)."""
+        n = len(baseline)
+        if n not in self.looks:
+            return None, None
+        est = estimate(baseline, candidate, self.look_level, deterministic=self.deterministic)
+        return est, verdict(est, self.precision, final=n >= self.max_pairs)

@@ -237,18 +237,25 @@ def _resolve_link(store: Store, link: LinkRecord, by_id: dict[str, UnitRecord],
     return target
 
 
-def executables_text(targets: list[Target]) -> str:
+SHOWN_EXECUTABLES = 6      # of a long list, in a line: `autopass targets` has them all
+
+
+def executables_text(targets: list[Target], shown: int = SHOWN_EXECUTABLES) -> str:
     """The executables, the likely benchmark first, each with its unit count: outside a
     test folder before inside one (gnulib's tests/current-locale links more units than
     m4 itself), then the one named as the project (sox in sox-14.4.2/, after whose
     examples it came), then the most units first (busybox's one-file build tools, such
-    as applets/usage, after busybox_unstripped's 564)."""
+    as applets/usage, after busybox_unstripped's 564).  At most `shown` of them (a
+    project of 86 printed them all in one line), then how many more and where they are."""
     counted = [(len(t.runtime_units()), t.output_rel) for t in targets
                if t.kind == "executable"]
     project = _project_name(targets)
     counted.sort(key=lambda c: (_in_tests(c[1]), os.path.basename(c[1]).lower() != project,
                                 -c[0], c[1]))
-    return ", ".join(f"{name} ({plural.counted(units, 'unit')})" for units, name in counted)
+    text = ", ".join(f"{name} ({plural.counted(units, 'unit')})"
+                     for units, name in counted[:shown])
+    more = len(counted) - shown
+    return text + (f" and {more} more (`autopass targets` lists them all)" if more > 0 else "")
 
 
 def _project_name(targets: list[Target]) -> str:

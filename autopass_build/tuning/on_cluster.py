@@ -15,16 +15,29 @@ from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.tuning.measuring import Measurements, TuneError
 
 
-def check(config: Config) -> None:
-    """At the start of a run: a cluster named but not reachable is said before the
-    stages take their hours, not after."""
-    if config.cluster.address:
-        from autopass_build.cluster.connect import ClusterError, check_reachable
+def check(config: Config, show: Callable[[str], None] = lambda line: None) -> None:
+    """At the start of a run: a cluster named but not reachable, not Ray, or without a
+    node that can measure is said before the stages take their hours, not after; the
+    cluster joined (which one `auto` found) and its measuring nodes are said."""
+    address = config.cluster.address
+    if not address:
+        return
+    from autopass_build.cluster.connect import ClusterError, check_reachable, join
+    from autopass_build.cluster.nodes import measuring_nodes
 
-        try:
-            check_reachable(config.cluster.address)
-        except ClusterError as error:
-            raise TuneError(str(error)) from None
+    try:
+        check_reachable(address)
+        ray = join(address)
+        nodes = measuring_nodes(ray, address)
+    except ClusterError as error:
+        raise TuneError(str(error)) from None
+    try:
+        joined = ray.get_runtime_context().gcs_address
+    except Exception:           # a Ray client connection does not say it: the address does
+        joined = address
+    show(f"cluster {address}: joined {joined}; {counted(len(nodes), 'measuring node')} "
+         "with a benchmark slot (their groups and noise are checked when the search "
+         "starts)")
 
 
 def join(measurements: Measurements, config: Config, store_dir: str, evaluator: Evaluator,

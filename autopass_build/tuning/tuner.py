@@ -91,7 +91,7 @@ class Tuner:
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
         self.deadline = Deadline(self.request.time_limit)
-        on_cluster.check(self.config)
+        on_cluster.check(self.config, self.show)
         if self.request.screen:
             from autopass_build.tuning import screen
             try:
