@@ -106,7 +106,7 @@ def test_untrustworthy_databases_warn_and_build_plain(reference, case) -> None:
         path = write_db(root, {"lib/lz.c": {**good, "flags": ["-fplugin=/tmp/evil.so"]},
                                "lib/sort.c": {**entry(root, "lib/sort.c", ["-O3"]),
                                               "flags": ["-O3", "$(touch canary)"]}})
-    elif case == "schema":
+    elif case == "schema":      # a newer autopass's: refused, naming both (issue 64)
         path = write_db(root, {"lib/lz.c": good}, schema=99)
     elif case == "truncated":
         path = write_db(root, {"lib/lz.c": good})
@@ -119,7 +119,26 @@ def test_untrustworthy_databases_warn_and_build_plain(reference, case) -> None:
     assert "autopass: warning:" in done.stderr and "Traceback" not in done.stderr
     assert changed(root, reference) == []
     assert not (root / "canary").exists()
+    if case == "schema":
+        from autopass_build import __version__
+        assert (f"was written by a newer autopass (schema 99); this one, {__version__}, "
+                "reads schemas 1 to 2: upgrade autopass") in done.stderr
+        shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True,
+                               text=True)
+        assert shown.returncode == 2 and "newer autopass (schema 99)" in shown.stderr
     path.chmod(0o644)
+
+
+def test_an_older_schema_is_read_and_said(reference) -> None:
+    """Issue 64, case 4: a schema-1 database (an older autopass's) builds as it did, and
+    `db show` says it was read as it is."""
+    root = reference["root"]
+    write_db(root, {"lib/lz.c": entry(root, "lib/lz.c", TUNED)}, schema=1)
+    done = build(root)
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert changed(root, reference) == ["lib/lz.o"]
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True, text=True)
+    assert "schema 1, an older autopass's: read as it is" in shown.stdout
 
 
 def test_policy_error_fails_the_compile_with_the_reason(reference) -> None:

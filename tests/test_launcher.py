@@ -257,3 +257,42 @@ def test_a_server_on_demand_hands_calls_back_once_autopass_changed_under_it(tmp_
         assert receive(stream) == [b"python"]
     loop.join(timeout=10)
     assert ended == ["autopass's code changed"] and demand.handed_back == 1
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a client as another user")
+def test_another_users_call_is_refused_even_where_the_socket_is_reachable(tmp_path) -> None:
+    """S6 (issue 64, case 6): the server's socket is in a folder of mode 0700; where that mode
+    was widened (or another user reaches it some other way), a call from another user's
+    process is closed unanswered and nothing runs for it (the kernel's SO_PEERCRED)."""
+    import socket
+    import struct
+
+    from autopass_build.capture.server import VERSION, send
+
+    canary = tmp_path / "canary"
+    with WrapperServer() as server:
+        os.chmod(server.folder, 0o755)
+        os.chmod(server.path, 0o777)
+        child = os.fork()
+        if child == 0:                                    # the other user
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                conn.connect(server.path)
+                args = [b"-c", b"touch " + os.fsencode(canary)]
+                try:
+                    send(conn, VERSION, b"/bin/sh", b"/", b"0", str(len(args)).encode(),
+                         *args, b"0")
+                    answer = conn.recv(4)
+                except (ConnectionResetError, BrokenPipeError):
+                    answer = b""
+                os._exit(0 if answer == b"" else 1)       # closed without a word
+            except BaseException as error:
+                os.write(2, f"the other user's client: {error!r}\n".encode())
+                os._exit(2)
+        _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert server.served == 0 and not canary.exists()
+    assert struct.calcsize("3i") == 12

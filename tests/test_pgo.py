@@ -333,3 +333,43 @@ def test_db_status_says_how_much_of_the_profile_matches_todays_source(recorded, 
     edited = subprocess.run(status, cwd=recorded, capture_output=True, text=True)
     assert edited.returncode == 1 and "PGO profile: not usable" in edited.stdout
     assert "recommendation: retrain" in edited.stdout
+
+
+def test_a_profile_that_links_outside_the_database_folder_is_refused(recorded, tmp_path) -> None:
+    """F87 (issue 64, case 5): the shipped profile replaced by a symbolic link to a file
+    elsewhere (the same bytes, so its hash matches): not used, said in one line, the
+    build goes on without it; truncated or another program's, the hash refuses it."""
+    from autopass_build.instruments.pgo import load
+
+    shipped = recorded / "autopass.profdata"
+    kept = shipped.read_bytes() if shipped.exists() else Path(load(
+        str(recorded / ".autopass")).path).read_bytes()
+    outside = tmp_path / "elsewhere.profdata"
+    outside.write_bytes(kept)
+    db_path = recorded / "autopass.flags.json"
+    db_text = db_path.read_text() if db_path.exists() else None
+    from autopass_build.core import flags_db
+    from autopass_build.core.files import hash_file
+    db = flags_db.empty()
+    db.profile = flags_db.ProfileRef("autopass.profdata", hash_file(str(outside)))
+    flags_db.save(str(db_path), db)
+    try:
+        shipped.unlink(missing_ok=True)
+        shipped.symlink_to(outside)
+        subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
+        built = subprocess.run([AUTOPASS, "apply", "--", "make", "CFLAGS=-O2"], cwd=recorded,
+                               capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr
+        assert f"is a symbolic link to {outside}, outside the database's folder" in built.stderr
+        shipped.unlink()
+        shipped.write_bytes(kept[: len(kept) // 2])                      # truncated
+        subprocess.run(["make", "clean"], cwd=recorded, check=True, capture_output=True)
+        cut = subprocess.run([AUTOPASS, "apply", "--", "make", "CFLAGS=-O2"], cwd=recorded,
+                             capture_output=True, text=True)
+        assert cut.returncode == 0 and "is not the PGO profile the flags were tuned with" \
+            in cut.stderr, cut.stderr
+    finally:
+        shipped.unlink(missing_ok=True)
+        shipped.write_bytes(kept)
+        if db_text is not None:
+            db_path.write_text(db_text)

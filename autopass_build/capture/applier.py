@@ -304,6 +304,12 @@ def shipped_file(ref: flags_db.ProfileRef | None, path: str, what: str, tuned: s
     if ref is None or os.path.isabs(ref.path) or ".." in ref.path.split("/"):
         return "", f"{path}: the {what} must lie beside the database"
     file = os.path.join(os.path.dirname(path), ref.path)
+    folder = os.path.realpath(os.path.dirname(path))
+    if os.path.islink(file) and not os.path.realpath(file).startswith(folder + os.sep):
+        # what the build reads is what was reviewed beside the database, never a file
+        # elsewhere a link points at (another user's, a later build's)
+        return "", (f"the {what} {file} is a symbolic link to {os.path.realpath(file)}, "
+                    "outside the database's folder: not used (put the file itself there)")
     try:
         if hash_file(file) != ref.hash:
             return "", f"{file} is not the {what} {tuned}"

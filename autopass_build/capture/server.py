@@ -209,11 +209,26 @@ def serving(env: dict[str, str]) -> Iterator[None]:
         yield
 
 
+def same_user(conn: socket.socket) -> bool:
+    """Whether the process at the other end of `conn` runs as this user (the kernel's
+    SO_PEERCRED).  The socket lives in a folder only this user may enter; this holds
+    even where that folder's mode was widened."""
+    try:
+        _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                        struct.calcsize("3i")))
+    except OSError:
+        return False
+    return uid == os.getuid()
+
+
 def serve(conn: socket.socket, said: set[str] | None = None) -> bool:
     """One launcher's call, start to end; False when it was handed back to the Python
     wrapper (answered "python").  `said`: the warnings said to the build so far."""
     from autopass_build.capture import wrapper
 
+    if not same_user(conn):          # never run anything for another user's process
+        conn.close()
+        return False
     host = None
     with conn, conn.makefile("rb") as stream:
         try:

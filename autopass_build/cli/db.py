@@ -8,6 +8,7 @@ import os
 from autopass_build.cli.apply import _paths
 from autopass_build.cli.common import CliError
 from autopass_build.core import decisions, flags_db
+from autopass_build.core.names import FLAGS_DB_SCHEMA
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import lto_mode
 
@@ -274,6 +275,10 @@ def _flags_text(flags: tuple[str, ...], limit: int = 200) -> str:
 def _show(db, problems: dict[str, str]) -> None:
     print(f"{db.toolchain.get('compiler', '?')}; {counted(len(db.entries), 'entry', 'entries')}"
           + (f"; PGO profile {db.profile.path}" if db.profile else ""))
+    if db.schema != FLAGS_DB_SCHEMA:
+        print(f"  schema {db.schema}, an older autopass's: read as it is (it has none of "
+              f"what schema {FLAGS_DB_SCHEMA} adds); the next tune writes schema "
+              f"{FLAGS_DB_SCHEMA}")
     if db.target:
         lto = (f"LTO link at {db.target.opt_level}; "
                if lto_mode(tuple(db.target.stages)) else "")

@@ -1,7 +1,7 @@
 """`autopass.flags.json`: the tuned flags of each source file, and its one loader.
 
     {
-      "schema": 1,
+      "schema": 2,
       "toolchain": {"compiler": "clang 19.1.7 (x86_64-pc-linux-gnu)", "target": "x86_64-..."},
       "cpu": {"model": "AMD EPYC", "isa": ["avx", "avx2", ...]},
                                          # the tuning CPU, with --native (core/cpu.py), or null
@@ -46,7 +46,7 @@ import os
 from autopass_build.core import flags as flagset
 from autopass_build.core.cpu import Cpu
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.names import FLAGS_DB_SCHEMA, SHIPPED_STAGES
+from autopass_build.core.names import FLAGS_DB_OLDEST, FLAGS_DB_SCHEMA, SHIPPED_STAGES
 from autopass_build.core.records import Record
 from autopass_build.core.stage_flags import CSPGO, LTO_LEVELS, PGO
 
@@ -122,13 +122,14 @@ class TargetStages(Record):
 
 
 class FlagsDb(Record):
-    __slots__ = ("toolchain", "cpu", "profile", "entries", "target")
-    _defaults = {"cpu": None, "profile": None, "target": None}
+    __slots__ = ("toolchain", "cpu", "profile", "entries", "target", "schema")
+    _defaults = {"cpu": None, "profile": None, "target": None, "schema": FLAGS_DB_SCHEMA}
     toolchain: dict[str, str]
     cpu: Cpu | None             # the tuning CPU, when tuned with --native
     profile: ProfileRef | None
     entries: dict[str, Entry]
     target: TargetStages | None
+    schema: int                 # as read (an older autopass's is read as it is); written: ours
 
 
 def empty() -> FlagsDb:
@@ -198,9 +199,18 @@ def load(path: str) -> FlagsDb:
 def from_json(data: object, path: str) -> FlagsDb:
     if not isinstance(data, dict):
         raise FlagsDbError(f"{path}: not a flags database (a JSON object); {FIX}")
-    if data.get("schema") != FLAGS_DB_SCHEMA:
-        raise FlagsDbError(f"{path} has schema {shown(data.get('schema'))}; this autopass "
-                           f"reads schema {FLAGS_DB_SCHEMA} (re-run autopass tune)")
+    schema = data.get("schema")
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > FLAGS_DB_SCHEMA:
+        from autopass_build import __version__
+
+        raise FlagsDbError(f"{path} was written by a newer autopass (schema {schema}); this "
+                           f"one, {__version__}, reads schemas {FLAGS_DB_OLDEST} to "
+                           f"{FLAGS_DB_SCHEMA}: upgrade autopass, or re-run autopass tune "
+                           "with this one")
+    if not (isinstance(schema, int) and not isinstance(schema, bool)
+            and FLAGS_DB_OLDEST <= schema <= FLAGS_DB_SCHEMA):
+        raise FlagsDbError(f"{path} has schema {shown(schema)}; this autopass reads schemas "
+                           f"{FLAGS_DB_OLDEST} to {FLAGS_DB_SCHEMA} (re-run autopass tune)")
     toolchain = data.get("toolchain") or {}
     if not isinstance(toolchain, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in toolchain.items()):
@@ -210,7 +220,7 @@ def from_json(data: object, path: str) -> FlagsDb:
     if not isinstance(entries, dict):
         raise FlagsDbError(f"{path}: \"entries\" must be an object (source -> entry); {FIX}")
     return FlagsDb(dict(toolchain), cpu, _profile(data.get("profile"), path),
-                   _entries(entries, path), _target(data.get("target"), path))
+                   _entries(entries, path), _target(data.get("target"), path), schema)
 
 
 def source_key(source: str) -> str:

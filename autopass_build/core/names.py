@@ -13,7 +13,10 @@ CONFIG_NAME = "autopass.toml"
 PROFILE_NAME = "autopass.profdata"           # the PGO profile shipped beside the database
 BOLT_PROFILE_NAME = "autopass.fdata"         # the BOLT profile shipped beside the database
 BOLT_STALE_NAME = "autopass.bolt.yaml"      # ... as YAML, for a later build (stale inference)
-FLAGS_DB_SCHEMA = 1                          # the flags database's format version
+# The flags database's format version.  2: the cspgo and layout stages, decisions carried
+# in the IR; a schema-1 database (no such parts) means under 2 what it meant, and is read.
+FLAGS_DB_SCHEMA = 2
+FLAGS_DB_OLDEST = 1
 RUNS_DIR = "runs"                            # tuning runs, under the store
 
 # Environment variables the wrapper reads (set by `autopass record`/`apply`, or by hand).
