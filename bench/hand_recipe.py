@@ -94,11 +94,12 @@ def shim_folder(work: Path) -> Path:
 
 def run(argv: list[str] | tuple[str, ...], cwd: Path, env: dict | None = None,
         what: str = "") -> str:
-    done = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
+    done = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True)
+    said = (done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+    if done.returncode != 0:     # a benchmark may write binary output (bzip2 -c)
         raise SystemExit(f"{what or ' '.join(argv)} failed in {cwd}:\n"
-                         f"{done.stdout[-1500:]}\n{done.stderr[-2500:]}")
-    return done.stdout + done.stderr
+                         f"{said[0][-1500:]}\n{said[1][-2500:]}")
+    return said[0] + said[1]
 
 
 def plain_build(name: str) -> tuple[str, ...]:

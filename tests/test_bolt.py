@@ -323,7 +323,8 @@ def test_a_later_build_gets_bolt_from_the_yaml_profile_by_stale_inference(tmp_pa
     """Issue 46, item 2: a profile trained on one build, shipped as YAML too, lays out a
     build whose code changed since (llvm-bolt's --infer-stale-profile); apply says it
     was applied from a stale profile.  Without the YAML profile BOLT is refused."""
-    from autopass_build.capture.applier import BoltPlan, run_bolt
+    from autopass_build.capture.applied_bolt import run_bolt
+    from autopass_build.capture.to_apply import BoltPlan
 
     def build(name: str, text: str) -> str:
         (tmp_path / f"{name}.c").write_text(text)

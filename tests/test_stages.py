@@ -628,7 +628,8 @@ def test_a_close_rival_is_one_faster_too_whose_interval_overlaps() -> None:
     from autopass_build.core.outcome import Outcome
     from autopass_build.instruments.stats import FASTER, UNCLEAR
     from autopass_build.tuning.journal import Entry
-    from autopass_build.tuning.stage_choice import Chosen, close_rival
+    from autopass_build.tuning.rivals import close_rival
+    from autopass_build.tuning.stage_choice import Chosen
 
     def look(n: int, name: str, ratio: float, low: float, high: float, verdict) -> Entry:
         return Entry(n, Phase.STAGE, name, {}, Outcome.OK, verdict, ratio, low, high, 60,
@@ -641,5 +642,5 @@ def test_a_close_rival_is_one_faster_too_whose_interval_overlaps() -> None:
              look(3, "lto", 0.73, 0.71, 0.76, UNCLEAR),          # not faster: no rival
              look(4, "thinlto", 0.80, 0.78, 0.82, FASTER)]       # apart: no rival
     names = ["pgo+lto", "pgo+thinlto", "lto", "thinlto"]
-    assert close_rival(looks, chosen, names).stages == "pgo+thinlto"
-    assert close_rival(looks[:1] + looks[2:], chosen, names) is None
+    assert close_rival(looks, chosen.name, best, names).stages == "pgo+thinlto"
+    assert close_rival(looks[:1] + looks[2:], chosen.name, best, names) is None

@@ -14,15 +14,21 @@ the policy says otherwise:
     error         the compile fails with the reason (for release pipelines that insist)
     apply-anyway  stale or other-compiler entries are applied all the same (never flags
                   the allowlist rejects)
+
+The shipped profiles' part of the answer is applied_profiles.py's, BOLT's after a link
+applied_bolt.py's; the answer itself is a `ToApply` (to_apply.py).
 """
 
 from __future__ import annotations
 
 import os
 
+from autopass_build.capture.applied_bolt import bolt_decision
+from autopass_build.capture.applied_profiles import UNTRAINED_QUIET, profile_decision
 from autopass_build.capture.spool import COMPILERS, TMP, Spool
+from autopass_build.capture.to_apply import ToApply, refuse
 from autopass_build.capture.trusted_db import load
-from autopass_build.core import decisions, flags_db, pgo_profile
+from autopass_build.core import decisions, flags_db
 from autopass_build.core.files import (
     hash_file,
     relative_to,
@@ -48,31 +54,8 @@ from autopass_build.core.stage_flags import (
     THINLTO,
     StageFlags,
     lto_mode,
-    profile_use,
 )
 from autopass_build.core.stage_flags import flags as stage_flags
-
-
-class BoltPlan:
-    """BOLT after a link: rewrite `output` with `profile` if its code is `fingerprint`,
-    else with `stale` (the same profile as YAML) by stale-profile inference, if shipped."""
-    __slots__ = ("output", "profile", "fingerprint", "stale")
-
-    def __init__(self, output: str, profile: str, fingerprint: str, stale: str = ""):
-        self.output, self.profile, self.fingerprint = output, profile, fingerprint
-        self.stale = stale
-
-
-class Decision:
-    """What to add to one compile: `flags`, plus `warning` (or `error` under policy);
-    `profiled`: the source, when the flags include the PGO profile; `bolt`: what to do
-    after the link succeeds."""
-    __slots__ = ("flags", "warning", "error", "profiled", "bolt")
-
-    def __init__(self, flags: tuple[str, ...] = (), warning: str = "", error: bool = False,
-                 profiled: str = "", bolt: BoltPlan | None = None):
-        self.flags, self.warning, self.error = flags, warning, error
-        self.profiled, self.bolt = profiled, bolt
 
 
 def db_path(root: str, explicit: str | None) -> str:
@@ -80,8 +63,8 @@ def db_path(root: str, explicit: str | None) -> str:
 
 
 def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
-                compiler_path: str, train_phase: str = "") -> Decision | None:
-    """The Decision for one classified compiler call, or None: nothing to add (not a
+                compiler_path: str, train_phase: str = "") -> ToApply | None:
+    """The ToApply for one classified compiler call, or None: nothing to add (not a
     compile or a link, no database, no entry, no stage).  `train_phase`: `apply
     --train`'s build (core/names.TRAIN_PHASES), "" for a plain apply."""
     from autopass_build.capture.compiler_args import (
@@ -102,33 +85,33 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     return decision
 
 
-def cs_instrumented(decision: Decision | None, mode: str) -> Decision:
+def cs_instrumented(decision: ToApply | None, mode: str) -> ToApply:
     """`apply --train`'s second build for CS-PGO: the database's build (with the
     profile the first build trained) plus the context-sensitive instrumentation, on
     every compile and every link."""
     from autopass_build.capture.compiler_args import COMPILE, LINK
 
     extra = {LINK: CS_INSTRUMENT_FLAGS, COMPILE: (CS_INSTRUMENT,)}.get(mode, CS_INSTRUMENT_FLAGS)
-    decision = decision or Decision()
-    return Decision(decision.flags + extra, decision.warning, decision.error,
+    decision = decision or ToApply()
+    return ToApply(decision.flags + extra, decision.warning, decision.error,
                     decision.profiled, decision.bolt)
 
 
 def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: str,
-                   compiler_path: str, train_phase: str) -> Decision | None:
+                   compiler_path: str, train_phase: str) -> ToApply | None:
     """decide_call's answer from the database (see there)."""
     from autopass_build.capture.compiler_args import COMPILE, COMPILE_AND_LINK, LINK
 
     path = db_path(root, db_file)
     db, why = load(path)
     if db is None:   # said by each compile; a link adds nothing to a refused database
-        return Decision((), why, policy == "error") if why and parsed.mode != LINK else None
+        return ToApply((), why, policy == "error") if why and parsed.mode != LINK else None
     other = another_compiler(db, compiler_path)
     if other and flags_db.applies_anything(db) and policy != "apply-anyway":
-        return _refuse(other, policy)       # the same words for every compile: said once
+        return refuse(other, policy)       # the same words for every compile: said once
     profile = profile_decision(db, path, policy)
     stage, stage_warning = stage_decision(db, policy, profile.flags[0] if profile.flags else "")
-    link = Decision()
+    link = ToApply()
     # Only LTO, layout and BOLT change a link (native is the compiles' alone): no other
     # link reads its inputs to look for bitcode.
     target = db.target
@@ -143,7 +126,7 @@ def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: str
             # The target, a library BOLT rewrites, or another binary of the build that
             # links its bitcode units (a library's objects in two programs): each needs
             # the stages' link (LTO's, BOLT's relocations).
-            link = Decision(stage.link_flags if stage else (), stage_warning)
+            link = ToApply(stage.link_flags if stage else (), stage_warning)
         plan = (flags_db.BoltLibrary(target.output, target.bolt, target.bolt_binary)
                 if is_target and BOLT in target.stages else library)
         if train_phase in (TRAIN_FINAL, TRAIN_CS_INSTRUMENT):
@@ -165,7 +148,7 @@ def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: str
     staged = stage.unit_flags if stage and ours else ()
     if stage and staged and parsed.mode == COMPILE_AND_LINK and not link.flags:
         # its own sources become bitcode here: whatever it links needs the LTO link
-        link = Decision(stage.link_flags, link.warning, bolt=link.bolt)
+        link = ToApply(stage.link_flags, link.warning, bolt=link.bolt)
     notes = [profile.warning, stage_warning if ours else "", link.warning]
     if several:
         decision = _one_command(db, sources, bool(parsed.skipped_sources), root,
@@ -174,20 +157,20 @@ def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: str
         source = os.path.join(root, sources[0])
         key = sources[0] if sources[0] in db.entries else moved_from(db, source, root)
         decision = (decide(db, source, root, compiler_id(compiler_path), policy, key)
-                    if key else Decision())
+                    if key else ToApply())
     # The profile goes to every compile (a static twin of a tuned unit, another program
     # of the build); only for the tuned binary's units does "out of date" mean that the
     # source changed since training: elsewhere a function of the same name is another
     # (jsoncpp's test program has a main() of its own), so clang is told to say nothing.
     trained_on = db.target is None or any(s in db.target.units for s in sources)
     quiet = () if trained_on or not profile.flags else UNTRAINED_QUIET
-    merged = Decision(profile.flags + quiet + staged + decision.flags + link.flags,
+    merged = ToApply(profile.flags + quiet + staged + decision.flags + link.flags,
                       "; ".join(dict.fromkeys(w for w in notes + [decision.warning] if w)),
                       decision.error, ", ".join(sources) if profile.flags else "", link.bolt)
     return merged if merged.flags or merged.warning else None
 
 
-def instrumented(mode: str) -> Decision:
+def instrumented(mode: str) -> ToApply:
     """`apply --train`'s first build: every compile instrumented for PGO, every link
     with the profile runtime (any binary may link an instrumented object), nothing of
     the database applied (the counts are the front end's, whatever the flags)."""
@@ -195,7 +178,7 @@ def instrumented(mode: str) -> Decision:
 
     unit = () if mode == LINK else (INSTRUMENT,)
     link = () if mode == COMPILE else INSTRUMENT_LINK_FLAGS
-    return Decision(tuple(dict.fromkeys(unit + link)))
+    return ToApply(tuple(dict.fromkeys(unit + link)))
 
 
 def another_compiler(db: FlagsDb, compiler_path: str) -> str:
@@ -214,14 +197,14 @@ def another_compiler(db: FlagsDb, compiler_path: str) -> str:
 
 
 def _one_command(db: FlagsDb, sources: list[str], skipped: bool, root: str, compiler: str,
-                 policy: str, ours: bool, staged: bool) -> Decision:
+                 policy: str, ours: bool, staged: bool) -> ToApply:
     """The flags of a command compiling several sources: one set for all, so the entries'
     when every source has one and they agree (tune writes them so: a source compiled
     with others is measured with its flags on all of them), else none, with a note."""
     entries = [db.entries.get(source) for source in sources]
     first = entries[0] if entries else None
     if skipped or first is None or any(e is None or e.flags != first.flags for e in entries):
-        return Decision((), _several_sources_note(db, sources, ours, staged))
+        return ToApply((), _several_sources_note(db, sources, ours, staged))
     decisions = [decide(db, os.path.join(root, source), root, compiler, policy)
                  for source in sources]
     return next((d for d in decisions if d.warning), decisions[0])
@@ -281,150 +264,19 @@ def _lacking(db: FlagsDb) -> str:
     return cpu.lacking_text(db.cpu, missing) if db.cpu and missing else ""
 
 
-def bolt_decision(plan: flags_db.BoltLibrary, path: str, output: str, link: Decision,
-                  policy: str, stale: flags_db.ProfileRef | None = None) -> Decision:
-    """The link of `output` (the target, or a library BOLT rewrites: `plan`), with BOLT
-    to run after it when the shipped profile is intact (else the link's own decision
-    with a warning, or an error under the error policy)."""
-    file, refused = shipped_file(plan.profile, path, "BOLT profile",
-                                 "the build was tuned with (re-run autopass tune)")
-    if refused:
-        warning = "; ".join(w for w in (link.warning, refused + ": linking without BOLT") if w)
-        return Decision(link.flags, warning, policy == "error")
-    stale_file = shipped_file(stale, path, "BOLT profile", "")[0] if stale else ""
-    return Decision(link.flags, link.warning,
-                    bolt=BoltPlan(output, file, plan.binary, stale_file))
-
-
-def shipped_file(ref: flags_db.ProfileRef | None, path: str, what: str, tuned: str
-                 ) -> tuple[str, str]:
-    """(the file `ref` names beside the database at `path`, "") when it is there with
-    its hash, else ("", why it cannot be used); `tuned` ends the message of a file that
-    changed: what it was tuned with, and the fix."""
-    if ref is None or os.path.isabs(ref.path) or ".." in ref.path.split("/"):
-        return "", f"{path}: the {what} must lie beside the database"
-    file = os.path.join(os.path.dirname(path), ref.path)
-    folder = os.path.realpath(os.path.dirname(path))
-    if os.path.islink(file) and not os.path.realpath(file).startswith(folder + os.sep):
-        # what the build reads is what was reviewed beside the database, never a file
-        # elsewhere a link points at (another user's, a later build's)
-        return "", (f"the {what} {file} is a symbolic link to {os.path.realpath(file)}, "
-                    "outside the database's folder: not used (put the file itself there)")
-    try:
-        if hash_file(file) != ref.hash:
-            return "", f"{file} is not the {what} {tuned}"
-    except OSError as error:
-        return "", f"the {what} {file} cannot be used ({error.strerror})"
-    return file, ""
-
-
-def run_bolt(plan: BoltPlan, policy: str) -> Decision:
-    """After the target's link: BOLT on the output with the shipped profile, if the
-    output is the binary the profile was trained on.  Any failure leaves the linked
-    binary as it is, with one warning (an error under the error policy)."""
-    from autopass_build.core import bolt_commands as bolt
-
-    try:
-        fingerprint = bolt.code_fingerprint(plan.output)
-        if fingerprint != plan.fingerprint and plan.stale and policy != "error":
-            bolt.optimize(plan.output, plan.stale, plan.output, stale=True)
-            return Decision(warning=f"{plan.output}: the BOLT profile was trained on another "
-                            "build of it (a source, flag or compiler changed since tuning): "
-                            "applied by stale-profile inference, which recovers part of its "
-                            "gain; retrain (autopass tune) for all of it")
-        if fingerprint != plan.fingerprint:
-            return _refuse(f"{plan.output}: the BOLT profile was trained on another build of "
-                           "it (a source, flag or compiler changed since tuning): BOLT not "
-                           "applied; re-run autopass tune", policy)
-        bolt.optimize(plan.output, plan.profile, plan.output)
-    except (bolt.BoltError, OSError) as error:
-        return _refuse(f"{plan.output}: BOLT not applied, the linked binary is kept "
-                       f"({error})", policy)
-    except Exception as error:  # our bug must not break the build: the link succeeded
-        return _refuse(f"{plan.output}: BOLT not applied, the linked binary is kept "
-                       f"({error!r})", policy)
-    return Decision()
-
-
-def profile_decision(db: FlagsDb, path: str, policy: str) -> Decision:
-    """The database's PGO profile for every compile, if it is the one tuned with."""
-    if db.profile is None:
-        return Decision()
-    file, refused = shipped_file(db.profile, path, "PGO profile",
-                                 "the flags were tuned with (re-run autopass tune --pgo)")
-    if refused:
-        return _refuse(refused, policy)
-    # A source changed since training makes clang warn per compile; under the build's
-    # -Werror that would fail it, so the warning stays a warning and we summarize it.
-    return Decision((profile_use(file),) + pgo_profile.NOT_ERRORS)
-
-
-OUT_OF_DATE = "profile data may be out of date: "     # a front-end profile's words
-# A compile the profile was not trained on (a test program, a tool beside the tuned
-# binary) gets it for what it shares, and clang's notes on the rest are not news (an IR
-# profile's are -Wbackend-plugin's):
-UNTRAINED_QUIET = ("-Wno-profile-instr-unprofiled", "-Wno-profile-instr-out-of-date",
-                   "-Wno-profile-instr-missing", "-Wno-backend-plugin")
-
-
-def _warnings_generated(line: str) -> bool:
-    """clang's closing count ("1 warning generated."), left over when the warnings it
-    counted were taken out."""
-    words = line.split()
-    return len(words) == 3 and words[0].isdigit() and words[1] in ("warning", "warnings") \
-        and words[2] == "generated."
-
-
-def stale_profile(stderr: bytes, source: str, policy: str, lto: bool = False
-                  ) -> tuple[bytes, Decision | None]:
-    """clang's out-of-date profile diagnostics taken out of a compile's stderr (a
-    front-end profile's summary, an IR profile's line per function), and one warning
-    (an error under the error policy) that says what they mean and the fix.  `lto`: the
-    compile makes LTO bitcode, whose context-sensitive profile the link uses: what it
-    says of that part is taken out and not counted (pgo_profile.lto_compile)."""
-    text = stderr.decode("utf-8", "replace")
-    if OUT_OF_DATE not in text and pgo_profile.MISMATCH not in text:
-        return stderr, None
-    kept, counts = [], []
-    changed = pgo_profile.Said(lto)
-    for line in text.splitlines(keepends=True):
-        if OUT_OF_DATE in line:   # "...: of 3 functions, 1 has mismatched data that..."
-            counts.append(line.split(OUT_OF_DATE, 1)[1].split(" that ")[0].strip())
-        elif pgo_profile.MISMATCH in line:
-            changed.read(line.encode())
-        else:
-            kept.append(line)
-    if not counts and not changed:     # the context-sensitive part's, under LTO only
-        return _without_count_line(kept), None
-    if changed:
-        counts.append(changed.text())
-    why = (f"{source}: the PGO profile is out of date ({'; '.join(counts)}): the source "
-           "changed since training, and clang ignores the profile for those functions; "
-           "retrain it in the build with `autopass apply --train`")
-    return _without_count_line(kept), _refuse(why, policy)
-
-
-def _without_count_line(kept: list[str]) -> bytes:
-    """What is left of a compile's stderr, without clang's closing count of warnings
-    when none of them is left."""
-    if not any("warning:" in line or "error:" in line for line in kept):
-        kept = [line for line in kept if not _warnings_generated(line)]
-    return "".join(kept).encode()
-
-
 SOURCE_CHANGED = "the source changed since its flags were measured"
 
 
 def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
-           key: str = "") -> Decision:
+           key: str = "") -> ToApply:
     """The flags for `source` (absolute), or none with the reason; `key`: the entry, when
     it names the source where it was before it moved (moved_from)."""
     rel = key or relative_to(source, root)
     entry = db.entries.get(rel)
     if entry is None:
-        return Decision()
+        return ToApply()
     if entry.problem:
-        return _refuse(f"{rel}: database entry rejected ({entry.problem})", policy)
+        return refuse(f"{rel}: database entry rejected ({entry.problem})", policy)
     stale = []
     try:
         if hash_file(source) != entry.source_hash:
@@ -442,12 +294,12 @@ def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
         if carried and stale == [SOURCE_CHANGED] and policy == "warn":
             # each decision names the code it was tuned on: the plugin applies those
             # whose loop or function is unchanged, and says the others
-            return Decision(carried, f"{rel}: tuned flags not applied: {SOURCE_CHANGED}; "
+            return ToApply(carried, f"{rel}: tuned flags not applied: {SOURCE_CHANGED}; "
                             "its decisions carried in the IR are applied where their code "
                             "is unchanged" if kept else "")
-        return _refuse(f"{rel}: entry not applied: {'; '.join(stale)} (re-run autopass tune)",
+        return refuse(f"{rel}: entry not applied: {'; '.join(stale)} (re-run autopass tune)",
                        policy)
-    return Decision(entry.flags)
+    return ToApply(entry.flags)
 
 
 def moved_from(db: FlagsDb, source: str, root: str) -> str:
@@ -481,10 +333,6 @@ def _gone_entries(db: FlagsDb, root: str) -> dict[tuple[str, str], str]:
              if entry.source_hash and not os.path.exists(os.path.join(root, key))}
     _GONE[(id(db), root)] = (db, found)
     return found
-
-
-def _refuse(why: str, policy: str) -> Decision:
-    return Decision((), why, error=(policy == "error"))
 
 
 def compiler_id(path: str) -> str:

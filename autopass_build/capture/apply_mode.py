@@ -76,13 +76,13 @@ def run(plan: Plan) -> int:
         if unmatched:
             _note(plan, _unmatched_text(parsed, unmatched))
         if decision.profiled:
-            from autopass_build.capture.applier import stale_profile
+            from autopass_build.capture.applied_profiles import stale_profile
             from autopass_build.core.pgo_profile import lto_compile
             err, stale = stale_profile(err, decision.profiled, plan.policy,
                                        lto_compile(argv))
             notes.append(stale)
         if decision.bolt:   # the target's link: BOLT rewrites what it made
-            from autopass_build.capture.applier import run_bolt
+            from autopass_build.capture.applied_bolt import run_bolt
             notes.append(run_bolt(decision.bolt, plan.policy))
         plan.host.write(out, err)
         failed = False

@@ -120,7 +120,7 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
             notes: list[str] | None = None) -> int:
     """`db status`: each part of the database and how much of it applies to today's
     source, then the recommendation (outputs/status.py)."""
-    from autopass_build.capture.applier import shipped_file
+    from autopass_build.capture.applied_profiles import shipped_file
     from autopass_build.capture.spool import find_store_dir
     from autopass_build.outputs import status
     from autopass_build.store.index import Store
@@ -172,7 +172,7 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
 def _bolt_match(target: flags_db.TargetStages, path: str, binary: str, explicit: bool):
     """llvm-bolt's own report of how the shipped YAML profile meets today's program
     (None, with a line, when there is no program to read or no YAML profile)."""
-    from autopass_build.capture.applier import shipped_file
+    from autopass_build.capture.applied_profiles import shipped_file
     from autopass_build.core import bolt_commands as bolt
     from autopass_build.outputs import status
 
@@ -211,7 +211,7 @@ def _bolt_match(target: flags_db.TargetStages, path: str, binary: str, explicit:
 def _unusable_profiles(db: flags_db.FlagsDb, path: str) -> list[str]:
     """Why each profile the database ships (PGO's, BOLT's for the program and for each
     library) cannot be used as it is beside `path`: apply mode would build without it."""
-    from autopass_build.capture.applier import shipped_file
+    from autopass_build.capture.applied_profiles import shipped_file
 
     retune = "the build was tuned with: re-run autopass tune"
     shipped = [(db.profile, "PGO profile")]

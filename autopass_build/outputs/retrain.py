@@ -388,7 +388,7 @@ class Retrainer:
         """The profile a fresh one's counts are held to (steady_counts): the last one
         trained here, else the one the database ships, else none ("").  Copied aside:
         CS-PGO's round holds to it too, after the first round has written over it."""
-        from autopass_build.capture.applier import shipped_file
+        from autopass_build.capture.applied_profiles import shipped_file
 
         found = trained if os.path.isfile(trained) else \
             shipped_file(shipped, self.db_path, "profile", "")[0] if shipped else ""
@@ -405,7 +405,7 @@ class Retrainer:
         with the code fingerprint of the binary each was trained on (a BOLT profile
         names branches by offset: it is held only to one of the same binary): the last
         one trained here, then the one the database ships."""
-        from autopass_build.capture.applier import shipped_file
+        from autopass_build.capture.applied_profiles import shipped_file
 
         found: dict[str, list[tuple[str, str]]] = {}
         trained_db = os.path.join(self.folder, TRAINED_DB)

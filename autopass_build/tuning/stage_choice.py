@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autopass_build.core.durations import duration_text
-from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import lto_level, lto_mode
 from autopass_build.instruments import pgo, stages
@@ -32,6 +31,12 @@ from autopass_build.instruments.stats import FASTER, UNCLEAR
 from autopass_build.tuning.clock import CONFIRMED, Deadline, KindPace, Pace
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
 from autopass_build.tuning.measuring import Measurements
+from autopass_build.tuning.rivals import (
+    RIVAL_INSTRUCTIONS,
+    RivalCostly,
+    close_rival,
+    instructions,
+)
 
 
 @dataclass
@@ -98,35 +103,6 @@ def cheaper_tie(candidate: tuple[Stage, ...], ratio: float | None,
     swapped = tuple(Stage.LTO if s == Stage.THINLTO else s for s in candidate)
     return (Stage.THINLTO in candidate and Stage.LTO in best
             and sorted(swapped) == sorted(best) and ratio <= best_ratio * (1 + COST_TIE))
-
-
-# Two compositions whose intervals overlap: the rival is confirmed when it executes this
-# share fewer instructions than the one chosen (a judgement: above callgrind's noise of
-# parts per million, below the 3 % that told Lua's two LTO modes apart).  Counting costs
-# a run under callgrind (about 50x a plain one) per composition: runs longer than this
-# are not counted.
-RIVAL_INSTRUCTIONS = 0.01
-RIVAL_LONGEST_RUN_S = 10.0
-
-
-class RivalCostly(Exception):
-    """Counting a composition's instructions would take too long here."""
-
-
-def overlaps(a: Entry, b: Entry) -> bool:
-    """Whether two measurements' intervals share a value."""
-    if None in (a.low, a.high, b.low, b.high):
-        return False
-    return not (a.high < b.low or b.high < a.low)    # type: ignore[operator]
-
-
-def close_rival(looks: list[Entry], best: Chosen, names: list[str]) -> Entry | None:
-    """Of the compositions `names`' first looks (`looks`), the fastest other than
-    `best` that was faster than the recorded build too and whose interval overlaps
-    `best`'s; None when none does."""
-    rivals = [e for e in looks if e.stages in names and e.stages != best.name and e.measured
-              and e.verdict == FASTER and e.ratio is not None and overlaps(e, best.entry)]
-    return min(rivals, key=lambda e: (e.ratio, e.stages)) if rivals else None
 
 
 # A second look takes twice the pairs of a first one: the first was unclear, and the
@@ -289,13 +265,13 @@ class Composer:
         decides: the instructions each executes (callgrind, deterministic), and the
         rival is confirmed with fresh pairs and kept when it executes
         RIVAL_INSTRUCTIONS fewer; said either way.  (the new choice, evaluations spent)"""
-        rival = close_rival(self.measurements.journal.of_phase(Phase.STAGE), best,
-                            [stages.name(c) for c in candidates])
+        rival = close_rival(self.measurements.journal.of_phase(Phase.STAGE), best.name,
+                            best.entry, [stages.name(c) for c in candidates])
         if rival is None or self.measurements.deterministic:
             return best, 0
         composition = next(c for c in candidates if stages.name(c) == rival.stages)
         try:
-            counts = {name: self._instructions(c) for name, c in
+            counts = {name: instructions(self.evaluator, self._flags(c)) for name, c in
                       ((best.name, best.stages), (rival.stages, composition))}
         except (EvaluateError, MeasureError, RivalCostly) as error:
             self.show(f"stage {best.name} kept over {rival.stages}, whose interval overlaps "
@@ -320,30 +296,6 @@ class Composer:
         self.show(f"stage {best.name} kept: {rival.stages} was not confirmed faster "
                   f"({entry.interval_text()})")
         return best, 1
-
-    def _instructions(self, composition: tuple[Stage, ...]) -> float:
-        """The instructions one run of the benchmark executes on `composition`'s build
-        (RivalCostly where a run is too long to count under callgrind)."""
-        from autopass_build.instruments.benchmark import run_once
-
-        base = self.evaluator.baseline()
-        plain = run_once(self.evaluator.bench, base.binary, base.env,
-                         self.evaluator.bench.run.timeout, metric="wall")
-        if plain.wall > RIVAL_LONGEST_RUN_S:
-            raise RivalCostly(f"a run takes {plain.wall:.0f} s, too long to count its "
-                              "instructions")
-        flags = self._flags(composition)
-        try:
-            built = self.evaluator.replayer.build(
-                self.evaluator.target.output,
-                {u.id: flags.unit_flags for u in self.evaluator.units}, flags.link_flags)
-        except EvaluationError as error:
-            raise EvaluateError(str(error)) from None
-        counted_run = run_once(self.evaluator.bench, built.binary, built.env,
-                               self.evaluator.bench.run.timeout * 100, metric="instructions")
-        if counted_run.value is None:
-            raise MeasureError(f"callgrind could not count it ({counted_run.detail})")
-        return counted_run.value
 
     def _second_look(self, candidates: list[tuple[Stage, ...]], left: int,
                      deadline: Deadline, kinds: KindPace) -> tuple[Chosen | None, int]:
