@@ -49,7 +49,7 @@ def ship(root: Path, case: str, carried: tuple[decisions.Decision, ...]) -> None
     db.target = flags_db.TargetStages(target, (stage,), "-O2", ("main.c", "kernels.c"))
     if carried:
         tokens = tuple(t for d in carried for t in d.flags())
-        db.entries["kernels.c"] = flags_db.Entry(tokens, hash_file(str(root / "kernels.c")))
+        db.entries["kernels.c"] = flags_db.FlagsEntry(tokens, hash_file(str(root / "kernels.c")))
     flags_db.save(str(root / "autopass.flags.json"), db)
 
 

@@ -147,3 +147,13 @@ def test_a_cluster_run_without_ray_says_how_to_install_it_before_anything_runs()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "a cluster run needs Ray: pip install 'autopass[cluster]'", out
+
+
+def test_no_two_classes_share_a_name():
+    """Issue 62: one name, one thing (two `Entry`, two `Winner`, two `Side` were)."""
+    names: dict[str, list[str]] = {}
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                names.setdefault(node.name, []).append(name)
+    assert {k: v for k, v in names.items() if len(v) > 1} == {}

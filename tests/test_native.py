@@ -153,7 +153,7 @@ def test_native_code_is_left_out_on_a_cpu_that_lacks_what_it_was_tuned_for(tmp_p
     db = flags_db.empty()
     db.cpu = Cpu("a newer CPU", this_cpu().isa + ("avx99",))
     db.target = flags_db.TargetStages("nativemini", ("native",), "-O3", ("kern.c", "main.c"))
-    db.entries["kern.c"] = flags_db.Entry(
+    db.entries["kern.c"] = flags_db.FlagsEntry(
         ("-march=native", "-ffp-contract=off"), hash_file(str(root / "kern.c")),
         flags_db.Gain("cpu", 0.5, 0.4, 0.6, 10), "by hand", "run")
     flags_db.save(str(root / "autopass.flags.json"), db)

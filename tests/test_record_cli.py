@@ -845,7 +845,7 @@ def test_verify_runs_a_binary_that_finds_a_prebuilt_library_through_origin(tmp_p
                    capture_output=True)
     [unit] = Store.open_existing(str(root / ".autopass")).units()
     db = flags_db.empty()
-    db.entries["main.c"] = flags_db.Entry(("-O1",), unit.source_hash)
+    db.entries["main.c"] = flags_db.FlagsEntry(("-O1",), unit.source_hash)
     flags_db.save(str(root / "autopass.flags.json"), db)
     (root / "autopass.toml").write_text(
         f'[build]\ncommand = "{build}"\nclean = "rm -f app main.o"\n'
@@ -880,7 +880,7 @@ def test_a_build_under_ccache_is_recorded_and_tuned_every_time(tmp_path) -> None
     lz = next(u for u in Store.open_existing(str(root / ".autopass")).units()
               if u.source_rel == "lib/lz.c")
     db = flags_db.empty()
-    db.entries["lib/lz.c"] = flags_db.Entry(("-O1",), lz.source_hash)
+    db.entries["lib/lz.c"] = flags_db.FlagsEntry(("-O1",), lz.source_hash)
     flags_db.save(str(root / "autopass.flags.json"), db)
     assert "1 command (compiles, links) took the tuned flags" in under_autopass("apply")
 

@@ -178,7 +178,7 @@ def test_a_unit_out_of_lto_gets_its_own_flags_in_tuning_and_in_apply_mode(tmp_pa
     out_of_lto = build(("-fno-lto",) + aligned)
     assert not same_program(base, out_of_lto)
 
-    _applied_under_lto(root, {"ops.c": flags_db.Entry(("-fno-lto",) + aligned,
+    _applied_under_lto(root, {"ops.c": flags_db.FlagsEntry(("-fno-lto",) + aligned,
                                                       units["ops.c"].source_hash)})
     assert carries_bitcode((root / "main.o").read_bytes())
     assert not carries_bitcode((root / "ops.o").read_bytes())
@@ -259,7 +259,7 @@ def _prog_built_under_lto(root: Path, build: str):
                                  lto.link_flags)
 
 
-def _applied_under_lto(root: Path, entries: dict[str, flags_db.Entry]
+def _applied_under_lto(root: Path, entries: dict[str, flags_db.FlagsEntry]
                        ) -> subprocess.CompletedProcess:
     """`make` in `root` (lto-mini's ltomini) rebuilt by `autopass apply` from a database
     naming the lto stage and `entries`, without a warning."""

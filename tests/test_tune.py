@@ -627,7 +627,7 @@ def test_units_compiled_in_one_command_are_tuned_as_that_command(tmp_path) -> No
     for obj in ("main.o", "hot.o", "warm.o"):
         assert (root / obj).read_bytes() == (by_hand / obj).read_bytes(), obj
     # entries that disagree (edited by hand) leave the command as it was, with a note
-    db.entries["warm.c"] = flags_db.Entry(("-O2",), db.entries["warm.c"].source_hash)
+    db.entries["warm.c"] = flags_db.FlagsEntry(("-O2",), db.entries["warm.c"].source_hash)
     flags_db.save(str(root / "autopass.flags.json"), db)
     subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
     differ = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,

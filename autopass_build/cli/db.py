@@ -310,11 +310,11 @@ def _show(db, problems: dict[str, str]) -> None:
                   f"{entry.why[:300]}")
 
 
-def _measured_together(entries: dict[str, flags_db.Entry]
-                       ) -> list[tuple[list[str], flags_db.Entry]]:
+def _measured_together(entries: dict[str, flags_db.FlagsEntry]
+                       ) -> list[tuple[list[str], flags_db.FlagsEntry]]:
     """Entries by the one measurement they share: the sources of one compile command
     (tuned as one) get the same flags, gain and reason, shown once for all of them."""
-    groups: dict[tuple, tuple[list[str], flags_db.Entry]] = {}
+    groups: dict[tuple, tuple[list[str], flags_db.FlagsEntry]] = {}
     for source, entry in sorted(entries.items()):
         gain = entry.gain
         key = (entry.flags, entry.why, entry.run,

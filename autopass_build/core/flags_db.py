@@ -51,7 +51,8 @@ from autopass_build.core.records import Record
 from autopass_build.core.stage_flags import CSPGO, LTO_LEVELS, PGO
 
 MAX_FLAGS = 64              # tokens in one entry: a command line stays far below ARG_MAX
-MAX_TOKEN = 320             # characters in one token (a decision in the IR names a call site by two functions)
+# characters in one token (a decision carried in the IR names a call site by two functions)
+MAX_TOKEN = 320
 MAX_FILE_BYTES = 16 << 20   # a database is kilobytes; a larger file is not one
 SHOWN = 80                  # characters of a rejected value quoted in a message
 
@@ -71,7 +72,7 @@ class Gain(Record):
     pairs: int
 
 
-class Entry(Record):
+class FlagsEntry(Record):
     """One source's flags; `problem` is why it must not be applied ("" when it may)."""
     __slots__ = ("flags", "source_hash", "gain", "why", "run", "problem")
     _defaults = {"gain": None, "why": "", "run": "", "problem": ""}
@@ -127,7 +128,7 @@ class FlagsDb(Record):
     toolchain: dict[str, str]
     cpu: Cpu | None             # the tuning CPU, when tuned with --native
     profile: ProfileRef | None
-    entries: dict[str, Entry]
+    entries: dict[str, FlagsEntry]
     target: TargetStages | None
     schema: int                 # as read (an older autopass's is read as it is); written: ours
 
@@ -229,10 +230,10 @@ def source_key(source: str) -> str:
     return os.path.normpath(source)
 
 
-def _entries(raw: dict, path: str) -> dict[str, Entry]:
+def _entries(raw: dict, path: str) -> dict[str, FlagsEntry]:
     """The entries by normalized source; two spellings of one source are refused (which
     would win was an accident of order), an absolute path is a problem entry."""
-    entries: dict[str, Entry] = {}
+    entries: dict[str, FlagsEntry] = {}
     spelled: dict[str, str] = {}
     for source, value in raw.items():
         key = source_key(source)
@@ -242,7 +243,7 @@ def _entries(raw: dict, path: str) -> dict[str, Entry]:
         spelled[key] = source
         entry = entry_from_json(value)
         if os.path.isabs(key) and not entry.problem:
-            entry = Entry(entry.flags, entry.source_hash, entry.gain, entry.why, entry.run,
+            entry = FlagsEntry(entry.flags, entry.source_hash, entry.gain, entry.why, entry.run,
                           problem="an absolute path: entries name their source relative to "
                                   "the project root (re-run autopass tune)")
         entries[key] = entry
@@ -312,20 +313,20 @@ def _profile(raw: object, path: str) -> ProfileRef | None:
     return ProfileRef(raw["path"], raw["hash"])
 
 
-def entry_from_json(raw: object) -> Entry:
+def entry_from_json(raw: object) -> FlagsEntry:
     """An entry, with `problem` set when it must not be applied."""
     if not isinstance(raw, dict):
-        return Entry((), "", problem=f"the entry is {type(raw).__name__}, not an object")
+        return FlagsEntry((), "", problem=f"the entry is {type(raw).__name__}, not an object")
     flags, source_hash = raw.get("flags"), raw.get("source_hash")
     why, run = raw.get("why", ""), raw.get("run", "")
     text = (why if isinstance(why, str) else "", run if isinstance(run, str) else "")
     if not isinstance(flags, list) or not all(isinstance(t, str) for t in flags):
-        return Entry((), "", None, *text, problem="\"flags\" must be a list of strings")
+        return FlagsEntry((), "", None, *text, problem="\"flags\" must be a list of strings")
     tokens = tuple(flags)
     if not isinstance(source_hash, str):
-        return Entry(tokens, "", None, *text, problem="\"source_hash\" must be a string")
+        return FlagsEntry(tokens, "", None, *text, problem="\"source_hash\" must be a string")
     problem = _flags_problem(tokens)
-    return Entry(tokens, source_hash, _gain(raw.get("gain")), *text, problem=problem)
+    return FlagsEntry(tokens, source_hash, _gain(raw.get("gain")), *text, problem=problem)
 
 
 def _flags_problem(tokens: tuple[str, ...]) -> str:
@@ -388,7 +389,7 @@ def _target_json(target: TargetStages) -> dict:
             if target.bolt_stale else None}
 
 
-def _entry_json(entry: Entry) -> dict:
+def _entry_json(entry: FlagsEntry) -> dict:
     gain = entry.gain
     return {"flags": list(entry.flags), "source_hash": entry.source_hash,
             "gain": {"metric": gain.metric, "ratio": gain.ratio, "low": gain.low,

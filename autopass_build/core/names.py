@@ -68,7 +68,8 @@ DEFAULT_APPLY_POLICY = "warn"
 METRICS = ("wall", "cpu", "user", "instructions", "cycles")
 AGENT_BACKENDS = ("rules", "openai", "replay")
 DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tune`'s default
-STAGES = ("pgo", "cspgo", "lto", "thinlto", "layout", "bolt")   # whole-program stages (instruments/stages.py)
+# whole-program stages (instruments/stages.py)
+STAGES = ("pgo", "cspgo", "lto", "thinlto", "layout", "bolt")
 # ... and what a database may list: native is tried with `tune --native` alone (consent
 # to a build that runs on this CPU family only), never by default.
 SHIPPED_STAGES = STAGES + ("native",)

@@ -160,7 +160,7 @@ def _finite(value: float) -> float:
 
 
 @dataclass(frozen=True)
-class Side:
+class ProfiledSide:
     """One binary of the comparison, with the functions its own objects define (a
     candidate's flags can keep functions out of line that the baseline inlined)."""
     binary: str
@@ -178,13 +178,14 @@ class Attributor:
         self.pairs = pairs
         self._counted: dict[tuple, dict[str, float]] = {}    # the baseline's, by binary
 
-    def __call__(self, base: Side, cand: Side, changed: list[str]) -> list[UnitEffect]:
+    def __call__(self, base: ProfiledSide, cand: ProfiledSide, changed: list[str]
+                 ) -> list[UnitEffect]:
         if self.bench.measure.metric in DETERMINISTIC_METRICS:
             return exact_effects(self._counts(base, memo=True), self._counts(cand),
                                  changed, self.bench.measure.precision)
         return self._sampled(base, cand, changed)
 
-    def _counts(self, side: Side, memo: bool = False) -> dict[str, float]:
+    def _counts(self, side: ProfiledSide, memo: bool = False) -> dict[str, float]:
         """Instructions per unit in one callgrind run of `side`."""
         stat = os.stat(side.binary)
         key = (side.binary, stat.st_size, stat.st_mtime_ns, tuple(sorted(side.env.items())))
@@ -200,7 +201,8 @@ class Attributor:
             self._counted[key] = units
         return units
 
-    def _sampled(self, base: Side, cand: Side, changed: list[str]) -> list[UnitEffect]:
+    def _sampled(self, base: ProfiledSide, cand: ProfiledSide, changed: list[str]
+                 ) -> list[UnitEffect]:
         bench = self.bench
         runs: dict[str, list[dict[str, float]]] = {"base": [], "cand": []}
         sides = {"base": base, "cand": cand}

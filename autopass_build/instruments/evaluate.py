@@ -23,7 +23,7 @@ from autopass_build.instruments import stats
 from autopass_build.instruments.attribution import (
     AttributionError,
     Attributor,
-    Side,
+    ProfiledSide,
     UnitEffect,
 )
 from autopass_build.instruments.benchmark import Benchmark
@@ -328,8 +328,8 @@ class Evaluator:
         if self._baseline_defined is None:
             self._baseline_defined = self.defined_functions(self.base_flags)
         try:
-            found = attribute(Side(base.binary, base.env, self._baseline_defined),
-                              Side(candidate.binary, candidate.env,
+            found = attribute(ProfiledSide(base.binary, base.env, self._baseline_defined),
+                              ProfiledSide(candidate.binary, candidate.env,
                                    self.defined_functions(flags_by_unit)), changed)
         except AttributionError as error:
             if progress:

@@ -104,8 +104,9 @@ def of_unit(replayer: Replayer, unit: UnitRecord, from_source: bool = False) -> 
                                           "-x", "ir", ir], unit.cwd, env,
                                          replayer.compile_timeout)
         if done.status != 0 or done.timed_out or not os.path.isfile(listing):
+            said = done.stderr.decode("utf-8", "replace")[-200:]
             raise EvaluationError(Outcome.COMPILE_FAIL, f"{unit.source_rel}: cannot list its "
                                   "functions and loops (the compile with autopass's pass "
-                                  f"plugin failed: {done.stderr.decode('utf-8', 'replace')[-200:]})")
+                                  f"plugin failed: {said})")
         with open(listing, encoding="utf-8", errors="replace") as handle:
             return parse(handle.read())

@@ -27,7 +27,7 @@ UNWRITTEN = "not written by the run"    # a [check].files digest: the file was l
 UNREADABLE = "cannot be read as a file"  # ... and, with the reason, a folder or unreadable
 
 
-class Benchmark(Protocol):
+class BenchmarkLike(Protocol):
     """What a check needs of benchmark.Benchmark (not imported: benchmark imports this)."""
     check: CheckConfig
     run: RunConfig
@@ -39,7 +39,7 @@ class Benchmark(Protocol):
     def env(self, candidate_env: dict[str, str]) -> dict[str, str]: ...
 
 
-class RunResult(Protocol):
+class RunLike(Protocol):
     """What a check reads of one run (benchmark.RunResult)."""
     status: int
     stdout: bytes
@@ -55,7 +55,7 @@ class Reference:
     stdout: bytes
     stderr: bytes
     files: tuple[tuple[str, str], ...] = ()   # ([check].files path, content digest)
-    stdout_cut: str = ""                      # as RunResult's: see read_output
+    stdout_cut: str = ""                      # as RunLike's: see read_output
 
 
 # A decompressor's benchmark (`xz -dc big.xz`) prints gigabytes: held whole, the
@@ -75,7 +75,7 @@ def read_output(path: str, keep_all: bool = False) -> tuple[bytes, str]:
         return handle.read(STDOUT_KEPT), hash_file(path)
 
 
-def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> str:
+def check_output(bench: BenchmarkLike, reference: Reference, result: RunLike) -> str:
     """"" when the run is correct, else why not."""
     mode = bench.check.mode
     if result.status != reference.status:
@@ -90,7 +90,7 @@ def check_output(bench: Benchmark, reference: Reference, result: RunResult) -> s
     return ""
 
 
-def _stdout_difference(check: CheckConfig, reference: Reference, result: RunResult) -> str:
+def _stdout_difference(check: CheckConfig, reference: Reference, result: RunLike) -> str:
     """Modes "output" and "numbers": "" when stdout passes, else where it differs."""
     expected, got = reference.stdout, result.stdout
     same_rest = reference.stdout_cut == result.stdout_cut   # both whole, or equal digests
@@ -157,12 +157,12 @@ def ignore_suggestion(expected: bytes, got: bytes) -> str:
 Signature = tuple[int, int, int, int] | None
 
 
-def file_signatures(bench: Benchmark) -> dict[str, Signature]:
+def file_signatures(bench: BenchmarkLike) -> dict[str, Signature]:
     """Each [check].files path as it is before a run: what the run must change."""
     return {name: _signature(os.path.join(bench.cwd, name)) for name in bench.check.files}
 
 
-def written_files(bench: Benchmark, before: dict[str, Signature]
+def written_files(bench: BenchmarkLike, before: dict[str, Signature]
                   ) -> tuple[tuple[str, str], ...]:
     """(path, content digest) of each [check].files path after a run, UNWRITTEN for one
     the run left as it was: a stale file from the run before must not pass for its
@@ -214,7 +214,7 @@ def _file_difference(expected: tuple[tuple[str, str], ...],
     return "[check].files differ"
 
 
-def last_words(result: RunResult) -> str:
+def last_words(result: RunLike) -> str:
     """"; its last line: '...'" from the run's stderr, else its stdout ("" when it wrote
     nothing): a benchmark script's "failed: shader.frag" says more than its exit code."""
     for stream in (result.stderr, result.stdout):
@@ -310,7 +310,7 @@ def _binary(data: bytes) -> bool:
     return b"\0" in head
 
 
-def _run_check_command(bench: Benchmark, result: RunResult) -> str:
+def _run_check_command(bench: BenchmarkLike, result: RunLike) -> str:
     with tempfile.TemporaryDirectory(prefix="autopass-check-") as outdir:
         for name, data in (("stdout", result.stdout), ("stderr", result.stderr),
                            ("exit_code", str(result.status).encode())):

@@ -33,7 +33,7 @@ from autopass_build.tuning.settings import RunSettings
 
 
 @dataclass
-class Winner:
+class ShippedFlags:
     """A source's flags in the final result, with the measurement that showed its gain."""
     flags: str
     measured: Entry        # the unit alone (attribute/search), or the final combination
@@ -45,7 +45,7 @@ class RunSummary:
     settings: RunSettings
     curve: list[float]                 # best clear gain (1 - ratio) after each measured evaluation
     final: Entry | None
-    winners: dict[str, Winner]
+    winners: dict[str, ShippedFlags]
     outcomes: Counter                  # search evaluations by outcome
     evaluations: int
     versus_recorded: dict[Phase, Entry]   # on PGO runs, against the recorded build
@@ -121,7 +121,7 @@ def _stage_line(name: str, e: Entry, measured: dict[str, Entry]) -> str:
     return line
 
 
-def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
+def _winners(entries: list[Entry], final: Entry | None) -> dict[str, ShippedFlags]:
     if not final or final.verdict != FASTER or not final.measured:
         return {}
     alone = {next(iter(e.flags)): e for e in entries
@@ -131,7 +131,7 @@ def _winners(entries: list[Entry], final: Entry | None) -> dict[str, Winner]:
         measured = alone.get(source) if len(final.flags) > 1 else final
         if measured is None or measured.flags.get(source) != flags or not measured.measured:
             measured = final
-        result[source] = Winner(flags, measured)
+        result[source] = ShippedFlags(flags, measured)
     return result
 
 

@@ -84,7 +84,7 @@ def write(path: str, journal: Journal, shipment: Shipment) -> str:
         e = w.entry
         assert e.ratio is not None and e.low is not None and e.high is not None
         for member in (w.source, *mates.get(w.source, ())):
-            db.entries[member] = flags_db.Entry(
+            db.entries[member] = flags_db.FlagsEntry(
                 tuple(w.flags), by_source[member].source_hash,
                 flags_db.Gain(metric, e.ratio, e.low, e.high, e.pairs),
                 why(strategy, e, searched_on), journal.run_id)
