@@ -99,7 +99,7 @@ def test_native_on_top_of_the_stages_is_kept_and_apply_rebuilds_it(tmp_path) -> 
         native.interval_text()
     assert native.ratio < 0.8          # vectors 2-4x wider in the loop that is the run
     before = native.stages.rpartition("+")[0] or "the recorded build"
-    assert f"baseline: {native.stages}, {native.interval_text()} of {before};" in done.stderr
+    assert f"baseline: {native.stages}, {native.interval_text()} over {before};" in done.stderr
     db = flags_db.load(str(root / "autopass.flags.json"))
     assert db.target is not None and db.target.stages[-1] == "native"
     assert db.cpu                       # the database says which CPU it is for

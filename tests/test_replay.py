@@ -143,7 +143,7 @@ def test_try_prints_a_verdict(project):
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "outcome: OK" in out.stdout
-    assert "wall: candidate/baseline = " in out.stdout and "2 pairs" in out.stdout
+    assert "wall: speedup " in out.stdout and "2 pairs" in out.stdout
     assert "verdict: " in out.stdout
     assert "candidate built: 1 unit compiled, 10 from cache" in out.stderr
 

@@ -99,19 +99,20 @@ def test_tune_journals_every_evaluation_and_writes_the_winners(project, straight
         assert source in settings.sources and not os.path.isabs(source)
         assert flagset.validate(entry.flags) and entry.gain.ratio < 1
         assert entry.gain.metric == "instructions" and entry.run
-        assert "x of the recorded build [" in entry.why
+        assert "x [" in entry.why and "over the recorded build" in entry.why
     assert db_text == flags_db.to_json(db)              # stable, sorted formatting
 
 
 def test_an_entrys_why_names_the_build_its_gain_is_against() -> None:
-    """duktape's -O2 entry read "0.9487x of the recorded build": it was measured on PGO."""
+    """duktape's -O2 entry read "0.9487x of the recorded build": it was measured on PGO.
+    Issue 62: a gain reads as a speedup (above 1 is faster), as everywhere a user reads."""
     from autopass_build.tuning.publish import why
     final = Entry(9, Phase.FINAL, "k", {"a.c": "-O2"}, Outcome.OK, "faster", 0.9487, 0.9189,
                   0.9816, 20)
-    assert why("agent", final) == ("final re-measurement: 0.9487x of the recorded build "
-                                   "[0.9189, 0.9816], 20 pairs")
-    assert "0.9487x of the pgo+lto build [" in why("agent", final, "pgo+lto")
-    assert "0.9487x of the PGO build [" in why("agent", final, "PGO")
+    assert why("agent", final) == ("final re-measurement: speedup 1.0541x [1.0187, 1.0883] "
+                                   "over the recorded build, 20 pairs")
+    assert "1.0541x [1.0187, 1.0883] over the pgo+lto build" in why("agent", final, "pgo+lto")
+    assert "over the PGO build" in why("agent", final, "PGO")
 
 
 def test_progress_says_how_long_the_rest_of_the_search_takes(straight_run) -> None:

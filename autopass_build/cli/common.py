@@ -143,7 +143,6 @@ def print_evaluation(evaluation, config: configuration.Config) -> int:
                                               else ""))
     if comparison and comparison.estimate:
         est = comparison.estimate
-        print(f"{config.measure.metric}: candidate/baseline = {est.ratio:.4f}x, "
-              f"{est.interval_text(est.low, est.high)}, {comparison.runs} runs")
+        print(f"{config.measure.metric}: {est.describe_speedup()}, {comparison.runs} runs")
         print(f"verdict: {comparison.verdict.upper() if comparison.verdict else 'UNCLEAR'}")
     return 0

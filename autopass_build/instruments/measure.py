@@ -222,7 +222,7 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
             assert est is not None
             result.estimate = est
             if progress:
-                progress(f"{n} pairs: candidate/baseline {est.describe()}")
+                progress(f"{n} pairs: {est.describe_speedup()}")
             if decided:
                 result.verdict = decided
                 break

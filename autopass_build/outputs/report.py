@@ -109,15 +109,15 @@ def stage_lines(entries: list[Entry]) -> list[str]:
 def _stage_line(name: str, e: Entry, measured: dict[str, Entry]) -> str:
     parts = name.split("+")
     if parts[-1] in ON_TOP:      # measured against the same build without it
-        return (f"stage {name}: {e.interval_text()} of the build without "
+        return (f"stage {name}: {e.interval_text()} over the build without "
                 f"{ON_TOP[parts[-1]]}" + (f" -> {e.verdict}" if e.measured else ""))
-    line = f"stage {name}: {e.interval_text()} of the recorded build"
+    line = f"stage {name}: {e.interval_text()} over the recorded build"
     if e.measured and e.ratio is not None:
         line += f" -> {e.verdict}"
         for sub in ("+".join(p for p in parts if p != left) for left in parts):
             base = measured.get(sub) if len(parts) > 1 else None
             if base is not None and base.ratio:
-                line += f"; {e.ratio / base.ratio:.4f}x of {sub}"
+                line += f"; {base.ratio / e.ratio:.4f}x over {sub}"
     return line
 
 
@@ -167,7 +167,7 @@ def text(summary: RunSummary) -> str:
     lines.append("rejected: " + (", ".join(f"{n} {o}" for o, n in sorted(rejected.items()))
                                  or "none"))
     lines.append(verdict_words(summary.entries))
-    lines.append("every evaluation, against its baseline (ratio below 1 is faster):")
+    lines.append("every evaluation, against its baseline (speedup: above 1 is faster):")
     lines += ["  " + line for line in evaluation_lines(summary.entries)]
     return "\n".join(lines)
 
@@ -179,7 +179,7 @@ def shipped_line(entries: list[Entry]) -> str:
     if shipped:
         b = shipped[-1]
         return (f"shipped {b.label[len('shipped: '):]}: {b.speedup:.3f}x [{b.low:.3f}, "
-                f"{b.high:.3f}] the speed of the recorded build -> {b.verdict}")
+                f"{b.high:.3f}] over the recorded build -> {b.verdict}")
     return "shipped: nothing measured against the recorded build (see below)"
 
 

@@ -78,6 +78,14 @@ class Timing:
     cached: int = 0
 
 
+def speedup_text(ratio: float | None, low: float | None, high: float | None) -> str:
+    """A measured candidate/baseline ratio with its interval, as a speedup (the inverse:
+    above 1 is faster)."""
+    if not ratio or not low or not high:
+        return "no measurement"
+    return f"speedup {1 / ratio:.4f}x [{1 / high:.4f}, {1 / low:.4f}]"
+
+
 @dataclass(frozen=True)
 class Entry:
     """One evaluation: written in one place (the tuner), read by attribute everywhere."""
@@ -111,10 +119,12 @@ class Entry:
         return self.ratio is not None and self.low is not None and self.high is not None
 
     def interval_text(self) -> str:
-        """'0.9512x [0.9401, 0.9625]', or the outcome when nothing was measured."""
+        """'speedup 1.0513x [1.0390, 1.0637]': baseline over candidate, above 1 is
+        faster, as everything a user reads says it (the journal keeps the ratio);
+        the outcome when nothing was measured."""
         if not self.measured:
             return f"{self.outcome}" + (f" ({self.detail[:160]})" if self.detail else "")
-        return f"{self.ratio:.4f}x [{self.low:.4f}, {self.high:.4f}]"
+        return speedup_text(self.ratio, self.low, self.high)
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -25,8 +25,7 @@ def why(strategy: str, entry: Entry, searched_on: str = "") -> str:
     search measured against (the recorded build when none)."""
     how = HOW.get(entry.phase, str(entry.phase)).format(strategy=strategy, n=entry.n)
     baseline = f"the {searched_on} build" if searched_on else "the recorded build"
-    return (f"{how}: {entry.ratio:.4f}x of {baseline} "
-            f"[{entry.low:.4f}, {entry.high:.4f}], {entry.pairs} pairs")
+    return f"{how}: {entry.interval_text()} over {baseline}, {entry.pairs} pairs"
 
 
 @dataclass(frozen=True)

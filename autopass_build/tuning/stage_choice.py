@@ -291,7 +291,7 @@ class Composer:
             stages=rival.stages, link_flags=flags.link_flags)
         if entry.verdict == FASTER and entry.measured:
             self.show(f"stage {rival.stages} kept over {best.name}: confirmed "
-                      f"{entry.interval_text()} of the recorded build, and fewer instructions")
+                      f"{entry.interval_text()} over the recorded build, and fewer instructions")
             return self._chosen(composition, entry), 1
         self.show(f"stage {best.name} kept: {rival.stages} was not confirmed faster "
                   f"({entry.interval_text()})")
@@ -376,7 +376,7 @@ class Composer:
                 and not self.measurements.deterministic:
             entry = once(Phase.STAGE_CONFIRM, f"  confirming stage {name} with fresh pairs")
         measured = 1 + bool(journal.find(Phase.STAGE_CONFIRM, entry.config))
-        self.show(f"stage {name}: {entry.interval_text()} of the recorded build"
+        self.show(f"stage {name}: {entry.interval_text()} over the recorded build"
                   + (f" -> {entry.verdict}" if entry.measured else ""))
         verified = entry.verdict == FASTER and entry.measured and (
             better if self.measurements.deterministic else entry.phase == Phase.STAGE_CONFIRM)

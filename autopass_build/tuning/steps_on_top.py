@@ -127,7 +127,7 @@ class StepsOnTop:
             taken = {Stage.CSPGO: self.cspgo, Stage.LAYOUT: self.layout_step,
                      Stage.BOLT: self.bolt}[step](chosen, without(chosen))
             if taken is not None:
-                self.show(f"{step} kept: {taken.name}, {taken.entry.interval_text()} of the "
+                self.show(f"{step} kept: {taken.name}, {taken.entry.interval_text()} over the "
                           "build without it")
                 chosen = taken
         return chosen
@@ -218,7 +218,7 @@ class StepsOnTop:
         built()
         if entry.verdict == FASTER and entry.measured and not self.measurements.deterministic:
             entry = once(Phase.STAGE_CONFIRM, f"  confirming {label} with fresh pairs")
-        self.show(f"stage {name}: {entry.interval_text()} of the build without {label}"
+        self.show(f"stage {name}: {entry.interval_text()} over the build without {label}"
                   + (f" -> {entry.verdict}" if entry.measured else ""))
         if entry.verdict != FASTER or not entry.measured:
             before = stages.name(composition[:-1]) if len(composition) > 1 else ""
