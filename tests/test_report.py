@@ -61,8 +61,12 @@ def test_every_measurement_is_a_dot_named_by_its_phase_and_units():
     assert {d.n: d.group for d in dots}[4] == "BOLT on its base"
     assert {d.n: d.group for d in dots}[3] == "stage, confirmed"
     search = dots[4]
-    assert (search.group, search.label, search.ratio) == ("search candidate", "lvm.c", 0.99)
-    assert figures.effects(RUN) == [("#5 lvm.c", 0.95, 0.93, 0.97)]
+    # speedups, as everything a user reads (issue 62): the journal's ratio 0.99 is 1/0.99
+    assert (search.group, search.label) == ("search candidate", "lvm.c")
+    assert search.speedup == pytest.approx(1 / 0.99)
+    [(unit, speedup, low, high)] = figures.effects(RUN)
+    assert unit == "#5 lvm.c" and (speedup, low, high) == pytest.approx((1 / 0.95, 1 / 0.97,
+                                                                         1 / 0.93))
 
 
 def test_the_figure_renders():

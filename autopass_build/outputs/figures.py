@@ -38,9 +38,10 @@ class Bar:
 
 @dataclass(frozen=True)
 class Dot:
-    """One measurement against its own baseline (below 1: faster), for the second plot."""
+    """One measurement against its own baseline, as a speedup (above 1: faster), for the
+    second plot."""
     n: int
-    ratio: float
+    speedup: float
     low: float
     high: float
     group: str
@@ -150,15 +151,15 @@ def dots(entries: list[Entry]) -> list[Dot]:
         units = ", ".join(os.path.basename(s) for s in sorted(e.flags))
         label = units if e.phase in (Phase.SEARCH, Phase.CONFIRM, Phase.ALONE) \
             else e.stages
-        found.append(Dot(e.n, e.ratio, e.low if e.low is not None else e.ratio,
-                         e.high if e.high is not None else e.ratio, group, label[:28]))
+        found.append(Dot(e.n, *_speedup(e), group, label[:28]))
     return found
 
 
 def effects(entries: list[Entry]) -> list[tuple[str, float, float, float]]:
-    """Each unit's own effect (attribution): ('#12 lvm.c', ratio, low, high)."""
-    return [(f"#{e.n} {os.path.basename(u.source)}", u.ratio, u.low, u.high)
-            for e in entries for u in e.effects]
+    """Each unit's own effect (attribution), as a speedup: ('#12 lvm.c', speedup, low,
+    high)."""
+    return [(f"#{e.n} {os.path.basename(u.source)}", 1 / u.ratio, 1 / u.high, 1 / u.low)
+            for e in entries for u in e.effects if u.ratio and u.low and u.high]
 
 
 def run_png(entries: list[Entry], title: str) -> bytes:
@@ -207,17 +208,18 @@ def _draw_bars(axes, bars: list[Bar], title: str) -> None:
 def _draw_dots(axes, points: list[Dot]) -> None:
     for group in dict.fromkeys(p.group for p in points):
         mine = [p for p in points if p.group == group]
-        axes.errorbar([p.n for p in mine], [p.ratio for p in mine],
-                      yerr=[[p.ratio - p.low for p in mine], [p.high - p.ratio for p in mine]],
+        axes.errorbar([p.n for p in mine], [p.speedup for p in mine],
+                      yerr=[[p.speedup - p.low for p in mine],
+                            [p.high - p.speedup for p in mine]],
                       fmt="o", markersize=3, capsize=2, label=group)
     for p in points:
         if p.label:
-            axes.annotate(p.label, (p.n, p.ratio), xytext=(3, 3), textcoords="offset points",
+            axes.annotate(p.label, (p.n, p.speedup), xytext=(3, 3), textcoords="offset points",
                           fontsize=6, alpha=0.8)
     axes.axhline(1.0, color="grey", linewidth=0.8)
     axes.set_xlabel("journal entry")
-    axes.set_ylabel("candidate / its baseline")
-    axes.set_title("every measurement against its own baseline (below 1: faster)",
+    axes.set_ylabel("speedup over its baseline")
+    axes.set_title("every measurement against its own baseline (above 1: faster)",
                    fontsize=10)
     axes.grid(alpha=0.3)
     if points:
@@ -231,6 +233,6 @@ def _draw_effects(axes, units: list[tuple[str, float, float, float]]) -> None:
                   fmt="o", capsize=3)
     axes.set_yticks(y, [u[0] for u in units], fontsize=7)
     axes.axvline(1.0, color="grey", linewidth=0.8)
-    axes.set_xlabel("the unit's own cost, candidate / baseline (below 1: faster)")
+    axes.set_xlabel("the unit's own speedup (attribution; right of 1: faster)")
     axes.set_title("each changed unit's own effect (attribution)", fontsize=10)
     axes.grid(alpha=0.3)

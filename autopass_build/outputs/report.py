@@ -266,7 +266,8 @@ def _img(png: bytes, alt: str) -> str:
 def html_report(runs: list[RunSummary]) -> str:
     parts = ["<!doctype html><meta charset='utf-8'><title>autopass report</title>",
              "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
-             "td,th{padding:.2em .8em;text-align:left}pre{background:#f4f4f4;padding:1em}"
+             "td,th{padding:.2em .8em;text-align:left}pre{background:#f4f4f4;padding:1em;"
+             "white-space:pre-wrap;overflow-wrap:anywhere}"
              "</style><h1>autopass tuning report</h1>"]
     if len(runs) > 1 and any(run.curve for run in runs):
         parts.append(_img(_convergence_png(runs), "the search of each run"))
