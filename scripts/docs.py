@@ -1,7 +1,7 @@
 """Write the generated pages of docs/: the configuration reference (from the config
-model) and the command reference (from the parser).  Run after changing either:
+model), its JSON Schema (for editors) and the command reference (from the parser).  Run after changing either:
 
-    python scripts/docs.py          # rewrite docs/configuration.md and docs/commands.md
+    python scripts/docs.py          # rewrite docs/configuration.md, autopass.schema.json, commands.md
     python scripts/docs.py --check  # exit 1 when a page differs from what it would write
 """
 
@@ -16,11 +16,13 @@ sys.path.insert(0, str(ROOT))
 from autopass_build.cli.main import build_parser  # noqa: E402
 from autopass_build.cli.reference import commands_markdown  # noqa: E402
 from autopass_build.config import reference_markdown  # noqa: E402
+from autopass_build.config.schema import schema_text  # noqa: E402
 
 
 def pages() -> dict[Path, str]:
     return {ROOT / "docs" / "configuration.md": reference_markdown(),
-            ROOT / "docs" / "commands.md": commands_markdown(build_parser())}
+            ROOT / "docs" / "commands.md": commands_markdown(build_parser()),
+            ROOT / "docs" / "autopass.schema.json": schema_text()}
 
 
 def main(argv: list[str]) -> int:

@@ -11,7 +11,8 @@ from autopass_build.core.errors import AutopassError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "autopass_build"
 # signals between parts of autopass, never shown to a user as they are
-INTERNAL = {"Stopped", "_Stopped", "_Untrained", "Interrupted", "ToolsUnsupported"}
+INTERNAL = {"Stopped", "_Stopped", "_Untrained", "Interrupted", "ToolsUnsupported",
+            "RivalCostly"}
 
 
 def _exception_classes() -> dict[str, str]:

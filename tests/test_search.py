@@ -3,6 +3,8 @@ or repeated point, finds the optimum of a small space, same seed -> same sequenc
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from autopass_build.tuning import strategies as search
@@ -144,3 +146,13 @@ def test_a_strategy_ranks_ratios_to_a_tenth_of_a_percent() -> None:
     here, there = value_for_strategy(faster(0.5053760)), value_for_strategy(faster(0.5054270))
     assert here == there == 0.505
     assert value_for_strategy(faster(0.497)) < here     # a difference a verdict can see
+
+
+def test_the_config_model_offers_exactly_the_strategies_there_are() -> None:
+    # [tune].strategy's choices (the reference, the schema, the loader) are a list in
+    # core/names.py, which must not import the strategies: held to them here
+    from autopass_build.config.model import TuneConfig
+    from autopass_build.core.names import STRATEGY_NAMES
+    assert tuple(search.STRATEGIES) == STRATEGY_NAMES
+    strategy = next(f for f in fields(TuneConfig) if f.name == "strategy")
+    assert strategy.metadata["choices"] == STRATEGY_NAMES

@@ -12,22 +12,29 @@ import difflib
 import os
 import re
 import shlex
-from dataclasses import fields, replace
+from dataclasses import Field, fields, replace
 from typing import Any
 
 from autopass_build.config.model import (
-    CHECK_MODES,
+    ARGV_PARSER,
+    MAX_PATTERN,
+    MAX_PATTERNS,
+    PATHS,
+    PATTERNS,
     SECTIONS,
+    SHELL,
+    STAGE_LIST,
+    TABLE_OF_NUMBERS,
+    TABLE_OF_STRINGS,
     AgentConfig,
     CheckConfig,
-    ClusterConfig,
     Config,
     ConfigError,
     MeasureConfig,
     RunConfig,
     TuneConfig,
 )
-from autopass_build.core.names import AGENT_BACKENDS, CONFIG_NAME, METRICS, STAGES
+from autopass_build.core.names import CONFIG_NAME, STAGES
 from autopass_build.core.trust import refusal
 
 try:
@@ -61,7 +68,6 @@ def _shell_command(value: object, where: str) -> tuple[str, ...]:
     return _command(value, where)
 
 
-MAX_PATTERNS, MAX_PATTERN = 32, 200
 
 
 def _patterns(value: object, where: str) -> tuple[str, ...]:
@@ -92,45 +98,24 @@ def _holds_nul(value: object) -> bool:
     return False
 
 
-def _coerce(section: str, name: str, kind: str, value: object) -> object:
-    """`kind` is the field's annotation as text (this module uses postponed annotations)."""
+def _coerce(section: str, name: str, item: Field, value: object) -> object:
+    """`value` as the key `item` declares it: by its parser (model.key's `parser`), else
+    by its Python type (this module's annotations are text)."""
     where = f"[{section}].{name}"
     if _holds_nul(value):   # TOML's "\u0000": no argument, path or variable can hold one
         raise ConfigError(f"{where} holds a NUL character (\\u0000), which no program "
                           "argument, path or environment variable can carry; remove it")
-    if section == "build" and name in ("command", "clean"):
-        return _shell_command(value, where)
-    if name in ("command", "clean", "train"):
-        return _command(value, where)
-    if name == "env":
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise ConfigError(f"{where} must be a table of strings, e.g. env = {{ LC_ALL = \"C\" }}")
-        return tuple(sorted(value.items()))
-    if name == "options":
-        if not isinstance(value, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
-            raise ConfigError(f"{where} must be a table of numbers, e.g. "
-                              "options = { population = 12 }")
-        return tuple(sorted(value.items()))
-    if name == "stages":
-        if not isinstance(value, list) or not all(v in STAGES for v in value):
-            raise ConfigError(f"{where} must be a list of stages from {', '.join(STAGES)}, "
-                              'e.g. stages = ["pgo", "lto"] (or [] for none)')
-        return tuple(dict.fromkeys(value))
-    if name == "ignore":
-        return _patterns(value, where)
-    if name in ("inputs", "files"):
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            example = "out.bin" if name == "files" else "data/input.bin"
-            raise ConfigError(f'{where} must be a list of paths, e.g. ["{example}"]')
-        return tuple(value)
+    parser = item.metadata.get("parser", "")
+    if parser:
+        return PARSERS[parser](value, where)
+    kind = str(item.type)
     if kind == "int":
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"{where} must be a non-negative integer, not {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{where} must be an integer, not {value!r}")
         return value
     if kind == "float":
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"{where} must be a positive number, not {value!r}")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{where} must be a number, not {value!r}")
         return float(value)
     if kind == "bool":
         if not isinstance(value, bool):
@@ -141,10 +126,73 @@ def _coerce(section: str, name: str, kind: str, value: object) -> object:
     return value
 
 
+def _table_of_strings(value: object, where: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where} must be a table of strings, e.g. env = {{ LC_ALL = \"C\" }}")
+    return tuple(sorted(value.items()))
+
+
+def _table_of_numbers(value: object, where: str) -> tuple[tuple[str, float], ...]:
+    if not isinstance(value, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
+        raise ConfigError(f"{where} must be a table of numbers, e.g. "
+                          "options = { population = 12 }")
+    return tuple(sorted(value.items()))
+
+
+def _stages(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(v in STAGES for v in value):
+        raise ConfigError(f"{where} must be a list of stages from {', '.join(STAGES)}, "
+                          'e.g. stages = ["pgo", "lto"] (or [] for none)')
+    return tuple(dict.fromkeys(value))
+
+
+def _paths(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        example = "out.bin" if where.startswith("[check]") else "data/input.bin"
+        raise ConfigError(f'{where} must be a list of paths, e.g. ["{example}"]')
+    return tuple(value)
+
+
+PARSERS = {SHELL: _shell_command, ARGV_PARSER: _command, TABLE_OF_STRINGS: _table_of_strings,
+           TABLE_OF_NUMBERS: _table_of_numbers, STAGE_LIST: _stages, PATTERNS: _patterns,
+           PATHS: _paths}
+
+
+def _bounds(section: str, item: Field, value: object) -> None:
+    """The choices and bounds the key `item` declares (model.key), checked."""
+    meta, where = item.metadata, f"[{section}].{item.name}"
+    choices = meta.get("choices") or ()
+    if choices and value not in choices:
+        raise ConfigError(f"{where} = {value!r} is not one of {', '.join(choices)}")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    for bound, fails, says in (("least", lambda v, b: v < b, "at least"),
+                               ("most", lambda v, b: v > b, "at most"),
+                               ("above", lambda v, b: v <= b, "above"),
+                               ("below", lambda v, b: v >= b, "below")):
+        limit = meta.get(bound)
+        if limit is not None and fails(value, limit):
+            why = f"; {meta['why']}" if meta.get("why") else ""
+            raise ConfigError(f"{where} = {value:g} must be {says} {limit:g}"
+                              + _bounds_hint(meta) + why)
+
+
+def _bounds_hint(meta) -> str:
+    """What the key allows, in one clause (`: give one in (0, 0.5)`)."""
+    low = ("[", meta["least"]) if meta.get("least") is not None else \
+        ("(", meta["above"]) if meta.get("above") is not None else None
+    high = (meta["most"], "]") if meta.get("most") is not None else \
+        (meta["below"], ")") if meta.get("below") is not None else None
+    if low and high:
+        return f": give one in {low[0]}{low[1]:g}, {high[0]:g}{high[1]}"
+    return ""
+
+
 def _section(name: str, cls: type, table: object) -> object:
     if not isinstance(table, dict):
         raise ConfigError(f"[{name}] must be a table")
-    known = {f.name: str(f.type) for f in fields(cls)}   # annotations are text here
+    known = {f.name: f for f in fields(cls)}
     values = {}
     for key, value in table.items():
         if key not in known:
@@ -158,39 +206,21 @@ def _section(name: str, cls: type, table: object) -> object:
 
 
 def _validate(name: str, section: object) -> None:
-    if isinstance(section, MeasureConfig):
-        if section.metric not in METRICS:
-            raise ConfigError(f"[measure].metric = {section.metric!r} is not one of "
-                              f"{', '.join(METRICS)}")
-        if section.min_pairs < 2 or section.max_pairs < section.min_pairs:
-            raise ConfigError("[measure] needs 2 <= min_pairs <= max_pairs")
-    if isinstance(section, AgentConfig) and section.backend not in AGENT_BACKENDS:
-        raise ConfigError(f"[agent].backend = {section.backend!r} is not one of "
-                          f"{', '.join(AGENT_BACKENDS)}")
+    """Each key's declared choices and bounds, then what involves several keys."""
+    for item in fields(section):     # type: ignore[arg-type]
+        _bounds(name, item, getattr(section, item.name))
+    if isinstance(section, MeasureConfig) and section.max_pairs < section.min_pairs:
+        raise ConfigError("[measure] needs 2 <= min_pairs <= max_pairs")
     if isinstance(section, AgentConfig) and section.backend == "replay" and not section.transcript:
         raise ConfigError('[agent].backend = "replay" needs [agent].transcript, e.g. '
                           '".autopass/runs/<run>/transcript.jsonl"')
-    if isinstance(section, TuneConfig) and (section.budget < 1 or section.max_units < 1):
-        raise ConfigError("[tune] needs budget >= 1 and max_units >= 1")
     if isinstance(section, TuneConfig) and section.time:
         from autopass_build.core.durations import DurationError, parse_duration
         try:
             parse_duration(section.time)
         except DurationError as error:
             raise ConfigError(f"[tune].time: {error}") from None
-    if isinstance(section, TuneConfig) and not 0 < section.coverage <= 100:
-        raise ConfigError(f"[tune].coverage = {section.coverage:g} is a percentage of the "
-                          "profile: give one in (0, 100], e.g. 90")
-    if isinstance(section, MeasureConfig) and not section.precision < 0.5:
-        raise ConfigError(f"[measure].precision = {section.precision:g} is the interval's "
-                          "half-width as a fraction of the time: give one below 0.5, e.g. 0.01")
-    if isinstance(section, MeasureConfig) and section.timeout_factor < 1:
-        raise ConfigError(f"[measure].timeout_factor = {section.timeout_factor:g} would kill a "
-                          "candidate before the baseline's own time: give one >= 1, e.g. 3")
     if isinstance(section, CheckConfig):
-        if section.mode not in CHECK_MODES:
-            raise ConfigError(f"[check].mode = {section.mode!r} is not one of "
-                              f"{', '.join(CHECK_MODES)}")
         if section.mode == "command" and not section.command:
             raise ConfigError('[check].mode = "command" needs [check].command, e.g. '
                               '["./check.sh", "{outdir}"]')
@@ -198,9 +228,6 @@ def _validate(name: str, section: object) -> None:
             raise ConfigError(f'[check].command runs only with mode = "command", and mode '
                               f'is {section.mode!r}: set mode = "command", or remove the '
                               "command")
-    if isinstance(section, ClusterConfig) and not 0 < section.aa_noise < 0.5:
-        raise ConfigError(f"[cluster].aa_noise = {section.aa_noise:g} is a fraction of the "
-                          "baseline's time: give one in (0, 0.5), e.g. 0.05")
     if isinstance(section, RunConfig) and section.command and not any(
             "{exe}" in token for token in section.command):
         raise ConfigError('[run].command must contain "{exe}" where the binary under test '

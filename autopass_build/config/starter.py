@@ -10,8 +10,7 @@ from dataclasses import Field, fields
 
 from autopass_build.config.model import SECTIONS
 
-PLAIN_KINDS = {"str": "string", "int": "integer >= 0", "float": "number > 0",
-               "bool": "true or false"}
+PLAIN_KINDS = {"str": "string", "int": "integer", "float": "number", "bool": "true or false"}
 HEADER = """\
 # autopass.toml -- what to build, what to run, how to judge it.
 # Written by `autopass init`; every key is optional unless marked. Each key, its type and
@@ -39,7 +38,13 @@ def default_of(item: Field) -> object:
 
 
 def kind_of(item: Field) -> str:
-    return item.metadata["kind"] or PLAIN_KINDS.get(str(item.type), str(item.type))
+    """The key's type in a user's words, with the bounds it declares (`number > 0`)."""
+    meta = item.metadata
+    kind = meta["kind"] or PLAIN_KINDS.get(str(item.type), str(item.type))
+    bounds = [f"{sign} {meta[name]:g}" for name, sign in
+              (("least", ">="), ("above", ">"), ("most", "<="), ("below", "<"))
+              if meta.get(name) is not None]
+    return " ".join([kind] + [" and ".join(bounds)] if bounds else [kind])
 
 
 def _comment(text: str, width: int = 88) -> list[str]:
@@ -91,7 +96,11 @@ def reference_markdown() -> str:
            "meant; command-line options override the file.", "",
            "This page is generated from the configuration model "
            "(`autopass_build/config/model.py`) by `python scripts/docs.py`; a test fails "
-           "when the two differ.", ""]
+           "when the two differ. So is its JSON Schema, `docs/autopass.schema.json`: an "
+           "editor that reads one (taplo, Even Better TOML) completes keys, shows their "
+           "docs and marks a value out of bounds; point it at the file, e.g. with a first "
+           "line `#:schema ./docs/autopass.schema.json` (a path from the toml's folder).",
+           ""]
     for section, model in SECTIONS.items():
         out += [f"## [{section}]", "", " ".join((model.__doc__ or "").split()), ""]
         for item in fields(model):

@@ -68,6 +68,8 @@ DEFAULT_APPLY_POLICY = "warn"
 METRICS = ("wall", "cpu", "user", "instructions", "cycles")
 AGENT_BACKENDS = ("rules", "openai", "replay")
 DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tune`'s default
+# the strategies (tuning/strategies/, which a test holds to this list)
+STRATEGY_NAMES = ("agent", "random", "greedy", "ga", "de", "pso")
 # whole-program stages (instruments/stages.py)
 STAGES = ("pgo", "cspgo", "lto", "thinlto", "layout", "bolt")
 # ... and what a database may list: native is tried with `tune --native` alone (consent
