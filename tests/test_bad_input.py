@@ -405,7 +405,9 @@ def test_a_budget_or_unit_count_below_one_is_one_line(project, option) -> None:
     done = subprocess.run([AUTOPASS, "tune", option, "-3"], cwd=project, capture_output=True,
                           text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == f"autopass: error: {option} -3: must be 1 or more"
+    key = option[2:].replace("-", "_")
+    assert done.stderr.strip() == (f"autopass: error: {option}: [tune].{key} = -3 must be "
+                                   "at least 1")
 
 
 def test_replay_check_of_a_store_with_no_units_says_so(tmp_path) -> None:

@@ -40,6 +40,17 @@ def shown_path(path: str) -> str:
     return "".join(c if c.isprintable() or ord(c) > 127 else repr(c)[1:-1] for c in path)
 
 
+def key_help(section: str, name: str, what: str = "") -> str:
+    """An option's help for the config key it overrides: the key's own doc (or `what`),
+    then where its default comes from, so neither is written twice."""
+    from autopass_build.config.starter import default_of, toml_value
+
+    item = configuration.key_of(section, name)
+    default = toml_value(default_of(item))
+    text = f"{what or item.metadata['doc']} (default: [{section}].{name}, {default})"
+    return text.replace("%", "%%")      # argparse formats help with %
+
+
 def add_store_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="DIR",
                    help=f"the store folder (default: the nearest {STORE_DIRNAME}/ "
@@ -57,8 +68,7 @@ def add_target_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_metric_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metric", choices=METRICS,
-                   help="override [measure].metric (user: leaves the kernel's time out)")
+    p.add_argument("--metric", choices=METRICS, help=key_help("measure", "metric"))
 
 
 def store_dir(args: argparse.Namespace) -> str:

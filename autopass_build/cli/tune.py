@@ -13,11 +13,12 @@ from autopass_build.cli.common import (
     add_config_option,
     add_metric_option,
     add_store_option,
+    key_help,
     load_config,
     measures,
     open_store,
 )
-from autopass_build.core.names import AGENT_BACKENDS, RUNS_DIR, STAGES
+from autopass_build.core.names import AGENT_BACKENDS, RUNS_DIR, STAGES, STRATEGY_NAMES
 
 
 def add_parsers(sub) -> None:
@@ -28,29 +29,30 @@ def add_parsers(sub) -> None:
                        epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_store_option(p)
     add_config_option(p)
-    p.add_argument("--strategy", help="agent (the default: [agent].backend, offline rules unless "
-                   "configured), random, greedy, ga, de or pso")
+    p.add_argument("--strategy", choices=STRATEGY_NAMES, help=key_help(
+        "tune", "strategy", "the search: agent ([agent].backend plays it, the offline rules "
+        "unless configured) or a classical one (--list-strategies)"))
     p.add_argument("--agent-backend", choices=AGENT_BACKENDS,
                    help="override [agent].backend")
-    p.add_argument("--budget", type=int, help="candidate evaluations (default: [tune].budget)")
+    p.add_argument("--budget", type=int, help=key_help("tune", "budget"))
     p.add_argument("--time", metavar="DURATION",
                    help="a time budget, e.g. 45m, 2h, 1h30m ([tune].time): the stages take "
                         "up to half of it, the search stops in time for the steps after it; "
                         "alone (without --budget), the time decides, not a count")
     p.add_argument("--stage-budget", type=int, metavar="N",
-                   help="evaluations for the whole-program stages (default: "
-                        "[tune].stage_budget, else half the budget)")
-    p.add_argument("--seed", type=int, help="random seed; same seed, same candidates")
+                   help=key_help("tune", "stage_budget"))
+    p.add_argument("--seed", type=int,
+                   help=key_help("tune", "seed", "random seed; same seed, same candidates"))
     p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                    help="a strategy option, e.g. population=12 (see --list-strategies)")
     add_metric_option(p)
-    p.add_argument("--max-units", type=int, help="tune at most this many hot units")
+    p.add_argument("--max-units", type=int, help=key_help("tune", "max_units",
+                                                          "tune at most this many hot units"))
     p.add_argument("--native", action="store_true", default=None,
                    help="allow -march=native: measured on every unit on top of the chosen "
                         "stages, and per file (the tuned build then runs on this CPU "
                         "family only)")
-    p.add_argument("--flags-db", metavar="FILE", help="where winners go "
-                   "(default: [tune].flags_db, autopass.flags.json)")
+    p.add_argument("--flags-db", metavar="FILE", help=key_help("tune", "flags_db"))
     p.add_argument("--pgo", action="store_true",
                    help="tune on top of the PGO build (trains a profile if there is none; "
                         "gains are then against PGO alone); the default when [run].train "
@@ -160,6 +162,21 @@ def _time(text: str | None) -> float | None:
         raise CliError(f"--time: {error}") from None
 
 
+def _check_given(args: argparse.Namespace) -> None:
+    """The numbers given on the command line, held to their keys' bounds (the file's
+    values were checked when it was read)."""
+    from autopass_build.config import ConfigError, check_given
+
+    for option, name in (("--budget", "budget"), ("--max-units", "max_units"),
+                         ("--stage-budget", "stage_budget"), ("--seed", "seed")):
+        value = getattr(args, name)
+        if value is not None:
+            try:
+                check_given("tune", name, value, option)
+            except ConfigError as error:
+                raise CliError(str(error)) from None
+
+
 def _options(pairs: list[str]) -> dict | None:
 
     if not pairs:
@@ -201,13 +218,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         flags_db=args.flags_db, resume=args.resume, pgo=args.pgo, screen=args.screen,
         attribute=args.attribute, stages=stages, time_limit=time_limit,
         stage_budget=args.stage_budget)
-    if request.strategy not in search.STRATEGIES:
-        raise CliError(f"no strategy {request.strategy!r}; choose one of "
-                       f"{', '.join(search.STRATEGIES)}")
-    for option, value in (("--budget", request.budget), ("--max-units", request.max_units),
-                          ("--stage-budget", request.stage_budget or 1)):
-        if value < 1:      # [tune] in the file is checked when it is read (config.py)
-            raise CliError(f"{option} {value}: must be 1 or more")
+    _check_given(args)
     progress = Progress("tune")
     tuner = Tuner(store, config, request, lambda m: progress(m, transient=m.startswith("  ")))
     try:

@@ -2,7 +2,9 @@
 the texts generated from the model (starter.py: `autopass init`'s file, the reference)."""
 
 from autopass_build.config.loading import (
+    check_given,
     find,
+    key_of,
     load,
     parse,
     with_overrides,
@@ -26,4 +28,4 @@ from autopass_build.core.names import CONFIG_NAME, METRICS
 __all__ = ["CHECK_MODES", "CONFIG_NAME", "METRICS", "SECTIONS", "AgentConfig", "BuildConfig",
            "CheckConfig", "ClusterConfig",
            "Config", "ConfigError", "MeasureConfig", "RunConfig", "TuneConfig",
-           "find", "load", "parse", "reference_markdown", "starter_text", "with_overrides"]
+           "check_given", "find", "key_of", "load", "parse", "reference_markdown", "starter_text", "with_overrides"]

@@ -291,6 +291,20 @@ def _check_trusted(path: str) -> None:
         raise ConfigError(why)
 
 
+def key_of(section: str, name: str) -> Field:
+    """The model's record of [section].name (its doc, default, bounds)."""
+    return next(f for f in fields(SECTIONS[section]) if f.name == name)
+
+
+def check_given(section: str, name: str, value: object, given_as: str) -> None:
+    """A command-line value of [section].name held to the bounds and choices the key
+    declares, the error naming the option the user typed (`--budget: ...`)."""
+    try:
+        _bounds(section, key_of(section, name), value)
+    except ConfigError as error:
+        raise ConfigError(f"{given_as}: {error}") from None
+
+
 def with_overrides(config: Config, **sections: dict) -> Config:
     """Command-line values (None = not given) on top of the file's."""
     updated = {}

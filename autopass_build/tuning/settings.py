@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from autopass_build.config import Config
+from autopass_build.config import Config, TuneConfig
 from autopass_build.core.durations import parse_duration
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.names import DEFAULT_STRATEGY, FLAGS_DB_NAME, STAGES
 
 # The keys a run needs to be resumed, and their JSON types: a run.json lacking one was
 # written by a test or an earlier step (reported, not resumed); one of another type is
@@ -72,26 +71,34 @@ class RunSettings:
         return cls(**values, lacking=tuple(k for k in REQUIRED if k not in data))
 
 
+# [tune]'s defaults, as config/model.py declares them: a request's defaults are the
+# file's, written once
+TUNE = TuneConfig()
+
+
 @dataclass
 class TuneRequest:
-    strategy: str = DEFAULT_STRATEGY
-    budget: int = 40
-    seed: int = 0
+    """What a tuning run is asked: [tune] of autopass.toml (`from_config`) with the
+    command line's values on top, and what only a command line asks (resume, the PGO
+    choice, a time limit already parsed)."""
+    strategy: str = TUNE.strategy
+    budget: int = TUNE.budget
+    seed: int = TUNE.seed
     options: dict = field(default_factory=dict)
-    max_units: int = 4
-    coverage: float = 90.0
-    native: bool = False
-    flags_db: str = FLAGS_DB_NAME
+    max_units: int = TUNE.max_units
+    coverage: float = TUNE.coverage
+    native: bool = TUNE.native
+    flags_db: str = TUNE.flags_db
     resume: bool = False
     pgo: bool = False        # tune on top of the PGO build (`autopass pgo` trains it)
-    screen: bool = False     # rank candidates by their compiled code before measuring
+    screen: bool = TUNE.screen   # rank candidates by their compiled code before measuring
     knowledge: str = ""      # the screening knowledge file (default: the user's cache)
     screen_options: dict = field(default_factory=dict)   # screen.Options to change (bench)
-    stages: tuple[str, ...] = STAGES   # whole-program stages to try first ([]: none)
-    attribute: bool = False  # per-unit attribution, and the composite of its winners
+    stages: tuple[str, ...] = TUNE.stages   # whole-program stages to try first (): none
+    attribute: bool = TUNE.attribute  # per-unit attribution, and its winners' composite
     budget_given: bool = False   # --budget on the command line: a resumed run takes it
     time_limit: float | None = None    # --time / [tune].time, in seconds (clock.py)
-    stage_budget: int = 0        # evaluations for the stages (0: half the budget)
+    stage_budget: int = TUNE.stage_budget   # evaluations for the stages (0: half the budget)
 
     @classmethod
     def from_config(cls, config: Config, **given) -> "TuneRequest":
