@@ -42,6 +42,7 @@ from autopass_build.capture.build_env import apply_environment, record_environme
 from autopass_build.capture.server import serving  # noqa: E402
 from autopass_build.capture.tally import TALLY_NAME
 from autopass_build.core import toolchain  # noqa: E402
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.files import hash_file  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 
@@ -71,7 +72,7 @@ def build_cost(tree: Path, clang: str, rounds: int, jobs: int, work: Path) -> No
     make = [a for a in LUA.build if not a.startswith("-j")] + [f"-j{jobs}"]
     db = database_for_every_unit(tree, clang)
     variants = {"plain": (make + [f"CC={clang} -std=gnu99"], dict(os.environ)),
-                "apply": (make, apply_environment(str(tree), str(db), "error",
+                "apply": (make, apply_environment(str(tree), str(db), ApplyPolicy.ERROR,
                                                   str(work / "apply-bin")))}
     samples: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     for round_no in range(rounds):

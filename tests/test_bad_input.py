@@ -17,6 +17,7 @@ from support import AUTOPASS, TUNE_MINI, recorded_tune_mini
 
 from autopass_build.capture import applier
 from autopass_build.core import flags_db, toolchain
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.files import hash_file
 
 CONFIG = '[run]\ncommand = ["{exe}", "20"]\n[measure]\nmetric = "instructions"\n' \
@@ -253,7 +254,7 @@ def test_apply_decisions_from_any_database_never_raise(tmp_path, data) -> None:
         assert why
         return
     source = str(TUNE_MINI / "hot.c")
-    for policy in ("warn", "error", "apply-anyway"):
+    for policy in ApplyPolicy:
         decision = applier.decide(db, source, str(TUNE_MINI), "clang 19", policy)
         assert decision.flags == () or decision.warning == ""
         assert len(decision.warning) < 2000

@@ -18,6 +18,7 @@ from support import AUTOPASS, recorded_copy
 
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core import flags_db
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.instruments import stages
 from autopass_build.tuning import steps_on_top as compose
 from autopass_build.tuning.journal import Journal, Phase
@@ -344,10 +345,10 @@ def test_a_later_build_gets_bolt_from_the_yaml_profile_by_stale_inference(tmp_pa
     expected = subprocess.run([later], capture_output=True, text=True).stdout
     plain = Path(later).read_bytes()
     fingerprint = bolt.code_fingerprint(trained)
-    refused = run_bolt(BoltPlan(later, str(tmp_path / "m.fdata"), fingerprint), "warn")
+    refused = run_bolt(BoltPlan(later, str(tmp_path / "m.fdata"), fingerprint), ApplyPolicy.WARN)
     assert "BOLT not applied" in refused.warning and Path(later).read_bytes() == plain
     carried = run_bolt(BoltPlan(later, str(tmp_path / "m.fdata"), fingerprint,
-                                str(tmp_path / "m.yaml")), "warn")
+                                str(tmp_path / "m.yaml")), ApplyPolicy.WARN)
     assert "stale-profile inference" in carried.warning and not carried.error
     assert Path(later).read_bytes() != plain
     assert subprocess.run([later], capture_output=True, text=True).stdout == expected

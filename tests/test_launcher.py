@@ -17,6 +17,7 @@ from support import fake_compiler, write
 
 from autopass_build.capture.build_env import apply_environment, record_environment
 from autopass_build.capture.server import WrapperServer, folder_free
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.store.index import Store
 
 HELLO = "int twice(int x) { return 2 * x; }\n"
@@ -107,7 +108,7 @@ def _a_with_o1(root: Path, clang: str) -> Path:
 def test_apply_mode_through_the_server_adds_the_tuned_flags(tmp_path, clang):
     root = tmp_path / "p"
     db = _a_with_o1(root, clang)
-    env = apply_environment(str(root), str(db), "error", str(tmp_path / "work"))
+    env = apply_environment(str(root), str(db), ApplyPolicy.ERROR, str(tmp_path / "work"))
     with WrapperServer() as server:
         env.update(server.env())
         done = subprocess.run([_launcher(env), "-O3", "-c", "a.c", "-o", "a.o"], cwd=root,
@@ -137,7 +138,8 @@ def test_a_signal_reaches_the_compile_and_ends_the_launcher_as_it(tmp_path, clan
     db = root / "autopass.flags.json"
     db.write_text('{"schema": 1, "cpu": null, "entries": {"a.c": {"flags": ["-O1"]}}}')
     env = (record_environment(str(root / ".autopass"), str(root)) if mode == "record"
-           else apply_environment(str(root), str(db), "apply-anyway", str(tmp_path / "w")))
+           else apply_environment(str(root), str(db), ApplyPolicy.APPLY_ANYWAY,
+                                     str(tmp_path / "w")))
     with WrapperServer() as server:
         env.update(server.env(), AUTOPASS_CC=slow)
         launched = subprocess.Popen([_launcher(env), "-O2", "-c", "a.c", "-o", "a.o"],

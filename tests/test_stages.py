@@ -18,6 +18,7 @@ from support import AUTOPASS, recorded_copy
 from autopass_build.capture.bitcode import carries_bitcode
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.core import flags_db, names, stage_flags, toolchain
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.instruments import stages
 from autopass_build.instruments.replay import Replayer
 from autopass_build.store.index import Store
@@ -411,7 +412,7 @@ def test_an_lto_object_with_symbol_versions_is_reproducible_in_apply_mode(tmp_pa
     db = flags_db.empty()
     db.target = flags_db.TargetStages("ltomini", ("lto",), "-O2", ("main.c", "ops.c"))
     flags_db.save(str(root / "autopass.flags.json"), db)
-    env = apply_environment(str(root), str(root / "autopass.flags.json"), "warn",
+    env = apply_environment(str(root), str(root / "autopass.flags.json"), ApplyPolicy.WARN,
                             str(tmp_path / "work"))
     objects = set()
     for _ in range(10):

@@ -8,10 +8,11 @@ from __future__ import annotations
 from autopass_build.capture.applied_profiles import shipped_file
 from autopass_build.capture.to_apply import BoltPlan, ToApply, refuse
 from autopass_build.core import flags_db
+from autopass_build.core.apply_terms import ApplyPolicy
 
 
 def bolt_decision(plan: flags_db.BoltLibrary, path: str, output: str, link: ToApply,
-                  policy: str, stale: flags_db.ProfileRef | None = None) -> ToApply:
+                  policy: ApplyPolicy, stale: flags_db.ProfileRef | None = None) -> ToApply:
     """The link of `output` (the target, or a library BOLT rewrites: `plan`), with BOLT
     to run after it when the shipped profile is intact (else the link's own decision
     with a warning, or an error under the error policy)."""
@@ -19,13 +20,13 @@ def bolt_decision(plan: flags_db.BoltLibrary, path: str, output: str, link: ToAp
                                  "the build was tuned with (re-run autopass tune)")
     if refused:
         warning = "; ".join(w for w in (link.warning, refused + ": linking without BOLT") if w)
-        return ToApply(link.flags, warning, policy == "error")
+        return ToApply(link.flags, warning, policy is ApplyPolicy.ERROR)
     stale_file = shipped_file(stale, path, "BOLT profile", "")[0] if stale else ""
     return ToApply(link.flags, link.warning,
                     bolt=BoltPlan(output, file, plan.binary, stale_file))
 
 
-def run_bolt(plan: BoltPlan, policy: str) -> ToApply:
+def run_bolt(plan: BoltPlan, policy: ApplyPolicy) -> ToApply:
     """After the target's link: BOLT on the output with the shipped profile, if the
     output is the binary the profile was trained on.  Any failure leaves the linked
     binary as it is, with one warning (an error under the error policy)."""
@@ -33,7 +34,7 @@ def run_bolt(plan: BoltPlan, policy: str) -> ToApply:
 
     try:
         fingerprint = bolt.code_fingerprint(plan.output)
-        if fingerprint != plan.fingerprint and plan.stale and policy != "error":
+        if fingerprint != plan.fingerprint and plan.stale and policy is not ApplyPolicy.ERROR:
             bolt.optimize(plan.output, plan.stale, plan.output, stale=True)
             return ToApply(warning=f"{plan.output}: the BOLT profile was trained on another "
                             "build of it (a source, flag or compiler changed since tuning): "

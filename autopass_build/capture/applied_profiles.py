@@ -9,6 +9,7 @@ import os
 
 from autopass_build.capture.to_apply import ToApply, refuse
 from autopass_build.core import flags_db, pgo_profile
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import FlagsDb
 from autopass_build.core.stage_flags import profile_use
@@ -36,7 +37,7 @@ def shipped_file(ref: flags_db.ProfileRef | None, path: str, what: str, tuned: s
     return file, ""
 
 
-def profile_decision(db: FlagsDb, path: str, policy: str) -> ToApply:
+def profile_decision(db: FlagsDb, path: str, policy: ApplyPolicy) -> ToApply:
     """The database's PGO profile for every compile, if it is the one tuned with."""
     if db.profile is None:
         return ToApply()
@@ -65,7 +66,7 @@ def _warnings_generated(line: str) -> bool:
         and words[2] == "generated."
 
 
-def stale_profile(stderr: bytes, source: str, policy: str, lto: bool = False
+def stale_profile(stderr: bytes, source: str, policy: ApplyPolicy, lto: bool = False
                   ) -> tuple[bytes, ToApply | None]:
     """clang's out-of-date profile diagnostics taken out of a compile's stderr (a
     front-end profile's summary, an IR profile's line per function), and one warning

@@ -29,18 +29,14 @@ from autopass_build.capture.spool import COMPILERS, TMP, Spool
 from autopass_build.capture.to_apply import ToApply, refuse
 from autopass_build.capture.trusted_db import load
 from autopass_build.core import decisions, flags_db
+from autopass_build.core.apply_terms import ApplyPolicy, TrainPhase
 from autopass_build.core.files import (
     hash_file,
     relative_to,
     user_cache_dir,
 )
 from autopass_build.core.flags_db import FlagsDb
-from autopass_build.core.names import (
-    FLAGS_DB_NAME,
-    TRAIN_CS_INSTRUMENT,
-    TRAIN_FINAL,
-    TRAIN_INSTRUMENT,
-)
+from autopass_build.core.names import FLAGS_DB_NAME
 from autopass_build.core.stage_flags import (
     BOLT,
     CS_INSTRUMENT,
@@ -62,11 +58,12 @@ def db_path(root: str, explicit: str | None) -> str:
     return os.path.abspath(explicit) if explicit else os.path.join(root, FLAGS_DB_NAME)
 
 
-def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
-                compiler_path: str, train_phase: str = "") -> ToApply | None:
+def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: ApplyPolicy,
+                compiler_path: str, train_phase: TrainPhase = TrainPhase.NONE
+                ) -> ToApply | None:
     """The ToApply for one classified compiler call, or None: nothing to add (not a
     compile or a link, no database, no entry, no stage).  `train_phase`: `apply
-    --train`'s build (core/names.TRAIN_PHASES), "" for a plain apply."""
+    --train`'s build, NONE for a plain apply."""
     from autopass_build.capture.compiler_args import (
         COMPILE,
         COMPILE_AND_LINK,
@@ -77,10 +74,10 @@ def decide_call(parsed, cwd: str, root: str, db_file: str | None, policy: str,
     if not isinstance(parsed, Invocation) or parsed.mode not in (COMPILE, COMPILE_AND_LINK,
                                                                  LINK):
         return None
-    if train_phase == TRAIN_INSTRUMENT:
+    if train_phase is TrainPhase.INSTRUMENT:
         return instrumented(parsed.mode)
     decision = _from_database(parsed, cwd, root, db_file, policy, compiler_path, train_phase)
-    if train_phase == TRAIN_CS_INSTRUMENT:   # the database's build, counted after inlining
+    if train_phase is TrainPhase.CS_INSTRUMENT:   # the database's build, counted after inlining
         return cs_instrumented(decision, parsed.mode)
     return decision
 
@@ -97,17 +94,18 @@ def cs_instrumented(decision: ToApply | None, mode: str) -> ToApply:
                     decision.profiled, decision.bolt)
 
 
-def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: str,
-                   compiler_path: str, train_phase: str) -> ToApply | None:
+def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: ApplyPolicy,
+                   compiler_path: str, train_phase: TrainPhase) -> ToApply | None:
     """decide_call's answer from the database (see there)."""
     from autopass_build.capture.compiler_args import COMPILE, COMPILE_AND_LINK, LINK
 
     path = db_path(root, db_file)
     db, why = load(path)
     if db is None:   # said by each compile; a link adds nothing to a refused database
-        return ToApply((), why, policy == "error") if why and parsed.mode != LINK else None
+        refused = why and parsed.mode != LINK
+        return ToApply((), why, policy is ApplyPolicy.ERROR) if refused else None
     other = another_compiler(db, compiler_path)
-    if other and flags_db.applies_anything(db) and policy != "apply-anyway":
+    if other and flags_db.applies_anything(db) and policy is not ApplyPolicy.APPLY_ANYWAY:
         return refuse(other, policy)       # the same words for every compile: said once
     profile = profile_decision(db, path, policy)
     stage, stage_warning = stage_decision(db, policy, profile.flags[0] if profile.flags else "")
@@ -129,7 +127,7 @@ def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: str
             link = ToApply(stage.link_flags if stage else (), stage_warning)
         plan = (flags_db.BoltLibrary(target.output, target.bolt, target.bolt_binary)
                 if is_target and BOLT in target.stages else library)
-        if train_phase in (TRAIN_FINAL, TRAIN_CS_INSTRUMENT):
+        if train_phase in (TrainPhase.FINAL, TrainPhase.CS_INSTRUMENT):
             plan = None     # `apply --train` trains BOLT on the linked target itself
         if plan is not None:
             stale = target.bolt_stale if plan.output == target.output else None
@@ -197,7 +195,7 @@ def another_compiler(db: FlagsDb, compiler_path: str) -> str:
 
 
 def _one_command(db: FlagsDb, sources: list[str], skipped: bool, root: str, compiler: str,
-                 policy: str, ours: bool, staged: bool) -> ToApply:
+                 policy: ApplyPolicy, ours: bool, staged: bool) -> ToApply:
     """The flags of a command compiling several sources: one set for all, so the entries'
     when every source has one and they agree (tune writes them so: a source compiled
     with others is measured with its flags on all of them), else none, with a note."""
@@ -227,7 +225,7 @@ def _several_sources_note(db: FlagsDb, sources: list[str], ours: bool, staged: b
     return "; ".join(notes)
 
 
-def stage_decision(db: FlagsDb, policy: str = "warn", profile_flag: str = ""
+def stage_decision(db: FlagsDb, policy: ApplyPolicy = ApplyPolicy.WARN, profile_flag: str = ""
                    ) -> tuple[StageFlags | None, str]:
     """The chosen stages' flags without PGO's profile on the compiles (profile_decision
     adds it there; `profile_flag` is its flag, which a CS-PGO link under LTO takes too);
@@ -247,7 +245,7 @@ def stage_decision(db: FlagsDb, policy: str = "warn", profile_flag: str = ""
         stages = tuple(s for s in stages if s not in (LTO, THINLTO))
         warnings.append(f"the database's LTO stage needs lld (sudo apt-get install "
                         f"lld-{toolchain.DEFAULT_LLVM_VERSION}): building without it")
-    missing = _lacking(db) if NATIVE in stages and policy != "apply-anyway" else ""
+    missing = _lacking(db) if NATIVE in stages and policy is not ApplyPolicy.APPLY_ANYWAY else ""
     if missing:
         stages = tuple(s for s in stages if s != NATIVE)
         warnings.append(f"the database's native stage was {missing}: building without "
@@ -267,7 +265,7 @@ def _lacking(db: FlagsDb) -> str:
 SOURCE_CHANGED = "the source changed since its flags were measured"
 
 
-def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
+def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: ApplyPolicy,
            key: str = "") -> ToApply:
     """The flags for `source` (absolute), or none with the reason; `key`: the entry, when
     it names the source where it was before it moved (moved_from)."""
@@ -288,10 +286,10 @@ def decide(db: FlagsDb, source: str, root: str, compiler_id: str, policy: str,
         stale.append(f"it was tuned with {wanted}, this is {compiler_id}")
     if "-march=native" in entry.flags and (missing := _lacking(db)):
         stale.append(f"it was {missing}")
-    if stale and policy != "apply-anyway":
+    if stale and policy is not ApplyPolicy.APPLY_ANYWAY:
         kept = decisions.without(entry.flags)
         carried = tuple(t for d in decisions.of_flags(entry.flags) for t in d.flags())
-        if carried and stale == [SOURCE_CHANGED] and policy == "warn":
+        if carried and stale == [SOURCE_CHANGED] and policy is ApplyPolicy.WARN:
             # each decision names the code it was tuned on: the plugin applies those
             # whose loop or function is unchanged, and says the others
             return ToApply(carried, f"{rel}: tuned flags not applied: {SOURCE_CHANGED}; "

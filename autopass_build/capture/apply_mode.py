@@ -12,14 +12,18 @@ from autopass_build.capture.compiler_args import COMPILE, Invocation, Skip, clas
 from autopass_build.capture.plan import Plan, WrapperError, clang_or_the_named_gcc
 from autopass_build.capture.tally import APPLIED, NOT_APPLIED, SEEN
 from autopass_build.core import decisions, proc
-from autopass_build.core.names import (
+from autopass_build.core.apply_terms import (
     APPLY_POLICIES,
+    DEFAULT_APPLY_POLICY,
+    TRAIN_PHASES,
+    ApplyPolicy,
+    TrainPhase,
+)
+from autopass_build.core.names import (
     ENV_APPLY_TALLY,
     ENV_IR_PLUGIN,
     ENV_IR_PLUGIN_FOR,
     ENV_TRAIN_PHASE,
-    TRAIN_INSTRUMENT,
-    TRAIN_PHASES,
 )
 
 
@@ -68,7 +72,7 @@ def run(plan: Plan) -> int:
         if plan.train_phase and isinstance(parsed, Invocation):   # for `apply --train`
             for output in tally.outputs_of(parsed, plan.cwd):
                 _tally(plan, tally.OUTPUT + output + "\n")
-        if plan.train_phase == TRAIN_INSTRUMENT and isinstance(parsed, Invocation):
+        if plan.train_phase == TrainPhase.INSTRUMENT and isinstance(parsed, Invocation):
             for line in tally.graph_lines(parsed, plan.cwd):   # read after this build only
                 _tally(plan, line)
         notes = []
@@ -78,12 +82,12 @@ def run(plan: Plan) -> int:
         if decision.profiled:
             from autopass_build.capture.applied_profiles import stale_profile
             from autopass_build.core.pgo_profile import lto_compile
-            err, stale = stale_profile(err, decision.profiled, plan.policy,
+            err, stale = stale_profile(err, decision.profiled, _policy(plan),
                                        lto_compile(argv))
             notes.append(stale)
         if decision.bolt:   # the target's link: BOLT rewrites what it made
             from autopass_build.capture.applied_bolt import run_bolt
-            notes.append(run_bolt(decision.bolt, plan.policy))
+            notes.append(run_bolt(decision.bolt, _policy(plan)))
         plan.host.write(out, err)
         failed = False
         for note in notes:
@@ -148,14 +152,20 @@ def _tally(plan: Plan, line: str = APPLIED) -> None:
     tally.write(plan.env.get(ENV_APPLY_TALLY), line)
 
 
+def _policy(plan: Plan) -> ApplyPolicy:
+    return ApplyPolicy(plan.policy) if plan.policy else DEFAULT_APPLY_POLICY
+
+
 def _decide(plan: Plan, parsed: Invocation | Skip):
     from autopass_build.capture import applier
 
-    if plan.policy not in APPLY_POLICIES:
+    # the environment's words, parsed once here: the applier reads members, never text
+    if plan.policy and plan.policy not in APPLY_POLICIES:
         raise WrapperError(f"AUTOPASS_APPLY_POLICY={plan.policy!r}: use one of "
                            + ", ".join(APPLY_POLICIES))
     if plan.train_phase and plan.train_phase not in TRAIN_PHASES:
         raise WrapperError(f"{ENV_TRAIN_PHASE}={plan.train_phase!r}: use one of "
                            + ", ".join(TRAIN_PHASES))
-    return applier.decide_call(parsed, plan.cwd, plan.root, plan.db, plan.policy,
-                               plan.compiler_path, plan.train_phase)
+    return applier.decide_call(parsed, plan.cwd, plan.root, plan.db,
+                               _policy(plan), plan.compiler_path,
+                               TrainPhase(plan.train_phase))

@@ -22,6 +22,7 @@ import sys
 from autopass_build.capture.tally import TALLY_NAME
 from autopass_build.capture.wrapper import is_cxx_name, looks_like_compiler
 from autopass_build.core import toolchain
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.files import hash_bytes, user_cache_dir
 from autopass_build.core.names import (
     ENV_APPLY_POLICY,
@@ -353,7 +354,7 @@ def fallback_compilers(env: dict[str, str]) -> dict[str, str]:
     return chosen
 
 
-def apply_environment(root: str, db: str, policy: str, work_dir: str,
+def apply_environment(root: str, db: str, policy: ApplyPolicy, work_dir: str,
                       base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for `autopass apply -- <build>`: the same wrapper, in apply mode;
     with an LTO stage in the database, LLVM's archiver too (GNU ar cannot index the
@@ -371,7 +372,7 @@ def apply_environment(root: str, db: str, policy: str, work_dir: str,
         "CC": cc, "CXX": cxx,
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
         ENV_ROOT: root, ENV_MODE: "apply", ENV_FLAGS_DB: db,
-        ENV_APPLY_POLICY: policy, ENV_MASQUERADE_DIR: bin_dir,
+        ENV_APPLY_POLICY: policy.value, ENV_MASQUERADE_DIR: bin_dir,
         ENV_APPLY_TALLY: os.path.join(work_dir, TALLY_NAME), **CACHE_BYPASS,
     })
     env.pop(ENV_STORE, None)

@@ -14,7 +14,6 @@ from autopass_build.capture.spool import Spool, find_store_dir
 from autopass_build.core import proc, toolchain
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import (
-    DEFAULT_APPLY_POLICY,
     ENV_APPLY_POLICY,
     ENV_FALLBACK_CC,
     ENV_FALLBACK_CXX,
@@ -152,8 +151,8 @@ class Plan:
         if self.store_dir is None and self.mode == "record":
             self.store_dir = find_store_dir(cwd)
         self.db = env.get(ENV_FLAGS_DB) or options.get("autopass-db") or None
-        self.policy = (env.get(ENV_APPLY_POLICY) or options.get("autopass-policy")
-                       or DEFAULT_APPLY_POLICY)
+        # as given; "" for the default (apply mode parses it: core/apply_terms.py)
+        self.policy = env.get(ENV_APPLY_POLICY) or options.get("autopass-policy") or ""
         self.train_phase = env.get(ENV_TRAIN_PHASE, "")
         if "autopass-ir-plugin" in options and not env.get(ENV_IR_PLUGIN):
             # AutoPass.cmake's record mode: the one-pass plugin `autopass record` would

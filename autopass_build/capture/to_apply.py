@@ -1,9 +1,11 @@
 """What apply mode adds to one compile or link (the applier's answer), shared by the
 parts that decide it: the database's entries (applier.py), its profiles
 (applied_profiles.py) and BOLT after a link (applied_bolt.py).  Runs in every compile:
-no imports."""
+the names of core/ only."""
 
 from __future__ import annotations
+
+from autopass_build.core.apply_terms import ApplyPolicy
 
 
 class BoltPlan:
@@ -28,5 +30,5 @@ class ToApply:
         self.profiled, self.bolt = profiled, bolt
 
 
-def refuse(why: str, policy: str) -> ToApply:
-    return ToApply((), why, error=(policy == "error"))
+def refuse(why: str, policy: ApplyPolicy) -> ToApply:
+    return ToApply((), why, error=(policy is ApplyPolicy.ERROR))

@@ -21,11 +21,8 @@ from autopass_build.cli.common import (
     open_store,
 )
 from autopass_build.core import flags_db, proc
-from autopass_build.core.names import (
-    APPLY_POLICIES,
-    DEFAULT_APPLY_POLICY,
-    FLAGS_DB_NAME,
-)
+from autopass_build.core.apply_terms import APPLY_POLICIES, DEFAULT_APPLY_POLICY, ApplyPolicy
+from autopass_build.core.names import FLAGS_DB_NAME
 from autopass_build.core.plural import counted
 
 
@@ -35,7 +32,7 @@ def add_parsers(sub) -> None:
                        epilog=APPLY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--db", metavar="FILE", help="the flags database (default: "
                    "./autopass.flags.json)")
-    p.add_argument("--policy", choices=APPLY_POLICIES, default=DEFAULT_APPLY_POLICY,
+    p.add_argument("--policy", choices=APPLY_POLICIES, default=DEFAULT_APPLY_POLICY.value,
                    help="what a stale or untrusted entry does (default: %(default)s)")
     p.add_argument("--root", metavar="DIR", help="project root the database's paths are "
                    "relative to (default: the database's folder)")
@@ -63,7 +60,7 @@ def add_parsers(sub) -> None:
     add_target_option(p)
     add_metric_option(p)
     p.add_argument("--no-measure", action="store_true", help="only check reproducibility")
-    p.add_argument("--policy", choices=APPLY_POLICIES, default=DEFAULT_APPLY_POLICY,
+    p.add_argument("--policy", choices=APPLY_POLICIES, default=DEFAULT_APPLY_POLICY.value,
                    help="what the tuned builds do with what they cannot apply (a stale "
                         "profile, a BOLT fingerprint that does not match): warn (the "
                         "default: built without it, and verify says so), error (verify "
@@ -124,13 +121,13 @@ def cmd_apply(args: argparse.Namespace) -> int:
         usable, why = applier.load(db)      # said before the build starts, and a build
         # that compiles nothing hears it too
         if usable is None and why:
-            if args.policy == "error":
+            if ApplyPolicy(args.policy) is ApplyPolicy.ERROR:
                 raise CliError(why)
             print(f"autopass: warning: {why}: building with the default flags",
                   file=sys.stderr)
     work = tempfile.mkdtemp(prefix="autopass-apply-")
     try:
-        env = apply_environment(root, db, args.policy, work)
+        env = apply_environment(root, db, ApplyPolicy(args.policy), work)
         packaging = for_debian_packaging(command, env)
         if packaging:
             print(f"autopass: {packaging}", file=sys.stderr)
@@ -165,7 +162,8 @@ def _apply_training(args: argparse.Namespace, command: list[str], db: str, root:
     config = load_config(args)
     progress = Progress("autopass apply --train")
     try:
-        retrainer = Retrainer(command, db, root, args.policy, Benchmark.from_config(config),
+        retrainer = Retrainer(command, db, root, ApplyPolicy(args.policy),
+                              Benchmark.from_config(config),
                               progress)
         result = retrainer.run()
     except (FlagsDbError, MeasureError, RetrainError) as error:
@@ -251,7 +249,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         job = functools.partial(verify, config, target.output, db, root, measure=not
                                 args.no_measure, libraries=tuple(target.loaded_libraries),
                                 library_folders=tuple(target.prebuilt_library_folders(root)),
-                                scratch=store.dir, policy=args.policy)
+                                scratch=store.dir, policy=ApplyPolicy(args.policy))
         result = (_on_cluster(address, config, root, progress, job) if address.strip()
                   else job(progress))
     except (EvaluateError, MeasureError, VerifyError) as error:

@@ -8,6 +8,7 @@ import os
 from autopass_build.cli.apply import _paths
 from autopass_build.cli.common import CliError
 from autopass_build.core import decisions, flags_db
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.names import FLAGS_DB_SCHEMA
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import lto_mode
@@ -54,7 +55,8 @@ def cmd_db(args: argparse.Namespace) -> int:
     notes: list[str] = []      # entries that apply, but not where they say
     compiler = _compiler_id()
     for source in sorted(db.entries):
-        decision = applier.decide(db, os.path.join(root, source), root, compiler, "warn")
+        decision = applier.decide(db, os.path.join(root, source), root, compiler,
+                                   ApplyPolicy.WARN)
         if db.entries[source].problem:
             problems[source] = f"{source}: entry rejected ({db.entries[source].problem})"
         elif decision.warning:

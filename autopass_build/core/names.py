@@ -56,15 +56,9 @@ ENV_TRAIN_CCACHE = "AUTOPASS_TRAIN_CCACHE"
 
 # Choices, each listed once; the CLI's `choices=` and the config's checks read them.
 WRAPPER_MODES = ("record", "apply", "off")
-APPLY_POLICIES = ("warn", "error", "apply-anyway")
-# `apply --train` builds twice, or three times: "instrument" (every compile and link
-# instrumented for PGO, nothing of the database applied), "cs-instrument" (with CS-PGO:
-# the database with the profile just trained, instrumented again after inlining) and
-# "final" (the database with the profile just trained; BOLT is trained on the linked
-# target after the build, not applied at its link).
-TRAIN_INSTRUMENT, TRAIN_CS_INSTRUMENT, TRAIN_FINAL = "instrument", "cs-instrument", "final"
-TRAIN_PHASES = (TRAIN_INSTRUMENT, TRAIN_CS_INSTRUMENT, TRAIN_FINAL)
-DEFAULT_APPLY_POLICY = "warn"
+
+# apply mode's policy and `apply --train`'s phases: core/apply_terms.py (enums, which
+# the record path must not import)
 METRICS = ("wall", "cpu", "user", "instructions", "cycles")
 AGENT_BACKENDS = ("rules", "openai", "replay")
 DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tune`'s default

@@ -33,16 +33,11 @@ from autopass_build.capture import tally, train_cache
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.capture.server import serving
 from autopass_build.core import flags_db, proc, toolchain
+from autopass_build.core.apply_terms import ApplyPolicy, TrainPhase
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import FlagsDb, ProfileRef
-from autopass_build.core.names import (
-    ENV_TRAIN_CACHE,
-    ENV_TRAIN_CCACHE,
-    ENV_TRAIN_PHASE,
-    TRAIN_CS_INSTRUMENT,
-    TRAIN_PHASES,
-)
+from autopass_build.core.names import ENV_TRAIN_CACHE, ENV_TRAIN_CCACHE, ENV_TRAIN_PHASE
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT, CSPGO, PGO
@@ -105,7 +100,7 @@ class _Build:
 
 
 class Retrainer:
-    def __init__(self, command: list[str], db_path: str, root: str, policy: str,
+    def __init__(self, command: list[str], db_path: str, root: str, policy: ApplyPolicy,
                  bench: Benchmark, show):
         self.command, self.db_path, self.root, self.policy = command, db_path, root, policy
         self.bench, self.show = bench, show
@@ -141,7 +136,8 @@ class Retrainer:
         if database != self.db_path and CSPGO in self.target.stages:
             database = self._cspgo(database)
         if database != self.db_path:      # the fresh profile: check what it built
-            build = self._build("final", database, "building with the profile just trained")
+            build = self._build(TrainPhase.FINAL, database,
+                                "building with the profile just trained")
             self.result.status = build.status
             why = (f"failed (exit {build.status})" if build.status != 0
                    else self._differs(reference) if reference is not None else "")
@@ -149,7 +145,8 @@ class Retrainer:
                 self._fallback(f"the build with the fresh profile {why}", build)
                 return self.result
         else:
-            build = self._build("final" if BOLT in self.target.stages else "", self.db_path,
+            build = self._build(TrainPhase.FINAL if BOLT in self.target.stages else TrainPhase.NONE,
+                                self.db_path,
                                 "building with the database as shipped")
             self.result.status = build.status
         if build.status == 0 and BOLT in self.target.stages:
@@ -167,7 +164,7 @@ class Retrainer:
         """Build 1 and the training run: (the reference output, the database build 2
         uses: the trained one, or the shipped one with the reason why)."""
         started = time.time()
-        build = self._build("instrument", self.db_path, "building instrumented for PGO")
+        build = self._build(TrainPhase.INSTRUMENT, self.db_path, "building instrumented for PGO")
         if build.status == 0 and self.binary not in build.outputs and not build.linked:
             _delete(build.outputs)
             if not build.outputs:       # no compile went through autopass: say why
@@ -184,7 +181,7 @@ class Retrainer:
                 raise _Untrained(self._not_linked(build.linked))
             reference, profile = self._train_pgo()
         except _Untrained as why:
-            if self.policy == "error":      # a release pipeline that insists
+            if self.policy is ApplyPolicy.ERROR:      # a release pipeline that insists
                 _delete(build.outputs)
                 raise RetrainError(f"PGO not retrained: {why} (--policy error)") from None
             self.result.pgo = f"{why}: built with the shipped profile"
@@ -203,7 +200,7 @@ class Retrainer:
         the fresh profile with its context-sensitive part, or, when any of it fails,
         the shipped one (a profile without its context-sensitive part would give the
         build less than the database does)."""
-        build = self._build(TRAIN_CS_INSTRUMENT, trained,
+        build = self._build(TrainPhase.CS_INSTRUMENT, trained,
                             "building instrumented after inlining (CS-PGO)")
         try:
             if build.status != 0:
@@ -213,7 +210,7 @@ class Retrainer:
             profile = self._train_pgo(base=os.path.join(self.folder, TRAINED_PROFILE))[1]
         except _Untrained as why:
             _delete(build.outputs)
-            if self.policy == "error":
+            if self.policy is ApplyPolicy.ERROR:
                 raise RetrainError(f"CS-PGO not retrained: {why} (--policy error)") from None
             self.result.pgo = f"CS-PGO: {why}: built with the shipped profile"
             self.show(f"PGO not retrained: {self.result.pgo}")
@@ -304,21 +301,21 @@ class Retrainer:
         self._save(flags_db.load(database).replace(target=trained))
 
     def _bolt_not_trained(self, why: str) -> None:
-        if self.policy == "error":
+        if self.policy is ApplyPolicy.ERROR:
             raise RetrainError(f"BOLT not retrained: {why} (--policy error)")
         self.result.bolt = why
         self.show(f"BOLT not retrained: {why}")
 
     # ---- shared ------------------------------------------------------------------------
-    def _build(self, phase: str, database: str, what: str) -> _Build:
+    def _build(self, phase: TrainPhase, database: str, what: str) -> _Build:
         self.show(what)
         started = time.time()
         work = tempfile.mkdtemp(prefix="autopass-train-build-")
         try:
             env = apply_environment(self.root, database, self.policy, work)
-            cached = phase in TRAIN_PHASES and bool(self.cache_env)
-            if phase:
-                env[ENV_TRAIN_PHASE] = phase
+            cached = phase is not TrainPhase.NONE and bool(self.cache_env)
+            if phase is not TrainPhase.NONE:
+                env[ENV_TRAIN_PHASE] = phase.value
             if cached:
                 env.update(self.cache_env)
             # the build's own runs of an instrumented program (configure checks, tests)
@@ -327,17 +324,17 @@ class Retrainer:
             with serving(env):
                 status = proc.run_build(self.command, env)
             build = _Build(status, tally.outputs(work), compiled=tally.compiles_seen(work))
-            if phase == "instrument":
+            if phase is TrainPhase.INSTRUMENT:
                 build.units = target_units(work, self.binary, self.root)
                 build.linked = sorted(tally.linked(work))
             if cached:
                 hit, missed = train_cache.hits(work)
-                self.result.cached[phase] = (hit, hit + missed)
+                self.result.cached[phase.value] = (hit, hit + missed)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if status > 128:        # Ctrl-C, a CI timeout: no second build after it
             raise Stopped(status)
-        key = f"build ({phase})" if phase else "build"
+        key = f"build ({phase.value})" if phase is not TrainPhase.NONE else "build"
         self.result.seconds[key] = self.result.seconds.get(key, 0.0) + time.time() - started
         return build
 
@@ -376,13 +373,14 @@ class Retrainer:
     def _fallback(self, why: str, build: _Build) -> None:
         """Build 2 made a program that fails the check: its outputs deleted and built
         again with the database as shipped (under --policy error: not built again)."""
-        if self.policy == "error":
+        if self.policy is ApplyPolicy.ERROR:
             _delete(build.outputs)
             raise RetrainError(f"PGO not retrained: {why} (--policy error)")
         self.show(f"PGO not retrained: {why}; building again with the shipped database")
         self.result.pgo = f"{why}: built with the shipped profile"
         _delete(build.outputs)
-        self.result.status = self._build("", self.db_path, "rebuilding").status
+        self.result.status = self._build(TrainPhase.NONE, self.db_path,
+                                         "rebuilding").status
 
     def _held_to(self, trained: str, shipped: ProfileRef | None) -> str:
         """The profile a fresh one's counts are held to (steady_counts): the last one

@@ -29,6 +29,7 @@ from autopass_build.capture.server import serving
 from autopass_build.capture.tally import applied_count, not_applied
 from autopass_build.config import Config
 from autopass_build.core import flags_db
+from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.plural import counted
 from autopass_build.instruments.benchmark import Benchmark
@@ -74,7 +75,7 @@ def _build(config: Config, env: dict[str, str], folder: str, progress: Progress,
 def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
            measure: bool = True, libraries: tuple[str, ...] = (),
            library_folders: tuple[str, ...] = (), scratch: str = "",
-           policy: str = "warn") -> Verification:
+           policy: ApplyPolicy = ApplyPolicy.WARN) -> Verification:
     """`root`: the project root the database's paths are relative to (the record root);
     `libraries`: the project's shared libraries `binary` loads, as built;
     `library_folders`: where the prebuilt ones it loads are; `scratch`: a folder on the
@@ -97,7 +98,7 @@ def verify(config: Config, binary: str, db: str, root: str, progress: Progress,
     try:
         for i, database in enumerate([os.path.join(keep, "none.json"), db, db]):
             work = os.path.join(keep, f"w{i}")
-            env = apply_environment(root, database, policy if i else "warn", work)
+            env = apply_environment(root, database, policy if i else ApplyPolicy.WARN, work)
             packaging = for_debian_packaging(list(config.build.command), env)
             if packaging and i == 0:
                 progress(packaging)
