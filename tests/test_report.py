@@ -55,6 +55,27 @@ def test_without_per_file_flags_the_chosen_stages_are_what_shipped():
     assert figures.shipped_bars(not_kept)[-1].label == "shipped: pgo+lto, no per-file flags"
 
 
+def test_each_step_after_the_search_is_read_against_the_build_under_it():
+    """CS-PGO and layout are A/B'd against the build without them, as BOLT is: the
+    report read them against the recorded build ('pgo+lto+cspgo: 1.03x over the recorded
+    build' for a build 1.25x faster) and left them out of what shipped."""
+    from autopass_build.outputs.report import stage_lines
+
+    run = [*RUN[:3], entry(4, Phase.STAGE, 0.95, 0.93, 0.97, FASTER, "pgo+lto+cspgo"),
+           entry(5, Phase.STAGE, 0.98, 0.97, 0.99, FASTER, "pgo+lto+cspgo+layout"),
+           entry(6, Phase.STAGE, 1.00, 0.98, 1.02, UNCLEAR, "pgo+lto+cspgo+layout+bolt")]
+    bars = {b.label: b for b in figures.shipped_bars(run)}
+    layout = bars["pgo+lto+cspgo+layout (layout x its base)"]
+    assert layout.kind == BarKind.ON_TOP
+    assert layout.speedup == pytest.approx(1 / (0.98 * 0.95 * 0.82))
+    assert figures.shipped_bars(run)[-1].label == ("shipped: pgo+lto+cspgo+layout, no "
+                                                   "per-file flags")
+    lines = stage_lines(run)
+    assert any(line.startswith("stage pgo+lto+cspgo: speedup 1.0526x") and
+               "over the build without CS-PGO" in line for line in lines), lines
+    assert "CS-PGO on top: kept" in lines and "BOLT on top: not kept" in lines
+
+
 def test_every_measurement_is_a_dot_named_by_its_phase_and_units():
     dots = figures.dots(RUN)
     assert [d.n for d in dots] == [1, 2, 3, 4, 5, 6]

@@ -102,7 +102,34 @@ def parse(names: str | list[str] | tuple[str, ...]) -> tuple[Stage, ...]:
 
 
 def name(composition: tuple[Stage, ...]) -> str:
+    """A composition as journals and users name it: "pgo+lto" ("none": no stage)."""
     return "+".join(s.value for s in composition) or "none"
+
+
+def of_name(text: str) -> tuple[Stage, ...]:
+    """A composition's name ("pgo+lto"; "" or "none": none) as its stages, the one place
+    a name is taken apart; a part that names no stage (a later version's journal) is
+    left out."""
+    known = {s.value: s for s in Stage}
+    return tuple(known[part] for part in text.split("+") if part in known)
+
+
+# The steps measured on top of a build, each A/B'd against that build without it (not
+# against the recorded build), in the order they are taken, with the words a user reads
+ON_TOP = {Stage.NATIVE: "-march=native", Stage.CSPGO: "CS-PGO", Stage.LAYOUT: "layout",
+          Stage.BOLT: "BOLT"}
+
+
+def step_on_top(composition: tuple[Stage, ...]) -> Stage | None:
+    """The step `composition` was measured for against the build without it; None for a
+    link-time composition (PGO, LTO, ThinLTO), measured against the recorded build."""
+    return composition[-1] if composition and composition[-1] in ON_TOP else None
+
+
+def link_time(composition: tuple[Stage, ...]) -> bool:
+    """Whether `composition` holds no step on top (it is measured against the
+    recording)."""
+    return not any(s in ON_TOP for s in composition)
 
 
 def lld() -> str | None:

@@ -10,17 +10,22 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
-from autopass_build.core.stage_flags import BOLT, NATIVE
+from autopass_build.instruments.stages import (
+    ON_TOP,
+    Stage,
+    link_time,
+    of_name,
+    step_on_top,
+)
+from autopass_build.instruments.stages import name as composition_name
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
-
-ON_TOP = {NATIVE: "-march=native", BOLT: "BOLT"}   # measured against the build without them
 
 
 class BarKind(str, Enum):
     RECORDED = "recorded"      # the reference: the build as recorded
     STAGE = "stage"            # a whole-program composition, A/B'd against the recording
-    ON_TOP = "on top"          # BOLT or native: A/B'd against its base, multiplied through
+    ON_TOP = "on top"          # a step on top: A/B'd against its base, multiplied through
     SHIPPED = "shipped"        # what the run wrote, A/B'd against the recording
 
 
@@ -72,24 +77,47 @@ def last_stage_looks(entries: list[Entry]) -> dict[str, Entry]:
 
 
 def chosen_stages(looks: dict[str, Entry]) -> str:
-    """The composition the run chose: the fastest verified link-time one ("" for none),
-    extended by -march=native where that was kept (BOLT comes after, see `with_bolt`).
-    The composer confirms every FASTER look on a timing metric, so the best FASTER last
-    look of each composition is the one it chose."""
-    link_time = {n: e for n, e in looks.items() if not set(n.split("+")) & set(ON_TOP)}
-    faster = [e for e in link_time.values()
-              if e.verdict == FASTER and e.measured and e.ratio is not None]
+    """The composition the per-file search ran on: the fastest verified link-time one
+    ("" for none), extended by -march=native where that was kept (the steps after the
+    search come on top: `with_steps_after`).  The composer confirms every FASTER look on
+    a timing metric, so the best FASTER last look of each composition is the one it
+    chose."""
+    faster = [e for e in looks.values() if link_time(e.composition)
+              and e.verdict == FASTER and e.measured and e.ratio is not None]
     chosen = min(faster, key=lambda e: e.ratio or 1.0).stages if faster else ""
-    native = f"{chosen}+{NATIVE}" if chosen else NATIVE
-    if native in looks and looks[native].verdict == FASTER and looks[native].measured:
-        chosen = native
+    return _kept_on_top(looks, chosen, Stage.NATIVE)
+
+
+def with_steps_after(looks: dict[str, Entry], chosen: str) -> str:
+    """`chosen` with each step after the search (CS-PGO, layout, BOLT) that was kept."""
+    for step in (Stage.CSPGO, Stage.LAYOUT, Stage.BOLT):
+        chosen = _kept_on_top(looks, chosen, step)
     return chosen
 
 
-def with_bolt(looks: dict[str, Entry], chosen: str) -> str:
-    bolted = f"{chosen}+{BOLT}" if chosen else BOLT
-    kept = bolted in looks and looks[bolted].verdict == FASTER and looks[bolted].measured
-    return bolted if kept else chosen
+def _kept_on_top(looks: dict[str, Entry], chosen: str, step: Stage) -> str:
+    extended = composition_name(of_name(chosen) + (step,))
+    look = looks.get(extended)
+    return extended if look is not None and look.verdict == FASTER and look.measured \
+        else chosen
+
+
+def over_recorded(looks: dict[str, Entry], e: Entry) -> tuple[float, float, float] | None:
+    """`e`'s speedup over the recorded build, with its interval: a step on top is
+    multiplied through the builds under it (None where one of them was not measured)."""
+    speedup = _speedup(e)
+    if step_on_top(e.composition) is None:
+        return speedup
+    base = looks.get(composition_name(e.composition[:-1])) if len(e.composition) > 1 \
+        else None
+    if len(e.composition) == 1:        # a step on the recorded build itself
+        return speedup
+    if base is None or not base.measured or not base.ratio:
+        return None
+    under = over_recorded(looks, base)
+    if under is None:
+        return None
+    return speedup[0] * under[0], speedup[1] * under[1], speedup[2] * under[2]
 
 
 def shipped_entry(entries: list[Entry]) -> Entry | None:
@@ -108,20 +136,16 @@ def shipped_entry(entries: list[Entry]) -> Entry | None:
 def shipped_bars(entries: list[Entry]) -> list[Bar]:
     bars = [Bar("recorded build", 1.0, 1.0, 1.0, BarKind.RECORDED)]
     looks = last_stage_looks(entries)
-    for name, e in looks.items():
-        if not e.measured or not e.ratio:
+    for label, e in looks.items():
+        through = over_recorded(looks, e) if e.measured and e.ratio else None
+        if through is None:
             continue
-        parts = name.split("+")
-        speedup, low, high = _speedup(e)
-        if parts[-1] in ON_TOP:
-            base = looks.get("+".join(parts[:-1]))
-            if base is None or not base.measured or not base.ratio:
-                continue
-            b_speedup, b_low, b_high = _speedup(base)
-            bars.append(Bar(f"{name} ({ON_TOP[parts[-1]]} x its base)", speedup * b_speedup,
-                            low * b_low, high * b_high, BarKind.ON_TOP, e.verdict or ""))
+        step = step_on_top(e.composition)
+        if step is not None:
+            bars.append(Bar(f"{label} ({ON_TOP[step]} x its base)", *through,
+                            BarKind.ON_TOP, e.verdict or ""))
         else:
-            bars.append(Bar(name, speedup, low, high, BarKind.STAGE, e.verdict or ""))
+            bars.append(Bar(label, *through, BarKind.STAGE, e.verdict or ""))
     shipped = shipped_entry(entries)
     if shipped is not None:
         what = shipped.stages or "no stages"
@@ -130,7 +154,7 @@ def shipped_bars(entries: list[Entry]) -> list[Bar]:
         bars.append(Bar(f"shipped: {what}", *_speedup(shipped), BarKind.SHIPPED,
                         shipped.verdict or ""))
         return bars
-    chosen = with_bolt(looks, chosen_stages(looks))   # no per-file flags: the stages alone
+    chosen = with_steps_after(looks, chosen_stages(looks))   # no per-file flags: stages alone
     same = [b for b in bars if b.label.split(" ")[0] == chosen]
     if same:
         b = same[0]
@@ -145,9 +169,9 @@ def dots(entries: list[Entry]) -> list[Dot]:
         if not e.measured or e.ratio is None or e.identical or e.phase not in GROUPS:
             continue
         group = GROUPS[e.phase]
-        top = e.stages.split("+")[-1] if e.stages else ""
-        if e.phase in STAGE_PHASES and top in ON_TOP:
-            group = f"{ON_TOP[top]} on its base"
+        step = step_on_top(e.composition)
+        if e.phase in STAGE_PHASES and step is not None:
+            group = f"{ON_TOP[step]} on its base"
         units = ", ".join(os.path.basename(s) for s in sorted(e.flags))
         label = units if e.phase in (Phase.SEARCH, Phase.CONFIRM, Phase.ALONE) \
             else e.stages

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
+from autopass_build.instruments.stages import ON_TOP, link_time, step_on_top
+from autopass_build.instruments.stages import name as composition_name
 from autopass_build.instruments.stats import FASTER, SAME, SLOWER, UNCLEAR
 from autopass_build.outputs.figures import (
-    ON_TOP,
     BarKind,
     chosen_stages,
     last_stage_looks,
@@ -92,30 +93,30 @@ def stage_lines(entries: list[Entry]) -> list[str]:
     each against the build without it; and which build the per-file search ran on."""
     measured = last_stage_looks(entries)    # a confirmation replaces the first look
     lines = [_stage_line(name, e, measured) for name, e in measured.items()]
-    link_time = {n: e for n, e in measured.items() if not set(n.split("+")) & set(ON_TOP)}
-    for name, e in measured.items():
-        top = name.split("+")[-1]
-        if top in ON_TOP:
+    for e in measured.values():
+        step = step_on_top(e.composition)
+        if step is not None:
             kept = e.verdict == FASTER and e.measured
-            lines.append(f"{ON_TOP[top]} on top: {'kept' if kept else 'not kept'}")
+            lines.append(f"{ON_TOP[step]} on top: {'kept' if kept else 'not kept'}")
     chosen = chosen_stages(measured)
     if chosen:
         lines.append(f"baseline of the per-file search: {chosen}")
-    elif link_time:
+    elif any(link_time(e.composition) for e in measured.values()):
         lines.append("no composition verified faster: per-file flags on the recorded build")
     return lines
 
 
-def _stage_line(name: str, e: Entry, measured: dict[str, Entry]) -> str:
-    parts = name.split("+")
-    if parts[-1] in ON_TOP:      # measured against the same build without it
-        return (f"stage {name}: {e.interval_text()} over the build without "
-                f"{ON_TOP[parts[-1]]}" + (f" -> {e.verdict}" if e.measured else ""))
-    line = f"stage {name}: {e.interval_text()} over the recorded build"
+def _stage_line(label: str, e: Entry, measured: dict[str, Entry]) -> str:
+    step, parts = step_on_top(e.composition), e.composition
+    if step is not None:      # measured against the same build without it
+        return (f"stage {label}: {e.interval_text()} over the build without "
+                f"{ON_TOP[step]}" + (f" -> {e.verdict}" if e.measured else ""))
+    line = f"stage {label}: {e.interval_text()} over the recorded build"
     if e.measured and e.ratio is not None:
         line += f" -> {e.verdict}"
-        for sub in ("+".join(p for p in parts if p != left) for left in parts):
-            base = measured.get(sub) if len(parts) > 1 else None
+        for left in parts if len(parts) > 1 else ():
+            sub = composition_name(tuple(p for p in parts if p != left))
+            base = measured.get(sub)
             if base is not None and base.ratio:
                 line += f"; {base.ratio / e.ratio:.4f}x over {sub}"
     return line

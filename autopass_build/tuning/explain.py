@@ -7,6 +7,7 @@ from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted, listed
 from autopass_build.instruments import output_check
+from autopass_build.instruments.stages import Stage, of_name
 from autopass_build.store.build_records import UnitRecord
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal
 
@@ -49,7 +50,7 @@ def stage_note(wrong: list[Entry]) -> tuple[str, ...]:
     staged = sorted({e.stages for e in wrong if e.phase in STAGE_PHASES and e.stages})
     if not staged:
         return ()
-    pgo = any("pgo" in name.split("+") for name in staged)
+    pgo = any(Stage.PGO in of_name(name) for name in staged)
     return (f"wrong output explained: built with {listed(staged, 'or')} the program computes "
             "otherwise, a sign of undefined behaviour in it or of a compiler bug; the output "
             "check kept such builds out"

@@ -23,6 +23,7 @@ from autopass_build.core.files import write_atomic
 from autopass_build.core.names import RUNS_DIR
 from autopass_build.core.outcome import Outcome
 from autopass_build.instruments.attribution import UnitEffect
+from autopass_build.instruments.stages import Stage, of_name
 from autopass_build.instruments.stats import SAME, Verdict
 from autopass_build.tuning.settings import RunSettings, SettingsError
 
@@ -106,6 +107,11 @@ class Entry:
     stages: str = ""                             # whole-program stages under it: "pgo+lto"
     effects: tuple[UnitEffect, ...] = ()         # each changed unit's own cost (attribution)
     unit_features: dict[str, dict[str, float]] | None = None   # screening's, per unit
+
+    @property
+    def composition(self) -> tuple[Stage, ...]:
+        """`stages` as stages (the name is what the journal keeps)."""
+        return of_name(self.stages)
 
     @property
     def identical(self) -> bool:

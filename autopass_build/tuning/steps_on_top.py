@@ -29,7 +29,7 @@ from autopass_build.instruments.bolt import BoltStage
 from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.instruments.hotspots import Profile
 from autopass_build.instruments.layout_reach import LayoutReach, layout_reach
-from autopass_build.instruments.stages import Stage
+from autopass_build.instruments.stages import ON_TOP, Stage
 from autopass_build.instruments.stats import FASTER
 from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS
 from autopass_build.tuning.journal import Entry, Phase
@@ -104,9 +104,9 @@ class StepsOnTop:
         """The steps after the search still to be measured on top of `chosen` (those
         that read the PGO profile only on a composition with PGO)."""
         done = {stage for entry in self.measurements.journal.of_phase(Phase.STAGE)
-                for stage in entry.stages.split("+")}
+                for stage in entry.composition}
         has_pgo = chosen is not None and Stage.PGO in chosen.stages
-        return [s for s in AFTER_SEARCH if s in self.usable and s.value not in done
+        return [s for s in AFTER_SEARCH if s in self.usable and s not in done
                 and (has_pgo or s not in NEEDS_PGO)]
 
     def planned(self) -> list[Stage]:
@@ -138,7 +138,7 @@ class StepsOnTop:
         evaluator whose baseline is `chosen`).  A whole-program choice: the binary runs
         on this CPU family only whether one unit has it or all do."""
         native = stages.flags((Stage.NATIVE,), opt_level(self.evaluator)).unit_flags
-        return self._taken(chosen, Stage.NATIVE, "-march=native", without,
+        return self._taken(chosen, Stage.NATIVE, ON_TOP[Stage.NATIVE], without,
                            under={u.id: native for u in without.units})
 
     def cspgo(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
@@ -154,7 +154,7 @@ class StepsOnTop:
         composition = chosen.stages + (Stage.CSPGO,)
         lto_use = tuple(f for f in self._flags(composition, profile).link_flags
                         if f == profile.use_flag())
-        return self._taken(chosen, Stage.CSPGO, "CS-PGO", without, profile,
+        return self._taken(chosen, Stage.CSPGO, ON_TOP[Stage.CSPGO], without, profile,
                            under={u.id: (profile.use_flag(),) for u in without.units},
                            link_flags=lto_use,
                            built=lambda: say_match(without, profile, composition, self.show))
@@ -165,14 +165,14 @@ class StepsOnTop:
         assert chosen is not None
         after = self._flags(chosen.stages + (Stage.LAYOUT,), chosen.profile)
         added = tuple(f for f in after.link_flags if f not in chosen.flags.link_flags)
-        return self._taken(chosen, Stage.LAYOUT, "layout", without,
+        return self._taken(chosen, Stage.LAYOUT, ON_TOP[Stage.LAYOUT], without,
                            under={u.id: (SPLIT,) for u in without.units}, link_flags=added)
 
     def bolt(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
         """BOLT trained on the build so far, the program and each hot project library."""
         step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show,
                          self.bolt_reach.libraries)
-        taken = self._taken(chosen, Stage.BOLT, "BOLT", without, link_flags=BOLT_LINK_FLAGS,
+        taken = self._taken(chosen, Stage.BOLT, ON_TOP[Stage.BOLT], without, link_flags=BOLT_LINK_FLAGS,
                             post_link=step)
         if taken is not None:
             taken.bolt, taken.bolt_libraries = step.trained, tuple(step.rewritten)
