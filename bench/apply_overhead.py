@@ -37,10 +37,10 @@ import debian_sources  # noqa: E402
 from record_overhead import timed  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
-from autopass_build.capture.applier import compiler_id  # noqa: E402
+from autopass_build.capture.apply.applier import compiler_id  # noqa: E402
+from autopass_build.capture.apply.tally import TALLY_NAME
 from autopass_build.capture.build_env import apply_environment, record_environment
 from autopass_build.capture.server import serving  # noqa: E402
-from autopass_build.capture.tally import TALLY_NAME
 from autopass_build.core import toolchain  # noqa: E402
 from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.files import hash_file  # noqa: E402
@@ -114,8 +114,8 @@ def print_ratios(samples: dict[str, list[tuple[float, float]]], width: int) -> N
 
 
 def tuned_and_verified(tree: Path, budget: int) -> None:
-    from autopass_build.instruments.evaluate import Evaluator, choose_target
-    from autopass_build.instruments.hotspots import profile
+    from autopass_build.candidates.evaluate import Evaluator, choose_target
+    from autopass_build.evidence.hotspots import profile
     from autopass_build.outputs.verify import verify
     from autopass_build.tuning.tuner import Tuner, TuneRequest
 

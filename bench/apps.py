@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
 
-from autopass_build.capture.applier import compiler_id  # noqa: E402
+from autopass_build.capture.apply.applier import compiler_id  # noqa: E402
 from autopass_build.core import toolchain  # noqa: E402
 from autopass_build.core.files import hash_file  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402

@@ -37,8 +37,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
 from autopass_build.core.names import METRICS, STAGES  # noqa: E402
-from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
 from autopass_build.tuning.journal import Phase  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 

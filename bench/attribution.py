@@ -42,9 +42,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build.instruments import attribution, sampling, stats  # noqa: E402
-from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
-from autopass_build.instruments.hotspots import load as load_profile  # noqa: E402
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
+from autopass_build.evidence.hotspots import load as load_profile  # noqa: E402
+from autopass_build.measuring import attribution, sampling, stats  # noqa: E402
 
 METHODS = ("controlled", "absolute", "program")
 

@@ -36,8 +36,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
-from autopass_build.instruments.stats import FASTER  # noqa: E402
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
+from autopass_build.measuring.stats import FASTER  # noqa: E402
 from autopass_build.tuning.journal import Phase  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 

@@ -50,7 +50,7 @@ import debian_sources  # noqa: E402
 from apply_overhead import database_of, print_ratios  # noqa: E402
 from record_overhead import timed  # noqa: E402
 
-from autopass_build.capture.tally import APPLIED, SEEN  # noqa: E402
+from autopass_build.capture.apply.tally import APPLIED, SEEN  # noqa: E402
 from autopass_build.core import toolchain  # noqa: E402
 
 REPO = HERE.parent

@@ -40,10 +40,10 @@ sys.path.insert(0, str(HERE.parent))
 import hand_recipe as hr  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
 from autopass_build.core.decisions import Decision  # noqa: E402
-from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
-from autopass_build.instruments.hotspots import load as load_profile  # noqa: E402
-from autopass_build.instruments.inventory import of_unit  # noqa: E402
+from autopass_build.evidence.hotspots import load as load_profile  # noqa: E402
+from autopass_build.evidence.inventory import of_unit  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 from autopass_build.tuning.decision_knobs import hot_loops  # noqa: E402
 
@@ -55,7 +55,7 @@ def candidate_seconds(build_dir: Path) -> dict:
     database = json.loads((build_dir / "autopass.flags.json").read_text())
     store = Store.open_existing(str(build_dir / ".autopass"))
     evaluator = Evaluator(store, cfg.load(str(build_dir / "autopass.toml")))
-    from autopass_build.instruments import stages as st
+    from autopass_build.candidates import stages as st
     from autopass_build.tuning.stage_choice import opt_level
 
     composition = st.parse([s for s in (database.get("target") or {}).get("stages", [])

@@ -51,7 +51,7 @@ import debian_sources  # noqa: E402
 import tune_classical as tc  # noqa: E402
 
 from autopass_build.core import bolt_commands  # noqa: E402  (finds llvm-bolt only)
-from autopass_build.instruments.stats import estimate  # noqa: E402
+from autopass_build.measuring.stats import estimate  # noqa: E402
 
 AUTOPASS = str(Path(sys.executable).parent / "autopass")
 SUITE = ("bzip2", "lua5.4", "libzstd", "sqlite3")

@@ -48,11 +48,11 @@ sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
+from autopass_build.candidates.replay import Replayer  # noqa: E402
 from autopass_build.capture.build_env import record_environment  # noqa: E402
-from autopass_build.instruments import stats  # noqa: E402
-from autopass_build.instruments.benchmark import Benchmark, run_once  # noqa: E402
-from autopass_build.instruments.measure import compare  # noqa: E402
-from autopass_build.instruments.replay import Replayer  # noqa: E402
+from autopass_build.measuring import stats  # noqa: E402
+from autopass_build.measuring.benchmark import Benchmark, run_once  # noqa: E402
+from autopass_build.measuring.measure import compare  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 
 SPINNER = ("#include <stdlib.h>\nint main(int c, char **v) { volatile unsigned long i = 0; "
@@ -134,8 +134,8 @@ def median_half_width(results: list) -> float:
 
 def collect_pool(bench: Benchmark, base: str, copy: str, pairs: int) -> dict:
     """`pairs` A/A pairs as measure.compare takes them: ABBA, pinned as it pins."""
-    from autopass_build.instruments.duet import Side
-    from autopass_build.instruments.measure import _pair, measured_cpu
+    from autopass_build.measuring.duet import Side
+    from autopass_build.measuring.measure import _pair, measured_cpu
 
     cpu = measured_cpu(bench, base, {}, None)
     sides = (Side(base, {}, 60.0), Side(copy, {}, 60.0))

@@ -40,12 +40,12 @@ import debian_sources  # noqa: E402
 import suite  # noqa: E402
 import tune_classical as tc  # noqa: E402
 
+from autopass_build.candidates import pgo, stages  # noqa: E402
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
+from autopass_build.candidates.stages import Stage  # noqa: E402
 from autopass_build.core.durations import parse_duration  # noqa: E402
 from autopass_build.core.names import STAGES  # noqa: E402
-from autopass_build.instruments import pgo, stages  # noqa: E402
-from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
-from autopass_build.instruments.hotspots import load as load_profile  # noqa: E402
-from autopass_build.instruments.stages import Stage  # noqa: E402
+from autopass_build.evidence.hotspots import load as load_profile  # noqa: E402
 from autopass_build.tuning.stage_choice import opt_level  # noqa: E402
 from autopass_build.tuning.tuner import UNCOUNTED, Tuner, TuneRequest  # noqa: E402
 

@@ -23,7 +23,7 @@ shuffled order, CPU time of the run; each variant's ratio to -O3 with the 95 % i
 (Hodges-Lehmann on the paired log ratios, autopass's own statistics); every variant's
 output must be -O3's.  Reported per later release: the speedups, how much of (c)'s gain
 (a) and (b) keep on the log scale, and what --train cost against the plain build.
---train's cache of instrumented objects (capture/train_cache.py) is kept from one release
+--train's cache of instrumented objects (capture/apply/train_cache.py) is kept from one release
 to the next, as a CI keeping it would: release 3's instrumented build compiles only what
 changed since release 2 (release 2's compiles everything: release 1 was tuned, not
 trained).
@@ -61,7 +61,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from autopass_build.instruments.stats import estimate  # noqa: E402
+from autopass_build.measuring.stats import estimate  # noqa: E402
 
 CACHE = Path(os.environ.get("AUTOPASS_BENCH_CACHE",
                             Path.home() / ".cache" / "autopass")) / "pypi"

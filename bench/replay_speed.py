@@ -29,9 +29,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
 
+from autopass_build.candidates import fidelity  # noqa: E402
+from autopass_build.candidates.replay import Replayer  # noqa: E402
 from autopass_build.capture.build_env import record_environment  # noqa: E402
-from autopass_build.instruments import fidelity  # noqa: E402
-from autopass_build.instruments.replay import Replayer  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 from autopass_build.store.targets import resolve  # noqa: E402
 

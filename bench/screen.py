@@ -62,7 +62,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build.instruments.hotspots import load as load_profile  # noqa: E402
+from autopass_build.evidence.hotspots import load as load_profile  # noqa: E402
 from autopass_build.tuning import composite, screen  # noqa: E402
 from autopass_build.tuning.journal import Entry, Phase  # noqa: E402
 from autopass_build.tuning.knowledge import Knowledge  # noqa: E402

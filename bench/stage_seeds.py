@@ -30,9 +30,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
-from autopass_build.instruments import pgo, stages  # noqa: E402
-from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
-from autopass_build.instruments.stages import COMPOSITIONS  # noqa: E402
+from autopass_build.candidates import pgo, stages  # noqa: E402
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
+from autopass_build.candidates.stages import COMPOSITIONS  # noqa: E402
 from autopass_build.tuning.stage_choice import opt_level  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 

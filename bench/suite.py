@@ -47,12 +47,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import tune_classical as tc  # noqa: E402
 
+from autopass_build.candidates import pgo, stages  # noqa: E402
+from autopass_build.candidates.bolt import BoltStage  # noqa: E402
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
+from autopass_build.candidates.stages import Stage  # noqa: E402
 from autopass_build.core.cpu import this_cpu  # noqa: E402
 from autopass_build.core.names import STAGES  # noqa: E402
-from autopass_build.instruments import pgo, stages  # noqa: E402
-from autopass_build.instruments.bolt import BoltStage  # noqa: E402
-from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
-from autopass_build.instruments.stages import Stage  # noqa: E402
 from autopass_build.outputs.report import html_report, summarize  # noqa: E402
 from autopass_build.tuning.stage_choice import opt_level  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`apply --train` made incremental (issue 46, item 1): what its builds' cache (ccache in
-autopass's folder, capture/train_cache.py) saves on a large application.
+autopass's folder, capture/apply/train_cache.py) saves on a large application.
 
 7-Zip 26.01 from Debian's source (311 C and C++ units, its own makefiles, -O2), with a
 database that ships PGO for its `7zz` (written here as tune ships one for the PGO stage:

@@ -33,10 +33,10 @@ sys.path.insert(0, str(HERE.parent))
 import debian_sources  # noqa: E402
 
 from autopass_build import config as cfg  # noqa: E402
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
 from autopass_build.capture.build_env import record_environment  # noqa: E402
-from autopass_build.instruments.benchmark import DETERMINISTIC_METRICS  # noqa: E402
-from autopass_build.instruments.evaluate import Evaluator  # noqa: E402
-from autopass_build.instruments.hotspots import profile  # noqa: E402
+from autopass_build.evidence.hotspots import profile  # noqa: E402
+from autopass_build.measuring.benchmark import DETERMINISTIC_METRICS  # noqa: E402
 from autopass_build.outputs.report import summarize  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402

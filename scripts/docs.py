@@ -1,5 +1,6 @@
 """Write the generated pages of docs/: the configuration reference (from the config
-model), its JSON Schema (for editors) and the command reference (from the parser).  Run after changing either:
+model), its JSON Schema (for editors), the command reference (from the parser) and the
+map of the package (docs/architecture.md, from its docstrings and imports).  Run after changing either:
 
     python scripts/docs.py          # rewrite docs/configuration.md, autopass.schema.json, commands.md
     python scripts/docs.py --check  # exit 1 when a page differs from what it would write
@@ -12,6 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from architecture import architecture_markdown  # noqa: E402
 
 from autopass_build.cli.main import build_parser  # noqa: E402
 from autopass_build.cli.reference import commands_markdown  # noqa: E402
@@ -22,7 +26,8 @@ from autopass_build.config.schema import schema_text  # noqa: E402
 def pages() -> dict[Path, str]:
     return {ROOT / "docs" / "configuration.md": reference_markdown(),
             ROOT / "docs" / "commands.md": commands_markdown(build_parser()),
-            ROOT / "docs" / "autopass.schema.json": schema_text()}
+            ROOT / "docs" / "autopass.schema.json": schema_text(),
+            ROOT / "docs" / "architecture.md": architecture_markdown()}
 
 
 def main(argv: list[str]) -> int:

@@ -48,7 +48,7 @@ def rec(tmp_path: Path, clang: str, clangxx: str) -> Recording:
 # A wrapper server started on demand by a test's CMake build (capture/on_demand.py) goes
 # a few seconds after its last call, not minutes after the test.
 os.environ.setdefault("AUTOPASS_SERVER_IDLE", "5")
-# `apply --train`'s cache of instrumented objects (capture/train_cache.py): the session's
+# `apply --train`'s cache of instrumented objects (capture/apply/train_cache.py): the session's
 # own, never the user's ~/.cache, and removed when the session ends
 if "AUTOPASS_TRAIN_CACHE" not in os.environ:
     os.environ["AUTOPASS_TRAIN_CACHE"] = tempfile.mkdtemp(prefix="autopass-test-train-cache-")

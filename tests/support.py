@@ -62,7 +62,7 @@ def fix_tune_mini_profile(root: Path) -> None:
     import json
 
     from autopass_build import config as cfg
-    from autopass_build.instruments.benchmark import Benchmark
+    from autopass_build.measuring.benchmark import Benchmark
     (root / ".autopass" / "profile.json").write_text(json.dumps({
         "target": "mini", "method": "callgrind", "functions": [
             {"name": "hot_checksum", "share": 62.0, "units": ["hot.c"]},

@@ -108,7 +108,7 @@ def test_with_attribution_the_agent_builds_on_the_unit_that_got_faster(project) 
     of its own cost becomes the agent's incumbent for that unit; without attribution it
     does not, and a unit found slower is never adopted."""
     from autopass_build.core.outcome import Outcome
-    from autopass_build.instruments.attribution import UnitEffect
+    from autopass_build.measuring.attribution import UnitEffect
     from autopass_build.tuning.journal import Entry, Phase
     from autopass_build.tuning.space import JointSpace
     from autopass_build.tuning.strategies.agent import AgentStrategy
@@ -145,7 +145,7 @@ def test_with_attribution_the_agent_builds_on_the_unit_that_got_faster(project) 
 def test_a_value_that_made_its_unit_faster_is_escalated(project) -> None:
     """The planner tries the next value in the same direction of a knob that helped;
     with attribution, "helped" is the unit's own cost, though the program said "same"."""
-    from autopass_build.instruments.attribution import UnitEffect
+    from autopass_build.measuring.attribution import UnitEffect
     from autopass_build.tuning.agents import Trial
 
     context, rules = context_for(project), RulesBackend()
@@ -166,7 +166,7 @@ def test_a_value_that_changed_nothing_under_lto_is_tried_out_of_it(project) -> N
     LTO was slower on its own; without the knob nothing of the kind is said."""
     from dataclasses import replace
 
-    from autopass_build.instruments.evaluate import IDENTICAL
+    from autopass_build.candidates.evaluate import IDENTICAL
     from autopass_build.tuning.agents import Trial
 
     rules = RulesBackend()

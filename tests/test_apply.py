@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from support import AUTOPASS, EXAMPLES, write
 
-from autopass_build.capture.applier import compiler_id
+from autopass_build.candidates.fidelity import compare_objects
+from autopass_build.candidates.replay import Replayer
+from autopass_build.capture.apply.applier import compiler_id
 from autopass_build.core import toolchain
 from autopass_build.core.files import hash_file
-from autopass_build.instruments.fidelity import compare_objects
-from autopass_build.instruments.replay import Replayer
 from autopass_build.store.index import Store
 
 OBJECTS = ["src/main.o"] + [f"lib/{n}.o" for n in ("rng", "util", "crc32", "lz", "sort",
@@ -304,7 +304,7 @@ def test_verify_measures_the_project_shared_library_each_build_made(tmp_path) ->
 
 
 def _instructions(python: str, bench: Path, module: Path) -> int:
-    from autopass_build.instruments.binaries import (
+    from autopass_build.measuring.binaries import (
         debugless_copy,  # valgrind 3.19 cannot read DWARF 5
     )
     folder = module.parent / "stripped"

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from support import AUTOPASS, recorded_copy
 
+from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.config import load as load_config
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments import attribution, hotspots, sampling, stats
-from autopass_build.instruments.attribution import UnitEffect
-from autopass_build.instruments.evaluate import Evaluator
+from autopass_build.evidence import hotspots
+from autopass_build.measuring import attribution, sampling, stats
+from autopass_build.measuring.attribution import UnitEffect
 from autopass_build.store.index import Store
 from autopass_build.tuning import composite
 from autopass_build.tuning.journal import Entry, Journal, Phase
@@ -65,7 +66,7 @@ def test_a_copy_in_the_tree_of_the_library_code_the_run_is_in_is_named(tmp_path)
     """F53 (RELIABILITY): sed and grep spend their run in glibc's regex and ship
     gnulib's (lib/regex.c, compiled only `--with-included-regex`): the profile names the
     copy in the tree."""
-    from autopass_build.instruments import bundled_copies
+    from autopass_build.evidence import bundled_copies
 
     root = recorded_copy(Path(__file__).parent / "data" / "regex-mini", tmp_path / "r",
                          '[run]\ncommand = ["{exe}", "120000"]\n', ("make", "-s"))
@@ -115,7 +116,7 @@ def test_the_profile_note_tells_jit_code_from_libraries() -> None:
     """zpaq spends 88 % in x86 code it generates as it runs: that is the program's own
     work, beyond any compiler flag, not "a library or the kernel", and not a reason to
     ask whether the benchmark runs this project's code."""
-    from autopass_build.instruments.hotspots import HotFunction, Profile, Reach
+    from autopass_build.evidence.hotspots import HotFunction, Profile, Reach
 
     zpaq = Profile("zpaq", "perf", [HotFunction(sampling.JIT_CODE, 87.8),
                                     HotFunction("decode", 8.9, ["libzpaq.cpp"]),
@@ -357,7 +358,7 @@ def test_a_cpp_member_function_maps_to_its_unit(tmp_path) -> None:
     mangled = "_ZNK4mini6Kernel3runEm"
     assert defined[mangled] == ["kernel.cpp"]
     if shutil.which("valgrind"):
-        from autopass_build.instruments.binaries import debugless_copy
+        from autopass_build.measuring.binaries import debugless_copy
         binary = debugless_copy(evaluator.baseline().binary, str(tmp_path))
         counts = sampling.callgrind_counts([binary, "3000"], str(root), {}, 120)
         assert max(counts, key=counts.get) == mangled
@@ -399,7 +400,7 @@ def test_static_functions_of_one_name_are_told_apart_by_their_source(tmp_path) -
     assert sampling.split_source("flow (light.c)") == ("flow", "light.c")
     assert sampling.split_source("exp@@GLIBC_2.29") == ("exp@@GLIBC_2.29", "")
     # a file that is not ELF, or is cut short, tells nothing apart (and raises nothing)
-    from autopass_build.instruments import static_functions
+    from autopass_build.measuring import static_functions
     for name, data in (("text", b"not an object\n"),
                        ("cut", Path(binary).read_bytes()[:3000])):
         (tmp_path / name).write_bytes(data)

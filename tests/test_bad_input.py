@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import AUTOPASS, TUNE_MINI, recorded_tune_mini
 
-from autopass_build.capture import applier
+from autopass_build.capture.apply import applier
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.files import hash_file
@@ -484,7 +484,7 @@ def test_a_binary_output_that_varies_is_told_by_byte_not_by_line(project, tmp_pa
 
 def test_a_quoted_line_cut_short_in_an_error_says_it_was_cut() -> None:
     """tinyxml2's timing line was cut inside its quote and read as the whole line."""
-    from autopass_build.instruments.measure import _clipped
+    from autopass_build.measuring.measure import _clipped
 
     said = "stdout line 603: expected 'Parsing dream.xml (Release): 726.900 milli-seconds'"
     assert _clipped(said) == said

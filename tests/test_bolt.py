@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 from support import AUTOPASS, recorded_copy
 
+from autopass_build.candidates import stages
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core import flags_db
 from autopass_build.core.apply_terms import ApplyPolicy
-from autopass_build.instruments import stages
 from autopass_build.tuning import steps_on_top as compose
 from autopass_build.tuning.journal import Journal, Phase
 
@@ -324,8 +324,8 @@ def test_a_later_build_gets_bolt_from_the_yaml_profile_by_stale_inference(tmp_pa
     """Issue 46, item 2: a profile trained on one build, shipped as YAML too, lays out a
     build whose code changed since (llvm-bolt's --infer-stale-profile); apply says it
     was applied from a stale profile.  Without the YAML profile BOLT is refused."""
-    from autopass_build.capture.applied_bolt import run_bolt
-    from autopass_build.capture.to_apply import BoltPlan
+    from autopass_build.capture.apply.applied_bolt import run_bolt
+    from autopass_build.capture.apply.to_apply import BoltPlan
 
     def build(name: str, text: str) -> str:
         (tmp_path / f"{name}.c").write_text(text)

@@ -240,13 +240,13 @@ def test_a_node_whose_a_a_check_is_wide_or_not_same_gives_no_verdicts() -> None:
     """The A/A gate on real comparison records: ±1 %, same or unclear, passes at aa_noise
     3 %; ±5 %, or an A/A called "faster", keeps the node out of verdicts, with the
     figure said."""
+    from autopass_build.candidates.evaluate import Evaluation
     from autopass_build.cluster.dispatch import _noise_verdict
     from autopass_build.cluster.node_bench import NodeResult
     from autopass_build.cluster.nodes import Role
     from autopass_build.core.outcome import Outcome
-    from autopass_build.instruments import stats
-    from autopass_build.instruments.evaluate import Evaluation
-    from autopass_build.instruments.measure import Comparison
+    from autopass_build.measuring import stats
+    from autopass_build.measuring.measure import Comparison
 
     def checked(verdict: str, low: float, high: float) -> tuple:
         estimate = stats.Estimate((low + high) / 2, low, high, 10, 1.0)

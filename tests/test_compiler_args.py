@@ -268,7 +268,7 @@ def test_bsymbolic_is_a_link_flag_in_a_command():
 
 def test_the_fix_for_clangs_refusals_names_the_warnings_its_errors_name() -> None:
     from autopass_build.capture.compiler_args import CLANG_REJECTS, PROFILE
-    from autopass_build.capture.skip_fixes import FIXES, fix_for
+    from autopass_build.capture.record.skip_fixes import FIXES, fix_for
 
     indent = "output.c:843:8: error: variable 'p' set but not used " \
              "[-Werror,-Wunused-but-set-variable]"

@@ -16,9 +16,9 @@ from support import c_program
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments.benchmark import Benchmark, run_once
-from autopass_build.instruments.cpu_pinning import pinned_cpu
-from autopass_build.instruments.measure import compare
+from autopass_build.measuring.benchmark import Benchmark, run_once
+from autopass_build.measuring.cpu_pinning import pinned_cpu
+from autopass_build.measuring.measure import compare
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
                                 reason="pinning needs two CPUs to choose from")
@@ -82,7 +82,7 @@ def test_a_parallel_benchmark_is_measured_unpinned_and_says_so(sizes_itself, tmp
     machine (here `load` processes spinning on every CPU) the two threads share what CPU
     is left and their CPU time over wall time stays near one; that they are runnable at
     once still tells."""
-    from autopass_build.instruments import measure
+    from autopass_build.measuring import measure
 
     monkeypatch.setattr(measure, "_said", set())   # each case says its note afresh
     baseline, candidate = tmp_path / "baseline", tmp_path / "candidate"
@@ -213,7 +213,7 @@ def test_a_duet_of_a_program_that_prints_its_path_falls_back_to_one_at_a_time(tm
 
 
 def test_a_duet_is_not_used_where_it_cannot_be_fair() -> None:
-    from autopass_build.instruments.duet import why_not
+    from autopass_build.measuring.duet import why_not
 
     cpu = max(os.sched_getaffinity(0))
     assert why_not("wall", cpu, False) == ""
@@ -225,7 +225,7 @@ def test_a_duet_is_not_used_where_it_cannot_be_fair() -> None:
 def test_a_duets_swapped_pairs_are_merged_so_a_slower_cpu_cancels() -> None:
     """CPU 0 10 % slower: the candidate's ratio reads 1.1 on one pair and 1/1.1 on the
     next; merged, each two pairs read 1.0."""
-    from autopass_build.instruments.duet import swapped_pairs_merged
+    from autopass_build.measuring.duet import swapped_pairs_merged
 
     base, cand = swapped_pairs_merged([1.0, 1.1, 1.0, 1.1, 7.0], [1.1, 1.0, 1.1, 1.0, 7.0])
     assert len(base) == 2 and all(abs(c / b - 1) < 1e-12 for b, c in zip(base, cand))

@@ -17,8 +17,8 @@ import statistics
 import pytest
 
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments.attribution import CONTROLLED, UnitEffect
-from autopass_build.instruments.stats import FASTER, SAME, SLOWER, UNCLEAR
+from autopass_build.measuring.attribution import CONTROLLED, UnitEffect
+from autopass_build.measuring.stats import FASTER, SAME, SLOWER, UNCLEAR
 from autopass_build.tuning import strategies as search
 from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.space import JointSpace, Knob, Space

@@ -21,9 +21,9 @@ from support import AUTOPASS, BIN, REPO, verify_ir
 sys.path.insert(0, str(REPO / "bench"))
 import debian_sources  # noqa: E402
 
-from autopass_build.instruments import fidelity  # noqa: E402
-from autopass_build.instruments.evidence import Evidence  # noqa: E402
-from autopass_build.instruments.replay import Replayer  # noqa: E402
+from autopass_build.candidates import fidelity  # noqa: E402
+from autopass_build.candidates.replay import Replayer  # noqa: E402
+from autopass_build.evidence.unit import Evidence  # noqa: E402
 from autopass_build.store.index import Store  # noqa: E402
 from autopass_build.store.targets import resolve  # noqa: E402
 
@@ -137,7 +137,7 @@ def test_libpng_apply_mode_through_configure_and_make(tmp_path, opt):
     tree, store, _ = record_and_compare(debian_sources.LIBPNG, tmp_path, opt)
     plain = _outputs(tree)
     config_h = (tree / "config.h").read_bytes()
-    from autopass_build.capture.applier import compiler_id
+    from autopass_build.capture.apply.applier import compiler_id
     from autopass_build.core import toolchain
     from autopass_build.core.files import hash_file
     (tree / "autopass.flags.json").write_text(json.dumps({

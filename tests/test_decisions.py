@@ -13,10 +13,10 @@ import pytest
 from support import AUTOPASS, recorded_copy
 
 from autopass_build import config as cfg
+from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.core import decisions, flags, flags_db
 from autopass_build.core.files import hash_file
-from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.inventory import of_unit
+from autopass_build.evidence.inventory import of_unit
 from autopass_build.store.index import Store
 from autopass_build.tuning.decision_knobs import knobs_for
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from support import AUTOPASS, AUTOPASS_CC, REPO, run
 
-from autopass_build.instruments.evidence import Evidence, parse_remarks
+from autopass_build.evidence.unit import Evidence, parse_remarks
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from support import AUTOPASS, write
 
-from autopass_build.instruments.replay import Replayer
-from autopass_build.instruments.replay_args import thinlto_cache
+from autopass_build.candidates.replay import Replayer
+from autopass_build.candidates.replay_args import thinlto_cache
 from autopass_build.store.index import Store
 
 UNITS = 6

@@ -94,7 +94,7 @@ def test_a_relative_path_is_handed_back_and_still_built(tmp_path, clang):
 
 def _a_with_o1(root: Path, clang: str) -> Path:
     """a.c in `root`, and a flags database that gives it -O1."""
-    from autopass_build.capture.applier import compiler_id
+    from autopass_build.capture.apply.applier import compiler_id
     from autopass_build.core.files import hash_file
 
     write(root / "a.c", HELLO)
@@ -117,7 +117,7 @@ def test_apply_mode_through_the_server_adds_the_tuned_flags(tmp_path, clang):
     assert server.served == 1
     subprocess.run([clang, "-O3", "-c", "a.c", "-O1", "-o", "tuned.o"], cwd=root, check=True)
     assert (root / "a.o").read_bytes() == (root / "tuned.o").read_bytes()
-    from autopass_build.capture.tally import applied_count, compiles_seen
+    from autopass_build.capture.apply.tally import applied_count, compiles_seen
     assert applied_count(str(tmp_path / "work")) == 1
     assert compiles_seen(str(tmp_path / "work")) == 1
 

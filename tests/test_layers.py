@@ -1,6 +1,6 @@
 """The package's layers: each imports only from the layers before it, and nothing cycles.
 
-The order is the pipeline's (docs/architecture.md).  `capture/` runs inside every compile of a
+The order is the pipeline's (autopass_build.LAYERS, drawn in docs/architecture.md).  `capture/` runs inside every compile of a
 user's build, so it may import only `core/` and itself (its start-up cost is pinned by
 test_wrapper's import test as well).
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from autopass_build import LAYERS
+
 PACKAGE = Path(__file__).resolve().parents[1] / "autopass_build"
-LAYERS = ("core", "capture", "store", "config", "instruments", "cluster", "tuning", "outputs",
-          "cli")
 
 
 def _module_name(path: Path) -> str:

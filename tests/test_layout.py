@@ -12,12 +12,12 @@ from pathlib import Path
 from support import AUTOPASS, TUNE_MINI_MEASURED, recorded_copy, recorded_tune_mini
 
 from autopass_build import config as cfg
+from autopass_build.candidates import pgo, stages
+from autopass_build.candidates.evaluate import Evaluator
+from autopass_build.candidates.stages import Stage
 from autopass_build.core import flags_db, stage_flags
-from autopass_build.instruments import pgo, stages
-from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.hotspots import HotFunction, Profile
-from autopass_build.instruments.layout_reach import layout_reach
-from autopass_build.instruments.stages import Stage
+from autopass_build.evidence.hotspots import HotFunction, Profile
+from autopass_build.evidence.layout_reach import layout_reach
 from autopass_build.store.index import Store
 from autopass_build.tuning.journal import Journal, Phase
 from autopass_build.tuning.stage_choice import opt_level

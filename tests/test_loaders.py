@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from support import AUTOPASS
 
 from autopass_build import config as cfg
+from autopass_build.candidates import pgo
 from autopass_build.core.names import METRICS
-from autopass_build.instruments import hotspots, pgo
+from autopass_build.evidence import hotspots
 from autopass_build.store import spool_records
 from autopass_build.store.index import Store
 from autopass_build.tuning.agents.llm import AgentUnavailable, ReplayTransport

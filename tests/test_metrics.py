@@ -21,11 +21,11 @@ from support import AUTOPASS, c_program, recorded_copy
 
 from autopass_build import config as cfg
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments import sampling
-from autopass_build.instruments.benchmark import Benchmark, run_once
-from autopass_build.instruments.hotspots import HotFunction, Profile, Reach
-from autopass_build.instruments.measure import compare
-from autopass_build.instruments.steadiness import Steadiness
+from autopass_build.evidence.hotspots import HotFunction, Profile, Reach
+from autopass_build.measuring import sampling
+from autopass_build.measuring.benchmark import Benchmark, run_once
+from autopass_build.measuring.measure import compare
+from autopass_build.measuring.steadiness import Steadiness
 
 # Maps, touches and unmaps 8 MB 40 times (about 80 000 page faults: kernel time), then
 # spins a little in user code; prints a checksum so the output check has something.
@@ -72,7 +72,7 @@ def test_metric_user_leaves_the_kernel_time_out(faults) -> None:
 @pytest.mark.parametrize("metric, noted", [("cpu", True), ("wall", True), ("user", False)])
 def test_a_run_mostly_in_the_kernel_is_noted_with_the_metric_that_fits(
         faults, tmp_path, metric, noted) -> None:
-    from autopass_build.instruments import measure
+    from autopass_build.measuring import measure
     measure._said.discard("kernel")                    # said once per process
     candidate = tmp_path / "candidate"
     shutil.copy(faults, candidate)
@@ -90,8 +90,8 @@ def test_a_run_mostly_in_the_kernel_is_noted_with_the_metric_that_fits(
 def test_a_long_run_is_told_the_metric_alone() -> None:
     """At 0.5 s and more, the tick-sampled split of user from system time errs by a few
     ticks in hundreds: the note names the metric without asking for a bigger input."""
-    from autopass_build.instruments import measure
-    from autopass_build.instruments.benchmark import RunResult
+    from autopass_build.measuring import measure
+    from autopass_build.measuring.benchmark import RunResult
     cmark_like = RunResult(Outcome.OK, 1.2, 1.25, 0, b"", b"", cpu_time=1.16,
                                    kernel_time=0.30)
     for metric, said in (("cpu", True), ("user", False), ("instructions", False)):

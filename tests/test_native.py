@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from support import AUTOPASS, recorded_copy
 
+from autopass_build.candidates import stages
 from autopass_build.core import flags_db, names, stage_flags
 from autopass_build.core.cpu import Cpu, lacking, this_cpu
 from autopass_build.core.files import hash_file
-from autopass_build.instruments import stages
-from autopass_build.instruments.benchmark import native_unmeasurable
+from autopass_build.measuring.benchmark import native_unmeasurable
 from autopass_build.tuning.journal import Journal, Phase
 
 NATIVE_MINI = Path(__file__).parent / "data" / "native-mini"

@@ -1,4 +1,4 @@
-"""Record mode's one-pass compile (capture/one_pass.py, docs/RELIABILITY.md I16): the
+"""Record mode's one-pass compile (capture/record/one_pass.py, docs/RELIABILITY.md I16): the
 build's own compile with a pass plugin that saves the unit's IR.  The front end runs
 once, and the build's objects, dependency files, output and exit status are exactly a
 plain compile's (real clang-19 and the real plugin, built as `autopass record` does)."""
@@ -13,8 +13,8 @@ import pytest
 from support import AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
 
 from autopass_build.capture import compiler_args as ca
-from autopass_build.capture import one_pass
 from autopass_build.capture.build_env import pass_plugin, wrapper_dir
+from autopass_build.capture.record import one_pass
 from autopass_build.core.names import ENV_IR_PLUGIN, ENV_IR_PLUGIN_FOR
 
 # printf("...\n") becomes puts, whose string LLVM names `str` made unique: counted on

@@ -13,8 +13,8 @@ import pytest
 from support import AUTOPASS, env_with_autopass
 
 from autopass_build import config as cfg
-from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.pgo import flags_for, load, train
+from autopass_build.candidates.evaluate import Evaluator
+from autopass_build.candidates.pgo import flags_for, load, train
 from autopass_build.store.index import Store
 
 MINI = Path(__file__).parent / "data" / "tune-mini"
@@ -81,8 +81,8 @@ def test_tune_on_pgo_ships_the_profile_and_apply_uses_it(recorded) -> None:
     assert applied.returncode == 0 and "warning" not in applied.stderr, applied.stderr
     assert [o for o in objects if (recorded / o).read_bytes() != plain[o]] == objects
     # what ships is what was measured: the applied object equals the replayed PGO object
-    from autopass_build.instruments.fidelity import compare_objects
-    from autopass_build.instruments.pgo import load
+    from autopass_build.candidates.fidelity import compare_objects
+    from autopass_build.candidates.pgo import load
     store = Store.open_existing(str(recorded / ".autopass"))
     evaluator = Evaluator(store, cfg.load(str(recorded / "autopass.toml")))
     [hot] = [u for u in evaluator.units if u.source_rel == "hot.c"]
@@ -108,9 +108,9 @@ def test_another_programs_function_of_a_profiled_name_is_not_called_out_of_date(
     "out of date" for it.  The profile was not trained on that source, so nothing is
     said of it (nor of a source without a profiled function), and --policy error does
     not fail its compile."""
+    from autopass_build.candidates.pgo import load
     from autopass_build.core import flags_db
     from autopass_build.core.files import hash_file
-    from autopass_build.instruments.pgo import load
 
     root = tmp_path / "other"
     root.mkdir()
@@ -140,7 +140,7 @@ def test_another_programs_function_of_a_profiled_name_is_not_called_out_of_date(
 
 
 def test_a_stale_profile_is_summarized_and_never_fails_a_werror_build(recorded) -> None:
-    from autopass_build.instruments.pgo import load
+    from autopass_build.candidates.pgo import load
     store_profile = load(str(recorded / ".autopass"))
     shutil.copyfile(store_profile.path, recorded / "autopass.profdata")  # the shipped one
     hot = recorded / "hot.c"
@@ -193,8 +193,8 @@ def test_a_changed_benchmark_trains_and_profiles_afresh(recorded, tmp_path) -> N
     """F29: the stored PGO profile and hot-spot profile were reused for the same target
     whatever [run] said since; a changed command (another input, a benchmark that now
     crashes) kept the old profile (dav1d).  Both now carry the workload they ran."""
-    from autopass_build.instruments import hotspots
-    from autopass_build.instruments.benchmark import Benchmark
+    from autopass_build.evidence import hotspots
+    from autopass_build.measuring.benchmark import Benchmark
 
     first = subprocess.run([AUTOPASS, "tune", "--pgo", "--strategy", "random", "--budget", "1"],
                            cwd=recorded, capture_output=True, text=True)
@@ -222,7 +222,7 @@ def test_a_benchmark_of_milliseconds_is_profiled_exactly(recorded) -> None:
     """tune-mini at 7 runs 2 ms: perf took 3 samples, under CI load none in the program,
     and tune stopped with "the profile puts no time in a recorded unit".  Too few samples
     to tell now hand the run to callgrind, which counts it exactly."""
-    from autopass_build.instruments.hotspots import profile
+    from autopass_build.evidence.hotspots import profile
 
     config = recorded / "short.toml"
     config.write_text((recorded / "autopass.toml").read_text().replace('"20"]', '"7"]'))
@@ -238,7 +238,7 @@ def test_a_benchmark_that_exits_non_zero_by_design_trains_and_is_sampled(recorde
     called failed on any status but 0 (no PGO, no BOLT), and perf's status, the program's,
     failed the profile over to callgrind.  The measured runs check the status against the
     baseline's; training and sampling take it as it comes."""
-    from autopass_build.instruments.sampling import perf_samples
+    from autopass_build.measuring.sampling import perf_samples
 
     config = recorded / "exit3.toml"
     config.write_text((recorded / "autopass.toml").read_text().replace(
@@ -339,7 +339,7 @@ def test_a_profile_that_links_outside_the_database_folder_is_refused(recorded, t
     """F87 (issue 64, case 5): the shipped profile replaced by a symbolic link to a file
     elsewhere (the same bytes, so its hash matches): not used, said in one line, the
     build goes on without it; truncated or another program's, the hash refuses it."""
-    from autopass_build.instruments.pgo import load
+    from autopass_build.candidates.pgo import load
 
     shipped = recorded / "autopass.profdata"
     kept = shipped.read_bytes() if shipped.exists() else Path(load(

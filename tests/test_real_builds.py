@@ -187,7 +187,7 @@ def test_apply_mode_with_gcc_says_so_once_and_applies_nothing(tmp_path, clang) -
     """F64: a database tuned with clang 19 meets gcc (the CMake include's launcher in front
     of it): every compile gets the default flags, the build hears one warning that names
     both compilers (the wrapper's server says it once), and --policy error fails it."""
-    from autopass_build.capture.applier import compiler_id
+    from autopass_build.capture.apply.applier import compiler_id
     from autopass_build.core.files import hash_file
 
     root = tmp_path / "g"

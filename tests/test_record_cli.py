@@ -14,11 +14,11 @@ import pytest
 from support import AUTOPASS, EXAMPLES, copy_example, fake_compiler, write
 
 from autopass_build import config as cfg
-from autopass_build.capture.bitcode import carries_bitcode
-from autopass_build.instruments import stages
-from autopass_build.instruments.evaluate import choose_target
-from autopass_build.instruments.hotspots import _symbols
-from autopass_build.instruments.symbol_names import shortened
+from autopass_build.candidates import stages
+from autopass_build.candidates.evaluate import choose_target
+from autopass_build.capture.apply.bitcode import carries_bitcode
+from autopass_build.evidence.hotspots import _symbols
+from autopass_build.evidence.symbol_names import shortened
 from autopass_build.store.index import Store
 from autopass_build.store.targets import resolve
 

@@ -18,18 +18,18 @@ import pytest
 from support import AUTOPASS, EXAMPLES, fake_compiler, write
 
 from autopass_build import config as cfg
-from autopass_build.core.outcome import EvaluationError, Outcome
-from autopass_build.instruments import fidelity
-from autopass_build.instruments.benchmark import Benchmark, MeasureError, run_once
-from autopass_build.instruments.evaluate import (
+from autopass_build.candidates import fidelity
+from autopass_build.candidates.evaluate import (
     IDENTICAL,
     EvaluateError,
     Evaluator,
     parse_unit_flags,
 )
-from autopass_build.instruments.measure import compare
-from autopass_build.instruments.replay import Replayer
-from autopass_build.instruments.stats import SAME, Estimate
+from autopass_build.candidates.replay import Replayer
+from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.measuring.benchmark import Benchmark, MeasureError, run_once
+from autopass_build.measuring.measure import compare
+from autopass_build.measuring.stats import SAME, Estimate
 from autopass_build.store.index import Store
 from autopass_build.tuning.journal import Journal, Phase
 from autopass_build.tuning.measuring import Measurements
@@ -277,7 +277,7 @@ def test_a_stdout_of_many_megabytes_is_compared_whole_without_holding_it(
     """`xz -dc` prints gigabytes: each run's stdout was read into memory whole, beside the
     baseline's.  Past 64 MiB a run keeps the first 64 MiB (to quote a difference) and the
     digest of the whole (to compare); every byte is still checked."""
-    from autopass_build.instruments.output_check import STDOUT_KEPT
+    from autopass_build.measuring.output_check import STDOUT_KEPT
 
     assert STDOUT_KEPT == 64 << 20
     first = "echo start 1; " if "start" in body else ""
@@ -416,7 +416,7 @@ def test_a_program_the_loader_cannot_start_is_a_failed_run_not_an_ok_one(tmp_pat
 def test_a_failed_training_run_is_said_in_one_line(tmp_path):
     """BOLT's instrumented x264 died of SIGSEGV: the journal's reason was "exit -11" and
     the first 300 characters of x264's chatter, cut mid-line across three lines."""
-    from autopass_build.instruments import training
+    from autopass_build.candidates import training
 
     bench = bench_for(tmp_path, ["{exe}", "-c", "echo 'x264 [info]: 1280x720p' >&2; "
                                  "echo 'the last line' >&2; kill -SEGV $$"])
@@ -435,7 +435,7 @@ def test_s5_api_keys_do_not_reach_the_benchmark(tmp_path, monkeypatch):
 
 # ---- profile (issue 4) -------------------------------------------------------------------
 def test_profile_finds_the_hot_function_in_its_unit(project):
-    from autopass_build.instruments.hotspots import load, profile
+    from autopass_build.evidence.hotspots import load, profile
 
     evaluator = Evaluator(store_of(project), cfg.load(start=str(project)))
     result = profile(evaluator)
@@ -452,8 +452,8 @@ def test_profile_finds_the_hot_function_in_its_unit(project):
 
 def test_callgrind_fallback_reads_a_debug_build(project, tmp_path):
     """valgrind 3.19 cannot read clang 19's DWARF 5: the binary runs stripped of it."""
-    from autopass_build.instruments.binaries import debugless_copy
-    from autopass_build.instruments.hotspots import _callgrind_samples
+    from autopass_build.evidence.hotspots import _callgrind_samples
+    from autopass_build.measuring.binaries import debugless_copy
 
     binary = debugless_copy(str(project / "dataproc"), str(tmp_path))
     samples = dict(_callgrind_samples([binary, "1"], str(project), None, 120))
@@ -466,8 +466,8 @@ def test_a_static_debug_binary_is_stripped_for_valgrind(tmp_path):
     section .rela.plt is not a symbol table"), and valgrind then gave up on its DWARF 5
     (no profile, no instructions metric).  GNU strip takes over."""
     from autopass_build.core import toolchain
-    from autopass_build.instruments.binaries import debugless_copy
-    from autopass_build.instruments.hotspots import _callgrind_samples
+    from autopass_build.evidence.hotspots import _callgrind_samples
+    from autopass_build.measuring.binaries import debugless_copy
 
     source = tmp_path / "st.c"
     source.write_text("#include <stdio.h>\n#include <string.h>\nint count(const char *s)"
@@ -792,9 +792,9 @@ def test_a_thinlto_build_from_archives_replays_as_its_own_code(tmp_path, monkeyp
     the link sees every input at its own path: the replay has the build's code, and so
     does a second one from the ThinLTO cache; a unit given flags is compiled from
     source, as apply mode compiles it."""
+    from autopass_build.candidates import replay
     from autopass_build.core import toolchain
     from autopass_build.core.bolt_commands import code_fingerprint
-    from autopass_build.instruments import replay
 
     root = tmp_path / "shapes"
     shutil.copytree(THIN_ARCHIVES, root)

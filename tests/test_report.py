@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments.attribution import UnitEffect
-from autopass_build.instruments.stats import FASTER, UNCLEAR
+from autopass_build.measuring.attribution import UnitEffect
+from autopass_build.measuring.stats import FASTER, UNCLEAR
 from autopass_build.outputs import figures
 from autopass_build.outputs.figures import BarKind
 from autopass_build.outputs.report import shipped_line

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from autopass_build.candidates.steady_counts import round_fdata, round_proftext, rounded
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core import flags_db, toolchain
-from autopass_build.instruments.steady_counts import round_fdata, round_proftext, rounded
 from tests.support import AUTOPASS, env_with_autopass, run, shipped_database, write
 
 MAIN = r"""
@@ -251,7 +251,7 @@ def test_under_policy_error_a_failed_training_run_fails_the_build(tmp_path):
 def test_counts_held_to_a_reference_make_one_profile_across_a_rounding_boundary():
     """F73: Lua's interning counter read 754,209 and 757,044 in two runs: rounded, they
     fall either side (750,000 and 760,000); held to the first profile, one profile."""
-    from autopass_build.instruments.steady_counts import counters_of
+    from autopass_build.candidates.steady_counts import counters_of
 
     def proftext(count: int) -> str:
         return (f"lstring.c:internshrstr\n# Func Hash:\n77\n# Num Counters:\n3\n"
@@ -437,7 +437,7 @@ def test_a_source_added_since_tuning_gets_the_lto_stage_in_a_train_build(tmp_pat
     """A release adds extra.c (in an archive the program links) and another program's
     tool.c: --train finds extra.c in today's program and builds it with the stages'
     flags (bitcode, for the LTO link), and leaves tool.c as it was."""
-    from autopass_build.capture.bitcode import carries_bitcode
+    from autopass_build.capture.apply.bitcode import carries_bitcode
 
     root = project(tmp_path, stages=("pgo", "lto"))
     write(root / "main.c", NEW_MAIN)

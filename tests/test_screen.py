@@ -16,11 +16,11 @@ from scipy.stats import kendalltau
 from support import AUTOPASS, TUNE_MINI_MEASURED, fix_tune_mini_profile, recorded_tune_mini
 
 from autopass_build import config as cfg
+from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.core import toolchain
 from autopass_build.core.cpu import this_cpu
-from autopass_build.instruments.codeshape import code_shape
-from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.hotspots import load as load_profile
+from autopass_build.evidence.codeshape import code_shape
+from autopass_build.evidence.hotspots import load as load_profile
 from autopass_build.store.index import Store
 from autopass_build.tuning import screen
 from autopass_build.tuning.journal import Journal, Phase

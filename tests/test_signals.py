@@ -16,7 +16,7 @@ import psutil
 import pytest
 from support import AUTOPASS, AUTOPASS_CC, fake_compiler, write
 
-from autopass_build.capture.applier import compiler_id
+from autopass_build.capture.apply.applier import compiler_id
 from autopass_build.core.files import hash_file
 
 MAKEFILE = "app: a.o b.o\n\t$(CC) -o app a.o b.o\n%.o: %.c\n\t$(CC) -O2 -c $< -o $@\n"

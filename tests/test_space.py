@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from support import AUTOPASS, EXAMPLES
 
+from autopass_build.candidates.fidelity import compare_objects
+from autopass_build.candidates.replay import Replayer
 from autopass_build.core import toolchain
 from autopass_build.core.flags import replayable_from_ir, uses_precompiled_header
-from autopass_build.instruments.fidelity import compare_objects
-from autopass_build.instruments.replay import Replayer
 from autopass_build.store.index import Store
 from autopass_build.tuning.space import default_space, probe
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from support import AUTOPASS, recorded_copy
 
-from autopass_build.capture.bitcode import carries_bitcode
+from autopass_build.candidates import stages
+from autopass_build.candidates.replay import Replayer
+from autopass_build.capture.apply.bitcode import carries_bitcode
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.core import flags_db, names, stage_flags, toolchain
 from autopass_build.core.apply_terms import ApplyPolicy
-from autopass_build.instruments import stages
-from autopass_build.instruments.replay import Replayer
 from autopass_build.store.index import Store
 from autopass_build.store.targets import resolve
 from autopass_build.tuning.journal import Journal, Phase
@@ -158,8 +158,8 @@ def test_a_unit_out_of_lto_gets_its_own_flags_in_tuning_and_in_apply_mode(tmp_pa
     as it was; with the space's leave_lto value (-fno-lto) the unit is machine code built
     with its flags.  Apply mode builds that unit so, the others as bitcode, and the
     object is the one replay measured."""
-    from autopass_build.instruments.candidate import same_program
-    from autopass_build.instruments.fidelity import compare_objects
+    from autopass_build.candidates.candidate import same_program
+    from autopass_build.candidates.fidelity import compare_objects
 
     root = recorded(tmp_path / "mini")
     store = Store.open_existing(str(root / ".autopass"))
@@ -493,7 +493,7 @@ def test_a_large_program_measures_pgo_thinlto_second() -> None:
     """A full-LTO baseline makes every per-file candidate of a large program cost a
     clean build: PGO + ThinLTO, as fast on cppcheck and three times cheaper a candidate,
     comes right after PGO + full LTO, so that a short stage budget compares them."""
-    from autopass_build.instruments.stages import COMPOSITIONS, Stage
+    from autopass_build.candidates.stages import COMPOSITIONS, Stage
     from autopass_build.tuning.stage_choice import LARGE_PROGRAM_UNITS, by_cost
 
     every = list(COMPOSITIONS)
@@ -509,7 +509,7 @@ def test_a_large_program_keeps_thinlto_when_full_lto_is_no_faster() -> None:
     """Two verified compositions that differ only in full LTO against ThinLTO, within
     COST_TIE of each other: a large program keeps ThinLTO (a per-file candidate relinks
     only what changed); a small one, or a clear gap, keeps the faster one."""
-    from autopass_build.instruments.stages import Stage
+    from autopass_build.candidates.stages import Stage
     from autopass_build.tuning.stage_choice import COST_TIE, LARGE_PROGRAM_UNITS, cheaper_tie
 
     full, thin = (Stage.PGO, Stage.LTO), (Stage.PGO, Stage.THINLTO)
@@ -546,7 +546,7 @@ def test_the_second_look_goes_to_the_closest_unclear_composition() -> None:
     below 1 is looked at again; one that read slower, failed, or had a confirmation
     already is not, and a resumed run picks the one its first run did."""
     from autopass_build.core.outcome import Outcome
-    from autopass_build.instruments.stats import FASTER, SLOWER, UNCLEAR
+    from autopass_build.measuring.stats import FASTER, SLOWER, UNCLEAR
     from autopass_build.tuning.journal import Entry
     from autopass_build.tuning.stage_choice import promising
 
@@ -627,7 +627,7 @@ def test_a_close_rival_is_one_faster_too_whose_interval_overlaps() -> None:
     """Issue 60, item 6: two compositions both faster, their intervals overlapping, are
     not told apart by the intervals: the rival is the fastest such other composition."""
     from autopass_build.core.outcome import Outcome
-    from autopass_build.instruments.stats import FASTER, UNCLEAR
+    from autopass_build.measuring.stats import FASTER, UNCLEAR
     from autopass_build.tuning.journal import Entry
     from autopass_build.tuning.rivals import close_rival
     from autopass_build.tuning.stage_choice import Chosen

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from autopass_build.instruments import stats
+from autopass_build.measuring import stats
 
 
 def noisy(rng: random.Random, n: int, mean: float, cv: float, drift: list[float]) -> list[float]:

@@ -279,10 +279,10 @@ class RecordedMeasurements:
         self.target = SimpleNamespace(output_rel="prog")
 
     def evaluate(self, by_unit, progress=None, measure=None, link_flags=(), post_link=None, attribute=None):
+        from autopass_build.candidates.evaluate import Evaluation
         from autopass_build.core.outcome import Outcome
-        from autopass_build.instruments.evaluate import Evaluation
-        from autopass_build.instruments.measure import Comparison
-        from autopass_build.instruments.stats import Estimate
+        from autopass_build.measuring.measure import Comparison
+        from autopass_build.measuring.stats import Estimate
         text = " ".join(by_unit.get("u1", ()))
         self.asked.append(text)
         verdict, ratio = self.table[text].pop(0) if len(self.table[text]) > 1 else self.table[text][0]
@@ -297,7 +297,7 @@ def scripted_tuner(tmp_path, table, budget, pgo_alone=None):
     """A tuner over recorded measurements; with `pgo_alone` (the verdicts of PGO alone
     against the recorded build), a PGO run with a stand-in profile."""
     from autopass_build import config as cfg
-    from autopass_build.instruments.pgo import TrainedProfile
+    from autopass_build.candidates.pgo import TrainedProfile
     from autopass_build.store.index import Store
     from autopass_build.tuning.space import Knob, Space
     from autopass_build.tuning.tuner import Tuner, TuneRequest
@@ -562,7 +562,7 @@ def test_wrong_output_under_fast_math_is_explained(tmp_path) -> None:
 
 
 def test_numbers_mode_compares_text_exactly_and_numbers_within_the_tolerance() -> None:
-    from autopass_build.instruments.output_check import numbers_differ
+    from autopass_build.measuring.output_check import numbers_differ
     assert numbers_differ(b"sum 1499406.5\nn=3\n", b"sum 1499335.75\nn=3\n", 1e-3) == ""
     assert "more than the relative tolerance 1e-06" in numbers_differ(
         b"sum 1499406.5\n", b"sum 1499335.75\n", 1e-6)

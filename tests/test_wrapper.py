@@ -283,7 +283,7 @@ def test_wrapper_and_record_path_import_only_light_foundations():
     """Every compile pays for these imports; heavy ones cost 10-45 ms each here."""
     repo = str(Path(__file__).resolve().parents[1])
     code = (f"import sys; sys.path.insert(0, {repo!r}); "
-            "import autopass_build.capture.entry, autopass_build.capture.recorder; "
+            "import autopass_build.capture.entry, autopass_build.capture.record.recorder; "
             "print(' '.join(sorted(m for m in sys.modules)))")
     modules = subprocess.run([sys.executable, "-IS", "-c", code], capture_output=True,
                              text=True, check=True).stdout.split()
@@ -297,8 +297,9 @@ def test_wrapper_and_record_path_import_only_light_foundations():
                     "autopass_build.capture.plan", "autopass_build.capture.host",
                     "autopass_build.capture.option_table",
                     "autopass_build.capture.response_files",
-                    "autopass_build.capture.spool", "autopass_build.capture.recorder",
-                    "autopass_build.capture.archive"}
+                    "autopass_build.capture.record", "autopass_build.capture.record.spool",
+                    "autopass_build.capture.record.recorder",
+                    "autopass_build.capture.record.archive"}
     for heavy in ("openai", "subprocess", "sqlite3", "json", "dataclasses", "re", "enum",
                   "inspect", "hashlib", "psutil", "elftools"):
         assert heavy not in modules, f"the wrapper's path imports {heavy}"

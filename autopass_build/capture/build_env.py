@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-from autopass_build.capture.tally import TALLY_NAME
+from autopass_build.capture.apply.tally import TALLY_NAME
 from autopass_build.capture.wrapper import is_cxx_name, looks_like_compiler
 from autopass_build.core import toolchain
 from autopass_build.core.apply_terms import ApplyPolicy
@@ -391,7 +391,7 @@ def apply_environment(root: str, db: str, policy: ApplyPolicy, work_dir: str,
 def carries_decisions(db: str) -> bool:
     """Whether an entry of the database carries decisions in the IR (core/decisions.py):
     its build loads autopass's pass plugin."""
-    from autopass_build.capture import applier
+    from autopass_build.capture.apply import applier
     from autopass_build.core.decisions import OPTION
 
     loaded, _ = applier.load(db)
@@ -402,7 +402,7 @@ def carries_decisions(db: str) -> bool:
 
 def bitcode_archives(db: str) -> bool:
     """The database's stages make the target's units LLVM bitcode (an LTO stage)."""
-    from autopass_build.capture import applier
+    from autopass_build.capture.apply import applier
     from autopass_build.core.stage_flags import lto_mode
 
     loaded, _ = applier.load(db)

@@ -202,7 +202,7 @@ def _idle_seconds() -> float:
 
 def _warm() -> None:
     """Import what a call needs before the first is accepted: served calls are quick."""
-    from autopass_build.capture import apply_mode, recorder, wrapper  # noqa: F401
+    from autopass_build.capture.apply import apply_mode  # noqa: F401
 
 
 def _log(socket_path: str, line: str) -> None:

@@ -10,7 +10,7 @@ import os
 
 from autopass_build.capture.compiler_args import CLANG_REJECTS, Invocation, Skip
 from autopass_build.capture.host import Host
-from autopass_build.capture.spool import Spool, find_store_dir
+from autopass_build.capture.record.spool import Spool, find_store_dir
 from autopass_build.core import proc, toolchain
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import (
@@ -201,14 +201,14 @@ class Plan:
 
     def call(self):
         """The record side's view of this call (recorder.Call)."""
-        from autopass_build.capture.recorder import Call
+        from autopass_build.capture.record.recorder import Call
         return Call(compiler_path=self.compiler_path, compiler_argv0=self.compiler_argv0,
                     args=self.args, cwd=self.cwd, env=self.child_env(), root=self.root,
                     host=self.host)
 
     def record_skip(self, skip: Skip) -> None:
         try:
-            from autopass_build.capture.recorder import record_skip
+            from autopass_build.capture.record.recorder import record_skip
             spool = self.spool()
             spool.prepare()
             record_skip(spool, self.call(), skip)

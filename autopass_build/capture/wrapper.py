@@ -29,7 +29,7 @@ from autopass_build.capture.plan import (
     is_cxx_name,
     looks_like_compiler,
 )
-from autopass_build.capture.spool import remove_tmp_files
+from autopass_build.capture.record.spool import remove_tmp_files
 from autopass_build.core.names import ENV_GUARD
 
 __all__ = ["main", "is_cxx_name", "looks_like_compiler"]
@@ -72,7 +72,7 @@ def _call(argv: list[str] | None, host: Host, env: dict[str, str] | None,
                  "bypass autopass, and please report this\n")
         return 2
     if plan.mode == "apply":
-        from autopass_build.capture import apply_mode
+        from autopass_build.capture.apply import apply_mode
         return apply_mode.run(plan)
     if plan.mode == "off" or plan.store_dir is None:
         return plan.exec_compiler()
@@ -109,7 +109,7 @@ def _compile_and_record(plan: Plan, inv: Invocation) -> int:
     if done.status != 0:
         return plan.host.exit_like(done.status)
     try:
-        from autopass_build.capture.recorder import record_call
+        from autopass_build.capture.record.recorder import record_call
         spool = plan.spool()
         spool.prepare()
         record_call(spool, plan.call(), inv)
@@ -121,7 +121,7 @@ def _compile_and_record(plan: Plan, inv: Invocation) -> int:
 def _in_one_pass(plan: Plan, inv: Invocation) -> int | None:
     """The compile made in one pass and recorded (its status), or None: run it plainly."""
     try:
-        from autopass_build.capture import one_pass
+        from autopass_build.capture.record import one_pass
         plugin = one_pass.eligible(inv, plan.env, plan.compiler_path)
         if plugin is None:
             return None

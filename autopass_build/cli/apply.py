@@ -97,9 +97,9 @@ def _paths(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from autopass_build.capture.apply.tally import applied_count, compiles_seen
     from autopass_build.capture.build_env import apply_environment, for_debian_packaging
     from autopass_build.capture.server import serving
-    from autopass_build.capture.tally import applied_count, compiles_seen
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -116,7 +116,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         print(f"autopass: warning: {db} {what}: building with the default flags",
               file=sys.stderr)
     else:
-        from autopass_build.capture import applier
+        from autopass_build.capture.apply import applier
 
         usable, why = applier.load(db)      # said before the build starts, and a build
         # that compiles nothing hears it too
@@ -137,7 +137,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if status == 0 and flags_db.applies_anything(usable):
             _say_what_was_applied(db, applied_count(work), started, compiles_seen(work),
                                   usable, root)
-            from autopass_build.capture.tally import not_applied
+            from autopass_build.capture.apply.tally import not_applied
             from autopass_build.outputs.status import decay_line
 
             decay = decay_line(not_applied(work))
@@ -153,7 +153,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 def _apply_training(args: argparse.Namespace, command: list[str], db: str, root: str) -> int:
     """`apply --train`: outputs/retrain.py's builds, then what they were made with."""
     from autopass_build.core.flags_db import FlagsDbError
-    from autopass_build.instruments.benchmark import Benchmark, MeasureError
+    from autopass_build.measuring.benchmark import Benchmark, MeasureError
     from autopass_build.outputs.retrain import Retrainer, RetrainError, Stopped
 
     if not os.path.isfile(db):
@@ -203,7 +203,7 @@ def _say_what_was_applied(db: str, applied: int, started: float, seen: int,
     took the tuned flags, or, when none did, why: compiles that went through autopass
     but none of the database's sources (its keys match nothing), an up-to-date build, a
     build folder configured before with the compiler's full path."""
-    from autopass_build.capture import unseen
+    from autopass_build.capture.record import unseen
 
     if applied:
         print(f"autopass: {counted(applied, 'command')} (compiles, links) "
@@ -234,8 +234,8 @@ def _on_cluster(address: str, config, root: str, progress: Progress, job):
 
 @measures("verify")
 def cmd_verify(args: argparse.Namespace) -> int:
-    from autopass_build.instruments.benchmark import MeasureError
-    from autopass_build.instruments.evaluate import EvaluateError, choose_target
+    from autopass_build.candidates.evaluate import EvaluateError, choose_target
+    from autopass_build.measuring.benchmark import MeasureError
     from autopass_build.outputs.verify import VerifyError, verify
 
     store = open_store(args)

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from autopass_build.capture.skip_fixes import fixes
+from autopass_build.capture.record.skip_fixes import fixes
 from autopass_build.cli.common import (
     add_store_option,
     open_store,

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from autopass_build import config as configuration
-from autopass_build.capture.spool import find_store_dir
+from autopass_build.capture.record.spool import find_store_dir
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.names import CONFIG_NAME, METRICS, STORE_DIRNAME
 from autopass_build.store import busy

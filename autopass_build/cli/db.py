@@ -38,7 +38,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from autopass_build.capture import applier
+    from autopass_build.capture.apply import applier
 
     if args.action == "diff":
         return _diff(args.files)
@@ -122,8 +122,8 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
             notes: list[str] | None = None) -> int:
     """`db status`: each part of the database and how much of it applies to today's
     source, then the recommendation (outputs/status.py)."""
-    from autopass_build.capture.applied_profiles import shipped_file
-    from autopass_build.capture.spool import find_store_dir
+    from autopass_build.capture.apply.applied_profiles import shipped_file
+    from autopass_build.capture.record.spool import find_store_dir
     from autopass_build.outputs import status
     from autopass_build.store.index import Store
     from autopass_build.store.targets import resolve
@@ -174,7 +174,7 @@ def _status(db: flags_db.FlagsDb, path: str, root: str, not_applying: int,
 def _bolt_match(target: flags_db.TargetStages, path: str, binary: str, explicit: bool):
     """llvm-bolt's own report of how the shipped YAML profile meets today's program
     (None, with a line, when there is no program to read or no YAML profile)."""
-    from autopass_build.capture.applied_profiles import shipped_file
+    from autopass_build.capture.apply.applied_profiles import shipped_file
     from autopass_build.core import bolt_commands as bolt
     from autopass_build.outputs import status
 
@@ -213,7 +213,7 @@ def _bolt_match(target: flags_db.TargetStages, path: str, binary: str, explicit:
 def _unusable_profiles(db: flags_db.FlagsDb, path: str) -> list[str]:
     """Why each profile the database ships (PGO's, BOLT's for the program and for each
     library) cannot be used as it is beside `path`: apply mode would build without it."""
-    from autopass_build.capture.applied_profiles import shipped_file
+    from autopass_build.capture.apply.applied_profiles import shipped_file
 
     retune = "the build was tuned with: re-run autopass tune"
     shipped = [(db.profile, "PGO profile")]
@@ -231,7 +231,7 @@ def _unusable_profiles(db: flags_db.FlagsDb, path: str) -> list[str]:
 
 def _diff(files: list[str]) -> int:
     """Entries added (+), removed (-) and changed (~) from A to B; exit 1 if any differ."""
-    from autopass_build.capture import applier
+    from autopass_build.capture.apply import applier
 
     if len(files) != 2:
         raise CliError("give two databases: autopass db diff OLD.json NEW.json")
@@ -262,7 +262,7 @@ def _diff(files: list[str]) -> int:
 
 
 def _compiler_id() -> str:
-    from autopass_build.capture.applier import compiler_id
+    from autopass_build.capture.apply.applier import compiler_id
     from autopass_build.core import toolchain
 
     clang = toolchain.find_tool("clang")

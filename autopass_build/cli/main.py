@@ -8,11 +8,11 @@ import signal
 import sys
 
 from autopass_build import __version__
-from autopass_build.cli import apply, captured, db, instruments, record, setup, tune
+from autopass_build.cli import apply, captured, db, inspect, record, setup, tune
 from autopass_build.core import toolchain
 from autopass_build.core.errors import AutopassError
 
-GROUPS = (record, captured, setup, instruments, tune, apply, db)   # the order of `autopass --help`
+GROUPS = (record, captured, setup, inspect, tune, apply, db)   # the order of `autopass --help`
 
 EPILOG = """\
 typical session:

@@ -11,14 +11,14 @@ import tempfile
 import time
 
 from autopass_build import config as configuration
-from autopass_build.capture import unseen
 from autopass_build.capture.build_env import (
     for_debian_packaging,
     record_environment,
     wrapper_dir,
 )
+from autopass_build.capture.record import unseen
+from autopass_build.capture.record.skip_fixes import fixes
 from autopass_build.capture.server import serving
-from autopass_build.capture.skip_fixes import fixes
 from autopass_build.cli.common import (
     CliError,
     add_config_option,

@@ -141,7 +141,7 @@ a tighter interval, and the units that help are written to the flags database.
 
 
 def _stages(text: str | None) -> tuple[str, ...] | None:
-    from autopass_build.instruments import stages
+    from autopass_build.candidates import stages
 
     if text is None:
         return None
@@ -336,7 +336,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_screen(args: argparse.Namespace) -> int:
 
-    from autopass_build.capture.applier import compiler_id
+    from autopass_build.capture.apply.applier import compiler_id
     from autopass_build.core import toolchain
     from autopass_build.tuning.knowledge import Knowledge, knowledge_path
 

@@ -35,8 +35,8 @@ from autopass_build.cluster.nodes import (
 )
 from autopass_build.config import MeasureConfig
 from autopass_build.core.flags import UnitFlags
-from autopass_build.instruments.measure import tightened
-from autopass_build.instruments.stats import FASTER, SLOWER
+from autopass_build.measuring.measure import tightened
+from autopass_build.measuring.stats import FASTER, SLOWER
 
 
 @dataclass

@@ -12,12 +12,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from autopass_build.candidates.evaluate import Evaluation, Evaluator
 from autopass_build.cluster.nodes import NodeInfo, this_node
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core.flags import UnitFlags
-from autopass_build.instruments.attribution import Attributor
-from autopass_build.instruments.cpu_pinning import claim_cpu
-from autopass_build.instruments.evaluate import Evaluation, Evaluator
+from autopass_build.measuring.attribution import Attributor
+from autopass_build.measuring.cpu_pinning import claim_cpu
 from autopass_build.store.index import Store
 
 
@@ -98,8 +98,8 @@ def compile_objects(store_dir: str, wanted: list[tuple[str, tuple[str, ...]]]) -
     """On any node with a free core: the objects of (unit id, flags) into the shared,
     content-addressed object cache, where the measuring node's build finds them.
     Returns how many were built; a unit that fails is left to that build to report."""
+    from autopass_build.candidates.replay import Replayer
     from autopass_build.core.outcome import EvaluationError
-    from autopass_build.instruments.replay import Replayer
 
     replayer = Replayer(Store(store_dir))
     replayer.jobs = 1

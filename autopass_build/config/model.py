@@ -158,7 +158,7 @@ class MeasureConfig:
                         "unpinned.")
     duet: bool = key(False, "Run each pair's baseline and candidate at once, each on a "
                      "CPU of its own (swapped every pair), so that a burst of noise on a "
-                     "shared machine slows both alike (instruments/duet.py). Needs two "
+                     "shared machine slows both alike (measuring/duet.py). Needs two "
                      "CPUs, a timed metric and a benchmark that writes no files; "
                      "otherwise the pairs run one after the other, with a note. Off: on "
                      "a 2-CPU VM its intervals were 3x wider (docs/results.md); measure "

@@ -1,7 +1,7 @@
 """Apply mode's words, as types: the policy for an entry it doubts, and the phase of an
 `apply --train` build.  They reach the wrapper as text (AUTOPASS_APPLY_POLICY,
 AUTOPASS_TRAIN_PHASE, a launcher's --autopass-policy=) and are parsed once, where apply
-mode starts (capture/apply_mode.py); everything after compares members.  Kept out of
+mode starts (capture/apply/apply_mode.py); everything after compares members.  Kept out of
 core/names.py, which every compile imports: `enum` is one import the record path does
 without (test_wrapper's import test)."""
 

@@ -4,7 +4,7 @@
     ──training run──▶ *.fdata ──merge-fdata──▶ profile
     linked binary + profile ──llvm-bolt -data=──▶ optimized binary (layout from the profile)
 
-The tuner trains and measures (instruments/bolt.py); apply mode runs `optimize` on the
+The tuner trains and measures (candidates/bolt.py); apply mode runs `optimize` on the
 target's link output with the profile shipped beside the flags database.  A BOLT profile
 describes one exact binary (functions by name, branches by offset), so it carries the
 code fingerprint of the binary it was trained on and is applied only to that binary.

@@ -35,7 +35,7 @@ ENV_SERVER = "AUTOPASS_SERVER"               # the socket of the wrapper's serve
 # build folder, name record's IR-saving plugin
 SERVE_OPTION, LAUNCHER_OPTION, IR_PLUGIN_OPTION = (
     "--autopass-serve", "--autopass-launcher", "--autopass-ir-plugin")
-ENV_IR_PLUGIN = "AUTOPASS_IR_PLUGIN"         # record's IR-saving pass plugin (capture/one_pass.py)
+ENV_IR_PLUGIN = "AUTOPASS_IR_PLUGIN"         # record's IR-saving pass plugin (capture/record/one_pass.py)
 ENV_IR_PLUGIN_FOR = "AUTOPASS_IR_PLUGIN_FOR"  # the real path of the clang it was built for
 ENV_IR_OUT = "AUTOPASS_IR_OUT"               # where that plugin writes one compile's IR
 ENV_RECORD_SESSION = "AUTOPASS_RECORD_SESSION"   # a file: what one `autopass record` recorded
@@ -49,7 +49,7 @@ ENV_MODEL = "AUTOPASS_MODEL"
 ENV_REPLAY_CC = "AUTOPASS_REPLAY_CC"
 ENV_BOLT = "AUTOPASS_BOLT"                   # llvm-bolt to use (else found beside clang)
 ENV_TRAIN_PHASE = "AUTOPASS_TRAIN_PHASE"     # `apply --train`'s build: instrument | final
-# `apply --train`'s instrumented compiles through ccache (capture/train_cache.py): the
+# `apply --train`'s instrumented compiles through ccache (capture/apply/train_cache.py): the
 # user's choice of its folder ("off": none), and, in the build, ccache's path
 ENV_TRAIN_CACHE = "AUTOPASS_TRAIN_CACHE"
 ENV_TRAIN_CCACHE = "AUTOPASS_TRAIN_CCACHE"
@@ -64,7 +64,7 @@ AGENT_BACKENDS = ("rules", "openai", "replay")
 DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tune`'s default
 # the strategies (tuning/strategies/, which a test holds to this list)
 STRATEGY_NAMES = ("agent", "random", "greedy", "ga", "de", "pso")
-# whole-program stages (instruments/stages.py)
+# whole-program stages (candidates/stages.py)
 STAGES = ("pgo", "cspgo", "lto", "thinlto", "layout", "bolt")
 # ... and what a database may list: native is tried with `tune --native` alone (consent
 # to a build that runs on this CPU family only), never by default.

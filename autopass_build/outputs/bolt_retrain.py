@@ -18,14 +18,14 @@ import os
 import shutil
 from collections.abc import Callable
 
+from autopass_build.candidates import training
+from autopass_build.candidates.steady_counts import round_fdata
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import BoltLibrary, ProfileRef, TargetStages
-from autopass_build.instruments import training
-from autopass_build.instruments.benchmark import Benchmark
-from autopass_build.instruments.binaries import alias_soname
-from autopass_build.instruments.steady_counts import round_fdata
+from autopass_build.measuring.benchmark import Benchmark
+from autopass_build.measuring.binaries import alias_soname
 
 TRAINED_BOLT = "autopass.trained.fdata"
 TRAINED_BOLT_STALE = "autopass.trained.bolt.yaml"

@@ -10,15 +10,15 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
-from autopass_build.instruments.stages import (
+from autopass_build.candidates.stages import (
     ON_TOP,
     Stage,
     link_time,
     of_name,
     step_on_top,
 )
-from autopass_build.instruments.stages import name as composition_name
-from autopass_build.instruments.stats import FASTER
+from autopass_build.candidates.stages import name as composition_name
+from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
 
 

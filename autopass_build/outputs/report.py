@@ -17,11 +17,11 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
+from autopass_build.candidates.stages import ON_TOP, link_time, step_on_top
+from autopass_build.candidates.stages import name as composition_name
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
-from autopass_build.instruments.stages import ON_TOP, link_time, step_on_top
-from autopass_build.instruments.stages import name as composition_name
-from autopass_build.instruments.stats import FASTER, SAME, SLOWER, UNCLEAR
+from autopass_build.measuring.stats import FASTER, SAME, SLOWER, UNCLEAR
 from autopass_build.outputs.figures import (
     BarKind,
     chosen_stages,

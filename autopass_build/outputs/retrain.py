@@ -29,7 +29,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from autopass_build.capture import tally, train_cache
+from autopass_build.candidates import training
+from autopass_build.candidates.steady_counts import (
+    SteadyError,
+    left_out_note,
+    merge_profraw,
+)
+from autopass_build.capture.apply import tally, train_cache
 from autopass_build.capture.build_env import apply_environment
 from autopass_build.capture.server import serving
 from autopass_build.core import flags_db, proc, toolchain
@@ -42,14 +48,8 @@ from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT, CSPGO, PGO
 from autopass_build.core.stage_flags import flags as stage_flags
-from autopass_build.instruments import training
-from autopass_build.instruments.benchmark import Benchmark, RunResult, run_once
-from autopass_build.instruments.output_check import Reference, check_output
-from autopass_build.instruments.steady_counts import (
-    SteadyError,
-    left_out_note,
-    merge_profraw,
-)
+from autopass_build.measuring.benchmark import Benchmark, RunResult, run_once
+from autopass_build.measuring.output_check import Reference, check_output
 from autopass_build.outputs.bolt_retrain import (
     TRAINED_BOLT,
     TRAINED_LIBRARY,
@@ -168,7 +168,7 @@ class Retrainer:
         if build.status == 0 and self.binary not in build.outputs and not build.linked:
             _delete(build.outputs)
             if not build.outputs:       # no compile went through autopass: say why
-                from autopass_build.capture import unseen
+                from autopass_build.capture.record import unseen
 
                 why = unseen.advice(os.getcwd(), started, "apply --train")
                 raise RetrainError(f"the build did not link {self.target.output}: {why}")
@@ -386,7 +386,7 @@ class Retrainer:
         """The profile a fresh one's counts are held to (steady_counts): the last one
         trained here, else the one the database ships, else none ("").  Copied aside:
         CS-PGO's round holds to it too, after the first round has written over it."""
-        from autopass_build.capture.applied_profiles import shipped_file
+        from autopass_build.capture.apply.applied_profiles import shipped_file
 
         found = trained if os.path.isfile(trained) else \
             shipped_file(shipped, self.db_path, "profile", "")[0] if shipped else ""
@@ -403,7 +403,7 @@ class Retrainer:
         with the code fingerprint of the binary each was trained on (a BOLT profile
         names branches by offset: it is held only to one of the same binary): the last
         one trained here, then the one the database ships."""
-        from autopass_build.capture.applied_profiles import shipped_file
+        from autopass_build.capture.apply.applied_profiles import shipped_file
 
         found: dict[str, list[tuple[str, str]]] = {}
         trained_db = os.path.join(self.folder, TRAINED_DB)

@@ -27,11 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 
+from autopass_build.candidates.replay_args import codegen_args, source_args
 from autopass_build.core import decisions, pgo_profile, proc
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import profile_use
-from autopass_build.instruments.replay_args import codegen_args, source_args
 from autopass_build.store.build_records import UnitRecord
 from autopass_build.store.index import Store
 
@@ -174,8 +174,8 @@ def decisions_match(store: Store, root: str,
                     carried: dict[str, list[decisions.Decision]]) -> DecisionsMatch:
     """Each source's decisions against the functions and loops of its source as it is
     today (the pass plugin's inventory of a compile of it)."""
-    from autopass_build.instruments.inventory import of_unit
-    from autopass_build.instruments.replay import Replayer
+    from autopass_build.candidates.replay import Replayer
+    from autopass_build.evidence.inventory import of_unit
 
     replayer = Replayer(store)
     units = {u.source_rel: u for u in store.units()}
@@ -271,7 +271,7 @@ def advice(entries: int, not_applying: int, pgo: ProfileMatch | None, unusable: 
     return Advice.NOTHING, "what was measured still applies"
 
 
-# What apply mode says of a part it did not apply (capture/applier.py's words), by kind:
+# What apply mode says of a part it did not apply (capture/apply/applier.py's words), by kind:
 # how `apply` sums up a build's decay in one line.
 DECAY_KINDS = (("entry not applied", "{entries} not applied (source changed)"),
                ("PGO profile is out of date", "the PGO profile out of date in {sources}"),

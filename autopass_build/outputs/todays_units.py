@@ -1,5 +1,5 @@
 """The tuned binary's units in today's source, from what `apply --train`'s instrumented
-build compiled and linked (capture/tally.graph_lines).
+build compiled and linked (capture/apply/tally.graph_lines).
 
 The database lists the units tune measured; a source added since gets the fresh
 profile in a --train build, but the stages' flags (LTO's) go only to the units the
@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
-from autopass_build.capture import archive, tally
+from autopass_build.capture.apply import tally
+from autopass_build.capture.record import archive
 from autopass_build.core.files import hash_bytes, hash_file, relative_to
 
 

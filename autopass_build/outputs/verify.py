@@ -23,18 +23,19 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from autopass_build.capture import applier, unseen
+from autopass_build.capture.apply import applier
+from autopass_build.capture.apply.tally import applied_count, not_applied
 from autopass_build.capture.build_env import apply_environment, for_debian_packaging
+from autopass_build.capture.record import unseen
 from autopass_build.capture.server import serving
-from autopass_build.capture.tally import applied_count, not_applied
 from autopass_build.config import Config
 from autopass_build.core import flags_db
 from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.plural import counted
-from autopass_build.instruments.benchmark import Benchmark
-from autopass_build.instruments.binaries import alias_soname
-from autopass_build.instruments.measure import Comparison, Progress, compare
+from autopass_build.measuring.benchmark import Benchmark
+from autopass_build.measuring.binaries import alias_soname
+from autopass_build.measuring.measure import Comparison, Progress, compare
 from autopass_build.outputs import tree_snapshot
 from autopass_build.outputs.tree_snapshot import Snapshot
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from urllib.parse import quote
 
-from autopass_build.capture.spool import PACKED, SPOOL, Spool
+from autopass_build.capture.record.spool import PACKED, SPOOL, Spool
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import disk_full, write_atomic
 from autopass_build.store import spool_records

@@ -1,6 +1,6 @@
 """The spool's records, checked before they reach the index.
 
-The wrapper writes each record atomically (capture/recorder.py says their shapes), so a
+The wrapper writes each record atomically (capture/record/recorder.py says their shapes), so a
 record that does not have its shape was damaged or planted: `statements` raises
 RecordError naming what is wrong, and the store sets the file aside instead of letting
 one bad file stop every reader (or reach SQLite with a value it cannot bind).

@@ -1,7 +1,7 @@
 """Composite candidates: per-unit winners found by attribution, put together.
 
 A search candidate usually changes several hot units at once; the whole-program A/B
-says how the program moved, attribution (instruments/attribution.py) how each changed
+says how the program moved, attribution (measuring/attribution.py) how each changed
 unit's own cost moved.  A unit's flags that made it clearly faster in one candidate are
 a per-unit winner even when another unit of that candidate got slower and the program
 did not move.  So after the search:
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autopass_build.core.flags import UnitFlags
-from autopass_build.instruments.stats import FASTER
+from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.measuring import config_key
 

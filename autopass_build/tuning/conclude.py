@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopass_build.instruments import pgo
-from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.stats import FASTER
+from autopass_build.candidates import pgo
+from autopass_build.candidates.evaluate import Evaluator
+from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.measuring import (
     Measurements,

@@ -13,14 +13,14 @@ not (what `#pragma clang loop` and `__attribute__` write).  So for each tuned un
     its hot functions that another function of the unit calls (at most MAX_FUNCTIONS):
         <function>/inline              noinline, alwaysinline
 
-The inventory (instruments/inventory.py) names the loops and gives the hash of the code
+The inventory (evidence/inventory.py) names the loops and gives the hash of the code
 each decision is tuned on: a decision is applied only where that code still is.
 """
 
 from __future__ import annotations
 
 from autopass_build.core.decisions import Decision
-from autopass_build.instruments.inventory import Inventory, LoopFacts
+from autopass_build.evidence.inventory import Inventory, LoopFacts
 from autopass_build.tuning.space import Knob
 
 MAX_LOOPS = 6          # per unit: three knobs each

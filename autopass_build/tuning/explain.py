@@ -3,11 +3,11 @@ summary of `autopass tune` prints."""
 
 from __future__ import annotations
 
+from autopass_build.candidates.stages import Stage, of_name
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted, listed
-from autopass_build.instruments import output_check
-from autopass_build.instruments.stages import Stage, of_name
+from autopass_build.measuring import output_check
 from autopass_build.store.build_records import UnitRecord
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal
 

@@ -18,13 +18,13 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 
+from autopass_build.candidates.stages import Stage, of_name
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import write_atomic
 from autopass_build.core.names import RUNS_DIR
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments.attribution import UnitEffect
-from autopass_build.instruments.stages import Stage, of_name
-from autopass_build.instruments.stats import SAME, Verdict
+from autopass_build.measuring.attribution import UnitEffect
+from autopass_build.measuring.stats import SAME, Verdict
 from autopass_build.tuning.settings import RunSettings, SettingsError
 
 HEADER = "run.json"
@@ -62,7 +62,7 @@ class Phase(str, Enum):
 STAGE_PHASES = (Phase.STAGE, Phase.STAGE_AGAIN, Phase.STAGE_CONFIRM)
 
 # Phases by an earlier name: "attribute" was the phase of a unit measured alone, which
-# the attribution of per-unit costs (instruments/attribution.py) is not.
+# the attribution of per-unit costs (measuring/attribution.py) is not.
 OLD_PHASES = {"attribute": "alone"}
 VERSUS_RECORDED = {Phase.PGO_ALONE: "PGO alone", Phase.TUNED_ON_PGO: "tuned on PGO",
                    Phase.TUNED: "the chosen stages with the per-file flags"}
@@ -116,7 +116,7 @@ class Entry:
     @property
     def identical(self) -> bool:
         """The candidate was the baseline's program byte for byte, so nothing ran
-        (instruments.evaluate.identical): an OK, SAME entry without pairs."""
+        (candidates.evaluate.identical): an OK, SAME entry without pairs."""
         return self.outcome == Outcome.OK and self.verdict == SAME and self.pairs == 0
 
     @property

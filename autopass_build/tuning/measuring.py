@@ -8,17 +8,17 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
+from autopass_build.candidates.candidate import Candidate
+from autopass_build.candidates.evaluate import Evaluation, Evaluator
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_json
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import Outcome
-from autopass_build.instruments.attribution import Attributor
-from autopass_build.instruments.benchmark import DETERMINISTIC_METRICS, MeasureError
-from autopass_build.instruments.candidate import Candidate
-from autopass_build.instruments.evaluate import Evaluation, Evaluator
-from autopass_build.instruments.measure import tightened
-from autopass_build.instruments.stats import FASTER, SLOWER
+from autopass_build.measuring.attribution import Attributor
+from autopass_build.measuring.benchmark import DETERMINISTIC_METRICS, MeasureError
+from autopass_build.measuring.measure import tightened
+from autopass_build.measuring.stats import FASTER, SLOWER
 from autopass_build.tuning.journal import Entry, Journal, Phase, Timing
 
 if TYPE_CHECKING:    # Ray is imported only by a run that names a cluster

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.config import Config
 from autopass_build.core.plural import counted
-from autopass_build.instruments.evaluate import Evaluator
 from autopass_build.tuning.measuring import Measurements, TuneError
 
 

@@ -6,10 +6,10 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
+from autopass_build.candidates.bolt import TrainedBolt
+from autopass_build.candidates.pgo import TrainedProfile
 from autopass_build.core import cpu, flags_db, toolchain
 from autopass_build.core.names import BOLT_PROFILE_NAME, BOLT_STALE_NAME, PROFILE_NAME
-from autopass_build.instruments.bolt import TrainedBolt
-from autopass_build.instruments.pgo import TrainedProfile
 from autopass_build.store.build_records import CommandMates, UnitRecord
 from autopass_build.tuning.conclude import Winner
 from autopass_build.tuning.journal import Entry, Journal, Phase

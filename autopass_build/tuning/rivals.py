@@ -7,11 +7,11 @@ machine.
 
 from __future__ import annotations
 
+from autopass_build.candidates.evaluate import EvaluateError, Evaluator
+from autopass_build.candidates.stages import StageFlags
 from autopass_build.core.outcome import EvaluationError
-from autopass_build.instruments.benchmark import MeasureError, run_once
-from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.stages import StageFlags
-from autopass_build.instruments.stats import FASTER
+from autopass_build.measuring.benchmark import MeasureError, run_once
+from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.journal import Entry
 
 # Two compositions whose intervals overlap: the rival is confirmed when it executes this

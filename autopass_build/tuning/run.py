@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.config import Config
-from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.hotspots import Profile
+from autopass_build.evidence.hotspots import Profile
 from autopass_build.store.build_records import CommandMates, UnitRecord
 from autopass_build.store.index import Store
 from autopass_build.tuning.conclude import Winner

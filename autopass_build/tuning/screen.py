@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_json
 from autopass_build.core.flags import UnitFlags
-from autopass_build.instruments.codeshape import CODE_FEATURES, code_shape, relative
+from autopass_build.evidence.codeshape import CODE_FEATURES, code_shape, relative
 from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.knowledge import Knowledge, knowledge_path
 from autopass_build.tuning.run import RunContext

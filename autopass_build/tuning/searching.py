@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from autopass_build.core.durations import duration_text
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.plural import counted
-from autopass_build.instruments.stats import FASTER
+from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning import composite
 from autopass_build.tuning.clock import UNCOUNTED, Deadline, Pace
 from autopass_build.tuning.journal import Entry, Journal, Phase

@@ -1,6 +1,6 @@
 """Whole-program stages first: which composition becomes the baseline of a tuning run.
 
-    compositions in order of expected value (instruments/stages.py), the unavailable
+    compositions in order of expected value (candidates/stages.py), the unavailable
     ones skipped with their reason ─▶ each measured against the recorded build, a
     FASTER one confirmed with fresh pairs (timing metrics) ─▶ that build becomes the
     run's baseline; per-file flags are tuned on top of it (tuning/steps_on_top.py then
@@ -19,15 +19,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from autopass_build.candidates import pgo, stages
+from autopass_build.candidates.bolt import TrainedBolt
+from autopass_build.candidates.evaluate import EvaluateError, Evaluator
+from autopass_build.candidates.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.core.durations import duration_text
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import lto_level, lto_mode
-from autopass_build.instruments import pgo, stages
-from autopass_build.instruments.benchmark import MeasureError
-from autopass_build.instruments.bolt import TrainedBolt
-from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.stages import COMPOSITIONS, Stage, StageFlags
-from autopass_build.instruments.stats import FASTER, UNCLEAR
+from autopass_build.measuring.benchmark import MeasureError
+from autopass_build.measuring.stats import FASTER, UNCLEAR
 from autopass_build.tuning.clock import CONFIRMED, Deadline, KindPace, Pace
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
 from autopass_build.tuning.measuring import Measurements

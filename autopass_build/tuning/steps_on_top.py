@@ -4,17 +4,17 @@ and kept only when verified faster:
     native   -march=native on every unit (tune --native), before the per-file search
     ── the per-file search ──
     cspgo    context-sensitive PGO: the build that ships instrumented after inlining,
-             trained, its profile merged with PGO's (instruments/pgo.train_cs)
+             trained, its profile merged with PGO's (candidates/pgo.train_cs)
     layout   machine-function splitting and hot/cold text grouping from the profile
     bolt     BOLT from an instrumented run of the binary that ships, the program's and
-             each hot project library's (instruments/bolt.py)
+             each hot project library's (candidates/bolt.py)
 
 The ones after the search describe one exact build (a CS profile is counted after
 inlining, a BOLT profile names branches by offset), so they are trained on the build
 that ships, with the per-file winners.  A direct A/B, not two measurements against the
 recorded build compared: those differ by more than such a step's effect between runs
 (the suite's Lua kept a BOLT that an independent A/B found 6 % slower).  Whether layout
-can pay at all is judged from the profile first (instruments/layout_reach.py): a step
+can pay at all is judged from the profile first (evidence/layout_reach.py): a step
 that cannot is skipped with the line that says why, before it spends its pairs.
 """
 
@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from autopass_build.candidates import pgo, stages
+from autopass_build.candidates.bolt import BoltStage
+from autopass_build.candidates.evaluate import Evaluator
+from autopass_build.candidates.stages import ON_TOP, Stage
 from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, SPLIT
-from autopass_build.instruments import pgo, stages
-from autopass_build.instruments.bolt import BoltStage
-from autopass_build.instruments.evaluate import Evaluator
-from autopass_build.instruments.hotspots import Profile
-from autopass_build.instruments.layout_reach import LayoutReach, layout_reach
-from autopass_build.instruments.stages import ON_TOP, Stage
-from autopass_build.instruments.stats import FASTER
+from autopass_build.evidence.hotspots import Profile
+from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
+from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS
 from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match

@@ -19,6 +19,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import replace
 
+from autopass_build.candidates import pgo, stages
+from autopass_build.candidates.evaluate import EvaluateError, Evaluator
 from autopass_build.config import Config
 from autopass_build.core import flags as flagset
 from autopass_build.core import flags_db, toolchain
@@ -26,14 +28,13 @@ from autopass_build.core.files import write_atomic
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import listed
 from autopass_build.core.stage_flags import lto_mode
-from autopass_build.instruments import inventory, pgo, stages
-from autopass_build.instruments.attribution import Attributor
-from autopass_build.instruments.benchmark import MeasureError, native_unmeasurable
-from autopass_build.instruments.evaluate import EvaluateError, Evaluator
-from autopass_build.instruments.hotspots import Profile, ProfileError, failing_note, reach_of
-from autopass_build.instruments.hotspots import load as load_profile
-from autopass_build.instruments.hotspots import profile as run_profile
-from autopass_build.instruments.stats import FASTER
+from autopass_build.evidence import inventory
+from autopass_build.evidence.hotspots import Profile, ProfileError, failing_note, reach_of
+from autopass_build.evidence.hotspots import load as load_profile
+from autopass_build.evidence.hotspots import profile as run_profile
+from autopass_build.measuring.attribution import Attributor
+from autopass_build.measuring.benchmark import MeasureError, native_unmeasurable
+from autopass_build.measuring.stats import FASTER
 from autopass_build.store.build_records import CommandMates, command_mates
 from autopass_build.store.index import Store
 from autopass_build.tuning import composite, hot_sources, on_cluster, publish

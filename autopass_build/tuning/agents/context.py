@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 
 from autopass_build.core import flags as flagset
 from autopass_build.core.outcome import EvaluationError
-from autopass_build.instruments.attribution import UnitEffect
-from autopass_build.instruments.evidence import Evidence, Remark, group_remarks
-from autopass_build.instruments.stats import SLOWER
+from autopass_build.evidence.unit import Evidence, Remark, group_remarks
+from autopass_build.measuring.attribution import UnitEffect
+from autopass_build.measuring.stats import SLOWER
 from autopass_build.store.build_records import UnitRecord
 from autopass_build.store.index import Store
 from autopass_build.tuning.space import Knob, Space

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autopass_build.instruments.evaluate import IDENTICAL
-from autopass_build.instruments.stats import FASTER
+from autopass_build.candidates.evaluate import IDENTICAL
+from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.agents.context import Context, Trial
 from autopass_build.tuning.agents.roles import Diagnosis, Lesson, Proposal
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from autopass_build.instruments.stats import SLOWER
+from autopass_build.measuring.stats import SLOWER
 from autopass_build.tuning.strategies.base import WAIT, Option, Point, StartError, Strategy
 
 if TYPE_CHECKING:

@@ -30,11 +30,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Iterable
 
-from autopass_build.instruments.stats import FASTER, SLOWER
+from autopass_build.measuring.stats import FASTER, SLOWER
 from autopass_build.tuning.space import Point
 
 if TYPE_CHECKING:
-    from autopass_build.instruments.attribution import UnitEffect
+    from autopass_build.measuring.attribution import UnitEffect
 
 
 

@@ -1,0 +1,83 @@
+"""What the profile-trained stages share (PGO, BOLT): the training run, the merged
+profile kept in the store by content hash, and the small JSON record of the last one.
+
+    instrumented binary ──[run].train, or the benchmark──▶ raw profiles (the stage merges)
+    merged profile ──▶ .autopass/blobs/<kind>/<hash><ext>   (a new profile, a new name)
+    record ──▶ .autopass/<stage>.json  (read back only if its profile is still intact)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from typing import TYPE_CHECKING, TypeVar
+
+from autopass_build.core import proc
+from autopass_build.core.errors import AutopassError
+from autopass_build.core.files import hash_file
+from autopass_build.measuring.benchmark import Benchmark
+from autopass_build.store.index import Store
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Trained = TypeVar("Trained", bound="DataclassInstance")
+
+
+class TrainingError(AutopassError):
+    """The training run failed or wrote nothing; the message says which."""
+
+
+def run(bench: Benchmark, binary: str, env: dict[str, str], show) -> None:
+    """Run `[run].train` (else the benchmark) on the instrumented `binary`."""
+    argv = [t.replace("{exe}", binary) for t in bench.run.train] or bench.argv(binary)
+    show(f"training: running {'[run].train' if bench.run.train else 'the benchmark'} "
+         "on the instrumented build")
+    done = proc.run_captured(argv, bench.cwd, env, timeout=bench.run.timeout * 10,
+                             stdin=None if bench.run.train else bench.stdin)
+    # The benchmark's own exit status is its business (minisat exits 20 for "unsatisfiable",
+    # grep 1 for "no match"): the measured runs check it against the baseline's.  A
+    # training command of its own must exit 0.
+    if done.timed_out or done.status < 0 or (done.status != 0 and bench.run.train):
+        how = ("timed out" if done.timed_out else f"killed by signal {-done.status}"
+               if done.status < 0 else f"exit {done.status}")
+        said = [line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines()
+                if line.strip()]
+        raise TrainingError(f"the training run failed ({how})"
+                            + (f": {said[-1][:200]}" if said else ""))
+
+
+def keep(store: Store, merged: str, kind: str, ext: str) -> tuple[str, str]:
+    """The merged profile copied into the store under its hash: (path, hash)."""
+    digest = hash_file(merged)
+    path = store.blob_path(kind, digest, ext)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    shutil.copyfile(merged, path)
+    return path, digest
+
+
+def save(store_dir: str, name: str, record: DataclassInstance) -> None:
+    with open(os.path.join(store_dir, name), "w") as handle:
+        json.dump(dataclasses.asdict(record), handle, indent=1)
+
+
+def load(store_dir: str, name: str, kind: type[Trained]) -> Trained | None:
+    """The record `name` as a `kind` (a dataclass with `path` and `hash`), if every field
+    has its declared type and the profile it names is intact; else None (damaged files
+    are trained again, never trusted)."""
+    try:
+        with open(os.path.join(store_dir, name)) as handle:
+            found = kind(**json.load(handle))
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None
+    types = {"str": str, "int": int}
+    for field in dataclasses.fields(kind):
+        wanted = types.get(str(field.type))
+        if wanted and not isinstance(getattr(found, field.name), wanted):
+            return None
+    path, digest = getattr(found, "path"), getattr(found, "hash")
+    if not os.path.isfile(path) or hash_file(path) != digest:
+        return None
+    return found
