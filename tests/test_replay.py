@@ -792,7 +792,7 @@ def test_a_thinlto_build_from_archives_replays_as_its_own_code(tmp_path, monkeyp
     the link sees every input at its own path: the replay has the build's code, and so
     does a second one from the ThinLTO cache; a unit given flags is compiled from
     source, as apply mode compiles it."""
-    from autopass_build.candidates import replay
+    from autopass_build.candidates import relink
     from autopass_build.core import toolchain
     from autopass_build.core.bolt_commands import code_fingerprint
 
@@ -802,14 +802,14 @@ def test_a_thinlto_build_from_archives_replays_as_its_own_code(tmp_path, monkeyp
     subprocess.run([AUTOPASS, "record", "--", *build], cwd=root, check=True,
                    capture_output=True)
     links: list[list[str]] = []
-    real_run = replay.proc.run_captured
+    real_run = relink.proc.run_captured
 
     def run(argv, *rest, **named):
         if "-o" in argv and argv[argv.index("-o") + 1].endswith("shapes.tmp"):
             links.append(list(argv))
         return real_run(argv, *rest, **named)
 
-    monkeypatch.setattr(replay.proc, "run_captured", run)
+    monkeypatch.setattr(relink.proc, "run_captured", run)
     built = code_fingerprint(str(root / "shapes"))
     said = subprocess.run([root / "shapes", "10"], capture_output=True, text=True).stdout
     for _ in range(2):

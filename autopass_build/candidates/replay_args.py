@@ -124,7 +124,7 @@ def linked_into_tree(made: str, path: str) -> str:
 
 def thinlto_cache_folder(work: str, link_rules: int) -> str:
     """work/thinlto-cache, emptied once where it was filled under other `link_rules`
-    (Replayer.LINK_RULES): ThinLTO's cache key does not hold the order of a link's
+    (relink.LINK_RULES): ThinLTO's cache key does not hold the order of a link's
     modules, and its entries made by links with their inputs elsewhere gave other code
     than a fresh link (glslang's libglslang.so)."""
     folder = os.path.join(work, "thinlto-cache")

@@ -241,143 +241,178 @@ def classify(args: list[str], cwd: str = ".", cxx_driver: bool = False) -> Invoc
 
 
 def _classify(tokens: list[str], cwd: str, cxx_driver: bool) -> Invocation | Skip:
-    tagged: list[Arg] = []
-    sources: list[Source] = []
-    skipped: list[Skip] = []
-    inputs: list[str] = []
-    link_inputs: list[str] = []
-    output: str | None = None
-    forced_language: str | None = None
-    stage = ""              # "", "-c", "-S", "-E"
-    dependency_only = False
-    dependency_file = False
-    opt_level = "-O0"
-    arch_count = 0
-    unsupported = ""
-    rsp_expansions = 0
-    saw_query = saw_verbose = syntax_only = False
+    """One pass over the arguments (`_Scan` keeps what they said), then the verdict."""
+    scan = _Scan(cxx_driver)
     i = 0
-
-    def add(role: str, *toks: str) -> None:
-        tagged.append(Arg(tuple(toks), role))
-
     while i < len(tokens):
         token = tokens[i]
         i += 1
         if token.startswith("@") and len(token) > 1:
             # Spliced in place, so an @file inside it is expanded in turn; the count
             # bounds a file that includes itself.
-            rsp_expansions += 1
-            if rsp_expansions > MAX_RESPONSE_FILES:
+            scan.rsp_expansions += 1
+            if scan.rsp_expansions > MAX_RESPONSE_FILES:
                 raise ResponseFileError(f"more than {MAX_RESPONSE_FILES} response files "
                                         "(one includes itself?)")
             tokens[i - 1:i] = read_response_file(token[1:], cwd)
             i -= 1
             continue
+        if not token.startswith("-") or token == "-":
+            scan.positional(token)
+            continue
+        entry = lookup(token)
+        if entry is None:
+            scan.flag(token)
+            continue
+        name, bits, role = entry
+        value = None
+        if token == name and bits & SEPARATE:
+            if i >= len(tokens):
+                return Skip(MISSING_ARGUMENT, f"{token} needs a value")
+            value = tokens[i]
+            i += 1
+        elif token != name and bits & JOINED:
+            value = token[len(name):]
+        scan.option(token, name, bits, role, value)
+    return _verdict(scan, cwd)
+
+
+class _Scan:
+    """What the arguments said, as `_classify` reads them one at a time.  A plain class
+    with slots: this runs in every compile, where dataclasses cost an import."""
+    __slots__ = ("cxx_driver", "tagged", "sources", "skipped", "inputs", "link_inputs",
+                 "output", "forced_language", "stage", "dependency_only", "dependency_file",
+                 "opt_level", "arch_count", "unsupported", "rsp_expansions", "saw_query",
+                 "saw_verbose", "syntax_only")
+
+    def __init__(self, cxx_driver: bool) -> None:
+        self.cxx_driver = cxx_driver
+        self.tagged: list[Arg] = []
+        self.sources: list[Source] = []
+        self.skipped: list[Skip] = []
+        self.inputs: list[str] = []
+        self.link_inputs: list[str] = []
+        self.output: str | None = None
+        self.forced_language: str | None = None
+        self.stage = ""              # "", "-c", "-S", "-E"
+        self.dependency_only = self.dependency_file = False
+        self.opt_level = "-O0"
+        self.arch_count = self.rsp_expansions = 0
+        self.unsupported = ""
+        self.saw_query = self.saw_verbose = self.syntax_only = False
+
+    def add(self, role: str, *toks: str) -> None:
+        self.tagged.append(Arg(tuple(toks), role))
+
+    def option(self, token: str, name: str, bits: int, role: str, value: str | None) -> None:
+        """An option of the table (`name`, with `value` where it takes one)."""
+        if name == "-o":
+            self.output = value
+        elif name == "-x":
+            self.forced_language = None if value == "none" else value
+        elif name == "-Wp," and any(p.startswith("-M") for p in token[4:].split(",")):
+            self.dependency_file, role = True, R_DEPENDENCY
+        elif name == "-arch":
+            self.arch_count += 1
+        elif name == "-Xclang" and value is not None:
+            reason = _unsupported_flag(value)
+            if value in ("-emit-llvm", "-emit-llvm-bc"):
+                reason = EMIT_LLVM
+            self.unsupported = self.unsupported or reason
+        if bits & STAGE and STAGE_ORDER[token] > STAGE_ORDER[self.stage]:
+            self.stage = token
+        self.dependency_only = self.dependency_only or bool(bits & DEPENDENCY_ONLY_BIT)
+        self.dependency_file = self.dependency_file or bool(bits & DEPENDENCY_FILE)
+        self.saw_query = self.saw_query or bool(bits & QUERY_BIT)
+        self.saw_verbose = self.saw_verbose or bool(bits & VERBOSE_BIT)
+        self.syntax_only = self.syntax_only or bool(bits & SYNTAX_ONLY_BIT)
+        self.add(role, token, *(() if value is None or token != name else (value,)))
+
+    def flag(self, token: str) -> None:
+        """A flag the table does not hold: an optimization or code-generation flag."""
+        if token.startswith("-O"):
+            self.opt_level = token
+        self.unsupported = self.unsupported or _unsupported_flag(token)
+        if token.startswith("-arch="):
+            self.arch_count += 1
+        self.add(_optimization_role(token), token)
+
+    def positional(self, token: str) -> None:
+        """A source (by its language), a linker input, or `-` (standard input)."""
+        self.inputs.append(token)
         if token == "-":
-            unsupported = unsupported or STDIN_INPUT
-            inputs.append(token)
-            add(R_SOURCE, token)
-            continue
-        entry = lookup(token) if token.startswith("-") else None
-        if entry is not None:
-            name, bits, role = entry
-            value = None
-            if token == name and bits & SEPARATE:
-                if i >= len(tokens):
-                    return Skip(MISSING_ARGUMENT, f"{token} needs a value")
-                value = tokens[i]
-                i += 1
-            elif token != name and bits & JOINED:
-                value = token[len(name):]
-            if name == "-o":
-                output = value
-            elif name == "-x":
-                forced_language = None if value == "none" else value
-            elif name == "-Wp," and any(p.startswith("-M") for p in token[4:].split(",")):
-                dependency_file, role = True, R_DEPENDENCY
-            elif name == "-arch":
-                arch_count += 1
-            elif name == "-Xclang" and value is not None:
-                reason = _unsupported_flag(value)
-                if value in ("-emit-llvm", "-emit-llvm-bc"):
-                    reason = EMIT_LLVM
-                unsupported = unsupported or reason
-            if bits & STAGE and STAGE_ORDER[token] > STAGE_ORDER[stage]:
-                stage = token
-            dependency_only = dependency_only or bool(bits & DEPENDENCY_ONLY_BIT)
-            dependency_file = dependency_file or bool(bits & DEPENDENCY_FILE)
-            saw_query = saw_query or bool(bits & QUERY_BIT)
-            saw_verbose = saw_verbose or bool(bits & VERBOSE_BIT)
-            syntax_only = syntax_only or bool(bits & SYNTAX_ONLY_BIT)
-            add(role, token, *(() if value is None or token != name else (value,)))
-            continue
-        if token.startswith("-"):
-            if token.startswith("-O"):
-                opt_level = token
-            reason = _unsupported_flag(token)
-            if reason:
-                unsupported = unsupported or reason
-            if token.startswith(("-arch=",)):
-                arch_count += 1
-            add(_optimization_role(token), token)
-            continue
-        # A positional argument: a source or a linker input.
-        language = _language_of(token, forced_language)
-        if cxx_driver and forced_language is None:
+            self.unsupported = self.unsupported or STDIN_INPUT
+            self.add(R_SOURCE, token)
+            return
+        language = _language_of(token, self.forced_language)
+        if self.cxx_driver and self.forced_language is None:
             language = CXX_PROMOTED.get(language, language)
-        inputs.append(token)
         if language == "":
-            link_inputs.append(token)
-            add(R_LINK_INPUT, token)
-            continue
-        add(R_SOURCE, token)
+            self.link_inputs.append(token)
+            self.add(R_LINK_INPUT, token)
+            return
+        self.add(R_SOURCE, token)
         if language in CAPTURED_LANGUAGES:
-            sources.append(Source(token, language, len(tagged) - 1))
+            self.sources.append(Source(token, language, len(self.tagged) - 1))
         else:
             reason = LANGUAGE_SKIP_REASON.get(language, UNSUPPORTED_LANGUAGE)
-            skipped.append(Skip(reason, f"{token}: language {language}", (token,)))
+            self.skipped.append(Skip(reason, f"{token}: language {language}", (token,)))
 
-    all_sources = tuple(s.path for s in sources) + tuple(p for s in skipped for p in s.sources)
-    if saw_query:
-        return Skip(QUERY)
-    if saw_verbose:
-        return Skip(VERBOSE)
-    if not inputs:
-        return Skip(QUERY, "no input files")
-    if stage == "-E":
-        return Skip(PREPROCESS)
-    if dependency_only and not dependency_file:
-        return Skip(DEPENDENCY_ONLY)
-    if syntax_only:
-        return Skip(SYNTAX_ONLY)
-    if stage == "-S":
-        return Skip(ASSEMBLY_OUTPUT)
-    paths_to_check = list(all_sources) + ([output] if output else []) + [cwd + "/"]
-    if any(_is_probe(p) for p in paths_to_check):
-        return Skip(PROBE)
-    if unsupported:
-        return Skip(unsupported, "", all_sources)
-    if output == "-":
-        return Skip(STDOUT_OUTPUT, "", all_sources)
-    if arch_count > 1:
-        return Skip(MULTIPLE_ARCH, "", all_sources)
-    if not sources and skipped:
-        if all(s.reason == ASSEMBLER_SOURCE for s in skipped):
+
+def _verdict(scan: _Scan, cwd: str) -> Invocation | Skip:
+    """What the call does, or the named reason it is not recorded, in the order the
+    reasons win (a query before anything; a probe before an unsupported flag)."""
+    all_sources = tuple(s.path for s in scan.sources) + tuple(
+        p for s in scan.skipped for p in s.sources)
+    early = _skipped_before_sources(scan, cwd, all_sources)
+    if early is not None:
+        return early
+    if not scan.sources and scan.skipped:
+        if all(s.reason == ASSEMBLER_SOURCE for s in scan.skipped):
             return Skip(ASSEMBLER_SOURCE, "", all_sources)
-        if all(s.reason == PCH for s in skipped) and not link_inputs:
+        if all(s.reason == PCH for s in scan.skipped) and not scan.link_inputs:
             return Skip(PCH, "", all_sources)     # with -c or without: clang stops at the PCH
-        if stage == "-c":
-            return skipped[0]
-    if stage == "-c":
+        if scan.stage == "-c":
+            return scan.skipped[0]
+    if scan.stage == "-c":
         mode = COMPILE
-        if len(all_sources) > 1 and output is not None:
+        if len(all_sources) > 1 and scan.output is not None:
             return Skip(MISSING_ARGUMENT, "-o with -c and several sources", all_sources)
-    elif sources or skipped:
+    elif scan.sources or scan.skipped:
         mode = COMPILE_AND_LINK
     else:
         mode = LINK
-    return Invocation(mode=mode, args=tuple(tagged), sources=tuple(sources),
-                      skipped_sources=tuple(skipped), output=output,
-                      link_inputs=tuple(link_inputs), opt_level=opt_level,
-                      used_response_file=rsp_expansions > 0)
+    return Invocation(mode=mode, args=tuple(scan.tagged), sources=tuple(scan.sources),
+                      skipped_sources=tuple(scan.skipped), output=scan.output,
+                      link_inputs=tuple(scan.link_inputs), opt_level=scan.opt_level,
+                      used_response_file=scan.rsp_expansions > 0)
+
+
+def _skipped_before_sources(scan: _Scan, cwd: str, all_sources: tuple[str, ...]
+                            ) -> Skip | None:
+    """A call that is not a compile to record whatever its sources: a query, a
+    preprocess, a configure probe, an unsupported flag or output."""
+    if scan.saw_query:
+        return Skip(QUERY)
+    if scan.saw_verbose:
+        return Skip(VERBOSE)
+    if not scan.inputs:
+        return Skip(QUERY, "no input files")
+    if scan.stage == "-E":
+        return Skip(PREPROCESS)
+    if scan.dependency_only and not scan.dependency_file:
+        return Skip(DEPENDENCY_ONLY)
+    if scan.syntax_only:
+        return Skip(SYNTAX_ONLY)
+    if scan.stage == "-S":
+        return Skip(ASSEMBLY_OUTPUT)
+    paths = list(all_sources) + ([scan.output] if scan.output else []) + [cwd + "/"]
+    if any(_is_probe(p) for p in paths):
+        return Skip(PROBE)
+    if scan.unsupported:
+        return Skip(scan.unsupported, "", all_sources)
+    if scan.output == "-":
+        return Skip(STDOUT_OUTPUT, "", all_sources)
+    if scan.arch_count > 1:
+        return Skip(MULTIPLE_ARCH, "", all_sources)
+    return None

@@ -15,6 +15,7 @@ from autopass_build.cli.common import (
     add_store_option,
     add_target_option,
     count,
+    key_help,
     load_config,
     measures,
     open_store,
@@ -27,6 +28,11 @@ if TYPE_CHECKING:
 
 
 def add_parsers(sub) -> None:
+    for add in (_add_replay, _add_try_, _add_profile, _add_evidence, _add_diff, _add_pgo):
+        add(sub)
+
+
+def _add_replay(sub) -> None:
     p = sub.add_parser("replay", help="replay units from their IR; --check compares objects",
                        description="Replay every recorded unit from its stored IR with its "
                        "original flags and compare the object with the one the build made. "
@@ -36,6 +42,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--check", action="store_true", help="compare replayed objects with the recorded ones")
     p.set_defaults(func=cmd_replay)
 
+
+def _add_try_(sub) -> None:
     p = sub.add_parser("try", help="measure one flags candidate against the baseline",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Rebuild the target with the given per-unit flags (only "
@@ -50,10 +58,12 @@ def add_parsers(sub) -> None:
                    help="flags for one unit (repeatable); SOURCE as `autopass units` shows it")
     add_target_option(p)
     add_metric_option(p)
-    p.add_argument("--min-pairs", type=int, help="override [measure].min_pairs")
-    p.add_argument("--max-pairs", type=int, help="override [measure].max_pairs")
+    p.add_argument("--min-pairs", type=int, help=key_help("measure", "min_pairs"))
+    p.add_argument("--max-pairs", type=int, help=key_help("measure", "max_pairs"))
     p.set_defaults(func=cmd_try)
 
+
+def _add_profile(sub) -> None:
     p = sub.add_parser("profile", help="hot functions and their units; how steady each "
                        "timed metric is",
                        description="Sample the benchmark with perf (cpu-clock) or, where perf "
@@ -72,6 +82,8 @@ def add_parsers(sub) -> None:
                         "the benchmark (at once, also while a tune runs)")
     p.set_defaults(func=cmd_profile)
 
+
+def _add_evidence(sub) -> None:
     p = sub.add_parser("evidence", help="what the compiler did and missed in one unit",
                        description="Optimization remarks (passed and missed, with inline "
                        "cost/threshold and vectorization factors), code size per function, "
@@ -84,6 +96,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_evidence)
 
+
+def _add_diff(sub) -> None:
     p = sub.add_parser("diff", help="remarks and sizes of one unit under two flag sets")
     add_store_option(p)
     p.add_argument("unit")
@@ -92,11 +106,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_diff)
 
+
+def _add_pgo(sub) -> None:
     p = sub.add_parser("pgo", help="profile-guided optimization from the recorded build",
-                       description="Rebuild the target instrumented (-fprofile-instr-generate, "
-                       "from source), run the benchmark to train it, merge the profile with "
-                       "llvm-profdata into the store, then measure the PGO build against the "
-                       "recorded one.")
+                       description="Rebuild the target instrumented (-fprofile-generate, "
+                       "from the recorded IR), run the benchmark to train it, merge the "
+                       "profile with llvm-profdata into the store, then measure the PGO build "
+                       "against the recorded one.")
     add_store_option(p)
     add_config_option(p)
     add_target_option(p)

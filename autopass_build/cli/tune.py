@@ -22,7 +22,12 @@ from autopass_build.core.names import AGENT_BACKENDS, RUNS_DIR, STAGES, STRATEGY
 
 
 def add_parsers(sub) -> None:
+    _add_tune(sub)
+    _add_report(sub)
+    _add_screen(sub)
 
+
+def _add_tune(sub) -> None:
     p = sub.add_parser("tune", help="search per-unit flags that make the benchmark faster",
                        description="Tune the compiler flags of the hottest units of the "
                        "target against its benchmark, within a budget of evaluations.",
@@ -90,6 +95,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--list-strategies", action="store_true",
                    help="print the strategies and their options, then exit")
     p.set_defaults(func=cmd_tune)
+
+
+def _add_report(sub) -> None:
     p = sub.add_parser("report", help="what a tuning run did: progress, flags, rejections",
                        description="Summarize tuning runs from their journals: what the "
                        "run shipped against the recorded build first, each stage "
@@ -104,6 +112,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--all", action="store_true", help="every run in the store")
     p.add_argument("--html", metavar="FILE", help="also write an HTML report here")
     p.set_defaults(func=cmd_report)
+
+
+def _add_screen(sub) -> None:
     p = sub.add_parser("screen", help="what candidate screening has learned, across programs",
                        description="Screening (autopass tune --screen) keeps every measured "
                        "evaluation in the user's cache, per compiler and CPU, and learns from "
