@@ -154,7 +154,8 @@ def _apply_training(args: argparse.Namespace, command: list[str], db: str, root:
     """`apply --train`: outputs/retrain.py's builds, then what they were made with."""
     from autopass_build.core.flags_db import FlagsDbError
     from autopass_build.measuring.benchmark import Benchmark, MeasureError
-    from autopass_build.outputs.retrain import Retrainer, RetrainError, Stopped
+    from autopass_build.outputs.retrain import Retrainer, RetrainError
+    from autopass_build.outputs.retrain_builds import Stopped
 
     if not os.path.isfile(db):
         raise CliError(f"{db}: no flags database to retrain; give it with --db, or tune "

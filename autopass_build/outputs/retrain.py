@@ -27,7 +27,6 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 
 from autopass_build.candidates import training
 from autopass_build.candidates.steady_counts import (
@@ -35,15 +34,11 @@ from autopass_build.candidates.steady_counts import (
     left_out_note,
     merge_profraw,
 )
-from autopass_build.capture.apply import tally, train_cache
-from autopass_build.capture.build_env import apply_environment
-from autopass_build.capture.server import serving
-from autopass_build.core import flags_db, proc, toolchain
+from autopass_build.core import flags_db, toolchain
 from autopass_build.core.apply_terms import ApplyPolicy, TrainPhase
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import hash_file
 from autopass_build.core.flags_db import FlagsDb, ProfileRef
-from autopass_build.core.names import ENV_TRAIN_CACHE, ENV_TRAIN_CCACHE, ENV_TRAIN_PHASE
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT, CSPGO, PGO
@@ -56,7 +51,7 @@ from autopass_build.outputs.bolt_retrain import (
     BoltRetrain,
     BoltUntrained,
 )
-from autopass_build.outputs.todays_units import target_units
+from autopass_build.outputs.retrain_builds import Build, Retrained, TrainBuilds
 
 TRAINED_DB = "autopass.trained.flags.json"
 TRAINED_PROFILE = "autopass.trained.profdata"
@@ -66,37 +61,6 @@ INSTRUMENTED_SLOWDOWN = 10      # an instrumented run's timeout, in [run].timeou
 class RetrainError(AutopassError):
     """--train cannot start (nothing to train, a tree that builds nothing), or, under
     --policy error, could not train."""
-
-
-class Stopped(Exception):
-    """A build was stopped by a signal; `status` is its exit status (128 + n)."""
-
-    def __init__(self, status: int):
-        super().__init__(f"the build was stopped (exit {status})")
-        self.status = status
-
-
-@dataclass
-class Retrained:
-    status: int                   # the build's exit status (its last build's)
-    pgo: str = ""                 # "trained", why the shipped profile was used, "" not asked
-    bolt: str = ""                # "trained", why not, "" not asked
-    database: str = ""            # the database the build was made with, when trained
-    notes: list[str] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)   # builds and training
-    # per build ("instrument", "final"): (compiles ccache answered, compiles), and why
-    # the builds had no cache when they had none
-    cached: dict[str, tuple[int, int]] = field(default_factory=dict)
-    uncached: str = ""
-
-
-@dataclass
-class _Build:
-    status: int
-    outputs: list[str]            # what its compiles and links wrote (absolute)
-    units: set[str] = field(default_factory=set)   # the target's sources (instrumented)
-    linked: list[str] = field(default_factory=list)  # what it linked (instrumented)
-    compiled: int = 0             # compiles of sources that went through autopass
 
 
 class Retrainer:
@@ -116,7 +80,8 @@ class Retrainer:
         self.result = Retrained(0)
         self.held_to: str | None = None      # the profile counts are held to (_held_to)
         self.kept_aside: list[str] = []      # files to remove when the run ends
-        self.cache_env = self._cache_env() if PGO in target.stages else {}
+        self.builds = TrainBuilds(command, root, policy, self.binary, self.result, show,
+                                  cached=PGO in target.stages)
         # read before this run writes the trained database over the last one
         self.bolt_references = self._bolt_references() if BOLT in target.stages else {}
 
@@ -136,7 +101,7 @@ class Retrainer:
         if database != self.db_path and CSPGO in self.target.stages:
             database = self._cspgo(database)
         if database != self.db_path:      # the fresh profile: check what it built
-            build = self._build(TrainPhase.FINAL, database,
+            build = self.builds.run(TrainPhase.FINAL, database,
                                 "building with the profile just trained")
             self.result.status = build.status
             why = (f"failed (exit {build.status})" if build.status != 0
@@ -145,7 +110,7 @@ class Retrainer:
                 self._fallback(f"the build with the fresh profile {why}", build)
                 return self.result
         else:
-            build = self._build(TrainPhase.FINAL if BOLT in self.target.stages else TrainPhase.NONE,
+            build = self.builds.run(TrainPhase.FINAL if BOLT in self.target.stages else TrainPhase.NONE,
                                 self.db_path,
                                 "building with the database as shipped")
             self.result.status = build.status
@@ -164,7 +129,7 @@ class Retrainer:
         """Build 1 and the training run: (the reference output, the database build 2
         uses: the trained one, or the shipped one with the reason why)."""
         started = time.time()
-        build = self._build(TrainPhase.INSTRUMENT, self.db_path, "building instrumented for PGO")
+        build = self.builds.run(TrainPhase.INSTRUMENT, self.db_path, "building instrumented for PGO")
         if build.status == 0 and self.binary not in build.outputs and not build.linked:
             _delete(build.outputs)
             if not build.outputs:       # no compile went through autopass: say why
@@ -200,7 +165,7 @@ class Retrainer:
         the fresh profile with its context-sensitive part, or, when any of it fails,
         the shipped one (a profile without its context-sensitive part would give the
         build less than the database does)."""
-        build = self._build(TrainPhase.CS_INSTRUMENT, trained,
+        build = self.builds.run(TrainPhase.CS_INSTRUMENT, trained,
                             "building instrumented after inlining (CS-PGO)")
         try:
             if build.status != 0:
@@ -307,58 +272,6 @@ class Retrainer:
         self.show(f"BOLT not retrained: {why}")
 
     # ---- shared ------------------------------------------------------------------------
-    def _build(self, phase: TrainPhase, database: str, what: str) -> _Build:
-        self.show(what)
-        started = time.time()
-        work = tempfile.mkdtemp(prefix="autopass-train-build-")
-        try:
-            env = apply_environment(self.root, database, self.policy, work)
-            cached = phase is not TrainPhase.NONE and bool(self.cache_env)
-            if phase is not TrainPhase.NONE:
-                env[ENV_TRAIN_PHASE] = phase.value
-            if cached:
-                env.update(self.cache_env)
-            # the build's own runs of an instrumented program (configure checks, tests)
-            # write their raw profiles there, not into the tree
-            env["LLVM_PROFILE_FILE"] = os.path.join(work, "build-%p.profraw")
-            with serving(env):
-                status = proc.run_build(self.command, env)
-            build = _Build(status, tally.outputs(work), compiled=tally.compiles_seen(work))
-            if phase is TrainPhase.INSTRUMENT:
-                build.units = target_units(work, self.binary, self.root)
-                build.linked = sorted(tally.linked(work))
-            if cached:
-                hit, missed = train_cache.hits(work)
-                self.result.cached[phase.value] = (hit, hit + missed)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        if status > 128:        # Ctrl-C, a CI timeout: no second build after it
-            raise Stopped(status)
-        key = f"build ({phase.value})" if phase is not TrainPhase.NONE else "build"
-        self.result.seconds[key] = self.result.seconds.get(key, 0.0) + time.time() - started
-        return build
-
-    def _cache_env(self) -> dict[str, str]:
-        """What makes the two builds' compiles go through ccache (capture/
-        train_cache.py): nothing when it is turned off, not installed, or its folder
-        cannot be written (each said in the summary)."""
-        folder = train_cache.folder(dict(os.environ))
-        if not folder:
-            return {}
-        ccache = shutil.which("ccache")
-        if ccache is None:
-            self.result.uncached = "every unit compiled anew (install ccache to make " \
-                                   "the instrumented build incremental)"
-            return {}
-        try:
-            os.makedirs(folder, exist_ok=True)
-            if not os.access(folder, os.W_OK):
-                raise PermissionError(folder)
-        except OSError:
-            self.result.uncached = f"no cache: cannot write {folder} (set {ENV_TRAIN_CACHE})"
-            return {}
-        return {ENV_TRAIN_CCACHE: ccache, ENV_TRAIN_CACHE: folder}
-
     def _run(self, binary: str, env: dict[str, str], slowdown: int) -> RunResult:
         return run_once(self.bench, binary, env, self.bench.run.timeout * slowdown)
 
@@ -370,7 +283,7 @@ class Retrainer:
         why = check_output(self.bench, reference, run)
         return f"changes the benchmark's output ({why})" if why else ""
 
-    def _fallback(self, why: str, build: _Build) -> None:
+    def _fallback(self, why: str, build: Build) -> None:
         """Build 2 made a program that fails the check: its outputs deleted and built
         again with the database as shipped (under --policy error: not built again)."""
         if self.policy is ApplyPolicy.ERROR:
@@ -379,7 +292,7 @@ class Retrainer:
         self.show(f"PGO not retrained: {why}; building again with the shipped database")
         self.result.pgo = f"{why}: built with the shipped profile"
         _delete(build.outputs)
-        self.result.status = self._build(TrainPhase.NONE, self.db_path,
+        self.result.status = self.builds.run(TrainPhase.NONE, self.db_path,
                                          "rebuilding").status
 
     def _held_to(self, trained: str, shipped: ProfileRef | None) -> str:

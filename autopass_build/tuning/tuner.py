@@ -22,13 +22,9 @@ from dataclasses import replace
 from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.evaluate import EvaluateError, Evaluator
 from autopass_build.config import Config
-from autopass_build.core import flags as flagset
-from autopass_build.core import flags_db, toolchain
+from autopass_build.core import flags_db
 from autopass_build.core.files import write_atomic
-from autopass_build.core.outcome import EvaluationError
-from autopass_build.core.plural import listed
 from autopass_build.core.stage_flags import lto_mode
-from autopass_build.evidence import inventory
 from autopass_build.evidence.hotspots import Profile, ProfileError, failing_note, reach_of
 from autopass_build.evidence.hotspots import load as load_profile
 from autopass_build.evidence.hotspots import profile as run_profile
@@ -47,9 +43,9 @@ from autopass_build.tuning.clock import (
 )
 from autopass_build.tuning.clock import stage_budget as stage_budget_of
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
-from autopass_build.tuning.decision_knobs import knobs_for
 from autopass_build.tuning.explain import wrong_output_notes
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
+from autopass_build.tuning.knob_spaces import KnobSpaces
 from autopass_build.tuning.measuring import (
     Measurements,
     TuneError,
@@ -59,11 +55,8 @@ from autopass_build.tuning.searching import Search, measured_in_search
 from autopass_build.tuning.settings import RunSettings, TuneRequest, adopted, settings_for
 from autopass_build.tuning.space import (
     LEAVE_LTO_KNOB,
-    JointSpace,
     Space,
-    default_space,
     fingerprint,
-    probe,
 )
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level
 from autopass_build.tuning.steps_on_top import StepsOnTop
@@ -87,7 +80,7 @@ class Tuner:
         self.composer: Composer | None = None
         self.on_top: StepsOnTop | None = None
         self._native_left_out: str | None = None     # why --native cannot be measured
-        self._decisions_left_out = False             # said once: the plugin cannot run
+        self.spaces = KnobSpaces(self.store.dir, config.tune.decisions, self.show)
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
@@ -146,7 +139,7 @@ class Tuner:
         elif self.request.attribute:
             self.measurements.attributor = Attributor(evaluator.bench)
         run = RunContext(self.store, self.config, evaluator, journal,
-                         self._joint_space(evaluator, sources, space, hot), hot,
+                         self.spaces.joint(evaluator, sources, space, hot), hot,
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run, outsiders)
         final, winners = conclude(best, self.measurements) if best else (None, [])
@@ -365,67 +358,15 @@ class Tuner:
         return chosen
 
     def _space(self, evaluator: Evaluator) -> Space:
-        compiler = evaluator.replayer.compiler_override or evaluator.units[0].compiler
-        space = default_space(native=self._native(),
-                              lto=bool(lto_mode(self._allowed_stages()))
-                              or stages.recorded_lto([u.argv for u in evaluator.units])
-                              is not None)
-        try:
-            return probe(space, compiler, os.path.join(self.store.dir, "probe"),
-                         toolchain.stamp_of(compiler))
-        except OSError as error:
-            raise TuneError(f"cannot probe {compiler}: {error}") from None
+        lto = bool(lto_mode(self._allowed_stages())) or \
+            stages.recorded_lto([u.argv for u in evaluator.units]) is not None
+        return self.spaces.base(evaluator, native=self._native(), lto=lto)
 
     def _allowed_stages(self) -> tuple[stages.Stage, ...]:
         """The stages the run may compose (none with --pgo or no stages asked for)."""
         if self.request.pgo or not self.request.stages:
             return ()
         return stages.parse(self.request.stages)
-
-    def _joint_space(self, evaluator: Evaluator, sources: list[str], space: Space,
-                     hot: Profile | None) -> JointSpace:
-        """One block per tuned source, with the decisions on its hot loops and functions
-        (tuning/decision_knobs.py); a source compiled against a precompiled header does
-        not get the values the header fixes (they would not compile)."""
-        blocks = []
-        held: dict[tuple[str, ...], list[str]] = {}    # knobs kept to the header's: sources
-        for source in sources:
-            block = self._with_decisions(evaluator, source, space, hot)
-            with_pch = [u for u in evaluator.units
-                        if u.source_rel == source and flagset.uses_precompiled_header(u.argv)]
-            if with_pch:
-                block = space.with_precompiled_header(with_pch[0].opt_level)
-            if block.forbidden:
-                held.setdefault(tuple(sorted({f.knob for f in block.forbidden})),
-                                []).append(source)
-            blocks.append((source, block))
-        for knobs, held_sources in held.items():     # one line for the lot (glslang: 4)
-            self.show(f"{listed(held_sources)} "
-                      + ("is" if len(held_sources) == 1 else "are")
-                      + " compiled with a precompiled header: "
-                      + (f"the knob {knobs[0]} keeps" if len(knobs) == 1 else
-                         f"the knobs {', '.join(knobs)} keep")
-                      + " only the values the header was built with")
-        return JointSpace(blocks)
-
-    def _with_decisions(self, evaluator: Evaluator, source: str, space: Space,
-                        hot: Profile | None) -> Space:
-        """`space` with the decision knobs of `source`'s hot loops and functions
-        ([tune].decisions); as it is when the profile names none, or the pass plugin
-        that applies them cannot run here (said once)."""
-        if not self.config.tune.decisions or hot is None:
-            return space
-        functions = {f.symbol: f.share for f in hot.functions if source in f.units}
-        unit = next(u for u in evaluator.units if u.source_rel == source)
-        try:
-            found = inventory.of_unit(evaluator.replayer, unit)
-        except EvaluationError as error:
-            if not self._decisions_left_out:
-                self.show(f"decisions carried in the IR left out: {error}")
-            self._decisions_left_out = True
-            return space
-        knobs = knobs_for(found, functions)
-        return replace(space, knobs=space.knobs + knobs) if knobs else space
 
     def _settings(self, evaluator: Evaluator, sources: list[str], space: Space
                   ) -> RunSettings:

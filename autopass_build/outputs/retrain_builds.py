@@ -1,0 +1,115 @@
+"""The builds of `apply --train`: the user's own command run in apply mode, once per
+phase (instrumented, CS-instrumented, final, or plain), its compiles through ccache
+where that makes the instrumented build incremental (capture/apply/train_cache.py),
+what each wrote and linked read back from the wrapper's tally."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from autopass_build.capture.apply import tally, train_cache
+from autopass_build.capture.build_env import apply_environment
+from autopass_build.capture.server import serving
+from autopass_build.core import proc
+from autopass_build.core.apply_terms import ApplyPolicy, TrainPhase
+from autopass_build.core.names import ENV_TRAIN_CACHE, ENV_TRAIN_CCACHE, ENV_TRAIN_PHASE
+from autopass_build.outputs.todays_units import target_units
+
+
+class Stopped(Exception):
+    """A build was stopped by a signal; `status` is its exit status (128 + n)."""
+
+    def __init__(self, status: int):
+        super().__init__(f"the build was stopped (exit {status})")
+        self.status = status
+
+
+@dataclass
+class Retrained:
+    status: int                   # the build's exit status (its last build's)
+    pgo: str = ""                 # "trained", why the shipped profile was used, "" not asked
+    bolt: str = ""                # "trained", why not, "" not asked
+    database: str = ""            # the database the build was made with, when trained
+    notes: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)   # builds and training
+    # per build ("instrument", "final"): (compiles ccache answered, compiles), and why
+    # the builds had no cache when they had none
+    cached: dict[str, tuple[int, int]] = field(default_factory=dict)
+    uncached: str = ""
+
+
+@dataclass
+class Build:
+    status: int
+    outputs: list[str]            # what its compiles and links wrote (absolute)
+    units: set[str] = field(default_factory=set)   # the target's sources (instrumented)
+    linked: list[str] = field(default_factory=list)  # what it linked (instrumented)
+    compiled: int = 0             # compiles of sources that went through autopass
+
+
+class TrainBuilds:
+    """The builds of one `apply --train`, their times and cache hits written to `result`."""
+
+    def __init__(self, command: list[str], root: str, policy: ApplyPolicy, binary: str,
+                 result: "Retrained", show, cached: bool) -> None:
+        self.command, self.root, self.policy, self.binary = command, root, policy, binary
+        self.result, self.show = result, show
+        self.cache_env = self._cache_env() if cached else {}
+
+    def run(self, phase: TrainPhase, database: str, what: str) -> Build:
+        """The user's build in apply mode, as `phase` of `apply --train` wants it (NONE:
+        plain), with `database`; Stopped when a signal stopped it."""
+        self.show(what)
+        started = time.time()
+        work = tempfile.mkdtemp(prefix="autopass-train-build-")
+        try:
+            env = apply_environment(self.root, database, self.policy, work)
+            cached = phase is not TrainPhase.NONE and bool(self.cache_env)
+            if phase is not TrainPhase.NONE:
+                env[ENV_TRAIN_PHASE] = phase.value
+            if cached:
+                env.update(self.cache_env)
+            # the build's own runs of an instrumented program (configure checks, tests)
+            # write their raw profiles there, not into the tree
+            env["LLVM_PROFILE_FILE"] = os.path.join(work, "build-%p.profraw")
+            with serving(env):
+                status = proc.run_build(self.command, env)
+            build = Build(status, tally.outputs(work), compiled=tally.compiles_seen(work))
+            if phase is TrainPhase.INSTRUMENT:
+                build.units = target_units(work, self.binary, self.root)
+                build.linked = sorted(tally.linked(work))
+            if cached:
+                hit, missed = train_cache.hits(work)
+                self.result.cached[phase.value] = (hit, hit + missed)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        if status > 128:        # Ctrl-C, a CI timeout: no second build after it
+            raise Stopped(status)
+        key = f"build ({phase.value})" if phase is not TrainPhase.NONE else "build"
+        self.result.seconds[key] = self.result.seconds.get(key, 0.0) + time.time() - started
+        return build
+
+    def _cache_env(self) -> dict[str, str]:
+        """What makes the two builds' compiles go through ccache (capture/
+        train_cache.py): nothing when it is turned off, not installed, or its folder
+        cannot be written (each said in the summary)."""
+        folder = train_cache.folder(dict(os.environ))
+        if not folder:
+            return {}
+        ccache = shutil.which("ccache")
+        if ccache is None:
+            self.result.uncached = "every unit compiled anew (install ccache to make " \
+                                   "the instrumented build incremental)"
+            return {}
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if not os.access(folder, os.W_OK):
+                raise PermissionError(folder)
+        except OSError:
+            self.result.uncached = f"no cache: cannot write {folder} (set {ENV_TRAIN_CACHE})"
+            return {}
+        return {ENV_TRAIN_CCACHE: ccache, ENV_TRAIN_CACHE: folder}
