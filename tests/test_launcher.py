@@ -167,7 +167,8 @@ def _child_named(pid: int, name: str) -> psutil.Process:
 
 
 def test_the_launcher_is_built_once_per_source(tmp_path):
-    from autopass_build.capture.build_env import native_launcher, wrapper_dir
+    from autopass_build.capture.build_env import wrapper_dir
+    from autopass_build.capture.native_builds import native_launcher
 
     folder = wrapper_dir(str(tmp_path))
     first = native_launcher(folder)

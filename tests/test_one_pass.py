@@ -13,7 +13,8 @@ import pytest
 from support import AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
 
 from autopass_build.capture import compiler_args as ca
-from autopass_build.capture.build_env import pass_plugin, wrapper_dir
+from autopass_build.capture.build_env import wrapper_dir
+from autopass_build.capture.native_builds import pass_plugin
 from autopass_build.capture.record import one_pass
 from autopass_build.core.names import ENV_IR_PLUGIN, ENV_IR_PLUGIN_FOR
 

@@ -188,7 +188,8 @@ class UnitObjects:
         """autopass's pass plugin, for `unit`'s compiler (built once: build_env), or an
         EvaluationError saying why it cannot be had."""
         if self._plugin is None:
-            from autopass_build.capture.build_env import pass_plugin, wrapper_dir
+            from autopass_build.capture.build_env import wrapper_dir
+            from autopass_build.capture.native_builds import pass_plugin
 
             self._plugin = pass_plugin(wrapper_dir(self.store.dir)) or ("", "")
         plugin, built_for = self._plugin

@@ -37,7 +37,7 @@ def _service(option: str, operands: list[str]) -> int:
     if option == SERVE_OPTION:
         from autopass_build.capture.on_demand import serve_on_demand
         return serve_on_demand(operands[0])
-    from autopass_build.capture import build_env
+    from autopass_build.capture import build_env, native_builds
     if option == LAUNCHER_OPTION:
         try:
             cc = build_env.cmake_launcher(os.path.abspath(operands[0]))
@@ -51,7 +51,7 @@ def _service(option: str, operands: list[str]) -> int:
             return 1
         print(cc)
         return 0
-    plugin = build_env.pass_plugin(build_env.wrapper_dir(os.path.join(os.getcwd(),
+    plugin = native_builds.pass_plugin(build_env.wrapper_dir(os.path.join(os.getcwd(),
                                                                         ".autopass")))
     if plugin is None:
         return 1

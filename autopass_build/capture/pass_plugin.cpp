@@ -27,7 +27,7 @@
 // as the pipeline gets them: opcodes, types, constants, callees; not names, metadata or
 // debug locations, so a compile with or without debug information matches.
 //
-// Built by build_env.py with the clang it serves (llvm-config's flags), beside the
+// Built by native_builds.py with the clang it serves (llvm-config's flags), beside the
 // launcher; proven on a small unit before it is used (the object with it is the object
 // without it).
 #include "llvm/ADT/SmallVector.h"

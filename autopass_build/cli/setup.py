@@ -199,7 +199,8 @@ def _doctor_pass_plugin(version: int) -> None:
     """Record runs each unit's front end once with autopass's pass plugin, which also
     applies the decisions carried in the IR; it is built here against LLVM's headers:
     without them record compiles every unit twice and those decisions are left out."""
-    from autopass_build.capture.build_env import pass_plugin, wrapper_dir
+    from autopass_build.capture.build_env import wrapper_dir
+    from autopass_build.capture.native_builds import pass_plugin
 
     built = pass_plugin(wrapper_dir(tempfile.gettempdir()))
     if built:

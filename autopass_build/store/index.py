@@ -12,19 +12,18 @@ lists are stored as JSON, whose escapes round-trip Python's surrogateescape stri
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from urllib.parse import quote
 
-from autopass_build.capture.record.spool import PACKED, SPOOL, Spool
+from autopass_build.capture.record.spool import SPOOL, Spool
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.files import disk_full, write_atomic
 from autopass_build.store import spool_records
+from autopass_build.store.blob_files import BlobFiles
 from autopass_build.store.build_records import (
     ArchiveRecord,
     LinkInput,
@@ -89,7 +88,7 @@ class DamagedIndex(StoreError):
                          "build command>` sets the damaged index aside)")
 
 
-class Store:
+class Store(BlobFiles):
     def __init__(self, directory: str):
         self.dir = os.path.abspath(directory)
         self.db_path = os.path.join(self.dir, DB_NAME)
@@ -199,49 +198,6 @@ class Store:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-    def blob_path(self, kind: str, digest: str, suffix: str) -> str:
-        return self.spool.blob_path(kind, digest, suffix)
-
-    def has_blob(self, kind: str, digest: str, suffix: str) -> bool:
-        return self.spool.stored_blob(kind, digest, suffix) is not None
-
-    def blob_file(self, kind: str, digest: str, suffix: str) -> str:
-        """A file holding the blob's content, for tools that read files (clang, lld,
-        llvm-ar): the blob itself in an older store, else a copy unpacked once under
-        work/unpacked/, where later replays find it.  FileNotFoundError when the store
-        does not hold it."""
-        stored = self.spool.stored_blob(kind, digest, suffix)
-        if stored is None:
-            raise FileNotFoundError(self.blob_path(kind, digest, suffix))
-        if not stored.endswith(PACKED):
-            return stored
-        unpacked = os.path.join(self.dir, "work", "unpacked", kind, digest + suffix)
-        if not os.path.exists(unpacked):
-            os.makedirs(os.path.dirname(unpacked), exist_ok=True)
-            write_atomic(unpacked, self.spool.read_blob(kind, digest, suffix))
-        return unpacked
-
-    @contextlib.contextmanager
-    def blob_copy(self, kind: str, digest: str, suffix: str) -> Iterator[str]:
-        """A file holding the blob's content for the length of the block: the blob
-        itself in an older store, else a temporary copy removed after (a unit's IR is
-        read once per new object: kept unpacked, the IR would take the room again)."""
-        stored = self.spool.stored_blob(kind, digest, suffix)
-        if stored is None:
-            raise FileNotFoundError(self.blob_path(kind, digest, suffix))
-        if not stored.endswith(PACKED):
-            yield stored
-            return
-        tmp = self.spool.new_tmp_path(suffix)
-        try:
-            os.makedirs(os.path.dirname(tmp), exist_ok=True)
-            with open(tmp, "wb") as handle:
-                handle.write(self.spool.read_blob(kind, digest, suffix))
-            yield tmp
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
     # -- ingesting the spool ------------------------------------------------------------
     def ingest(self) -> int:

@@ -17,7 +17,7 @@ bitcode starts at 0.  Same code, other bytes: not the promise.
 Only plain commands go this way: `-c` of one source (one IR file per call), no
 `-MJ` (its compilation-database entry would list the plugin), no option that records
 the command line in the object.  The plugin is built and proven once per installation
-(build_env.py) for the clang found there, and named in AUTOPASS_IR_PLUGIN; without it
+(native_builds.py) for the clang found there, and named in AUTOPASS_IR_PLUGIN; without it
 (or for another compiler) every compile takes two passes, as before.  A compile that fails with the plugin is run again without it, so
 that what the user sees of a failing compile is the plain compile's own.
 """
