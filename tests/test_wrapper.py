@@ -294,6 +294,7 @@ def test_wrapper_and_record_path_import_only_light_foundations():
                     "autopass_build.core.records", "autopass_build.core.errors",
                     "autopass_build.capture.entry",
                     "autopass_build.capture.wrapper", "autopass_build.capture.compiler_args",
+                    "autopass_build.capture.invocation",
                     "autopass_build.capture.plan", "autopass_build.capture.host",
                     "autopass_build.capture.option_table",
                     "autopass_build.capture.response_files",
