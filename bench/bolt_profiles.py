@@ -37,6 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 import hand_recipe as hr  # noqa: E402
 
 from autopass_build.core import bolt_commands  # noqa: E402  (finds llvm-bolt only)
+from autopass_build.measuring.binaries import debugless_copy  # noqa: E402
 
 
 def sampled_bolt(name: str, work: Path, built: hr.Variant, samples: int) -> hr.Variant:
@@ -67,10 +68,12 @@ def sampled_bolt(name: str, work: Path, built: hr.Variant, samples: int) -> hr.V
 
 def i1_misses(name: str, work: Path, variant: hr.Variant) -> tuple[int, int]:
     """(instructions, simulated I1 misses) of one run."""
-    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=yes",
-            "--cachegrind-out-file=/dev/null", *hr.benchmark_argv(name, variant.binary, work)]
-    done = subprocess.run(argv, cwd=variant.tree, env={**os.environ, **variant.env},
-                          capture_output=True)
+    with tempfile.TemporaryDirectory(prefix="autopass-bolt-vg-") as folder:
+        binary = debugless_copy(str(variant.binary), folder)   # valgrind and DWARF 5
+        argv = ["valgrind", "--tool=cachegrind", "--cache-sim=yes",
+                "--cachegrind-out-file=/dev/null", *hr.benchmark_argv(name, binary, work)]
+        done = subprocess.run(argv, cwd=variant.tree, env={**os.environ, **variant.env},
+                              capture_output=True)
     refs = re.search(rb"I\s+refs:\s+([\d,]+)", done.stderr)
     misses = re.search(rb"I1\s+misses:\s+([\d,]+)", done.stderr)
     if done.returncode != 0 or refs is None or misses is None:

@@ -122,7 +122,7 @@ def run_program(name: str, work: Path, limit: str, rounds: int) -> dict:
     times = measured["times"]
     counts = {label: hr.instructions(name, work, v) for label, v in variants.items()}
     rows = {label: {**hr.ratio(times, "-O3", label),
-                    "instructions_speedup": counts["-O3"] / counts[label],
+                    "instructions_speedup": hr._over(counts, "-O3", label),
                     "same_output": measured["same_output"][label]}
             for label in variants if label != "-O3"}
     try:
@@ -131,9 +131,9 @@ def run_program(name: str, work: Path, limit: str, rounds: int) -> dict:
         candidate = {"error": repr(error)[:300]}
     return {"program": name, "variants": rows,
             "layer": {**hr.ratio(times, "tuned, no layer", "tuned"),
-                      "instructions": counts["tuned, no layer"] / counts["tuned"]},
+                      "instructions": hr._over(counts, "tuned, no layer", "tuned")},
             "over_pgo_lto": {**hr.ratio(times, "PGO+LTO", "tuned"),
-                             "instructions": counts["PGO+LTO"] / counts["tuned"]},
+                             "instructions": hr._over(counts, "PGO+LTO", "tuned")},
             "tuned": facts, "candidate_build": candidate,
             "minutes": round((time.monotonic() - started) / 60)}
 
@@ -146,14 +146,14 @@ def report(results: list[dict]) -> str:
         for label, row in r["variants"].items():
             out.append(f"  {label:<16} {row['speedup']:.3f}x [{row['low']:.3f}, "
                        f"{row['high']:.3f}] over -O3; instructions "
-                       f"{row['instructions_speedup']:.3f}x"
+                       f"{hr._x(row['instructions_speedup'])}"
                        + ("" if row["same_output"] else "  OUTPUT DIFFERS"))
         layer, over = r["layer"], r["over_pgo_lto"]
         out.append(f"  the layer (tuned over tuned without it): {layer['speedup']:.3f}x "
                    f"[{layer['low']:.3f}, {layer['high']:.3f}]; instructions "
-                   f"{layer['instructions']:.3f}x (target 1.02x on two programs)")
+                   f"{hr._x(layer['instructions'])} (target 1.02x on two programs)")
         out.append(f"  tuned over the hand PGO+LTO: {over['speedup']:.3f}x [{over['low']:.3f}, "
-                   f"{over['high']:.3f}]; instructions {over['instructions']:.3f}x "
+                   f"{over['high']:.3f}]; instructions {hr._x(over['instructions'])} "
                    "(target 1.10x on the loop kernels)")
         out.append(f"  a candidate of the layer: {r['candidate_build']}")
     return "\n".join(out)
