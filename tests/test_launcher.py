@@ -299,3 +299,24 @@ def test_another_users_call_is_refused_even_where_the_socket_is_reachable(tmp_pa
     assert os.waitstatus_to_exitcode(status) == 0
     assert server.served == 0 and not canary.exists()
     assert struct.calcsize("3i") == 12
+
+
+def test_a_masquerade_link_to_the_native_launcher_is_autopass_whoever_serves_it(tmp_path):
+    """F14 through the per-build server: CMake cached record mode's `clang++-19` link
+    (-> autopass-c++ -> the native launcher), and the user's later `ninja` sends the
+    call to an on-demand server, whose own paths are not the masquerade's.  The link
+    resolves to the launcher's file, which is autopass: taken for the real compiler,
+    the compile ran itself and stopped at the recursion guard."""
+    from autopass_build.capture.plan import _is_autopass
+
+    masquerade = tmp_path / "wrappers"
+    masquerade.mkdir()
+    (masquerade / "autopass-launcher-4dd5f6ff48e5").write_bytes(b"\x7fELF")
+    (masquerade / "autopass-c++").symlink_to("autopass-launcher-4dd5f6ff48e5")
+    (masquerade / "clang++-19").symlink_to("autopass-c++")
+    elsewhere = frozenset({str(tmp_path / "b" / "autopass-launcher")})
+    assert _is_autopass(str(masquerade / "clang++-19"), elsewhere)
+    real = tmp_path / "bin" / "clang++-19"
+    real.parent.mkdir()
+    real.write_bytes(b"\x7fELF")
+    assert not _is_autopass(str(real), elsewhere)

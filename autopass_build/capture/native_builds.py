@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from autopass_build.capture.plan import LAUNCHER_STEM
 from autopass_build.core import toolchain
 from autopass_build.core.files import hash_bytes
 from autopass_build.core.names import ENV_IR_OUT
@@ -32,7 +33,7 @@ def native_launcher(bin_dir: str) -> str | None:
     """The launcher compiled from launcher.c into `bin_dir` (its file name, named after
     the source's hash, made once), or None where it cannot be compiled here."""
     clang = toolchain.find_tool("clang", exclude=frozenset({os.path.realpath(bin_dir)}))
-    return _compiled(bin_dir, LAUNCHER_SOURCE, "autopass-launcher", "",
+    return _compiled(bin_dir, LAUNCHER_SOURCE, LAUNCHER_STEM[:-1], "",
                      lambda out: [clang or "clang", "-O2", "-o", out, LAUNCHER_SOURCE])
 
 

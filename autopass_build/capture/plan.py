@@ -59,6 +59,9 @@ def _self_paths(argv0: str, env: dict[str, str], cwd: str) -> frozenset[str]:
 
 
 WRAPPER_NAMES = ("autopass-cc", "autopass-c++")
+# the native launcher's file, which those names link to (capture/native_builds.py names
+# it after its source's hash): a link resolved to it is autopass, whoever serves the call
+LAUNCHER_STEM = "autopass-launcher-"
 
 
 def _is_autopass(path: str, self_paths: frozenset[str]) -> bool:
@@ -69,7 +72,8 @@ def _is_autopass(path: str, self_paths: frozenset[str]) -> bool:
     real = os.path.realpath(path)
     return real in self_paths or os.path.dirname(real) in self_paths \
         or os.path.dirname(os.path.abspath(path)) in self_paths \
-        or os.path.basename(real) in WRAPPER_NAMES
+        or os.path.basename(real) in WRAPPER_NAMES \
+        or os.path.basename(real).startswith(LAUNCHER_STEM)
 
 
 def looks_like_compiler(name: str) -> bool:
