@@ -6,8 +6,11 @@ database."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,8 @@ int main(int argc, char **argv) {
     if (mode == 'c') abort();                        /* a training run that crashes */
     if (mode == 'e')                                 /* one whose output changes */
         puts(getenv("LLVM_PROFILE_FILE") ? "instrumented" : "plain");
+    if (mode == 'w' && getenv("LLVM_PROFILE_FILE"))  /* a training run that takes long */
+        sleep(120);
     /* the training run's counts move with its pid, as a program's move with hash seeds
        and timing (Lua's), by up to 8 %: over rounding boundaries, not its output */
     volatile int sink = work(240000 + getpid() % 20000);
@@ -455,3 +460,44 @@ def test_a_source_added_since_tuning_gets_the_lto_stage_in_a_train_build(tmp_pat
     assert not carries_bitcode((root / "tool.o").read_bytes())
     ran = subprocess.run([root / "prog"], capture_output=True, text=True)
     assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_an_apply_train_stopped_in_its_training_run_leaves_nothing_instrumented(tmp_path,
+                                                                                signum):
+    """Issue 64, case 2: `apply --train` stopped while the instrumented build's objects
+    are in the tree (its training run): Ctrl-C and SIGTERM delete them on the way out;
+    after kill -9 the next `apply` deletes them first, says so, and builds what the
+    database gives.  Before, make took the instrumented objects as up to date and the
+    next build linked them: a program that wrote profiles wherever it ran."""
+    root = project(tmp_path, mode="w")
+    started = subprocess.Popen([AUTOPASS, "apply", "--train", "--", "make"], cwd=root,
+                               env=env_with_autopass(), stderr=subprocess.PIPE,
+                               start_new_session=True)
+    assert started.stderr is not None
+    said = b""
+    deadline = time.monotonic() + 120
+    while b"training: running" not in said and time.monotonic() < deadline:
+        said += started.stderr.readline()
+    assert b"training: running" in said, said
+    assert instrumented(root / "prog")          # the premise: build 1 is in the tree
+    if signum == signal.SIGKILL:
+        os.killpg(started.pid, signum)          # the whole group, as an OOM kill or CI does
+    else:
+        os.kill(started.pid, signum)
+    _, rest = started.communicate(timeout=60)
+    said += rest
+    assert b"Traceback" not in said, said
+    if signum == signal.SIGKILL:
+        assert (root / ".autopass-train").is_dir()
+    else:
+        assert started.returncode == 130, said
+        assert not (root / ".autopass-train").exists()
+        assert not (root / "prog").exists() and not list(root.glob("*.o")), \
+            "the instrumented build's outputs were left in the tree"
+    plain = run([AUTOPASS, "apply", "--", "make"], root, env_with_autopass())
+    assert plain.returncode == 0, plain.stderr
+    assert (b"an interrupted `apply --train` had built instrumented" in plain.stderr) == \
+        (signum == signal.SIGKILL), plain.stderr
+    assert not instrumented(root / "prog"), "the next build linked instrumented objects"
+    assert not (root / ".autopass-train").exists()

@@ -110,6 +110,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
                        "database's paths are relative to")
     if args.train:
         return _apply_training(args, command, db, root)
+    from autopass_build.outputs.retrain import said_leftovers
+
+    said_leftovers(os.path.dirname(db), lambda line: print(f"autopass: {line}",
+                                                           file=sys.stderr))
     usable = None
     if not os.path.isfile(db):
         what = "is a folder, not a flags database" if os.path.isdir(db) else "does not exist"

@@ -51,7 +51,13 @@ from autopass_build.outputs.bolt_retrain import (
     BoltRetrain,
     BoltUntrained,
 )
-from autopass_build.outputs.retrain_builds import Build, Retrained, TrainBuilds
+from autopass_build.outputs.retrain_builds import (
+    Build,
+    Retrained,
+    TrainBuilds,
+    delete_outputs,
+    discard_leftovers,
+)
 
 TRAINED_DB = "autopass.trained.flags.json"
 TRAINED_PROFILE = "autopass.trained.profdata"
@@ -80,15 +86,19 @@ class Retrainer:
         self.result = Retrained(0)
         self.held_to: str | None = None      # the profile counts are held to (_held_to)
         self.kept_aside: list[str] = []      # files to remove when the run ends
-        self.builds = TrainBuilds(command, root, policy, self.binary, self.result, show,
-                                  cached=PGO in target.stages)
+        self.builds = TrainBuilds(command, root, self.folder, policy, self.binary,
+                                  self.result, show, cached=PGO in target.stages)
         # read before this run writes the trained database over the last one
         self.bolt_references = self._bolt_references() if BOLT in target.stages else {}
 
     def run(self) -> Retrained:
+        said_leftovers(self.folder, self.show)
         try:
             return self._builds()
         finally:
+            # a signal, or an error, between an instrumented build and its training:
+            # nothing instrumented is left for the next build to take as built
+            self.builds.discard_pending()
             for path in self.kept_aside:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
@@ -131,7 +141,7 @@ class Retrainer:
         started = time.time()
         build = self.builds.run(TrainPhase.INSTRUMENT, self.db_path, "building instrumented for PGO")
         if build.status == 0 and self.binary not in build.outputs and not build.linked:
-            _delete(build.outputs)
+            self.builds.discard(build)
             if not build.outputs:       # no compile went through autopass: say why
                 from autopass_build.capture.record import unseen
 
@@ -147,13 +157,13 @@ class Retrainer:
             reference, profile = self._train_pgo()
         except _Untrained as why:
             if self.policy is ApplyPolicy.ERROR:      # a release pipeline that insists
-                _delete(build.outputs)
+                self.builds.discard(build)
                 raise RetrainError(f"PGO not retrained: {why} (--policy error)") from None
             self.result.pgo = f"{why}: built with the shipped profile"
             self.show(f"PGO not retrained: {self.result.pgo}")
-            _delete(build.outputs)
+            self.builds.discard(build)
             return None, self.db_path
-        _delete(build.outputs)
+        self.builds.discard(build)
         self.result.pgo = "trained"
         trained = self.db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile)),
                                   target=self._with_new_units(build.units))
@@ -174,13 +184,13 @@ class Retrainer:
                 raise _Untrained(self._not_linked(build.linked))
             profile = self._train_pgo(base=os.path.join(self.folder, TRAINED_PROFILE))[1]
         except _Untrained as why:
-            _delete(build.outputs)
+            self.builds.discard(build)
             if self.policy is ApplyPolicy.ERROR:
                 raise RetrainError(f"CS-PGO not retrained: {why} (--policy error)") from None
             self.result.pgo = f"CS-PGO: {why}: built with the shipped profile"
             self.show(f"PGO not retrained: {self.result.pgo}")
             return self.db_path
-        _delete(build.outputs)
+        self.builds.discard(build)
         db = flags_db.load(trained)
         return self._save(db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile))))
 
@@ -287,11 +297,11 @@ class Retrainer:
         """Build 2 made a program that fails the check: its outputs deleted and built
         again with the database as shipped (under --policy error: not built again)."""
         if self.policy is ApplyPolicy.ERROR:
-            _delete(build.outputs)
+            delete_outputs(build.outputs)
             raise RetrainError(f"PGO not retrained: {why} (--policy error)")
         self.show(f"PGO not retrained: {why}; building again with the shipped database")
         self.result.pgo = f"{why}: built with the shipped profile"
-        _delete(build.outputs)
+        delete_outputs(build.outputs)
         self.result.status = self.builds.run(TrainPhase.NONE, self.db_path,
                                          "rebuilding").status
 
@@ -351,10 +361,10 @@ def _reference(run: RunResult) -> Reference:
     return Reference(run.status, run.stdout, run.stderr, run.files, run.stdout_cut)
 
 
-def _delete(paths: list[str]) -> None:
-    """Build 1's outputs, so that the build system makes them again."""
-    for path in paths:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass        # gone already (a configure probe's), or not a file we made
+def said_leftovers(folder: str, show) -> None:
+    """What an `apply --train` killed before it deleted its instrumented objects left in
+    the tree, deleted before this build, in one line (the build makes them again)."""
+    count = discard_leftovers(folder)
+    if count:
+        show(f"deleted {counted(count, 'file')} an interrupted `apply --train` had built "
+             "instrumented, so this build makes them again")

@@ -19,6 +19,33 @@ from autopass_build.core.apply_terms import ApplyPolicy, TrainPhase
 from autopass_build.core.names import ENV_TRAIN_CACHE, ENV_TRAIN_CCACHE, ENV_TRAIN_PHASE
 from autopass_build.outputs.todays_units import target_units
 
+# In the database's folder while an instrumented build's objects are in the tree: each
+# phase's tally, which names them.  Left by a run that was killed (kill -9, a power cut),
+# it tells the next `apply` or `apply --train` what to delete before it builds.
+PENDING = ".autopass-train"
+
+
+def delete_outputs(paths: list[str]) -> None:
+    """Files a build wrote, deleted so that the build system makes them again."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass        # gone already (a configure probe's), or not a file we made
+
+
+def discard_leftovers(folder: str) -> int:
+    """The outputs of instrumented builds an `apply --train` did not live to delete
+    (their tallies wait in `folder`/PENDING): deleted, with the tallies; how many."""
+    pending = os.path.join(folder, PENDING)
+    if not os.path.isdir(pending):
+        return 0
+    outputs = [path for phase in sorted(os.listdir(pending))
+               for path in tally.outputs(os.path.join(pending, phase))]
+    delete_outputs(outputs)
+    shutil.rmtree(pending, ignore_errors=True)
+    return len(outputs)
+
 
 class Stopped(Exception):
     """A build was stopped by a signal; `status` is its exit status (128 + n)."""
@@ -49,23 +76,30 @@ class Build:
     units: set[str] = field(default_factory=set)   # the target's sources (instrumented)
     linked: list[str] = field(default_factory=list)  # what it linked (instrumented)
     compiled: int = 0             # compiles of sources that went through autopass
+    pending: str = ""             # an instrumented build's tally, until `discard`
 
 
 class TrainBuilds:
     """The builds of one `apply --train`, their times and cache hits written to `result`."""
 
-    def __init__(self, command: list[str], root: str, policy: ApplyPolicy, binary: str,
-                 result: "Retrained", show, cached: bool) -> None:
+    def __init__(self, command: list[str], root: str, folder: str, policy: ApplyPolicy,
+                 binary: str, result: "Retrained", show, cached: bool) -> None:
+        """`folder`: the database's, where an instrumented build's tally waits."""
         self.command, self.root, self.policy, self.binary = command, root, policy, binary
+        self.folder = folder
         self.result, self.show = result, show
         self.cache_env = self._cache_env() if cached else {}
 
     def run(self, phase: TrainPhase, database: str, what: str) -> Build:
         """The user's build in apply mode, as `phase` of `apply --train` wants it (NONE:
-        plain), with `database`; Stopped when a signal stopped it."""
+        plain), with `database`; Stopped when a signal stopped it.  An instrumented
+        build's tally stays in the database's folder (PENDING) until `discard` deletes
+        what it built: whatever stops this run, no later build takes its objects."""
         self.show(what)
         started = time.time()
-        work = tempfile.mkdtemp(prefix="autopass-train-build-")
+        instrumented = phase in (TrainPhase.INSTRUMENT, TrainPhase.CS_INSTRUMENT)
+        work = self._pending(phase) if instrumented else \
+            tempfile.mkdtemp(prefix="autopass-train-build-")
         try:
             env = apply_environment(self.root, database, self.policy, work)
             cached = phase is not TrainPhase.NONE and bool(self.cache_env)
@@ -78,7 +112,8 @@ class TrainBuilds:
             env["LLVM_PROFILE_FILE"] = os.path.join(work, "build-%p.profraw")
             with serving(env):
                 status = proc.run_build(self.command, env)
-            build = Build(status, tally.outputs(work), compiled=tally.compiles_seen(work))
+            build = Build(status, tally.outputs(work), compiled=tally.compiles_seen(work),
+                          pending=work if instrumented else "")
             if phase is TrainPhase.INSTRUMENT:
                 build.units = target_units(work, self.binary, self.root)
                 build.linked = sorted(tally.linked(work))
@@ -86,12 +121,31 @@ class TrainBuilds:
                 hit, missed = train_cache.hits(work)
                 self.result.cached[phase.value] = (hit, hit + missed)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            if not instrumented:
+                shutil.rmtree(work, ignore_errors=True)
         if status > 128:        # Ctrl-C, a CI timeout: no second build after it
             raise Stopped(status)
         key = f"build ({phase.value})" if phase is not TrainPhase.NONE else "build"
         self.result.seconds[key] = self.result.seconds.get(key, 0.0) + time.time() - started
         return build
+
+    def _pending(self, phase: TrainPhase) -> str:
+        folder = os.path.join(self.folder, PENDING, phase.value)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        return folder
+
+    def discard(self, build: Build) -> None:
+        """What an instrumented `build` wrote, deleted so the build system makes it
+        again, and its tally with it."""
+        delete_outputs(build.outputs)
+        if build.pending:
+            shutil.rmtree(build.pending, ignore_errors=True)
+
+    def discard_pending(self) -> int:
+        """Every instrumented build's outputs not discarded yet (a signal, an error
+        between the build and its training): deleted; how many files."""
+        return discard_leftovers(self.folder)
 
     def _cache_env(self) -> dict[str, str]:
         """What makes the two builds' compiles go through ccache (capture/
