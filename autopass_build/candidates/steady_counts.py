@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from autopass_build.core import proc
 from autopass_build.core.errors import AutopassError
+from autopass_build.core.files import copy_atomic
 
 DIGITS = 2
 SNAP_SHARE = 0.10        # a new count within 10 % of the reference's (+ SNAP_SLACK) keeps it
@@ -141,7 +142,9 @@ def merge_profraw(profdata: str, raws: list[str], output: str, scratch: str,
     steady_text = os.path.join(scratch, "steady.proftext")
     with open(steady_text, "w", encoding="utf-8", errors="surrogateescape") as handle:
         handle.write(steady)
-    _profdata(profdata, ["merge", "-o", output, steady_text], scratch)
+    steady_indexed = os.path.join(scratch, "steady.profdata")
+    _profdata(profdata, ["merge", "-o", steady_indexed, steady_text], scratch)
+    copy_atomic(steady_indexed, output)     # whole, or the last one kept (a full disk)
     return unreadable(said, raws)
 
 

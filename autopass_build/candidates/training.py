@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 from typing import TYPE_CHECKING, TypeVar
 
 from autopass_build.core import proc
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.files import hash_file
+from autopass_build.core.files import copy_atomic, disk_full, hash_file, write_atomic
 from autopass_build.measuring.benchmark import Benchmark
-from autopass_build.store.index import Store
+from autopass_build.store.index import Store, StoreError
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -50,17 +49,31 @@ def run(bench: Benchmark, binary: str, env: dict[str, str], show) -> None:
 
 
 def keep(store: Store, merged: str, kind: str, ext: str) -> tuple[str, str]:
-    """The merged profile copied into the store under its hash: (path, hash)."""
+    """The merged profile copied into the store under its hash: (path, hash).  Whole or
+    not at all (a copy cut short by a full disk or a signal never bears the name); a
+    store that cannot take it is a StoreError that says why."""
     digest = hash_file(merged)
     path = store.blob_path(kind, digest, ext)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    shutil.copyfile(merged, path)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        copy_atomic(merged, path)
+    except OSError as error:
+        raise StoreError(_cannot_keep(f"the trained {kind}", store.dir, error)) from None
     return path, digest
 
 
 def save(store_dir: str, name: str, record: DataclassInstance) -> None:
-    with open(os.path.join(store_dir, name), "w") as handle:
-        json.dump(dataclasses.asdict(record), handle, indent=1)
+    """The record of the last trained profile, replaced at once (core/files.py)."""
+    text = json.dumps(dataclasses.asdict(record), indent=1).encode()
+    try:
+        write_atomic(os.path.join(store_dir, name), text)
+    except OSError as error:
+        raise StoreError(_cannot_keep(name, store_dir, error)) from None
+
+
+def _cannot_keep(what: str, store_dir: str, error: OSError) -> str:
+    why = "its disk is full" if disk_full(store_dir) else (error.strerror or str(error))
+    return f"cannot keep {what} in {store_dir} ({why}): free space or fix permissions"
 
 
 def load(store_dir: str, name: str, kind: type[Trained]) -> Trained | None:

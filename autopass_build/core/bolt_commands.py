@@ -229,13 +229,13 @@ def stale_report(binary: str, yaml_profile: str) -> str:
 def to_yaml(binary: str, profile: str, output: str) -> None:
     """`profile` (fdata, trained on `binary`) as BOLT's YAML profile, which carries each
     block's hash: what stale-profile inference needs to apply it to a later build."""
-    import shutil
+    from autopass_build.core.files import copy_atomic
 
     bolt = _llvm_bolt()
     with _beside(binary, profile, "profile.fdata") as scratch:
         _run([bolt, "in", "-o", "out", "-data=profile.fdata", "-w", "profile.yaml"], scratch,
              "llvm-bolt -w")
-        shutil.copyfile(os.path.join(scratch, "profile.yaml"), output)
+        copy_atomic(os.path.join(scratch, "profile.yaml"), output)
 
 
 def instrument(binary: str, output: str, profile_prefix: str) -> None:

@@ -83,6 +83,21 @@ def relative_to(path: str, root: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def copy_atomic(source: str, path: str, metadata: bool = False) -> None:
+    """`path` replaced by a copy of `source` all at once: a copy cut short (a full disk,
+    a signal) never bears the name, and the file it would replace is kept.  `metadata`:
+    its mode and times too (a program put back)."""
+    import shutil
+
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        (shutil.copy2 if metadata else shutil.copyfile)(source, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def disk_full(folder: str) -> bool:
     """Whether the file system of `folder` has less than a megabyte left (what a failed
     write is then said to be: a full disk, not the write's own words)."""

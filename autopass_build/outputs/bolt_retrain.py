@@ -22,7 +22,7 @@ from autopass_build.candidates import training
 from autopass_build.candidates.steady_counts import round_fdata
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.files import hash_file
+from autopass_build.core.files import copy_atomic, disk_full, hash_file
 from autopass_build.core.flags_db import BoltLibrary, ProfileRef, TargetStages
 from autopass_build.measuring.benchmark import Benchmark
 from autopass_build.measuring.binaries import alias_soname
@@ -66,9 +66,9 @@ class BoltRetrain:
         try:
             return self._retrained(scratch, kept, differs)
         except (bolt.BoltError, training.TrainingError, OSError, BoltUntrained) as error:
-            for path, copy in kept.items():
-                shutil.copy2(copy, path)
-            raise BoltUntrained(str(error)) from None
+            said = _disk_words(error, self.folder) if isinstance(error, OSError) \
+                else str(error)
+            raise BoltUntrained(said + _put_back(kept)) from None
 
     def _retrained(self, scratch: str, kept: dict[str, str], differs) -> TargetStages:
         self._train(scratch, kept)
@@ -126,7 +126,28 @@ class BoltRetrain:
                           if trained_on == fingerprint), None)
         if reference:      # read before the merge writes over it (the last one trained)
             reference = shutil.copy(reference, os.path.join(scratch, f"held-{name}"))
-        merged = os.path.join(self.folder, name)
+        merged = os.path.join(scratch, f"merged-{name}")
         bolt.merge(raws, merged)
         round_fdata(merged, reference)
-        return merged
+        kept_as = os.path.join(self.folder, name)
+        copy_atomic(merged, kept_as)     # whole, or the last one kept (a full disk)
+        return kept_as
+
+
+def _put_back(kept: dict[str, str]) -> str:
+    """Each binary as linked again, whole or left as it is (a full disk): "" when all
+    are back, else what stays as BOLT left it."""
+    left = []
+    for path, copy in kept.items():
+        try:
+            copy_atomic(copy, path, metadata=True)
+        except OSError as error:
+            left.append(f"{os.path.basename(path)} ({error.strerror})")
+    return f"; not put back as linked: {', '.join(left)}" if left else ""
+
+
+def _disk_words(error: OSError, folder: str) -> str:
+    """An OSError as a user reads it: a full disk said as one, not errno's words."""
+    if disk_full(folder):
+        return f"no space left on the disk of {folder}"
+    return f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")

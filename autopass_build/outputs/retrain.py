@@ -37,7 +37,7 @@ from autopass_build.candidates.steady_counts import (
 from autopass_build.core import flags_db, toolchain
 from autopass_build.core.apply_terms import ApplyPolicy, TrainPhase
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.files import hash_file
+from autopass_build.core.files import disk_full, hash_file
 from autopass_build.core.flags_db import FlagsDb, ProfileRef
 from autopass_build.core.outcome import Outcome
 from autopass_build.core.plural import counted
@@ -120,8 +120,8 @@ class Retrainer:
                 self._fallback(f"the build with the fresh profile {why}", build)
                 return self.result
         else:
-            build = self.builds.run(TrainPhase.FINAL if BOLT in self.target.stages else TrainPhase.NONE,
-                                self.db_path,
+            phase = TrainPhase.FINAL if BOLT in self.target.stages else TrainPhase.NONE
+            build = self.builds.run(phase, self.db_path,
                                 "building with the database as shipped")
             self.result.status = build.status
         if build.status == 0 and BOLT in self.target.stages:
@@ -139,7 +139,8 @@ class Retrainer:
         """Build 1 and the training run: (the reference output, the database build 2
         uses: the trained one, or the shipped one with the reason why)."""
         started = time.time()
-        build = self.builds.run(TrainPhase.INSTRUMENT, self.db_path, "building instrumented for PGO")
+        build = self.builds.run(TrainPhase.INSTRUMENT, self.db_path,
+                                "building instrumented for PGO")
         if build.status == 0 and self.binary not in build.outputs and not build.linked:
             self.builds.discard(build)
             if not build.outputs:       # no compile went through autopass: say why
@@ -155,6 +156,10 @@ class Retrainer:
             if self.binary not in build.outputs:    # it linked others: renamed, removed?
                 raise _Untrained(self._not_linked(build.linked))
             reference, profile = self._train_pgo()
+            self.builds.discard(build)
+            trained = self.db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile)),
+                                      target=self._with_new_units(build.units))
+            database = self._save(trained)
         except _Untrained as why:
             if self.policy is ApplyPolicy.ERROR:      # a release pipeline that insists
                 self.builds.discard(build)
@@ -163,11 +168,8 @@ class Retrainer:
             self.show(f"PGO not retrained: {self.result.pgo}")
             self.builds.discard(build)
             return None, self.db_path
-        self.builds.discard(build)
         self.result.pgo = "trained"
-        trained = self.db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile)),
-                                  target=self._with_new_units(build.units))
-        return reference, self._save(trained)
+        return reference, database
 
     def _cspgo(self, trained: str) -> str:
         """The CS-PGO build (the database `trained` with the profile build 1 trained,
@@ -183,6 +185,10 @@ class Retrainer:
             if self.binary not in build.outputs:
                 raise _Untrained(self._not_linked(build.linked))
             profile = self._train_pgo(base=os.path.join(self.folder, TRAINED_PROFILE))[1]
+            self.builds.discard(build)
+            db = flags_db.load(trained)
+            return self._save(db.replace(profile=ProfileRef(TRAINED_PROFILE,
+                                                            hash_file(profile))))
         except _Untrained as why:
             self.builds.discard(build)
             if self.policy is ApplyPolicy.ERROR:
@@ -190,9 +196,6 @@ class Retrainer:
             self.result.pgo = f"CS-PGO: {why}: built with the shipped profile"
             self.show(f"PGO not retrained: {self.result.pgo}")
             return self.db_path
-        self.builds.discard(build)
-        db = flags_db.load(trained)
-        return self._save(db.replace(profile=ProfileRef(TRAINED_PROFILE, hash_file(profile))))
 
     def _not_linked(self, linked: list[str]) -> str:
         """Why a build that built other things did not link the target (`linked`: the
@@ -251,6 +254,8 @@ class Retrainer:
                                          self.held_to or None)
             except SteadyError as error:
                 raise _Untrained(str(error)) from None
+            except OSError as error:    # the last profile trained is kept, whole
+                raise _Untrained(_cannot_write(profile, error)) from None
             if left_out:
                 self.result.notes.append("PGO " + left_out_note(left_out, len(found)))
         self.result.seconds["training"] = time.time() - started
@@ -272,8 +277,13 @@ class Retrainer:
                 self._bolt_not_trained(f"{error}: {self.target.output} is left as linked")
                 return
         self.result.seconds["BOLT"] = time.time() - started
+        try:
+            self._save(flags_db.load(database).replace(target=trained))
+        except _Untrained as why:       # the binary is laid out: only the record is lost
+            self.result.bolt = f"{why}; {self.target.output} is laid out by the profile " \
+                               "just trained, which is not kept"
+            return
         self.result.bolt = "trained"
-        self._save(flags_db.load(database).replace(target=trained))
 
     def _bolt_not_trained(self, why: str) -> None:
         if self.policy is ApplyPolicy.ERROR:
@@ -347,8 +357,13 @@ class Retrainer:
         return found
 
     def _save(self, db: FlagsDb) -> str:
+        """The trained database written beside the shipped one, whole (flags_db.save);
+        _Untrained when it cannot be (a full disk)."""
         path = os.path.join(self.folder, TRAINED_DB)
-        flags_db.save(path, db)
+        try:
+            flags_db.save(path, db)
+        except OSError as error:
+            raise _Untrained(_cannot_write(path, error)) from None
         self.result.database = path
         return path
 
@@ -368,3 +383,9 @@ def said_leftovers(folder: str, show) -> None:
     if count:
         show(f"deleted {counted(count, 'file')} an interrupted `apply --train` had built "
              "instrumented, so this build makes them again")
+
+
+def _cannot_write(path: str, error: OSError) -> str:
+    folder = os.path.dirname(path) or "."
+    why = "its disk is full" if disk_full(folder) else (error.strerror or str(error))
+    return f"cannot write {os.path.basename(path)} ({why})"
