@@ -33,12 +33,13 @@ max_pairs = 2
 """
 
 
-def cs_trained(root: Path) -> tuple[Evaluator, pgo.TrainedProfile, pgo.TrainedCs]:
-    """lto-mini's PGO profile, and its CS profile trained on the pgo+lto build."""
+def cs_trained(root: Path, lto: Stage = Stage.LTO
+               ) -> tuple[Evaluator, pgo.TrainedProfile, pgo.TrainedCs]:
+    """lto-mini's PGO profile, and its CS profile trained on the pgo+`lto` build."""
     evaluator = Evaluator(Store.open_existing(str(root / ".autopass")),
                           cfg.load(str(root / "autopass.toml")))
     base = pgo.train(evaluator)
-    chosen = stages.flags((Stage.PGO, Stage.LTO), opt_level(evaluator), base.use_flag())
+    chosen = stages.flags((Stage.PGO, lto), opt_level(evaluator), base.use_flag())
     evaluator.rebase({u.id: chosen.unit_flags for u in evaluator.units}, chosen.link_flags)
     return evaluator, base, pgo.train_cs(evaluator, base)
 
@@ -91,6 +92,26 @@ def test_cs_pgo_ships_what_was_measured_and_retrains_in_three_builds(tmp_path) -
         assert (root / "ltomini").read_bytes() == measured
     ran = subprocess.run(["./ltomini", "50"], cwd=root, capture_output=True, text=True)
     assert ran.stdout == expected
+
+
+def test_under_thinlto_the_cs_part_reaches_the_code(tmp_path) -> None:
+    """ThinLTO's backends read the CS part in the link, and LLVM's ThinLTO cache key
+    does not hold the profile: replay's cache gave the CS-PGO candidate the objects of
+    the build without it, byte for byte that build (Lua: `pgo+thinlto+cspgo 1.0000x,
+    same`), so CS-PGO was never kept on a ThinLTO build."""
+    root = recorded_copy(LTO_MINI, tmp_path / "mini", CONFIG)
+    evaluator, base, cs = cs_trained(root, Stage.THINLTO)
+    level = opt_level(evaluator)
+    built = {}
+    for name, composition, profile in (
+            ("pgo+thinlto", (Stage.PGO, Stage.THINLTO), base),
+            ("pgo+thinlto+cspgo", (Stage.PGO, Stage.THINLTO, Stage.CSPGO), cs)):
+        flags = stages.flags(composition, level, profile.use_flag())
+        replayed = evaluator.replayer.build(evaluator.target.output,
+                                            {u.id: flags.unit_flags for u in evaluator.units},
+                                            flags.link_flags)
+        built[name] = Path(replayed.binary).read_bytes()
+    assert built["pgo+thinlto"] != built["pgo+thinlto+cspgo"]
 
 
 def test_a_cs_training_that_fails_builds_with_the_shipped_profile(tmp_path) -> None:

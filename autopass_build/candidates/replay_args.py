@@ -23,7 +23,7 @@ from autopass_build.capture.option_table import (
 )
 from autopass_build.core.files import hash_file, write_atomic
 from autopass_build.core.outcome import EvaluationError, Outcome
-from autopass_build.core.stage_flags import THINLTO, lto_of
+from autopass_build.core.stage_flags import THINLTO, USE, lto_of
 from autopass_build.store.build_records import LinkRecord, UnitRecord
 
 OBJECT_ENDINGS = (".o", ".obj", ".a", ".so", ".lo", ".la", ".c", ".cc", ".cpp")
@@ -47,9 +47,19 @@ THINLTO_CACHE_POLICY = "cache_size_bytes=4g:prune_after=168h"
 
 def thinlto_cache(link_argv: list[str], folder: str) -> list[str]:
     """The link options that keep ThinLTO's code generation in `folder`, for a link whose
-    last LTO option is -flto=thin (lld's, or the gold plugin's that GNU ld loads)."""
+    last LTO option is -flto=thin (lld's, or the gold plugin's that GNU ld loads).  A
+    link that uses a PGO profile itself (CS-PGO: its context-sensitive part is read in
+    the link's backends) gets a folder of that profile's content: LLVM's cache key does
+    not hold the profile, so a CS-PGO candidate took the objects of the build without
+    it and was byte for byte that build."""
     if lto_of(link_argv) != THINLTO:
         return []
+    profiles = [t[len(USE):] for t in link_argv if t.startswith(USE)]
+    if profiles:
+        try:
+            folder = os.path.join(folder, "profile-" + hash_file(profiles[-1])[:16])
+        except OSError:
+            return []           # the link says what is wrong with the profile itself
     lld = any(t == "-fuse-ld=lld" or (t.startswith("--ld-path=") and "lld" in t)
               for t in link_argv)
     if lld:
