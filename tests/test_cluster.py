@@ -19,7 +19,7 @@ import psutil
 import pytest
 from support import AUTOPASS, TUNE_MINI_MEASURED, recorded_tune_mini
 
-from autopass_build.tuning.journal import Journal
+from autopass_build.tuning.journal import Journal, Phase
 
 cluster_utils = pytest.importorskip("ray.cluster_utils",
                                     reason="Ray is not installed (pip install 'autopass[cluster]')")
@@ -99,6 +99,13 @@ def test_a_cluster_run_is_the_local_run_measured_several_at_a_time(project, loca
     assert len(checks) == 3, done.stderr            # every node checked before verdicts
     assert "3 nodes give verdicts; candidates are measured up to 3 at a time" in done.stderr
     assert json.loads((copy / "autopass.flags.json").read_text())["entries"]
+    # which node measured each search candidate: in the journal, and in the report
+    journal = Journal.latest(str(copy / ".autopass"))
+    searched = [e for e in journal.entries if e.phase == Phase.SEARCH]
+    assert searched and all(e.node for e in searched)
+    assert len({e.node for e in searched}) > 1          # several nodes took candidates
+    report = subprocess.run([AUTOPASS, "report"], cwd=copy, capture_output=True, text=True)
+    assert f"[on {searched[0].node}]" in report.stdout
 
 
 def test_verify_runs_its_builds_and_measurement_on_a_measuring_node(project, local_run,

@@ -230,7 +230,8 @@ def evaluation_lines(entries: list[Entry]) -> list[str]:
         if e.stages:
             what = f"stages {e.stages}" + (f" + {what}" if e.flags else "")
         verdict = f" {e.verdict}" if e.measured and e.verdict else ""
-        lines.append(f"#{e.n:<3} {e.phase.value:<13} {e.interval_text()}{verdict}  "
+        where = f" [on {e.node}]" if e.node else ""
+        lines.append(f"#{e.n:<3} {e.phase.value:<13} {e.interval_text()}{verdict}{where}  "
                      f"{what}"[:240])
         lines += [f"       attributed {effect.text()}" for effect in e.effects]
     return lines

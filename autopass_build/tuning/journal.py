@@ -107,6 +107,7 @@ class Entry:
     stages: str = ""                             # whole-program stages under it: "pgo+lto"
     effects: tuple[UnitEffect, ...] = ()         # each changed unit's own cost (attribution)
     unit_features: dict[str, dict[str, float]] | None = None   # screening's, per unit
+    node: str = ""                               # the cluster node that measured it ("": here)
 
     @property
     def composition(self) -> tuple[Stage, ...]:

@@ -150,7 +150,7 @@ class Measurements:
             for line in result.lines:
                 self.show(f"  [{result.node}] {line}")
             entries.append(self._finished(phase, flags, result.evaluation, result.seconds,
-                                          judgement))
+                                          judgement, node=result.node))
         return entries
 
     def _by_unit(self, flags: UnitFlags, under: UnitFlags | None) -> UnitFlags:
@@ -161,9 +161,10 @@ class Measurements:
         return by_unit
 
     def _finished(self, phase: Phase, flags: UnitFlags, evaluation: Evaluation,
-                  seconds: float, judgement=None, stages: str = "") -> Entry:
-        """The journal entry of a finished evaluation, appended."""
-        entry = self._entry_of(phase, flags, evaluation, seconds)
+                  seconds: float, judgement=None, stages: str = "", node: str = "") -> Entry:
+        """The journal entry of a finished evaluation (`node`: the cluster node that
+        measured it), appended."""
+        entry = replace(self._entry_of(phase, flags, evaluation, seconds), node=node)
         if entry.outcome != Outcome.OK:
             # why, where the user watches: a rejected candidate used to pass in silence
             first_line = (entry.detail.strip().splitlines() or [""])[0]
