@@ -645,3 +645,32 @@ def test_a_close_rival_is_one_faster_too_whose_interval_overlaps() -> None:
     names = ["pgo+lto", "pgo+thinlto", "lto", "thinlto"]
     assert close_rival(looks, chosen.name, best, names).stages == "pgo+thinlto"
     assert close_rival(looks[:1] + looks[2:], chosen.name, best, names) is None
+
+
+def test_a_step_after_the_search_that_would_outlast_time_is_left_out(tmp_path) -> None:
+    """--time holds after the search too: SQLite's run of `--time 10m` took 14 minutes,
+    its CS-PGO, layout and BOLT steps taking two or three minutes each past the end.
+    A step is judged by the pace of the run's stage evaluations (its build and link are
+    theirs), one more evaluation for CS-PGO's and BOLT's instrumented training."""
+    from types import SimpleNamespace
+
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.tuning.clock import Deadline
+    from autopass_build.tuning.journal import Entry, Timing
+    from autopass_build.tuning.settings import RunSettings
+    from autopass_build.tuning.steps_on_top import StepsOnTop
+
+    journal = Journal.create(str(tmp_path), RunSettings())
+    journal.append(Entry(1, Phase.STAGE, "k", {}, Outcome.OK, "faster", 0.8, 0.7, 0.9,
+                         pairs=10, stages="pgo+lto", timing=Timing(seconds=60)))
+    said: list[str] = []
+    steps = StepsOnTop.__new__(StepsOnTop)      # the parts after_search reads
+    steps.measurements = SimpleNamespace(journal=journal)
+    steps.show = said.append
+    steps.pending = lambda chosen: [stages.Stage.CSPGO, stages.Stage.LAYOUT]
+    chosen = object()
+    assert steps.after_search(chosen, lambda c: None, Deadline(100)) is chosen
+    assert [line.split(";")[0] for line in said] == [
+        "--time: no time left for CS-PGO (about 3 min with its confirmation",
+        "--time: no time left for layout (about 2 min with its confirmation"], said
+    assert all(line.endswith(" left)") for line in said)

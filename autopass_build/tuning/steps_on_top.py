@@ -27,12 +27,13 @@ from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.bolt import BoltStage
 from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.candidates.stages import ON_TOP, Stage
+from autopass_build.core.durations import duration_text
 from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, SPLIT
 from autopass_build.evidence.hotspots import Profile
 from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
 from autopass_build.measuring.stats import FASTER
-from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS
-from autopass_build.tuning.journal import Entry, Phase
+from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS, Deadline
+from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match
 
 # BOLT rewrites the program and the project's shared libraries it loads: a binary below
@@ -119,11 +120,18 @@ class StepsOnTop:
     def evaluations(steps: list[Stage]) -> int:
         return sum(BOLT_EVALUATIONS if s == Stage.BOLT else STEP_EVALUATIONS for s in steps)
 
-    def after_search(self, chosen: Chosen | None, without: Callable[[Chosen | None], Evaluator]
-                     ) -> Chosen | None:
+    def after_search(self, chosen: Chosen | None, without: Callable[[Chosen | None], Evaluator],
+                     deadline: Deadline | None = None) -> Chosen | None:
         """Each pending step on the build so far (`without(chosen)`: an evaluator whose
-        baseline is `chosen` with the per-file winners), kept when verified faster."""
+        baseline is `chosen` with the per-file winners), kept when verified faster; a
+        step that would not end before `deadline` (--time) is left out, in one line."""
         for step in self.pending(chosen):
+            cost = self._cost(step)
+            if deadline is not None and not deadline.holds(cost):
+                self.show(f"--time: no time left for {ON_TOP[step]} (about "
+                          f"{duration_text(cost or 0)} with its confirmation; "
+                          f"{duration_text(max(0.0, deadline.left() or 0.0))} left)")
+                continue
             taken = {Stage.CSPGO: self.cspgo, Stage.LAYOUT: self.layout_step,
                      Stage.BOLT: self.bolt}[step](chosen, without(chosen))
             if taken is not None:
@@ -131,6 +139,18 @@ class StepsOnTop:
                           "build without it")
                 chosen = taken
         return chosen
+
+    def _cost(self, step: Stage) -> float | None:
+        """Seconds `step` will take: its evaluations at the pace of the run's stage
+        evaluations (which build and link the program as it does), one more for the
+        instrumented build and training run CS-PGO and BOLT start with."""
+        looks = [e.timing.seconds for e in self.measurements.journal.of_phase(*STAGE_PHASES)
+                 if e.timing.seconds > 0]
+        if not looks:
+            return None
+        each = sum(looks) / len(looks)
+        trained = step in (Stage.CSPGO, Stage.BOLT)
+        return each * (self.evaluations([step]) + (1 if trained else 0))
 
     # -- the steps ---------------------------------------------------------------------
     def native(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:

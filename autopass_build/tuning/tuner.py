@@ -179,7 +179,7 @@ class Tuner:
             self._tuned_versus_recorded(self.chosen, winners)
         if self.on_top is not None:
             self.chosen = self.on_top.after_search(
-                self.chosen, lambda chosen: self._build_of(chosen, winners))
+                self.chosen, lambda chosen: self._build_of(chosen, winners), self.deadline)
 
     def _ship(self, final: Entry | None, winners: list[Winner], searched_on: str,
               mates: CommandMates) -> str | None:
