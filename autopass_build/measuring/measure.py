@@ -215,10 +215,10 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
         result.candidate.append(cand_run.value)
         n = len(result.baseline)
         if n in rule.looks:
-            base_values, cand_values = ((result.baseline, result.candidate) if duet is None
+            base_values, cand_values = ((result.baseline, result.candidate) if duet is None or n < 2
                                         else swapped_pairs_merged(result.baseline,
                                                                   result.candidate))
-            est, decided = rule.judge(base_values, cand_values)
+            est, decided = rule.judge(base_values, cand_values, pairs=n)
             assert est is not None
             result.estimate = est
             if progress:

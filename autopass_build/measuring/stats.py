@@ -215,11 +215,12 @@ class Sequential:
         self.looks = looks if deterministic else useful_looks(looks, level)
         self.look_level = per_look_level(level, len(self.looks))
 
-    def judge(self, baseline: list[float], candidate: list[float]
+    def judge(self, baseline: list[float], candidate: list[float], pairs: int | None = None
               ) -> tuple[Estimate | None, Verdict | None]:
         """After the latest pair: (the estimate, when this is a look; the verdict, when
-        this look decides)."""
-        n = len(baseline)
+        this look decides).  `pairs` is how many pairs ran when the values given are
+        fewer (a duet merges each two swapped pairs into one value)."""
+        n = len(baseline) if pairs is None else pairs
         if n not in self.looks:
             return None, None
         est = estimate(baseline, candidate, self.look_level, deterministic=self.deterministic)
