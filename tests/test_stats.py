@@ -105,6 +105,8 @@ def test_looks_that_can_never_decide_are_dropped():
     assert stats.useful_looks(looks, 0.95) == [10, 20]  # 5 pairs cannot bound at 98.3 %
     assert stats.useful_looks([10, 20], 0.95) == [10, 20]
     assert stats.useful_looks([2], 0.95) == [2]         # the last look always stays
+    # a duet's look at 20 pairs judges 10 merged values: too few at 98.3 %
+    assert stats.useful_looks([10, 20, 40], 0.95, pairs_per_value=2) == [20, 40]
 
 
 def test_a_speedup_of_an_interval_open_at_zero_stays_open() -> None:

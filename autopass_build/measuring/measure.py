@@ -184,13 +184,14 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
         run_once(bench, base_exe, base_env, bench.run.timeout * _metric_slowdown(cfg), cpu=cpu)
         runs += 1
     # on a deterministic metric 2 equal pairs decide (see stats)
+    duet = _duet(bench, cpu, reference, progress)
     rule = stats.Sequential(cfg.min_pairs, cfg.max_pairs, cfg.precision, level,
-                            deterministic=cfg.metric in DETERMINISTIC_METRICS)
+                            deterministic=cfg.metric in DETERMINISTIC_METRICS,
+                            pairs_per_value=1 if duet is None else 2)
     result = Comparison(Outcome.OK)
     slowdown = _metric_slowdown(cfg)
     sides = (Side(base_exe, base_env, bench.run.timeout * slowdown),
              Side(cand_exe, cand_env, cand_timeout * slowdown))
-    duet = _duet(bench, cpu, reference, progress)
     while len(result.baseline) < cfg.max_pairs:
         base_value, cand_run, spent = _pair(bench, sides, memo, cpu, duet,
                                             len(result.baseline))

@@ -184,13 +184,14 @@ def look_schedule(min_pairs: int, max_pairs: int) -> list[int]:
     return looks
 
 
-def useful_looks(looks: list[int], level: float) -> list[int]:
+def useful_looks(looks: list[int], level: float, pairs_per_value: int = 1) -> list[int]:
     """Drop looks with too few pairs to ever bound the interval at the corrected level:
-    they cannot decide anything, and each one spent widens every other look."""
+    they cannot decide anything, and each one spent widens every other look.  A duet
+    judges each `pairs_per_value` pairs as one value (duet.swapped_pairs_merged)."""
     kept = list(looks)
     while len(kept) > 1:
         alpha = 1 - per_look_level(level, len(kept))
-        if signed_rank_critical(kept[0], alpha) >= 0:
+        if signed_rank_critical(kept[0] // pairs_per_value, alpha) >= 0:
             break
         kept.pop(0)
     return kept
@@ -209,10 +210,10 @@ class Sequential:
     judge with this, so what is calibrated is what runs."""
 
     def __init__(self, min_pairs: int, max_pairs: int, precision: float,
-                 level: float = 0.95, deterministic: bool = False):
+                 level: float = 0.95, deterministic: bool = False, pairs_per_value: int = 1):
         self.max_pairs, self.precision, self.deterministic = max_pairs, precision, deterministic
         looks = look_schedule(min_pairs, max_pairs)
-        self.looks = looks if deterministic else useful_looks(looks, level)
+        self.looks = looks if deterministic else useful_looks(looks, level, pairs_per_value)
         self.look_level = per_look_level(level, len(self.looks))
 
     def judge(self, baseline: list[float], candidate: list[float], pairs: int | None = None
