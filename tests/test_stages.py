@@ -674,3 +674,26 @@ def test_a_step_after_the_search_that_would_outlast_time_is_left_out(tmp_path) -
         "--time: no time left for CS-PGO (about 3 min with its confirmation",
         "--time: no time left for layout (about 2 min with its confirmation"], said
     assert all(line.endswith(" left)") for line in said)
+
+
+def test_the_first_search_evaluation_is_judged_by_the_stages_pace() -> None:
+    """SQLite under `--time 10m`: with a minute left after the stages, the search started
+    its first candidate (nothing said how long one takes), which took three, and CS-PGO,
+    layout and BOLT found no time left.  Before the first one ends, a stage evaluation's
+    seconds stand for it."""
+    from types import SimpleNamespace
+
+    from autopass_build.tuning.clock import Deadline, Pace
+    from autopass_build.tuning.searching import Search
+
+    said: list[str] = []
+    parts = SimpleNamespace(journal=None, remote=None)
+    unknown = Search(parts, None, 10, said.append, deadline=Deadline(60), kept_after=5)
+    assert unknown._time_for_one_more(Pace(), 0)           # nothing known: it tries one
+    paced = Search(parts, None, 10, said.append, deadline=Deadline(60), kept_after=5,
+                   first_each=40.0)
+    assert not paced._time_for_one_more(Pace(), 0)
+    assert said and said[-1].startswith("--time: the search stops after 0 evaluations"), said
+    roomy = Search(parts, None, 10, said.append, deadline=Deadline(600), kept_after=5,
+                   first_each=40.0)
+    assert roomy._time_for_one_more(Pace(), 0)

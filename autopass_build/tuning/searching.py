@@ -49,9 +49,12 @@ class Search:
 
     def __init__(self, measurements: Measurements, strategy: Strategy, budget: int,
                  show: Callable[[str], None], screener: "Screener | None" = None,
-                 deadline: Deadline | None = None, kept_after: int = 1):
+                 deadline: Deadline | None = None, kept_after: int = 1,
+                 first_each: float | None = None):
         """`deadline`: the run's time budget; `kept_after`: how many evaluations' time
-        the steps after the search need (the final re-measurement, BOLT)."""
+        the steps after the search need (the final re-measurement, BOLT); `first_each`:
+        the seconds an evaluation is expected to take before the first one ends (a
+        stage's, which builds and measures the program as a candidate does)."""
         self.measurements = measurements
         self.journal = measurements.journal
         self.strategy = strategy
@@ -60,6 +63,7 @@ class Search:
         self.screener = screener
         self.deadline = deadline or Deadline(None)
         self.kept_after = kept_after
+        self.first_each = first_each
 
     def run(self, run: RunContext) -> Entry | None:
         """The incumbent after the search (and the composite), if any.  Candidates come
@@ -143,14 +147,16 @@ class Search:
         (at the pace so far); said once when it does not.  The pace is wall time per
         evaluation, so on a cluster a batch of `width` (measured side by side) and each
         step after it (measured alone) take about `width` times that."""
-        each = pace.each()
+        # before the first evaluation ends, a stage's pace: one search evaluation that
+        # outlasts the time left would take the time kept for BOLT (SQLite, --time 10m)
+        each = pace.each() or self.first_each
         batch = self._side_by_side()
         if self.deadline.holds(None if each is None else each * batch * (1 + self.kept_after)):
             return True
         left = self.deadline.left() or 0.0
         self.show(f"--time: the search stops after {counted(measured, 'evaluation')}; the "
                   f"{duration_text(max(0.0, left))} left are kept for the steps after it "
-                  f"(an evaluation took about {duration_text(each or 0.0)})")
+                  f"(an evaluation takes about {duration_text(each or 0.0)})")
         return False
 
     def confirmed(self, entry: Entry, flags: UnitFlags) -> Entry:

@@ -33,7 +33,7 @@ from autopass_build.evidence.hotspots import Profile
 from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
 from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS, Deadline
-from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
+from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match
 
 # BOLT rewrites the program and the project's shared libraries it loads: a binary below
@@ -144,11 +144,9 @@ class StepsOnTop:
         """Seconds `step` will take: its evaluations at the pace of the run's stage
         evaluations (which build and link the program as it does), one more for the
         instrumented build and training run CS-PGO and BOLT start with."""
-        looks = [e.timing.seconds for e in self.measurements.journal.of_phase(*STAGE_PHASES)
-                 if e.timing.seconds > 0]
-        if not looks:
+        each = stage_evaluation_seconds(self.measurements.journal)
+        if each is None:
             return None
-        each = sum(looks) / len(looks)
         trained = step in (Stage.CSPGO, Stage.BOLT)
         return each * (self.evaluations([step]) + (1 if trained else 0))
 
@@ -246,3 +244,10 @@ class StepsOnTop:
                       f"{before or 'the recorded build'}")
             return None
         return entry
+
+
+def stage_evaluation_seconds(journal: Journal) -> float | None:
+    """Seconds a stage evaluation took on average in this run (None before any): what a
+    build and link of the whole program and its measurement cost here."""
+    looks = [e.timing.seconds for e in journal.of_phase(*STAGE_PHASES) if e.timing.seconds > 0]
+    return sum(looks) / len(looks) if looks else None

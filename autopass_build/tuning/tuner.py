@@ -59,7 +59,7 @@ from autopass_build.tuning.space import (
     fingerprint,
 )
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level
-from autopass_build.tuning.steps_on_top import StepsOnTop
+from autopass_build.tuning.steps_on_top import StepsOnTop, stage_evaluation_seconds
 
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
 STAGE_SHARE = 0.5         # of --time: what the stages may take at most
@@ -225,7 +225,7 @@ class Tuner:
             on_cluster.join(self.measurements, self.config, self.store.dir, run.evaluator,
                             self.show)
         return Search(self.measurements, strategy, budget, self.show, screener,
-                      self.deadline, kept_after).run(run)
+                      self.deadline, kept_after, stage_evaluation_seconds(journal)).run(run)
 
     def _steps_on_top(self) -> int:
         """The evaluations the steps after the search take (CS-PGO, layout, BOLT)."""
