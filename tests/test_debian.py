@@ -106,6 +106,8 @@ def test_lua_makefile_build_records_byte_identical(tmp_path, opt):
 
 
 def test_libpng_autotools_libtool_build_records_byte_identical(tmp_path, opt):
+    """Recorded byte-identical, replayed byte-identical with its shared library, then
+    applied through its own configure and make."""
     tree, store, targets = record_and_compare(debian_sources.LIBPNG, tmp_path, opt)
     units = store.units()
     png_c = [u for u in units if u.source_rel == "png.c"]
@@ -129,12 +131,14 @@ def test_libpng_autotools_libtool_build_records_byte_identical(tmp_path, opt):
     # configure's probes went straight through: nothing recorded from conftest
     assert not [u for u in units if "conftest" in u.source]
     assert not [s for s in store.skipped() if "conftest" in " ".join(s.argv)]
+    # the same tree, then built in apply mode (one recording for both: a libpng build
+    # is 20 s here)
+    _apply_mode_through_configure_and_make(tree)
 
 
-def test_libpng_apply_mode_through_configure_and_make(tmp_path, opt):
+def _apply_mode_through_configure_and_make(tree: Path) -> None:
     """Apply mode in an autotools build: configure's probes pass through untouched (same
     config.h), only png.c's two libtool objects (PIC and non-PIC) get the tuned flags."""
-    tree, store, _ = record_and_compare(debian_sources.LIBPNG, tmp_path, opt)
     plain = _outputs(tree)
     config_h = (tree / "config.h").read_bytes()
     from autopass_build.capture.apply.applier import compiler_id
