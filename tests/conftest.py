@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -13,6 +14,15 @@ import pytest
 from support import Recording, recording_env
 
 from autopass_build.core import toolchain
+
+# A suite started in the background (`nohup ... &`, a CI runner's shell) inherits SIGINT,
+# SIGQUIT and SIGHUP ignored, and every process a test starts inherits that in turn: the
+# tests that press Ctrl-C on `tune` or `apply --train` then saw it ignored, as the shell
+# convention asks, and failed.  The tests' processes start as from a terminal.
+for _signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+    if signal.getsignal(_signum) == signal.SIG_IGN:
+        signal.signal(_signum, signal.default_int_handler if _signum == signal.SIGINT
+                      else signal.SIG_DFL)
 
 
 def _tool(name: str) -> str:
