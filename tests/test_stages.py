@@ -697,3 +697,44 @@ def test_the_first_search_evaluation_is_judged_by_the_stages_pace() -> None:
     roomy = Search(parts, None, 10, said.append, deadline=Deadline(600), kept_after=5,
                    first_each=40.0)
     assert roomy._time_for_one_more(Pace(), 0)
+
+
+def test_when_time_holds_bolt_but_not_the_steps_before_it_they_give_way(tmp_path) -> None:
+    """zstd and SQLite under `--time 10m`: CS-PGO and layout (unclear on both) took the
+    time, and BOLT, the step the hand recipe gains by, was left out.  Where the time
+    holds BOLT, the steps before it give way, layout first, each said in a line."""
+    from types import SimpleNamespace
+
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.tuning.clock import Deadline
+    from autopass_build.tuning.journal import Entry, Timing
+    from autopass_build.tuning.settings import RunSettings
+    from autopass_build.tuning.steps_on_top import StepsOnTop
+
+    journal = Journal.create(str(tmp_path), RunSettings())
+    journal.append(Entry(1, Phase.STAGE, "k", {}, Outcome.OK, "faster", 0.8, 0.7, 0.9,
+                         pairs=10, stages="pgo+lto", timing=Timing(seconds=60)))
+    ran: list[str] = []
+    said: list[str] = []
+    steps = StepsOnTop.__new__(StepsOnTop)
+    steps.measurements = SimpleNamespace(journal=journal)
+    steps.show = said.append
+    steps.pending = lambda chosen: [stages.Stage.CSPGO, stages.Stage.LAYOUT,
+                                    stages.Stage.BOLT]
+    steps.cspgo = lambda chosen, without: ran.append("cspgo")
+    steps.layout_step = lambda chosen, without: ran.append("layout")
+    steps.bolt = lambda chosen, without: ran.append("bolt")
+    # each step 60 s an evaluation: CS-PGO 3 min, layout 2, BOLT 3
+    steps.after_search(object(), lambda c: None, Deadline(7 * 60))
+    assert ran == ["cspgo", "bolt"], (ran, said)
+    assert said[0].startswith("--time: layout left out so that BOLT has its time"), said
+    ran.clear()
+    steps.after_search(object(), lambda c: None, Deadline(4 * 60))
+    assert ran == ["bolt"], (ran, said)
+    ran.clear()
+    steps.after_search(object(), lambda c: None, Deadline(9 * 60))      # room for all
+    assert ran == ["cspgo", "layout", "bolt"], (ran, said)
+    ran.clear()
+    # not even BOLT fits: the steps that do run as before (layout's 2 min)
+    steps.after_search(object(), lambda c: None, Deadline(150))
+    assert ran == ["layout"], (ran, said)
