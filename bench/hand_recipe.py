@@ -379,7 +379,8 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 1.0
 
 
-def report(results: list[dict]) -> str:
+def report(results: list[dict], totals: bool = True) -> str:
+    """Each program's rows; with `totals`, the geomeans over all of them."""
     out = []
     for r in results:
         out.append(f"\n{r['program']} (-O3 runs {r['o3_seconds']:.2f} s; autopass chose "
@@ -396,6 +397,8 @@ def report(results: list[dict]) -> str:
                    f"instructions {_x(r['autopass_vs_best_hand_instructions'])}")
         for step in r["autopass"]["steps_on_top"]:
             out.append(f"    tune's {step}")
+    if not totals:
+        return "\n".join(out)
     suite = [r for r in results if r["program"] in SUITE]
     out.append("")
     if suite:
@@ -448,7 +451,7 @@ def main() -> int:
                 {"results": results, "failed": failed, "command": "python bench/hand_recipe.py "
                  + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
                  "minutes": round((time.monotonic() - started) / 60)}, indent=1))
-            log(report(results[-1:]))
+            log(report(results[-1:], totals=False))   # the geomeans come at the end
             if not args.keep:
                 shutil.rmtree(work, ignore_errors=True)
     finally:
