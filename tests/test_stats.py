@@ -121,3 +121,29 @@ def test_a_speedup_of_an_interval_open_at_zero_stays_open() -> None:
     assert open_interval.describe() == "0.9972x, no 95.0% interval from 3 pairs (it needs 6)"
     assert [stats.fewest_pairs(level) for level in (0.95, 0.983, 0.99)] == [6, 7, 8]
     assert stats.signed_rank_critical(5, 0.05) < 0 <= stats.signed_rank_critical(6, 0.05)
+
+
+def test_pairs_that_correlate_with_their_neighbours_widen_the_interval() -> None:
+    """The AR(1) correction (module docstring): log-ratios that drift together in pair
+    order carry less information than as many independent ones, and the interval says
+    so; in an order where neighbours do not correlate, it is the signed-rank interval."""
+    rng = random.Random(5)
+    level_term = 0.0
+    drifting = []
+    for _ in range(30):                       # AR(1), r = 0.6: clipped to 0.5
+        level_term = 0.6 * level_term + rng.gauss(0, 0.02)
+        drifting.append(level_term)
+    base = [1.0] * 30
+    cand = [math.exp(d) for d in drifting]
+    raw = stats.hodges_lehmann_interval(drifting, 0.95)
+    est = stats.estimate(base, cand, 0.95)
+    assert stats.lag1_autocorrelation(drifting) > 0.3
+    widened = math.log(est.high) - math.log(est.low)
+    assert widened == pytest.approx((raw[2] - raw[1]) * math.sqrt(1.5 / 0.5), rel=1e-6)
+    # the same values, neighbours uncorrelated (sorted into an up-down order): unchanged
+    ordered = sorted(drifting)
+    zigzag = [v for pair in zip(ordered[:15], ordered[15:][::-1]) for v in pair]
+    assert stats.lag1_autocorrelation(zigzag) <= 0
+    plain = stats.estimate(base, [math.exp(d) for d in zigzag], 0.95)
+    assert math.log(plain.high) - math.log(plain.low) == pytest.approx(raw[2] - raw[1],
+                                                                       rel=1e-6)
