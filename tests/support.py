@@ -7,8 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from autopass_build.store.index import Store
 from autopass_build.store.targets import resolve
@@ -205,3 +209,18 @@ def shipped_database(root: Path, output: str, units: tuple[str, ...],
     db.profile = flags_db.ProfileRef("autopass.profdata", "0" * 40) if "pgo" in stages else None
     db.toolchain = {"compiler": "", "target": ""}
     flags_db.save(str(root / "autopass.flags.json"), db)
+
+
+@contextmanager
+def tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """`folder`, made and mounted as a tmpfs of `size` ("64m") for the block: a real full
+    disk (mounting needs root, which CI has; elsewhere the test is skipped with why)."""
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", folder],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", folder], capture_output=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import AUTOPASS, AUTOPASS_CC, Recording, fake_compiler, run, verify_ir, write
+from support import AUTOPASS, AUTOPASS_CC, Recording, fake_compiler, run, tmpfs, verify_ir, write
 
 from autopass_build.core.files import disk_full, hash_bytes
 
@@ -177,16 +177,8 @@ def test_a_compiler_variable_naming_no_program_says_which(rec, tmp_path):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 200 KB tmpfs (mounting needs root, which CI has)."""
-    folder = tmp_path / "small"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", folder],
-                             capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "small", "200k") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", "-l", folder], capture_output=True)
 
 
 def test_f66_a_full_disk_under_the_store_leaves_the_build_and_the_store_alone(

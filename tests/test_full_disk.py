@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS, env_with_autopass, recorded_copy, run, write
+from support import AUTOPASS, env_with_autopass, recorded_copy, run, tmpfs, write
 from test_retrain import instrumented, project
 
 from autopass_build.core import bolt_commands, flags_db
@@ -24,16 +24,8 @@ FILL_AFTER = ('"sh", "-c", "{exe} %s >/dev/null; '
 @pytest.fixture
 def disk(tmp_path):
     """A 64 MB tmpfs, filled by the test's build or training command."""
-    folder = tmp_path / "disk"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", folder],
-                             capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "64m") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", "-l", folder], capture_output=True)
 
 
 def test_a_full_disk_while_tune_keeps_its_profile_stops_resumably(disk):
