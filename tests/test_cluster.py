@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -92,9 +93,14 @@ def test_a_cluster_run_is_the_local_run_measured_several_at_a_time(project, loca
     """Three measuring nodes, GA with a population of 4: the candidates come in batches,
     and the journal holds the local run's entries, in its order, with its verdicts."""
     copy = fresh(project, tmp_path)
-    done = tune(copy, "--cluster", cluster.address)
+    done = tune(copy, "--cluster", "auto",        # Ray finds the cluster by $RAY_ADDRESS
+                env={**environment(copy), "RAY_ADDRESS": cluster.address})
     assert done.returncode == 0, done.stderr
     assert verdicts(copy) == local_run
+    # what `auto` joined, and the target group with its nodes, said at connect
+    assert f"cluster auto: joined {cluster.address}; 3 measuring nodes" in done.stderr
+    group = next(line for line in done.stderr.splitlines() if "target group" in line)
+    assert "(this machine's CPU)" in group and group.count("/") == 3, group
     checks = [line for line in done.stderr.splitlines() if "A/A 1.0000x" in line]
     assert len(checks) == 3, done.stderr            # every node checked before verdicts
     assert "3 nodes give verdicts; candidates are measured up to 3 at a time" in done.stderr
@@ -268,3 +274,76 @@ def test_a_node_whose_a_a_check_is_wide_or_not_same_gives_no_verdicts() -> None:
     assert role == Role.NOISY and "called faster" in why
     failed = _noise_verdict(NodeResult(Evaluation(Outcome.RUN_CRASH, detail="crashed"), "n"), 0.03)
     assert failed == (Role.NOISY, "its A/A check failed: crashed")
+
+
+def test_a_node_that_lacks_a_tool_the_run_needs_stops_it_at_connect(project, tmp_path,
+                                                                    cluster) -> None:
+    """Issue 63, item 4: a measuring node without valgrind (this run counts instructions
+    in callgrind) is found when the run connects, in one line naming the node and what it
+    lacks, before the stages take their time: no run begins."""
+    bare = tmp_path / "bin"                     # this machine's programs, but no valgrind
+    bare.mkdir()
+    for program in Path("/usr/bin").iterdir():
+        if not program.name.startswith("valgrind"):
+            (bare / program.name).symlink_to(program)
+    lacking = cluster.add_node(num_cpus=1, resources=SLOT, env_vars={"PATH": str(bare)})
+    cluster.wait_for_nodes()
+    try:
+        copy = fresh(project, tmp_path)
+        started = time.monotonic()
+        done = tune(copy, "--cluster", cluster.address)
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        said = done.stderr.strip().splitlines()[-1]
+        assert f"/{lacking.node_id[:6]} (" in said and "has no valgrind" in said, said
+        assert time.monotonic() - started < 120
+        assert not any((copy / ".autopass" / "runs").glob("*/journal.jsonl"))
+    finally:
+        cluster.remove_node(lacking)
+
+
+def test_busy_slots_other_groups_and_missing_compilers_are_found_by_the_probe(
+        project, cluster) -> None:
+    """The probe itself, on the real nodes: a slot held by another run is said and its
+    node left out; a target group no node is in, a store a node cannot see, a recorded
+    compiler the node has in another version: each a ClusterError naming it."""
+    import ray
+
+    from autopass_build.cluster.connect import ClusterError
+    from autopass_build.cluster.nodes import cpu_model, measuring_nodes
+    from autopass_build.cluster.preflight import Needed, check_nodes, needed_for
+    from autopass_build.store.index import Store
+
+    ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+    try:
+        nodes = measuring_nodes(ray, cluster.address)
+        needed = needed_for(Store(str(project / ".autopass")), "wall", ("pgo", "thinlto"))
+        assert needed.tools == ("ld.lld",) and needed.compilers
+        held_node = sorted(nodes)[0]
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        class SlotHolder:   # another run's bench: holds its node's slot while it lives
+            def ready(self) -> bool:     # (local: Ray ships it by value to the node)
+                return True
+
+        holder = ray.remote(SlotHolder).options(
+            resources=SLOT, num_cpus=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(held_node, soft=False)).remote()
+        ray.get(holder.ready.remote())
+        shown: list[str] = []
+        group = check_nodes(ray, nodes, needed, "", cpu_model(), shown.append, seconds=5)
+        assert group == cpu_model()
+        assert any(f"node {held_node[:6]}: its benchmark slot stayed busy" in line
+                   for line in shown), shown
+        members = next(line for line in shown if "target group" in line)
+        assert f"/{held_node[:6]}" not in members and members.count("/") == 2, members
+        ray.kill(holder)
+        wrong = [("target group", needed, "sparc", "[cluster].target = 'sparc': no measuring"),
+                 ("store", Needed("/nonexistent/store", (), ()), "", "cannot see the store"),
+                 ("compiler", Needed(needed.store_dir, ((needed.compilers[0][0],
+                                                         "clang 18.1.0 (x86_64)"),), ()),
+                  "", "recorded with clang 18.1.0")]
+        for what, asked, target, says in wrong:
+            with pytest.raises(ClusterError, match=re.escape(says)):
+                check_nodes(ray, nodes, asked, target, cpu_model(), shown.append, seconds=60)
+    finally:
+        ray.shutdown()

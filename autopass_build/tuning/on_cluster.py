@@ -12,32 +12,43 @@ from collections.abc import Callable
 from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.config import Config
 from autopass_build.core.plural import counted
+from autopass_build.store.index import Store
 from autopass_build.tuning.measuring import Measurements, TuneError
 
 
-def check(config: Config, show: Callable[[str], None] = lambda line: None) -> None:
-    """At the start of a run: a cluster named but not reachable, not Ray, or without a
-    node that can measure is said before the stages take their hours, not after; the
-    cluster joined (which one `auto` found) and its measuring nodes are said."""
+def check(config: Config, store: Store, show: Callable[[str], None] = lambda line: None
+          ) -> None:
+    """At the start of a run: a cluster named but not reachable, not Ray, without a node
+    that can measure, or whose nodes lack what the run needs (the store, the recorded
+    compiler, a tool, a free slot, a node of the target group) is said before the stages
+    take their hours, not after; the cluster joined (which one `auto` found), the target
+    group and its nodes are said."""
     address = config.cluster.address
     if not address:
         return
     from autopass_build.cluster.connect import ClusterError, check_reachable, join
-    from autopass_build.cluster.nodes import measuring_nodes
+    from autopass_build.cluster.nodes import cpu_model, measuring_nodes
+    from autopass_build.cluster.preflight import check_nodes, needed_for
 
     try:
         check_reachable(address)
         ray = join(address)
         nodes = measuring_nodes(ray, address)
+        show(f"cluster {address}: joined {_joined(ray, address)}; "
+             f"{counted(len(nodes), 'measuring node')} with a benchmark slot; checking "
+             "what each has")
+        check_nodes(ray, nodes, needed_for(store, config.measure.metric, config.tune.stages),
+                    config.cluster.target, cpu_model(), show)
     except ClusterError as error:
         raise TuneError(str(error)) from None
+
+
+def _joined(ray, address: str) -> str:
+    """The head's address: what `auto` found."""
     try:
-        joined = ray.get_runtime_context().gcs_address
+        return ray.get_runtime_context().gcs_address
     except Exception:           # a Ray client connection does not say it: the address does
-        joined = address
-    show(f"cluster {address}: joined {joined}; {counted(len(nodes), 'measuring node')} "
-         "with a benchmark slot (their groups and noise are checked when the search "
-         "starts)")
+        return address
 
 
 def join(measurements: Measurements, config: Config, store_dir: str, evaluator: Evaluator,

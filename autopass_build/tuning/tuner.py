@@ -85,7 +85,7 @@ class Tuner:
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
         self.deadline = Deadline(self.request.time_limit)
-        on_cluster.check(self.config, self.show)
+        on_cluster.check(self.config, self.store, self.show)
         if self.request.screen:
             from autopass_build.tuning import screen
             try:
