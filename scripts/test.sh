@@ -8,4 +8,4 @@ bash scripts/setup.sh --test
 # The type hints, checked ([tool.mypy]).
 .venv/bin/mypy
 # Everything, slow tests included (a plain `pytest` leaves them out: pyproject.toml).
-exec .venv/bin/python -m pytest -q -p no:cacheprovider -m "slow or not slow" "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider -m "slow or not slow" --durations=25 "$@"

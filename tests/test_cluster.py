@@ -347,3 +347,67 @@ def test_busy_slots_other_groups_and_missing_compilers_are_found_by_the_probe(
                 check_nodes(ray, nodes, asked, target, cpu_model(), shown.append, seconds=60)
     finally:
         ray.shutdown()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_cluster_started_as_the_docs_say_is_joined_by_its_ray_client_address(
+        project, local_run, tmp_path) -> None:
+    """Issue 63, item 2: `ray start --head` (as docs/cluster.md starts it, with a benchmark
+    slot) and `--cluster ray://HOST:PORT`: the Ray client address the docs give works with
+    what `autopass[cluster]` installs; `verify` builds and measures on the node through it.
+    (ray.cluster_utils cannot serve Ray client: its proxy starts no per-client server.)"""
+    import tempfile
+
+    gcs, client = _free_port(), _free_port()
+    scratch = tempfile.mkdtemp(prefix="rt", dir="/tmp")    # Ray's socket paths stay short
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    head = subprocess.Popen(
+        [str(Path(AUTOPASS).with_name("ray")), "start", "--head", "--block", "--port",
+         str(gcs), "--ray-client-server-port", str(client), "--node-ip-address", "127.0.0.1",
+         "--num-cpus", "1", "--resources", json.dumps(SLOT), "--temp-dir", scratch,
+         "--include-dashboard", "false", "--disable-usage-stats"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        start_new_session=True)
+    address = f"ray://127.0.0.1:{client}"
+    try:
+        _wait_for_head(address, head)
+        copy = tmp_path / "mini"
+        shutil.copytree(project, copy, symlinks=True)
+        with open(copy / "autopass.toml", "a") as config:
+            config.write('[build]\ncommand = "make"\nclean = "make clean"\n')
+        done = subprocess.run([AUTOPASS, "verify", "--cluster", address], cwd=copy,
+                              capture_output=True, text=True, timeout=600, env=environment(copy))
+        assert done.returncode == 0, done.stderr
+        assert "verify: cluster: on " in done.stderr, done.stderr
+        assert "SIGTERM handler" not in done.stderr, done.stderr     # the server's noise
+        assert "bit-identical" in done.stdout and "tuned vs plain" in done.stdout, done.stdout
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _wait_for_head(address: str, head: subprocess.Popen, seconds: float = 120) -> None:
+    """Until the head answers at `address` as Ray does."""
+    from autopass_build.cluster.connect import ClusterError, check_reachable
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            check_reachable(address, seconds=2)
+            return
+        except ClusterError:
+            if head.poll() is not None or time.monotonic() > deadline:
+                head.kill()
+                pytest.fail(f"ray start did not serve {address}: {head.communicate()[0][-2000:]}")
+            time.sleep(1)

@@ -100,7 +100,10 @@ def join(address: str):
         return ray
     check_reachable(address)
     try:
-        ray.init(address=address.strip(), logging_level=logging.WARNING, log_to_driver=False,
+        # a Ray client connection streams the server's own log, whose warnings are about
+        # the server ("SIGTERM handler is not set ... not the main thread"), not the run
+        quiet = logging.ERROR if address.strip().startswith("ray://") else logging.WARNING
+        ray.init(address=address.strip(), logging_level=quiet, log_to_driver=False,
                  configure_logging=True)
     except Exception as error:       # Ray raises ConnectionError, RuntimeError, ValueError
         raise ClusterError(f"cannot join the cluster at {address!r} "
