@@ -126,7 +126,7 @@ def test_a_database_may_list_the_native_stage(tmp_path) -> None:
     assert flags_db.load(str(path)).target.stages == ("lto", "native")
     target["stages"] = ["lto", "avx"]
     path.write_text(json.dumps({"schema": 1, "entries": {}, "target": target}))
-    with pytest.raises(flags_db.FlagsDbError, match="of pgo, cspgo, lto, thinlto, layout, bolt, native"):
+    with pytest.raises(flags_db.FlagsDbError, match="of pgo, cspgo, lto, thinlto, direct, layout, bolt, native"):
         flags_db.load(str(path))
 
 

@@ -35,6 +35,7 @@ class Stage(str, Enum):
     CSPGO = stage_flags.CSPGO
     LTO = stage_flags.LTO
     THINLTO = stage_flags.THINLTO
+    DIRECT = stage_flags.DIRECT
     LAYOUT = stage_flags.LAYOUT
     BOLT = stage_flags.BOLT
     NATIVE = stage_flags.NATIVE
@@ -120,8 +121,8 @@ def of_name(text: str) -> tuple[Stage, ...]:
 
 # The steps measured on top of a build, each A/B'd against that build without it (not
 # against the recorded build), in the order they are taken, with the words a user reads
-ON_TOP = {Stage.NATIVE: "-march=native", Stage.CSPGO: "CS-PGO", Stage.LAYOUT: "layout",
-          Stage.BOLT: "BOLT"}
+ON_TOP = {Stage.NATIVE: "-march=native", Stage.DIRECT: "direct calls", Stage.CSPGO: "CS-PGO",
+          Stage.LAYOUT: "layout", Stage.BOLT: "BOLT"}
 
 
 def step_on_top(composition: tuple[Stage, ...]) -> Stage | None:
@@ -158,7 +159,7 @@ def unavailable(stage: Stage, target: Target) -> str:
             return (f"{target.output_rel} is linked statically (-static), and BOLT "
                     "instruments only dynamically linked programs")
         return bolt.missing()
-    if stage in (Stage.CSPGO, Stage.LAYOUT) and target.kind != "executable":
+    if stage in (Stage.CSPGO, Stage.LAYOUT, Stage.DIRECT) and target.kind != "executable":
         return f"{target.output_rel} is a {target.kind}; {stage} is tuned on executables"
     if stage in (Stage.PGO, Stage.CSPGO) and toolchain.find_tool("llvm-profdata") is None:
         return (f"llvm-profdata not found (sudo apt-get install "

@@ -214,7 +214,15 @@ def _target(raw: object, path: str) -> TargetStages | None:
     return TargetStages(raw["output"], stages, raw["opt_level"], tuple(raw["units"]),
                         _profile(bolt, path), bolt["binary"] if bolt else "",
                         _bolt_libraries(raw.get("bolt_libraries", []), bolt is not None, path),
-                        _profile(raw.get("bolt_stale"), path) if bolt else None)
+                        _profile(raw.get("bolt_stale"), path) if bolt else None,
+                        _libraries(raw.get("libraries", []), path))
+
+
+def _libraries(raw: object, path: str) -> tuple[str, ...]:
+    if not (isinstance(raw, list) and all(isinstance(item, str) for item in raw)):
+        raise FlagsDbError(f"{path}: \"libraries\" must be a list of the target's project "
+                           f"libraries (paths relative to the root); {FIX}")
+    return tuple(raw)
 
 
 def _bolt_libraries(raw: object, bolt: bool, path: str) -> tuple[BoltLibrary, ...]:
@@ -315,7 +323,8 @@ def _target_json(target: TargetStages) -> dict:
                                 "hash": b.profile.hash, "binary": b.binary}
                                for b in target.bolt_libraries],
             "bolt_stale": {"path": target.bolt_stale.path, "hash": target.bolt_stale.hash}
-            if target.bolt_stale else None}
+            if target.bolt_stale else None} | (
+            {"libraries": list(target.libraries)} if target.libraries else {})
 
 
 def _entry_json(entry: FlagsEntry) -> dict:

@@ -51,10 +51,12 @@ class TargetStages(Record):
     """The whole-program stages chosen for one binary: apply mode builds `units` with
     the stages' flags, links `output` with theirs (core/stage_flags.py) and, with BOLT,
     rewrites the linked `output` with the `bolt` profile if its code fingerprint is
-    `bolt_binary` (core/bolt_commands.py), and each of `bolt_libraries` after its link."""
+    `bolt_binary` (core/bolt_commands.py), and each of `bolt_libraries` after its link.
+    With the direct stage, the links of `libraries` take the stages' link flags too."""
     __slots__ = ("output", "stages", "opt_level", "units", "bolt", "bolt_binary",
-                 "bolt_libraries", "bolt_stale")
-    _defaults = {"bolt": None, "bolt_binary": "", "bolt_libraries": (), "bolt_stale": None}
+                 "bolt_libraries", "bolt_stale", "libraries")
+    _defaults = {"bolt": None, "bolt_binary": "", "bolt_libraries": (), "bolt_stale": None,
+                 "libraries": ()}
     output: str                 # relative to the project root
     stages: tuple[str, ...]     # from SHIPPED_STAGES
     opt_level: str              # the LTO link's codegen level (-O3 if a unit is -O3, else -O2)
@@ -63,6 +65,7 @@ class TargetStages(Record):
     bolt_binary: str            # the code fingerprint of the binary it was trained on
     bolt_libraries: tuple[BoltLibrary, ...]
     bolt_stale: ProfileRef | None  # the profile as YAML: a later build by stale inference
+    libraries: tuple[str, ...]  # the project libraries `output` loads (direct stage), as linked
 
     def bolt_library(self, output: str) -> BoltLibrary | None:
         """The BOLT plan of the library linked to `output` (relative to the root)."""

@@ -17,6 +17,9 @@ core.
              .text.split, out of the hot path's cache lines and pages) and the linker
              keeping .text.hot/.text.unlikely/.text.split grouped; lld orders functions
              by the profile's call graph on its own (--call-graph-profile-sort)
+    direct   calls inside each project shared library bound to the library's own
+             functions: -fno-semantic-interposition on every unit, -Bsymbolic-functions
+             at each link (the target's, and the project libraries it loads)
     bolt     the link with -Wl,--emit-relocs; the linked binary is then rewritten by BOLT
              with the profile shipped beside the database (core/bolt_commands.py)
     native   every unit with -march=native -ffp-contract=off (only with `tune --native`:
@@ -27,8 +30,8 @@ from __future__ import annotations
 
 from autopass_build.core.records import Record
 
-PGO, CSPGO, LTO, THINLTO, LAYOUT, BOLT, NATIVE = (
-    "pgo", "cspgo", "lto", "thinlto", "layout", "bolt", "native")
+PGO, CSPGO, LTO, THINLTO, DIRECT, LAYOUT, BOLT, NATIVE = (
+    "pgo", "cspgo", "lto", "thinlto", "direct", "layout", "bolt", "native")
 # This CPU's instruction set, keeping floating-point results: on a CPU with FMA,
 # -march=native alone lets clang fuse `a * b + c` (-ffp-contract=on is its default),
 # which rounds once instead of twice, so an FP program's output changes (LAME: another
@@ -55,6 +58,20 @@ USE = "-fprofile-use="     # reads a front-end profile (an older database's) as 
 CS_INSTRUMENT = "-fcs-profile-generate"
 CS_INSTRUMENT_FLAGS = (CS_INSTRUMENT, "-Wl,-u,atexit")
 BOLT_LINK_FLAGS = ("-Wl,--emit-relocs",)   # BOLT moves code: it needs the relocations
+# The direct step.  A shared library's exported function may be replaced at run time by
+# one of the same name elsewhere (ELF interposition), so a call to it from inside its
+# own library goes through the PLT, an indirect jump, and is never inlined by a
+# compiler that honours that (clang inlines, but keeps the PLT call where it does not).
+# C++ libraries export every function by default: each call between their functions
+# pays it.  -fno-semantic-interposition lets the compiler call a function of its own
+# unit directly (and full LTO, the whole library); -Bsymbolic-functions has the linker
+# bind every call to a function the library defines to that definition (ThinLTO, and
+# calls between units without LTO).  Neither changes what the library exports; a
+# program that replaces a library's function and expects the library's own calls to
+# reach the replacement would see a difference, which the output check is there for
+# (Ubuntu links every package's libraries with -Bsymbolic-functions).
+DIRECT_UNIT_FLAGS = ("-fno-semantic-interposition",)
+DIRECT_LINK_FLAGS = ("-Wl,-Bsymbolic-functions",)
 # The layout step: splitting is code generation's, so under (Thin)LTO the link does it.
 SPLIT = "-fsplit-machine-functions"
 GROUPED_TEXT = "-Wl,-z,keep-text-section-prefix"
@@ -132,6 +149,9 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
                  "-Wl,--fat-lto-objects", LENIENT_VERSION_SCRIPTS, level]
         if CSPGO in stages and profile_flag:
             link.append(profile_flag)   # the profile's context-sensitive part: used there
+    if DIRECT in stages:
+        unit += DIRECT_UNIT_FLAGS
+        link += DIRECT_LINK_FLAGS
     if LAYOUT in stages:
         unit.append(SPLIT)
         link += [GROUPED_TEXT] + ([SPLIT] if lto else [])

@@ -89,8 +89,9 @@ def chosen_stages(looks: dict[str, Entry]) -> str:
 
 
 def with_steps_after(looks: dict[str, Entry], chosen: str) -> str:
-    """`chosen` with each step after the search (CS-PGO, layout, BOLT) that was kept."""
-    for step in (Stage.CSPGO, Stage.LAYOUT, Stage.BOLT):
+    """`chosen` with each step after the search (direct calls, CS-PGO, layout, BOLT)
+    that was kept."""
+    for step in (Stage.DIRECT, Stage.CSPGO, Stage.LAYOUT, Stage.BOLT):
         chosen = _kept_on_top(looks, chosen, step)
     return chosen
 

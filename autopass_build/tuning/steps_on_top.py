@@ -3,6 +3,8 @@ and kept only when verified faster:
 
     native   -march=native on every unit (tune --native), before the per-file search
     ── the per-file search ──
+    direct   calls inside the project's shared libraries bound to their own functions
+             (no PLT), where the program loads such a library
     cspgo    context-sensitive PGO: the build that ships instrumented after inlining,
              trained, its profile merged with PGO's (candidates/pgo.train_cs)
     layout   machine-function splitting and hot/cold text grouping from the profile
@@ -28,7 +30,12 @@ from autopass_build.candidates.bolt import BoltStage
 from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.candidates.stages import ON_TOP, Stage
 from autopass_build.core.durations import duration_text
-from autopass_build.core.stage_flags import BOLT_LINK_FLAGS, SPLIT
+from autopass_build.core.stage_flags import (
+    BOLT_LINK_FLAGS,
+    DIRECT_LINK_FLAGS,
+    DIRECT_UNIT_FLAGS,
+    SPLIT,
+)
 from autopass_build.evidence.hotspots import Profile
 from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
 from autopass_build.measuring.stats import FASTER
@@ -41,7 +48,7 @@ from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_
 # is in their libraries) has little for it to lay out, and where none reaches it the
 # stage's evaluation (an instrumented run, a rewrite, 10-30 pairs) is spent for nothing.
 BOLT_MIN_OWN_SHARE = 5.0     # percent
-AFTER_SEARCH = (Stage.CSPGO, Stage.LAYOUT, Stage.BOLT)   # in this order
+AFTER_SEARCH = (Stage.DIRECT, Stage.CSPGO, Stage.LAYOUT, Stage.BOLT)   # in this order
 NEEDS_PGO = (Stage.CSPGO, Stage.LAYOUT)   # they read the PGO profile
 
 
@@ -91,6 +98,9 @@ class StepsOnTop:
     def _cannot(self, step: Stage) -> str:
         """Why `step` cannot pay here, said once ("" when it may)."""
         why = ""
+        if step == Stage.DIRECT and not self.evaluator.target.loaded_libraries:
+            why = (f"{self.evaluator.target.output_rel} loads no shared library of the "
+                   "project: its calls are direct already")
         if step == Stage.BOLT:
             why = self.bolt_reach.why_not
         if step in (Stage.LAYOUT, Stage.BOLT) and self.layout is not None:
@@ -135,7 +145,8 @@ class StepsOnTop:
                           f"{duration_text(cost or 0)} with its confirmation; "
                           f"{duration_text(max(0.0, deadline.left() or 0.0))} left)")
                 continue
-            taken = {Stage.CSPGO: self.cspgo, Stage.LAYOUT: self.layout_step,
+            taken = {Stage.DIRECT: self.direct, Stage.CSPGO: self.cspgo,
+                     Stage.LAYOUT: self.layout_step,
                      Stage.BOLT: self.bolt}[step](chosen, without(chosen))
             if taken is not None:
                 self.show(f"{step} kept: {taken.name}, {taken.entry.interval_text()} over the "
@@ -183,6 +194,15 @@ class StepsOnTop:
         native = stages.flags((Stage.NATIVE,), opt_level(self.evaluator)).unit_flags
         return self._taken(chosen, Stage.NATIVE, ON_TOP[Stage.NATIVE], without,
                            under={u.id: native for u in without.units})
+
+    def direct(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
+        """No interposition inside the project's libraries (core/stage_flags.py): every
+        unit compiled with -fno-semantic-interposition, every link with
+        -Bsymbolic-functions.  First after the search: CS-PGO and BOLT count the build
+        they ship, whose calls this changes."""
+        return self._taken(chosen, Stage.DIRECT, ON_TOP[Stage.DIRECT], without,
+                           under={u.id: DIRECT_UNIT_FLAGS for u in without.units},
+                           link_flags=DIRECT_LINK_FLAGS)
 
     def cspgo(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
         """Context-sensitive PGO: the build so far instrumented after inlining, trained,

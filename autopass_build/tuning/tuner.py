@@ -21,9 +21,10 @@ from dataclasses import replace
 
 from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.evaluate import EvaluateError, Evaluator
+from autopass_build.candidates.stages import Stage
 from autopass_build.config import Config
 from autopass_build.core import flags_db
-from autopass_build.core.files import write_atomic
+from autopass_build.core.files import relative_to, write_atomic
 from autopass_build.core.stage_flags import lto_mode
 from autopass_build.evidence.hotspots import Profile, ProfileError, failing_note, reach_of
 from autopass_build.evidence.hotspots import load as load_profile
@@ -297,10 +298,14 @@ class Tuner:
         chosen = self.chosen
         if chosen is None:
             return None
-        return flags_db.TargetStages(self.evaluator.target.output_rel,
-                                     tuple(s.value for s in chosen.stages),
+        target = self.evaluator.target
+        root = os.path.dirname(self.store.dir)
+        libraries = tuple(relative_to(p, root) for p in target.loaded_libraries) \
+            if Stage.DIRECT in chosen.stages else ()
+        return flags_db.TargetStages(target.output_rel, tuple(s.value for s in chosen.stages),
                                      opt_level(self.evaluator),
-                                     tuple(sorted({u.source_rel for u in self.evaluator.units})))
+                                     tuple(sorted({u.source_rel for u in self.evaluator.units})),
+                                     libraries=libraries)
 
     def _screener(self, run: RunContext):
         from autopass_build.tuning import screen

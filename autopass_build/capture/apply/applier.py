@@ -41,6 +41,7 @@ from autopass_build.core.stage_flags import (
     BOLT,
     CS_INSTRUMENT,
     CS_INSTRUMENT_FLAGS,
+    DIRECT,
     INSTRUMENT,
     INSTRUMENT_LINK_FLAGS,
     LAYOUT,
@@ -114,16 +115,18 @@ def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: App
     # link reads its inputs to look for bitcode.
     target = db.target
     if parsed.mode != COMPILE and target is not None and (stage or stage_warning) and (
-            lto_mode(target.stages) or {BOLT, LAYOUT} & set(target.stages)):
+            lto_mode(target.stages) or {BOLT, LAYOUT, DIRECT} & set(target.stages)):
         output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
         is_target = relative_to(output, root) == target.output
         library = target.bolt_library(relative_to(output, root)) if BOLT in target.stages \
             else None
         from autopass_build.capture.apply.bitcode import links_bitcode
-        if is_target or library or links_bitcode(parsed, cwd):
-            # The target, a library BOLT rewrites, or another binary of the build that
-            # links its bitcode units (a library's objects in two programs): each needs
-            # the stages' link (LTO's, BOLT's relocations).
+        loaded = relative_to(output, root) in target.libraries    # the direct stage's
+        if is_target or library or loaded or links_bitcode(parsed, cwd):
+            # The target, a library BOLT rewrites or the target loads (direct calls), or
+            # another binary of the build that links its bitcode units (a library's
+            # objects in two programs): each needs the stages' link (LTO's, BOLT's
+            # relocations, -Bsymbolic-functions).
             link = ToApply(stage.link_flags if stage else (), stage_warning)
         plan = (flags_db.BoltLibrary(target.output, target.bolt, target.bolt_binary)
                 if is_target and BOLT in target.stages else library)
@@ -234,7 +237,7 @@ def stage_decision(db: FlagsDb, policy: ApplyPolicy = ApplyPolicy.WARN, profile_
     apply-anyway): the build goes on without them."""
     target = db.target
     if target is None or not (lto_mode(target.stages)
-                              or {BOLT, NATIVE, LAYOUT} & set(target.stages)):
+                              or {BOLT, NATIVE, LAYOUT, DIRECT} & set(target.stages)):
         return None, ""
     from autopass_build.core import toolchain
 
