@@ -48,10 +48,21 @@ def plt_calls(library: Path) -> list[str]:
             if "call" in line and "<step" in line]
 
 
+def exports(library: Path) -> list[str]:
+    """The functions and data `library` exports (its dynamic symbol table's definitions)."""
+    from elftools.elf.elffile import ELFFile
+
+    with open(library, "rb") as handle:
+        table = ELFFile(handle).get_section_by_name(".dynsym")
+        return sorted(f"{s.name} {s['st_info']['type']} {s['st_info']['bind']}"
+                      for s in table.iter_symbols() if s["st_shndx"] != "SHN_UNDEF")
+
+
 def test_tune_keeps_direct_calls_and_apply_builds_them_in_the_library(tmp_path) -> None:
     root = recorded_copy(DIRECT_MINI, tmp_path / "mini", CONFIG, ("make",))
     assert plt_calls(root / "libwork.so") == ["step@plt"]          # as the project builds it
     before = subprocess.run([str(root / "prog"), "300"], capture_output=True, text=True).stdout
+    exported = exports(root / "libwork.so")
     done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     looked = {e.stages: e for e in Journal.latest(str(root / ".autopass")).of_phase(Phase.STAGE)}
@@ -63,6 +74,7 @@ def test_tune_keeps_direct_calls_and_apply_builds_them_in_the_library(tmp_path) 
                              capture_output=True, text=True)
     assert applied.returncode == 0 and "warning" not in applied.stderr, applied.stderr
     assert plt_calls(root / "libwork.so") == ["step"]              # bound in the library
+    assert exports(root / "libwork.so") == exported                  # what it exports: the same
     assert subprocess.run([str(root / "prog"), "300"], capture_output=True, text=True
                           ).stdout == before
 
