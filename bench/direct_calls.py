@@ -35,8 +35,10 @@ from autopass_build.core import toolchain  # noqa: E402
 from autopass_build.tuning.journal import Journal, Phase  # noqa: E402
 
 AUTOPASS = str(Path(sys.executable).parent / "autopass")
-# The library from every object but the two programs', the program against it.
-BUILD = ("make -j2 posix MYCFLAGS='-O3 -fPIC' liblua.a lua.o >/dev/null && "
+# Lua's own build (its objects, liblua.a, lua and luac), then the library from every
+# object but the two programs', the program against it.  (`make posix liblua.a` would
+# run two makes on the same archive at once under -j2: ar died of it once.)
+BUILD = ("make -j2 posix MYCFLAGS='-O3 -fPIC' >/dev/null && "
          "cc -shared -o liblua.so $(ls *.o | grep -v -e '^lua.o$' -e '^luac.o$') -lm && "
          "cc -o lua lua.o -L. -llua -Wl,-rpath,'$ORIGIN' -lm -ldl")
 CONFIG = """[run]

@@ -50,12 +50,16 @@ def local_run(project: Path) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A head without a benchmark slot (it only schedules) and three measuring nodes."""
+def cluster(tmp_path_factory):
+    """A head without a benchmark slot (it only schedules) and three measuring nodes,
+    each with a cache of its own for shipped projects."""
     made = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    for _ in range(3):
-        made.add_node(num_cpus=1, resources=SLOT)
+    caches = tmp_path_factory.mktemp("node-caches")
+    for n in range(3):
+        made.add_node(num_cpus=1, resources=SLOT,
+                      env_vars={"AUTOPASS_NODE_CACHE": str(caches / f"node{n}")})
     made.wait_for_nodes()
+    made.caches = caches
     yield made
     made.shutdown()
 
@@ -112,6 +116,25 @@ def test_a_cluster_run_is_the_local_run_measured_several_at_a_time(project, loca
     assert len({e.node for e in searched}) > 1          # several nodes took candidates
     report = subprocess.run([AUTOPASS, "report"], cwd=copy, capture_output=True, text=True)
     assert f"[on {searched[0].node}]" in report.stdout
+
+
+def test_a_shipped_project_is_measured_by_nodes_in_their_own_copies(project, local_run,
+                                                                    tmp_path, cluster) -> None:
+    """Issue 63, item 5: [cluster].ship = "always": the project is packed once, named by
+    its hash, unpacked by each node into its own cache, and built and measured there (no
+    node works in the driver's tree); the journal is the local run's."""
+    copy = fresh(project, tmp_path)
+    with open(copy / "autopass.toml", "a") as config:
+        config.write('[cluster]\nship = "always"\n')
+    done = tune(copy, "--cluster", cluster.address)
+    assert done.returncode == 0, done.stderr
+    assert verdicts(copy) == local_run
+    assert "cluster: the project shipped to the nodes (" in done.stderr, done.stderr
+    assert not list((copy / ".autopass" / "work").glob("node-*"))   # not in the driver's tree
+    trees = list(cluster.caches.glob("node*/*/tree"))
+    assert len(trees) == 3 and all((t.parent / ".complete").exists() for t in trees), trees
+    assert all(list((t / ".autopass" / "work").glob("node-*")) for t in trees)
+    assert len({t.parent.name for t in trees}) == 1          # one archive, by its hash
 
 
 def test_verify_runs_its_builds_and_measurement_on_a_measuring_node(project, local_run,
@@ -330,21 +353,26 @@ def test_busy_slots_other_groups_and_missing_compilers_are_found_by_the_probe(
             scheduling_strategy=NodeAffinitySchedulingStrategy(held_node, soft=False)).remote()
         ray.get(holder.ready.remote())
         shown: list[str] = []
-        group = check_nodes(ray, nodes, needed, "", cpu_model(), shown.append, seconds=5)
-        assert group == cpu_model()
+        found = check_nodes(ray, nodes, needed, "", cpu_model(), shown.append, seconds=5)
+        assert found.group == cpu_model() and found.blind == ()
         assert any(f"node {held_node[:6]}: its benchmark slot stayed busy" in line
                    for line in shown), shown
         members = next(line for line in shown if "target group" in line)
         assert f"/{held_node[:6]}" not in members and members.count("/") == 2, members
         ray.kill(holder)
+        elsewhere = Needed("/nonexistent/store", (), ())
         wrong = [("target group", needed, "sparc", "[cluster].target = 'sparc': no measuring"),
-                 ("store", Needed("/nonexistent/store", (), ()), "", "cannot see the store"),
+                 ("store", elsewhere, "", "cannot see the store /nonexistent/store, and "
+                                          "[cluster].ship = \"never\""),
                  ("compiler", Needed(needed.store_dir, ((needed.compilers[0][0],
                                                          "clang 18.1.0 (x86_64)"),), ()),
                   "", "recorded with clang 18.1.0")]
         for what, asked, target, says in wrong:
             with pytest.raises(ClusterError, match=re.escape(says)):
-                check_nodes(ray, nodes, asked, target, cpu_model(), shown.append, seconds=60)
+                check_nodes(ray, nodes, asked, target, cpu_model(), shown.append, seconds=60,
+                            ship="never")
+        found = check_nodes(ray, nodes, elsewhere, "", cpu_model(), shown.append)
+        assert len(found.blind) == 3 and "the project is shipped to them" in shown[-1]
     finally:
         ray.shutdown()
 

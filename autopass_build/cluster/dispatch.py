@@ -12,9 +12,10 @@ leaves nothing half-written and nothing counted twice."""
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autopass_build.cluster.connect import (
@@ -33,6 +34,7 @@ from autopass_build.cluster.nodes import (
     measuring_nodes,
     target_group,
 )
+from autopass_build.cluster.shipping import describe, ship
 from autopass_build.config import MeasureConfig
 from autopass_build.core.flags import UnitFlags
 from autopass_build.measuring.measure import tightened
@@ -60,8 +62,10 @@ class ClusterMeasurer:
         self._compile: Any = None        # the compile task, made remote once joined
 
     # -- start ---------------------------------------------------------------------------
-    def start(self, baseline: Baseline, measure: MeasureConfig) -> None:
+    def start(self, baseline: Baseline, measure: MeasureConfig, ship: bool = False) -> None:
         ray = join(self.address)
+        if ship:
+            baseline = self._shipped(ray, baseline)
         self.baseline = baseline
         labels = measuring_nodes(ray, self.address)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -79,6 +83,14 @@ class ClusterMeasurer:
             num_cpus=1, max_retries=1, scheduling_strategy="SPREAD")
         self._place(cpu_model())
         self._check_noise(ray, measure)
+
+    def _shipped(self, ray, baseline: Baseline) -> Baseline:
+        """`baseline` with the project packed into the cluster's object store."""
+        root = os.path.dirname(baseline.store_dir)
+        shipped = ship(ray, root, baseline.store_dir)
+        self.show(f"cluster: the project shipped to the nodes ({describe(shipped)}; each "
+                  "keeps it in its cache by that hash)")
+        return replace(baseline, shipped=shipped)
 
     def _described(self, ray, handles: list) -> list[tuple[Any, NodeInfo]]:
         """Each bench that started, with who it is; a node that cannot see the project
@@ -184,6 +196,8 @@ class ClusterMeasurer:
     def _fan_out(self, candidate: UnitFlags) -> list:
         """Compile tasks for the units a candidate changes, one per unit, on any node."""
         assert self.baseline is not None
+        if self.baseline.shipped is not None:
+            return []           # no shared object cache: each node compiles what it needs
         base = self.baseline.unit_flags
         wanted = [(uid, tuple(base.get(uid, ())) + tuple(flags))
                   for uid, flags in sorted(candidate.items()) if flags]

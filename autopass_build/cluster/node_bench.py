@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autopass_build.candidates.evaluate import Evaluation, Evaluator
 from autopass_build.cluster.nodes import NodeInfo, this_node
+from autopass_build.cluster.shipping import ShippedTree, rebased, unpacked
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core.flags import UnitFlags
 from autopass_build.measuring.attribution import Attributor
@@ -24,12 +25,26 @@ from autopass_build.store.index import Store
 @dataclass(frozen=True)
 class Baseline:
     """What every node builds its baseline from: the run's store, config, target and
-    chosen stages (per-unit and link flags)."""
+    chosen stages (per-unit and link flags), and the project shipped to the nodes when
+    they do not share the driver's filesystem."""
     store_dir: str
     config: Config
     target: str                      # output_rel of the binary under tune
     unit_flags: UnitFlags
     link_flags: tuple[str, ...]
+    shipped: ShippedTree | None = None
+
+    def here(self) -> Baseline:
+        """This baseline as the node reads it: in its own copy of a shipped project."""
+        if self.shipped is None:
+            return self
+        tree = unpacked(self.shipped)
+        config = replace(self.config, project_dir=rebased(self.config.project_dir,
+                                                          self.shipped, tree),
+                         path=rebased(self.config.path, self.shipped, tree)
+                         if self.config.path else None)
+        return replace(self, store_dir=rebased(self.store_dir, self.shipped, tree),
+                       config=config)
 
 
 @dataclass
@@ -44,6 +59,7 @@ class NodeBench:
     def __init__(self, baseline: Baseline, node_id: str, cpu_label: str):
         self.info = this_node(node_id, cpu_label)
         self.cpu, self.sharing = claim_cpu()   # its runs' CPU, not another bench's
+        baseline = baseline.here()
         if not os.path.isdir(baseline.store_dir):
             self.evaluator: Evaluator | None = None
             self.missing = baseline.store_dir

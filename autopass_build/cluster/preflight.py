@@ -44,9 +44,6 @@ def probe(node_id: str, cpu_label: str, needed: Needed) -> NodeCheck:
 
     problems: list[str] = []
     sees_store = os.path.isdir(needed.store_dir)
-    if not sees_store:
-        problems.append(f"cannot see the store {needed.store_dir}: the nodes need the "
-                        "project at the driver's path (a shared filesystem or the same checkout)")
     for path, wanted in needed.compilers:
         found = toolchain.identify(path) if toolchain.is_executable_file(path) else None
         if found is None:
@@ -70,11 +67,19 @@ def needed_for(store, metric: str, stages: tuple[str, ...]) -> Needed:
     return Needed(store.dir, compilers, tuple(tools))
 
 
+@dataclass(frozen=True)
+class Preflight:
+    group: str                   # the target group: its nodes give verdicts
+    blind: tuple[str, ...]       # nodes that cannot see the store at the driver's path
+
+
 def check_nodes(ray, nodes: dict[str, str], needed: Needed, wanted_group: str,
-                driver_cpu: str, show: Callable[[str], None], seconds: float = 60.0) -> str:
-    """Each measuring node probed in its slot, at once; returns the target group.
-    ClusterError when a node that answered cannot serve, or no node of the target group
-    answered; a node whose slot stays busy for `seconds` is said and left out."""
+                driver_cpu: str, show: Callable[[str], None], seconds: float = 60.0,
+                ship: str = "auto") -> Preflight:
+    """Each measuring node probed in its slot, at once.  ClusterError when a node that
+    answered cannot serve (with `ship` "never", one that cannot see the store), or no
+    node of the target group answered; a node whose slot stays busy for `seconds` is
+    said and left out."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     task = ray.remote(probe)
@@ -97,10 +102,14 @@ def check_nodes(ray, nodes: dict[str, str], needed: Needed, wanted_group: str,
              f"{seconds:g} s (another run measures there?); it is left out")
     for check in checks:
         check_version(check.info)
-        if check.problems:
-            raise ClusterError(f"{check.line()} {check.problems[0]}"
-                               + (f" (and {len(check.problems) - 1} more)"
-                                  if len(check.problems) > 1 else ""))
+        problems = check.problems + (() if check.sees_store or ship != "never" else (
+            f"cannot see the store {needed.store_dir}, and [cluster].ship = \"never\": give "
+            "the nodes the project at this path (a shared filesystem), or let autopass "
+            "ship it (\"auto\")",))
+        if problems:
+            raise ClusterError(f"{check.line()} {problems[0]}"
+                               + (f" (and {len(problems) - 1} more)" if len(problems) > 1
+                                  else ""))
     if not checks:
         raise ClusterError("no measuring node answered: every benchmark slot is busy "
                            "(another autopass run on the cluster?); wait for it, or tune locally")
@@ -112,4 +121,8 @@ def check_nodes(ray, nodes: dict[str, str], needed: Needed, wanted_group: str,
             " (the [cluster].target)" if wanted_group else " (the largest group)")
          + f": {', '.join(c.info.name for c in members)}"
          + (f"; other groups, builds only: {', '.join(others)}" if others else ""))
-    return group
+    blind = tuple(c.info.name for c in checks if not c.sees_store)
+    if blind:
+        show(f"cluster: {', '.join(blind)} cannot see the store at {needed.store_dir}: the "
+             "project is shipped to them")
+    return Preflight(group, blind)

@@ -19,6 +19,7 @@ from autopass_build.core.names import (
 )
 
 CHECK_MODES = ("output", "numbers", "exit-code", "command")
+SHIP_MODES = ("auto", "always", "never")   # [cluster].ship
 
 
 class ConfigError(AutopassError):
@@ -255,6 +256,11 @@ class ClusterConfig:
                           "wider than this (a fraction: 0.05 = ±5 %), or that calls it "
                           "faster or slower, gives no verdicts.", above=0, below=0.5,
                           why="it is a fraction of the baseline's time, e.g. 0.05")
+    ship: str = key("auto", "Ship the project to the nodes (packed once, named and checked by "
+                    "its SHA-256, cached on each node): \"auto\" when a node cannot see the "
+                    "store at this machine's path, \"always\", or \"never\" (every node "
+                    "needs the project at the same path: a shared filesystem).",
+                    kind=" | ".join(SHIP_MODES), choices=SHIP_MODES)
 
 
 @dataclass(frozen=True)

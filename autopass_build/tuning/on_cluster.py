@@ -17,15 +17,16 @@ from autopass_build.tuning.measuring import Measurements, TuneError
 
 
 def check(config: Config, store: Store, show: Callable[[str], None] = lambda line: None
-          ) -> None:
+          ) -> bool:
     """At the start of a run: a cluster named but not reachable, not Ray, without a node
     that can measure, or whose nodes lack what the run needs (the store, the recorded
     compiler, a tool, a free slot, a node of the target group) is said before the stages
     take their hours, not after; the cluster joined (which one `auto` found), the target
-    group and its nodes are said."""
+    group and its nodes are said.  Returns whether the project is to be shipped to the
+    nodes ([cluster].ship, and whether a node cannot see the store)."""
     address = config.cluster.address
     if not address:
-        return
+        return False
     from autopass_build.cluster.connect import ClusterError, check_reachable, join
     from autopass_build.cluster.nodes import cpu_model, measuring_nodes
     from autopass_build.cluster.preflight import check_nodes, needed_for
@@ -37,10 +38,12 @@ def check(config: Config, store: Store, show: Callable[[str], None] = lambda lin
         show(f"cluster {address}: joined {_joined(ray, address)}; "
              f"{counted(len(nodes), 'measuring node')} with a benchmark slot; checking "
              "what each has")
-        check_nodes(ray, nodes, needed_for(store, config.measure.metric, config.tune.stages),
-                    config.cluster.target, cpu_model(), show)
+        found = check_nodes(ray, nodes, needed_for(store, config.measure.metric,
+                                                   config.tune.stages),
+                            config.cluster.target, cpu_model(), show, ship=config.cluster.ship)
     except ClusterError as error:
         raise TuneError(str(error)) from None
+    return config.cluster.ship == "always" or bool(found.blind and config.cluster.ship == "auto")
 
 
 def _joined(ray, address: str) -> str:
@@ -52,8 +55,9 @@ def _joined(ray, address: str) -> str:
 
 
 def join(measurements: Measurements, config: Config, store_dir: str, evaluator: Evaluator,
-         show: Callable[[str], None]) -> None:
-    """Put the run's search on the cluster [cluster].address names, if it names one."""
+         show: Callable[[str], None], ship: bool = False) -> None:
+    """Put the run's search on the cluster [cluster].address names, if it names one
+    (`ship`: the project packed and sent to the nodes, which work in their own copy)."""
     address = config.cluster.address
     if not address:
         return
@@ -67,7 +71,7 @@ def join(measurements: Measurements, config: Config, store_dir: str, evaluator: 
     try:
         measurer.start(Baseline(store_dir, config, evaluator.target.output_rel,
                                 dict(evaluator.base_flags), evaluator.base_link_flags),
-                       config.measure)
+                       config.measure, ship)
     except ClusterError as error:
         measurer.close()
         raise TuneError(str(error)) from None

@@ -81,12 +81,13 @@ class Tuner:
         self.composer: Composer | None = None
         self.on_top: StepsOnTop | None = None
         self._native_left_out: str | None = None     # why --native cannot be measured
+        self.ship = False          # the project is shipped to the cluster's nodes
         self.spaces = KnobSpaces(self.store.dir, config.tune.decisions, self.show)
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> TuneResult:
         self.deadline = Deadline(self.request.time_limit)
-        on_cluster.check(self.config, self.store, self.show)
+        self.ship = on_cluster.check(self.config, self.store, self.show)
         if self.request.screen:
             from autopass_build.tuning import screen
             try:
@@ -224,7 +225,7 @@ class Tuner:
         kept_after = 1 + on_top
         if budget > 0:
             on_cluster.join(self.measurements, self.config, self.store.dir, run.evaluator,
-                            self.show)
+                            self.show, self.ship)
         return Search(self.measurements, strategy, budget, self.show, screener,
                       self.deadline, kept_after, stage_evaluation_seconds(journal)).run(run)
 

@@ -1,0 +1,91 @@
+"""Shipping the project to cluster nodes (issue 63, item 5): packed once, named by its
+hash, checked on arrival, unpacked into a cache of the node's own, and built and
+measured there when the driver's tree is not on the node at all."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+from support import TUNE_MINI_MEASURED, recorded_tune_mini
+
+from autopass_build import config as cfg
+from autopass_build.cluster.connect import ClusterError
+from autopass_build.cluster.node_bench import Baseline, NodeBench
+from autopass_build.cluster.shipping import NODE_CACHE_ENV, ShippedTree, pack, unpacked
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = recorded_tune_mini(tmp_path_factory.mktemp("ship") / "mini", TUNE_MINI_MEASURED,
+                              profile=False)
+    (root / "lib").mkdir()
+    (root / "lib" / "libalias.so").symlink_to("../mini")       # a link inside the tree
+    return root
+
+
+def shipped_tree(root: Path, data: bytes | None = None) -> ShippedTree:
+    data = pack(str(root), str(root / ".autopass")) if data is None else data
+    return ShippedTree(hashlib.sha256(data).hexdigest(), len(data), [data], str(root),
+                    ".autopass")
+
+
+def test_the_archive_is_the_tree_less_the_stores_scratch_packed_alike_each_time(project):
+    first = pack(str(project), str(project / ".autopass"))
+    assert first == pack(str(project), str(project / ".autopass"))       # hash-named
+    with tarfile.open(fileobj=io.BytesIO(first)) as archive:
+        names = set(archive.getnames())
+        link = archive.getmember("lib/libalias.so")
+    assert {"hot.c", "mini", ".autopass/store.db", "lib"} <= names
+    assert not {n for n in names if n.split("/")[:2] in (
+        [".autopass", "work"], [".autopass", "runs"])}, names
+    assert link.issym() and link.linkname == "../mini"
+
+
+def test_a_node_builds_and_measures_its_own_copy_when_the_drivers_tree_is_gone(
+        project, tmp_path, monkeypatch) -> None:
+    """The node's bench from a shipped alone: the driver's tree renamed away first, so
+    a path still read from there would fail."""
+    driver = tmp_path / "driver" / "mini"
+    driver.parent.mkdir()
+    import shutil
+
+    shutil.copytree(project, driver, symlinks=True)
+    config = cfg.load(str(driver / "autopass.toml"))
+    shipped = shipped_tree(driver)
+    driver.rename(tmp_path / "driver" / "gone")
+    monkeypatch.setenv(NODE_CACHE_ENV, str(tmp_path / "cache"))
+    bench = NodeBench(Baseline(str(driver / ".autopass"), config, "mini", {}, (), shipped),
+                      "a" * 16, "")
+    info, missing, _ = bench.describe()
+    assert missing == ""
+    checked = bench.aa(config.measure)
+    assert checked.evaluation.comparison is not None, checked.evaluation.detail
+    assert checked.evaluation.comparison.verdict == "same"       # callgrind: the same code
+    [tree] = (tmp_path / "cache").glob("*/tree")
+    assert (tree.parent / ".complete").exists()
+    assert list((tree / ".autopass" / "work").glob("node-*"))    # it worked there
+    assert not driver.exists()
+
+
+def test_an_archive_that_arrives_damaged_or_reaches_outside_its_tree_is_refused(
+        project, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(NODE_CACHE_ENV, str(tmp_path / "cache"))
+    good = pack(str(project), str(project / ".autopass"))
+    damaged = shipped_tree(project, good)
+    damaged = ShippedTree(damaged.digest, damaged.size, [good[:600] + b"X" + good[601:]],
+                       damaged.root, damaged.store_rel)
+    with pytest.raises(ClusterError, match="arrived damaged"):
+        unpacked(damaged)
+    evil = io.BytesIO()
+    with tarfile.open(fileobj=evil, mode="w") as archive:
+        entry = tarfile.TarInfo("../outside")
+        entry.size = 3
+        archive.addfile(entry, io.BytesIO(b"bad"))
+    with pytest.raises(ClusterError, match="could not be unpacked|outside its tree"):
+        unpacked(shipped_tree(project, evil.getvalue()))
+    assert not (tmp_path / "cache" / "outside").exists()
+    assert not list((tmp_path / "cache").glob("*.partial-*"))     # nothing half-unpacked
