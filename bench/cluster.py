@@ -18,6 +18,10 @@ In one run, on one recorded program (a real Debian source, tune_classical.CASES)
 4. the model: from the measured step costs (a candidate's build, one pair, the driver's
    own time per evaluation, the start of a run), the run's wall time at 1, 4, 16 and 64
    nodes and where the driver saturates.
+5. shipping (`--parts shipping`): the project packed (its size, the seconds it takes),
+   and one-node runs with [cluster].ship = never, always (the node unpacks it) and
+   always again (its cache holds it): what shipping adds to a run's start, and its
+   projection to N nodes when the driver's uplink sends every copy (`--bandwidth`).
 
 Output: cluster-out/cluster.json and a Markdown summary on stdout.
 """
@@ -146,6 +150,41 @@ def scaling(store, config, budget: int, seed: int, work: Path, most: int) -> lis
     return rows
 
 
+def shipping(store, config, budget: int, seed: int, work: Path) -> dict:
+    """What shipping the project costs: packing it, and a one-node run's time with the
+    project shipped (the node fetching and unpacking it) and shipped again (cached)."""
+    import os
+
+    from autopass_build.cluster.shipping import NODE_CACHE_ENV, pack
+
+    started = time.monotonic()
+    archive = pack(os.path.dirname(store.dir), store.dir)
+    pack_seconds = time.monotonic() - started
+    os.environ[NODE_CACHE_ENV] = str(work / "node-cache")     # a fresh cache for the node
+    cluster = start_cluster(1)
+    runs = {}
+    try:
+        for label, mode in (("ship-never", "never"), ("ship-always", "always"),
+                            ("ship-cached", "always")):
+            shipped = replace(config, cluster=replace(config.cluster, ship=mode))
+            runs[label] = tune_once(store, shipped, budget, seed, work, label, cluster.address)
+    finally:
+        cluster.shutdown()
+    plain = runs["ship-never"]["seconds"]
+    return {"bytes": len(archive), "pack_seconds": round(pack_seconds, 2),
+            "runs": list(runs.values()),
+            "first_cost": round(runs["ship-always"]["seconds"] - plain, 2),
+            "cached_cost": round(runs["ship-cached"]["seconds"] - plain, 2)}
+
+
+def shipping_model(found: dict, nodes: int, bandwidth: float) -> float:
+    """Seconds shipping adds to a run on `nodes` nodes: the pack, every copy sent from
+    the driver (`bandwidth` bytes/s, the worst case: Ray may fetch from a node that has
+    it), and one node's unpacking (measured here beyond the pack, in parallel on all)."""
+    unpack = max(0.0, found["first_cost"] - found["pack_seconds"])
+    return found["pack_seconds"] + nodes * found["bytes"] / bandwidth + unpack
+
+
 def model(eval_seconds: float, driver_seconds: float, start_seconds: float, budget: int,
           batch_limit: int, nodes: int) -> dict:
     """A search of `budget` candidates on `nodes` measuring nodes: batches of
@@ -170,8 +209,11 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=6, help="pairs per comparison (fixed)")
     parser.add_argument("--most-nodes", type=int, default=3)
     parser.add_argument("--out", default="cluster-out")
-    parser.add_argument("--parts", default="overhead,aa,scaling",
+    parser.add_argument("--parts", default="overhead,aa,scaling,shipping",
                         help="which parts to run (the model needs overhead and scaling)")
+    parser.add_argument("--bandwidth", type=float, default=117e6,
+                        help="the driver's uplink in bytes/s for the shipping projection "
+                             "(default 117e6: 1 Gbit/s)")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -189,6 +231,11 @@ def main() -> int:
         found["overhead"] = overhead(store, config, args.budget, args.seed, out, args.rounds)
     if "scaling" in parts:
         found["scaling"] = scaling(store, config, args.budget, args.seed, out, args.most_nodes)
+    if "shipping" in parts:
+        found["shipping"] = shipping(store, config, args.budget, args.seed, out)
+        found["shipping"]["model"] = {n: round(shipping_model(found["shipping"], n,
+                                                              args.bandwidth), 1)
+                                      for n in (1, 4, 16, 64)}
     if "overhead" not in parts or "scaling" not in parts:
         (out / "cluster.json").write_text(json.dumps(found, indent=1))
         print(json.dumps({k: v for k, v in found.items() if k != "overhead"}, indent=1))
@@ -232,6 +279,12 @@ def summary(found: dict) -> str:
               "|---|---|---|"]
     for row in found["model"]:
         lines.append(f"| {row['nodes']} | {row['seconds']:.1f} | {row['driver_bound']} |")
+    if "shipping" in found:
+        s = found["shipping"]
+        lines += ["", f"shipping: the project packs to {s['bytes'] / 1e6:.1f} MB in "
+                  f"{s['pack_seconds']} s; a one-node run takes {s['first_cost']} s longer "
+                  f"shipped, {s['cached_cost']} s once the node holds it; projected: "
+                  + ", ".join(f"{n} nodes {v} s" for n, v in s["model"].items())]
     return "\n".join(lines)
 
 

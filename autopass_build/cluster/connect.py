@@ -8,6 +8,7 @@ would listen on the network)."""
 from __future__ import annotations
 
 import logging
+import time
 
 from autopass_build.core.errors import AutopassError
 
@@ -99,18 +100,30 @@ def join(address: str):
     if ray.is_initialized():
         return ray
     check_reachable(address)
-    try:
-        # a Ray client connection streams the server's own log, whose warnings are about
-        # the server ("SIGTERM handler is not set ... not the main thread"), not the run
-        quiet = logging.ERROR if address.strip().startswith("ray://") else logging.WARNING
-        ray.init(address=address.strip(), logging_level=quiet, log_to_driver=False,
-                 configure_logging=True)
-    except Exception as error:       # Ray raises ConnectionError, RuntimeError, ValueError
-        raise ClusterError(f"cannot join the cluster at {address!r} "
-                           f"({error_line(error)[:200]}): start "
-                           "it with `ray start --head` on its head node, or fix the "
-                           "address") from None
+    client = address.strip().startswith("ray://")
+    for attempt in range(1, (CLIENT_ATTEMPTS if client else 1) + 1):
+        try:
+            # a Ray client connection streams the server's own log, whose warnings are
+            # about the server ("SIGTERM handler is not set ..."), not the run
+            ray.init(address=address.strip(), log_to_driver=False, configure_logging=True,
+                     logging_level=logging.ERROR if client else logging.WARNING)
+            return ray
+        except Exception as error:   # Ray raises ConnectionError, RuntimeError, ValueError
+            if attempt < CLIENT_ATTEMPTS and client and "Initialization failure" in str(error):
+                time.sleep(attempt)
+                continue
+            raise ClusterError(f"cannot join the cluster at {address!r} "
+                               f"({error_line(error)[:200]}): start "
+                               "it with `ray start --head` on its head node, or fix the "
+                               "address") from None
     return ray
+
+
+# Ray client's head starts a server process per connection, and that start fails now
+# and then ("Initialization failure from server"): the forked process dies in gRPC,
+# seen in one connection of four on a busy 2-core machine.  A new connection gets a
+# new process.
+CLIENT_ATTEMPTS = 3
 
 
 def leave() -> None:
