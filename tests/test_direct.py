@@ -69,6 +69,9 @@ def test_tune_keeps_direct_calls_and_apply_builds_them_in_the_library(tmp_path) 
     assert looked["direct"].verdict == "faster", done.stderr     # one instruction less a call
     target = json.loads((root / "autopass.flags.json").read_text())["target"]
     assert target["stages"] == ["direct"] and target["libraries"] == ["libwork.so"], target
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True, text=True)
+    assert "prog: stages direct" in shown.stdout and "libwork.so: linked with " \
+        "-Bsymbolic-functions" in shown.stdout, shown.stdout
     subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
     applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
                              capture_output=True, text=True)

@@ -289,6 +289,9 @@ def _show(db, problems: dict[str, str]) -> None:
         if db.target.bolt:
             print(f"  {db.target.output}: BOLT profile {db.target.bolt.path}, for the binary "
                   f"whose code hashes to {db.target.bolt_binary[:16]}")
+        for library in db.target.libraries:
+            print(f"  {library}: linked with -Bsymbolic-functions (the direct stage: its "
+                  "calls to its own functions bound inside it)")
         for library in db.target.bolt_libraries:
             print(f"  {library.output}: BOLT profile {library.profile.path}, for the library "
                   f"whose code hashes to {library.binary[:16]}")
