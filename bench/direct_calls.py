@@ -14,11 +14,13 @@ interleaved pairs in wall time); then `autopass apply` rebuilds the tree, and th
 through the PLT inside liblua.so are counted before and after.
 
 Usage: python bench/direct_calls.py [--metrics instructions,wall] [--lua-size 1]
+       python bench/direct_calls.py --metrics wall --on-top-of pgo,lto
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -49,8 +51,9 @@ target = "lua"
 metric = "{metric}"
 [tune]
 strategy = "random"
-budget = 2
-stages = ["direct"]
+budget = {budget}
+stage_budget = {stage_budget}
+stages = {stages}
 """
 
 
@@ -68,21 +71,23 @@ def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return done
 
 
-def measure(metric: str, scratch: Path, size: str) -> None:
+def measure(metric: str, scratch: Path, size: str, under: list[str]) -> None:
     tree = debian_sources.fresh_copy("lua5.4", scratch / metric)
     src = tree / "src"
     workload = HERE / "workloads" / "lua_mix.lua"
+    stages = under + ["direct"]
     (src / "autopass.toml").write_text(CONFIG.format(
-        workload=workload, metric=metric, size=f', "{size}"' if size else ""))
+        workload=workload, metric=metric, size=f', "{size}"' if size else "",
+        stages=json.dumps(stages), budget=2 + 6 * bool(under), stage_budget=6 * bool(under)))
     run([AUTOPASS, "record", "--", "sh", "-c", BUILD], src)
     before = plt_calls(src / "liblua.so")
     print(f"[{metric}] recorded: liblua.so calls lua_* functions through the PLT "
           f"{before} times in its code", flush=True)
     tuned = run([AUTOPASS, "tune"], src)
     looks = [e for e in Journal.latest(str(src / ".autopass")).entries
-             if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM) and e.stages == "direct"]
+             if e.phase in (Phase.STAGE, Phase.STAGE_CONFIRM) and e.stages.endswith("direct")]
     for look in looks:
-        print(f"[{metric}] {look.phase}: direct against the build without it: "
+        print(f"[{metric}] {look.phase}: {look.stages} against the build without direct: "
               f"{look.interval_text()} -> {look.verdict}", flush=True)
     if not looks:
         print(tuned.stderr[-2000:])
@@ -97,11 +102,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--metrics", default="instructions,wall")
     parser.add_argument("--lua-size", default="", help="lua_mix.lua's size argument")
+    parser.add_argument("--on-top-of", default="",
+                        help="stages tune may choose before the step, e.g. pgo,lto: the step "
+                             "is then measured on top of the composition it chose")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="autopass-direct-"))
+    under = [s for s in args.on_top_of.split(",") if s]
     try:
         for metric in args.metrics.split(","):
-            measure(metric, scratch, args.lua_size)
+            measure(metric, scratch, args.lua_size, under)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
