@@ -204,11 +204,13 @@ def test_the_search_may_take_a_unit_out_of_lto_only_under_lto(tmp_path, allowed,
     (root / "autopass.toml").write_text(config.replace('"random"', '"agent"')
                                         .replace('["pgo", "lto"]', allowed)
                                         + "decisions = false\n")
-    done = subprocess.run([AUTOPASS, "tune", "--budget", "8"], cwd=root, capture_output=True,
-                          text=True, timeout=600)
+    budget = "8" if leaves else "5"      # without LTO, a few candidates show it is absent
+    done = subprocess.run([AUTOPASS, "tune", "--budget", budget], cwd=root,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     journal = Journal.latest(str(root / ".autopass"))
     assert journal.of_phase(Phase.STAGE)[0].stages == allowed[2:5]
+    assert journal.of_phase(Phase.SEARCH), done.stderr
     searched = {" ".join(e.flags.values()): e for e in journal.of_phase(Phase.SEARCH)}
     out_of_lto = [flags for flags in searched if "-fno-lto" in flags]
     assert bool(out_of_lto) is leaves, list(searched)
