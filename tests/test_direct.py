@@ -9,20 +9,13 @@ import json
 import subprocess
 from pathlib import Path
 
-from support import AUTOPASS, recorded_copy
+from support import AUTOPASS, TUNE_MINI_MEASURED, recorded_copy
 
 from autopass_build.core import stage_flags
 from autopass_build.tuning.journal import Journal, Phase
 
 DIRECT_MINI = Path(__file__).parent / "data" / "direct-mini"
-CONFIG = """
-[run]
-command = ["{exe}", "300"]
-[measure]
-metric = "instructions"
-min_pairs = 2
-max_pairs = 2
-[tune]
+CONFIG = TUNE_MINI_MEASURED.replace('"{exe}", "20"', '"{exe}", "300"') + """[tune]
 strategy = "random"
 budget = 2
 stages = ["direct"]
@@ -83,7 +76,7 @@ def test_tune_keeps_direct_calls_and_apply_builds_them_in_the_library(tmp_path) 
 
 
 def test_a_program_that_loads_no_project_library_skips_the_step(tmp_path) -> None:
-    from support import TUNE_MINI_MEASURED, recorded_tune_mini
+    from support import recorded_tune_mini
 
     root = recorded_tune_mini(tmp_path / "mini", TUNE_MINI_MEASURED + '[tune]\nstrategy = '
                               '"random"\nbudget = 1\nstages = ["direct"]\n', profile=False)
