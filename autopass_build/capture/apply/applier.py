@@ -117,11 +117,11 @@ def _from_database(parsed, cwd: str, root: str, db_file: str | None, policy: App
     if parsed.mode != COMPILE and target is not None and (stage or stage_warning) and (
             lto_mode(target.stages) or {BOLT, LAYOUT, DIRECT} & set(target.stages)):
         output = os.path.normpath(os.path.join(cwd, parsed.link_output() or "a.out"))
-        is_target = relative_to(output, root) == target.output
-        library = target.bolt_library(relative_to(output, root)) if BOLT in target.stages \
-            else None
+        output_rel = relative_to(output, root)
+        is_target = output_rel == target.output
+        library = target.bolt_library(output_rel) if BOLT in target.stages else None
         from autopass_build.capture.apply.bitcode import links_bitcode
-        loaded = relative_to(output, root) in target.libraries    # the direct stage's
+        loaded = output_rel in target.libraries    # the direct stage's
         if is_target or library or loaded or links_bitcode(parsed, cwd):
             # The target, a library BOLT rewrites or the target loads (direct calls), or
             # another binary of the build that links its bitcode units (a library's
