@@ -224,9 +224,9 @@ def _soname_alias(library: Path) -> None:
 
 # ---- autopass, as a user runs it ---------------------------------------------------
 def autopass(name: str, work: Path, limit: str, label: str = "autopass",
-             tune_keys: str = "") -> tuple[Variant, dict]:
-    """`name` recorded, tuned for `limit` (`tune_keys`: more of autopass.toml's [tune]),
-    applied, in a tree of its own (`label`)."""
+             tune_keys: str = "", extra: str = "") -> tuple[Variant, dict]:
+    """`name` recorded, tuned for `limit` (`tune_keys`: more of autopass.toml's [tune];
+    `extra`: more tables), applied, in a tree of its own (`label`)."""
     case = tc.CASES[name]
     program = case.program
     tree = debian_sources.fresh_copy(program.package, work / label)
@@ -242,7 +242,7 @@ def autopass(name: str, work: Path, limit: str, label: str = "autopass",
         f"[run]\ncommand = {json.dumps(command(name, work))}\n"
         f"target = {json.dumps(program.binaries[0])}\n"
         f"cwd = {json.dumps(os.path.relpath(tree, build_dir))}\ntimeout = 120\n{check}"
-        + (f"[tune]\n{tune_keys}" if tune_keys else ""))
+        + (f"[tune]\n{tune_keys}" if tune_keys else "") + extra)
     started = time.monotonic()
     said = run([AUTOPASS, "tune", "--time", limit], build_dir, what=f"{name}: tune")
     tuned = time.monotonic() - started

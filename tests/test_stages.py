@@ -670,6 +670,7 @@ def test_a_step_after_the_search_that_would_outlast_time_is_left_out(tmp_path) -
     steps.measurements = SimpleNamespace(journal=journal)
     steps.show = said.append
     steps.pending = lambda chosen: [stages.Stage.CSPGO, stages.Stage.LAYOUT]
+    steps.usable = set()                        # no link-level knob to say anything of
     chosen = object()
     assert steps.after_search(chosen, lambda c: None, Deadline(100)) is chosen
     assert [line.split(";")[0] for line in said] == [
@@ -723,6 +724,7 @@ def test_when_time_holds_bolt_but_not_the_steps_before_it_they_give_way(tmp_path
     steps.show = said.append
     steps.pending = lambda chosen: [stages.Stage.CSPGO, stages.Stage.LAYOUT,
                                     stages.Stage.BOLT]
+    steps.usable = set()                        # no link-level knob to say anything of
     steps.cspgo = lambda chosen, without: ran.append("cspgo")
     steps.layout_step = lambda chosen, without: ran.append("layout")
     steps.bolt = lambda chosen, without: ran.append("bolt")

@@ -37,6 +37,9 @@ class Stage(str, Enum):
     THINLTO = stage_flags.THINLTO
     DIRECT = stage_flags.DIRECT
     LAYOUT = stage_flags.LAYOUT
+    EXTTSP = stage_flags.EXTTSP
+    INLINE = stage_flags.INLINE
+    BANDWIDTH = stage_flags.BANDWIDTH
     BOLT = stage_flags.BOLT
     NATIVE = stage_flags.NATIVE
 
@@ -122,7 +125,15 @@ def of_name(text: str) -> tuple[Stage, ...]:
 # The steps measured on top of a build, each A/B'd against that build without it (not
 # against the recorded build), in the order they are taken, with the words a user reads
 ON_TOP = {Stage.NATIVE: "-march=native", Stage.DIRECT: "direct calls", Stage.CSPGO: "CS-PGO",
-          Stage.LAYOUT: "layout", Stage.BOLT: "BOLT"}
+          Stage.LAYOUT: "layout", Stage.EXTTSP: "ext-TSP block order at the link",
+          Stage.INLINE: "the link's inliner at 500", Stage.BANDWIDTH: "the link's vectorizer "
+          "by bandwidth", Stage.BOLT: "BOLT"}
+# The link-level knobs (core/stage_flags.LINK_KNOBS): options of the link's own code
+# generation, so only where the composition links across units.
+LINK_KNOBS = (Stage.EXTTSP, Stage.INLINE, Stage.BANDWIDTH)
+# The steps after the per-file search, in the order they are measured, each on the build
+# so far (tuning/steps_on_top.py); BOLT last, as it rewrites the binary that is linked.
+AFTER_SEARCH = (Stage.DIRECT, Stage.CSPGO, Stage.LAYOUT, *LINK_KNOBS, Stage.BOLT)
 
 
 def step_on_top(composition: tuple[Stage, ...]) -> Stage | None:
@@ -159,7 +170,8 @@ def unavailable(stage: Stage, target: Target) -> str:
             return (f"{target.output_rel} is linked statically (-static), and BOLT "
                     "instruments only dynamically linked programs")
         return bolt.missing()
-    if stage in (Stage.CSPGO, Stage.LAYOUT, Stage.DIRECT) and target.kind != "executable":
+    if stage in (Stage.CSPGO, Stage.LAYOUT, Stage.DIRECT, *LINK_KNOBS) \
+            and target.kind != "executable":
         return f"{target.output_rel} is a {target.kind}; {stage} is tuned on executables"
     if stage in (Stage.PGO, Stage.CSPGO) and toolchain.find_tool("llvm-profdata") is None:
         return (f"llvm-profdata not found (sudo apt-get install "

@@ -197,8 +197,10 @@ class TuneConfig:
         STAGES, "Whole-program stages tried first, each measured against the recorded "
         "build: PGO, full LTO and ThinLTO (with lld) and their compositions; the best "
         "verified one becomes the baseline per-file flags are tuned on; on top of the "
-        "result, CS-PGO, layout (machine-function splitting, hot/cold text) and BOLT are "
-        "tried last. [] tunes per-file flags only.",
+        "result, direct calls, CS-PGO, layout (machine-function splitting, hot/cold text), "
+        "the link-level knobs under LTO (exttsp: ext-TSP block order, inline: the link's "
+        "inliner at 500, bandwidth: its vectorizer by bandwidth) and BOLT are tried last. "
+        "[] tunes per-file flags only.",
         kind="list of " + " | ".join(STAGES), parser=STAGE_LIST)
     time: str = key("", 'A time budget besides the evaluations ("45m", "2h"; "" for none): '
                     "the stages take up to half of it, and the search stops in time for "

@@ -65,7 +65,8 @@ DEFAULT_STRATEGY = "agent"                   # [tune].strategy and `autopass tun
 # the strategies (tuning/strategies/, which a test holds to this list)
 STRATEGY_NAMES = ("agent", "random", "greedy", "ga", "de", "pso")
 # whole-program stages (candidates/stages.py)
-STAGES = ("pgo", "cspgo", "lto", "thinlto", "direct", "layout", "bolt")
+STAGES = ("pgo", "cspgo", "lto", "thinlto", "direct", "layout", "exttsp", "inline", "bandwidth",
+          "bolt")
 # ... and what a database may list: native is tried with `tune --native` alone (consent
 # to a build that runs on this CPU family only), never by default.
 SHIPPED_STAGES = STAGES + ("native",)

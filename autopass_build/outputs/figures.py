@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from autopass_build.candidates.stages import (
+    AFTER_SEARCH,
     ON_TOP,
     Stage,
     link_time,
@@ -89,9 +90,9 @@ def chosen_stages(looks: dict[str, Entry]) -> str:
 
 
 def with_steps_after(looks: dict[str, Entry], chosen: str) -> str:
-    """`chosen` with each step after the search (direct calls, CS-PGO, layout, BOLT)
-    that was kept."""
-    for step in (Stage.DIRECT, Stage.CSPGO, Stage.LAYOUT, Stage.BOLT):
+    """`chosen` with each step after the search (direct calls, CS-PGO, layout, the
+    link-level knobs, BOLT) that was kept."""
+    for step in AFTER_SEARCH:
         chosen = _kept_on_top(looks, chosen, step)
     return chosen
 

@@ -8,6 +8,9 @@ and kept only when verified faster:
     cspgo    context-sensitive PGO: the build that ships instrumented after inlining,
              trained, its profile merged with PGO's (candidates/pgo.train_cs)
     layout   machine-function splitting and hot/cold text grouping from the profile
+    exttsp, inline, bandwidth
+             the link-level knobs: one option each of the link's own optimization and
+             code generation, where the composition links across units (LTO, ThinLTO)
     bolt     BOLT from an instrumented run of the binary that ships, the program's and
              each hot project library's (candidates/bolt.py)
 
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.bolt import BoltStage
 from autopass_build.candidates.evaluate import Evaluator
-from autopass_build.candidates.stages import ON_TOP, Stage
+from autopass_build.candidates.stages import AFTER_SEARCH, LINK_KNOBS, ON_TOP, Stage
 from autopass_build.core.durations import duration_text
 from autopass_build.core.stage_flags import (
     BOLT_LINK_FLAGS,
@@ -48,8 +51,8 @@ from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_
 # is in their libraries) has little for it to lay out, and where none reaches it the
 # stage's evaluation (an instrumented run, a rewrite, 10-30 pairs) is spent for nothing.
 BOLT_MIN_OWN_SHARE = 5.0     # percent
-AFTER_SEARCH = (Stage.DIRECT, Stage.CSPGO, Stage.LAYOUT, Stage.BOLT)   # in this order
-NEEDS_PGO = (Stage.CSPGO, Stage.LAYOUT)   # they read the PGO profile
+# They read the PGO profile (ext-TSP orders blocks by its counts; without them by guesses).
+NEEDS_PGO = (Stage.CSPGO, Stage.LAYOUT, Stage.EXTTSP)
 
 
 @dataclass
@@ -117,14 +120,17 @@ class StepsOnTop:
         done = {stage for entry in self.measurements.journal.of_phase(Phase.STAGE)
                 for stage in entry.composition}
         has_pgo = chosen is not None and Stage.PGO in chosen.stages
+        has_lto = chosen is not None and chosen.links_across_units
         return [s for s in AFTER_SEARCH if s in self.usable and s not in done
-                and (has_pgo or s not in NEEDS_PGO)]
+                and (has_pgo or s not in NEEDS_PGO) and (has_lto or s not in LINK_KNOBS)]
 
     def planned(self) -> list[Stage]:
         """The steps after the search the run may take, said before anything is
         measured (those that need PGO, when PGO can be among the stages)."""
+        lto = {Stage.LTO, Stage.THINLTO} & self.composer.usable
         return [s for s in AFTER_SEARCH if s in self.usable
-                and (s not in NEEDS_PGO or Stage.PGO in self.composer.usable)]
+                and (s not in NEEDS_PGO or Stage.PGO in self.composer.usable)
+                and (s not in LINK_KNOBS or lto)]
 
     @staticmethod
     def evaluations(steps: list[Stage]) -> int:
@@ -136,6 +142,9 @@ class StepsOnTop:
         baseline is `chosen` with the per-file winners), kept when verified faster; a
         step that would not end before `deadline` (--time) is left out, in one line."""
         steps = self.pending(chosen)
+        if self._knobs_left_out(chosen):
+            self.show("the link-level knobs are not measured: the build links no units "
+                      "across (no LTO or ThinLTO); the per-file search holds their options")
         if deadline is not None:
             steps = self._bolt_first(steps, deadline)
         for step in steps:
@@ -145,9 +154,10 @@ class StepsOnTop:
                           f"{duration_text(cost or 0)} with its confirmation; "
                           f"{duration_text(max(0.0, deadline.left() or 0.0))} left)")
                 continue
-            taken = {Stage.DIRECT: self.direct, Stage.CSPGO: self.cspgo,
-                     Stage.LAYOUT: self.layout_step,
-                     Stage.BOLT: self.bolt}[step](chosen, without(chosen))
+            take = {Stage.DIRECT: self.direct, Stage.CSPGO: self.cspgo,
+                    Stage.LAYOUT: self.layout_step, Stage.BOLT: self.bolt}.get(step)
+            taken = take(chosen, without(chosen)) if take else \
+                self.link_knob(step, chosen, without(chosen))
             if taken is not None:
                 self.show(f"{step} kept: {taken.name}, {taken.entry.interval_text()} over the "
                           "build without it")
@@ -167,7 +177,7 @@ class StepsOnTop:
         if left is None or bolt_cost is None or bolt_cost > left:
             return steps
         kept = list(steps)
-        for step in (Stage.LAYOUT, Stage.CSPGO):      # the later one goes first
+        for step in (*reversed(LINK_KNOBS), Stage.LAYOUT, Stage.CSPGO):   # the later first
             if sum(c or 0.0 for s, c in costs.items() if s in kept) <= left:
                 break
             if step in kept:
@@ -226,10 +236,17 @@ class StepsOnTop:
         """Machine-function splitting on every unit (at the link under LTO) and the
         hot/cold text sections kept grouped by the linker."""
         assert chosen is not None
-        after = self._flags(chosen.stages + (Stage.LAYOUT,), chosen.profile)
-        added = tuple(f for f in after.link_flags if f not in chosen.flags.link_flags)
         return self._taken(chosen, Stage.LAYOUT, ON_TOP[Stage.LAYOUT], without,
-                           under={u.id: (SPLIT,) for u in without.units}, link_flags=added)
+                           under={u.id: (SPLIT,) for u in without.units},
+                           link_flags=self._link_added(chosen, Stage.LAYOUT))
+
+    def link_knob(self, step: Stage, chosen: Chosen | None, without: Evaluator
+                  ) -> Chosen | None:
+        """One option of the link's own optimization or code generation (a link-level
+        knob, core/stage_flags.LINK_KNOBS) on the build so far: only the links change."""
+        assert chosen is not None
+        return self._taken(chosen, step, ON_TOP[step], without,
+                           link_flags=self._link_added(chosen, step))
 
     def bolt(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
         """BOLT trained on the build so far, the program and each hot project library."""
@@ -242,6 +259,16 @@ class StepsOnTop:
         return taken
 
     # -- shared ------------------------------------------------------------------------
+    def _knobs_left_out(self, chosen: Chosen | None) -> bool:
+        """Whether the link-level knobs could run here but the build has no LTO."""
+        return bool(set(LINK_KNOBS) & self.usable) and not (
+            chosen is not None and chosen.links_across_units)
+
+    def _link_added(self, chosen: Chosen, step: Stage) -> tuple[str, ...]:
+        """The link flags `step` adds to `chosen`'s."""
+        after = self._flags(chosen.stages + (step,), chosen.profile)
+        return tuple(f for f in after.link_flags if f not in chosen.flags.link_flags)
+
     def _flags(self, composition: tuple[Stage, ...], profile: pgo.TrainedProfile | None
                ) -> stages.StageFlags:
         return stages.flags(composition, opt_level(self.evaluator),
