@@ -21,6 +21,25 @@ from autopass_build.measuring.attribution import Attributor
 from autopass_build.measuring.cpu_pinning import claim_cpu
 from autopass_build.store.index import Store
 
+# What Ray puts into its workers' environment, which a benchmark started from a node's
+# bench would inherit: OMP_NUM_THREADS=1 among them (an OpenMP benchmark would run on one
+# thread on the node and on all of them here).  The node's benchmarks get the driver's
+# values of these instead (none where the driver has none).
+RAY_WORKER_ENV = ("OMP_NUM_THREADS", "PYTHONBREAKPOINT", "RAY_JOB_ID", "RAY_RAYLET_PID",
+                  "RAY_LD_PRELOAD_ON_WORKERS", "SPT_NOENV")
+
+
+def driver_environment() -> tuple[tuple[str, str], ...]:
+    """This process's values of RAY_WORKER_ENV: what the nodes' benchmarks run with."""
+    return tuple((name, os.environ[name]) for name in RAY_WORKER_ENV if name in os.environ)
+
+
+def adopt_environment(driver: tuple[tuple[str, str], ...]) -> None:
+    """This node's environment for its benchmarks: Ray's marks replaced by `driver`'s."""
+    for name in RAY_WORKER_ENV:
+        os.environ.pop(name, None)
+    os.environ.update(dict(driver))
+
 
 @dataclass(frozen=True)
 class Baseline:
@@ -33,6 +52,7 @@ class Baseline:
     unit_flags: UnitFlags
     link_flags: tuple[str, ...]
     shipped: ShippedTree | None = None
+    environment: tuple[tuple[str, str], ...] = field(default_factory=driver_environment)
 
     def here(self) -> Baseline:
         """This baseline as the node reads it: in its own copy of a shipped project."""
@@ -59,6 +79,7 @@ class NodeBench:
     def __init__(self, baseline: Baseline, node_id: str, cpu_label: str):
         self.info = this_node(node_id, cpu_label)
         self.cpu, self.sharing = claim_cpu()   # its runs' CPU, not another bench's
+        adopt_environment(baseline.environment)
         baseline = baseline.here()
         if not os.path.isdir(baseline.store_dir):
             self.evaluator: Evaluator | None = None
