@@ -7,5 +7,11 @@ bash scripts/setup.sh --test
 .venv/bin/ruff check --quiet autopass_build bench tests
 # The type hints, checked ([tool.mypy]).
 .venv/bin/mypy
-# Everything, slow tests included (a plain `pytest` leaves them out: pyproject.toml).
-exec .venv/bin/python -m pytest -q -p no:cacheprovider -m "slow or not slow" --durations=25 "$@"
+# Everything, slow tests included (a plain `pytest` leaves them out: pyproject.toml), on
+# two workers (pytest-xdist), each test file whole on one of them: a file's tests share
+# fixtures built once per file (a recorded project, a tuned run, a Ray cluster) and some
+# follow each other's state.  Most tests leave the second core idle much of the time
+# (one compile, one valgrind run, a wait on Ray or a signal), and no test counts on an
+# idle machine (issue 64, item 9): 13 minutes on two cores where one worker took 22.
+exec .venv/bin/python -m pytest -q -p no:cacheprovider -m "slow or not slow" \
+    -n "${AUTOPASS_TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
