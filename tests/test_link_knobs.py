@@ -111,3 +111,36 @@ def test_tune_keeps_the_knob_that_is_faster_and_apply_builds_it(tmp_path) -> Non
                    capture_output=True)
     assert _text(root / "prog") != with_knob
     shutil.rmtree(root / ".autopass", ignore_errors=True)
+
+
+def test_a_step_that_changes_what_a_library_exports_is_refused(tmp_path) -> None:
+    """Each step on top but BOLT is held to the exports of the build without it (the
+    program's and every project library's): the check itself, on libraries that differ
+    only in one function's visibility."""
+    from autopass_build.candidates.candidate import Candidate
+    from autopass_build.candidates.exports import ExportsKept
+    from autopass_build.core.outcome import EvaluationError, Outcome
+
+    clang = toolchain.find_tool("clang")
+    source = tmp_path / "lib.c"
+    source.write_text("VIS int kept(void) { return 1; }\nint other(void) { return 2; }\n")
+    main = tmp_path / "main.c"
+    main.write_text("int main(void) { return 0; }\n")
+
+    def built(name: str, visibility: str) -> Candidate:
+        folder = tmp_path / name
+        folder.mkdir()
+        subprocess.run([clang, "-shared", "-fPIC", f"-DVIS={visibility}", str(source), "-o",
+                        str(folder / "libwork.so")], check=True)
+        subprocess.run([clang, str(main), "-o", str(folder / "prog")], check=True)
+        return Candidate(str(folder / "prog"), str(folder))
+
+    before = built("before", "")
+    check = ExportsKept(before, "the inline step")
+    same = built("same", "")
+    assert check(same) is same
+    hidden = built("hidden", '__attribute__((visibility("hidden")))')
+    with pytest.raises(EvaluationError) as refused:
+        check(hidden)
+    assert refused.value.outcome == Outcome.POST_LINK_FAIL
+    assert "the inline step changed what libwork.so exports (lost kept)" in str(refused.value)

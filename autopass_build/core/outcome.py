@@ -17,7 +17,8 @@ class Outcome(str, Enum):
     COMPILE_TIMEOUT = "COMPILE_TIMEOUT"  # the compiler hung and was killed
     LINK_FAIL = "LINK_FAIL"
     TRAINING_FAIL = "TRAINING_FAIL"      # a stage's training run failed (BOLT)
-    POST_LINK_FAIL = "POST_LINK_FAIL"    # BOLT could not process the linked binary
+    POST_LINK_FAIL = "POST_LINK_FAIL"    # BOLT could not process the linked binary, or a
+                                         # step on top changed what a binary exports
     BASELINE_FAIL = "BASELINE_FAIL"      # the baseline itself does not run: fix the config
     SCREENED = "SCREENED"                # not measured: the screening model predicted no gain
 

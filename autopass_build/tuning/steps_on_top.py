@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.bolt import BoltStage
 from autopass_build.candidates.evaluate import Evaluator
+from autopass_build.candidates.exports import ExportsKept
 from autopass_build.candidates.stages import AFTER_SEARCH, LINK_KNOBS, ON_TOP, Stage
 from autopass_build.core.durations import duration_text
 from autopass_build.core.stage_flags import (
@@ -212,7 +213,8 @@ class StepsOnTop:
         they ship, whose calls this changes."""
         return self._taken(chosen, Stage.DIRECT, ON_TOP[Stage.DIRECT], without,
                            under={u.id: DIRECT_UNIT_FLAGS for u in without.units},
-                           link_flags=DIRECT_LINK_FLAGS)
+                           link_flags=DIRECT_LINK_FLAGS,
+                           post_link=self._kept(Stage.DIRECT, without))
 
     def cspgo(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
         """Context-sensitive PGO: the build so far instrumented after inlining, trained,
@@ -238,7 +240,8 @@ class StepsOnTop:
         assert chosen is not None
         return self._taken(chosen, Stage.LAYOUT, ON_TOP[Stage.LAYOUT], without,
                            under={u.id: (SPLIT,) for u in without.units},
-                           link_flags=self._link_added(chosen, Stage.LAYOUT))
+                           link_flags=self._link_added(chosen, Stage.LAYOUT),
+                           post_link=self._kept(Stage.LAYOUT, without))
 
     def link_knob(self, step: Stage, chosen: Chosen | None, without: Evaluator
                   ) -> Chosen | None:
@@ -246,7 +249,8 @@ class StepsOnTop:
         knob, core/stage_flags.LINK_KNOBS) on the build so far: only the links change."""
         assert chosen is not None
         return self._taken(chosen, step, ON_TOP[step], without,
-                           link_flags=self._link_added(chosen, step))
+                           link_flags=self._link_added(chosen, step),
+                           post_link=self._kept(step, without))
 
     def bolt(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
         """BOLT trained on the build so far, the program and each hot project library."""
@@ -263,6 +267,11 @@ class StepsOnTop:
         """Whether the link-level knobs could run here but the build has no LTO."""
         return bool(set(LINK_KNOBS) & self.usable) and not (
             chosen is not None and chosen.links_across_units)
+
+    @staticmethod
+    def _kept(step: Stage, without: Evaluator) -> ExportsKept:
+        """The check that `step` leaves every binary's exports as `without` has them."""
+        return ExportsKept(without.baseline(), f"the {step} step")
 
     def _link_added(self, chosen: Chosen, step: Stage) -> tuple[str, ...]:
         """The link flags `step` adds to `chosen`'s."""
