@@ -95,6 +95,9 @@ def test_tune_keeps_the_knob_that_is_faster_and_apply_builds_it(tmp_path) -> Non
     assert "inline" in done.stderr and "not kept" in done.stderr
     target = json.loads((root / "autopass.flags.json").read_text())["target"]
     assert target["stages"] == ["lto", "bandwidth"], target
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True, text=True)
+    assert "prog: its LTO link with -mllvm -vectorizer-maximize-bandwidth" in shown.stdout, \
+        shown.stdout
     subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
     applied = subprocess.run([AUTOPASS, "apply", "--", "make", "-s"], cwd=root,
                              capture_output=True, text=True)

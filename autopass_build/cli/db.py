@@ -11,7 +11,7 @@ from autopass_build.core import decisions, flags_db
 from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.names import FLAGS_DB_SCHEMA
 from autopass_build.core.plural import counted
-from autopass_build.core.stage_flags import lto_mode
+from autopass_build.core.stage_flags import LINK_KNOBS, lto_mode
 
 
 def add_parsers(sub) -> None:
@@ -289,6 +289,10 @@ def _show(db, problems: dict[str, str]) -> None:
         if db.target.bolt:
             print(f"  {db.target.output}: BOLT profile {db.target.bolt.path}, for the binary "
                   f"whose code hashes to {db.target.bolt_binary[:16]}")
+        knobs = [LINK_KNOBS[s] for s in db.target.stages if s in LINK_KNOBS]
+        if knobs and lto_mode(tuple(db.target.stages)):
+            print(f"  {db.target.output}: its LTO link with -mllvm {' -mllvm '.join(knobs)} "
+                  "(the link-level knobs kept)")
         for library in db.target.libraries:
             print(f"  {library}: linked with -Bsymbolic-functions (the direct stage: its "
                   "calls to its own functions bound inside it)")
