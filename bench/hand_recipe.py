@@ -225,7 +225,8 @@ def _soname_alias(library: Path) -> None:
 # ---- autopass, as a user runs it ---------------------------------------------------
 def autopass(name: str, work: Path, limit: str, label: str = "autopass",
              tune_keys: str = "", extra: str = "") -> tuple[Variant, dict]:
-    """`name` recorded, tuned for `limit` (`tune_keys`: more of autopass.toml's [tune];
+    """`name` recorded, tuned for `limit` ("": by [tune].budget alone; `tune_keys`: more
+    of autopass.toml's [tune];
     `extra`: more tables), applied, in a tree of its own (`label`)."""
     case = tc.CASES[name]
     program = case.program
@@ -244,7 +245,8 @@ def autopass(name: str, work: Path, limit: str, label: str = "autopass",
         f"cwd = {json.dumps(os.path.relpath(tree, build_dir))}\ntimeout = 120\n{check}"
         + (f"[tune]\n{tune_keys}" if tune_keys else "") + extra)
     started = time.monotonic()
-    said = run([AUTOPASS, "tune", "--time", limit], build_dir, what=f"{name}: tune")
+    said = run([AUTOPASS, "tune", *(["--time", limit] if limit else [])], build_dir,
+               what=f"{name}: tune")
     tuned = time.monotonic() - started
     (work / f"{name}-{label}-tune.log").write_text(said)
     run(program.clean, build_dir, what=f"{name}: clean")

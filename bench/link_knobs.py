@@ -12,7 +12,7 @@ those A/Bs are the figures, read from tune's journal.  With --metric instruction
 same under callgrind.
 
 Usage: python bench/link_knobs.py [--programs lua5.4,libzstd,kernels]
-           [--metric wall|instructions] [--out link-knobs-out]
+           [--metric wall|instructions] [--lto lto|thinlto] [--out link-knobs-out]
 """
 
 from __future__ import annotations
@@ -31,11 +31,14 @@ import hand_recipe as hr  # noqa: E402
 from autopass_build.candidates.stages import LINK_KNOBS  # noqa: E402
 from autopass_build.tuning.journal import Journal, Phase  # noqa: E402
 
-STAGES = ["pgo", "lto", *(str(k) for k in LINK_KNOBS)]
-# the stages (one composition: a measurement and its confirmation), each knob (two), and
-# one per-file candidate: the search has its floor
-TUNE_KEYS = (f"stages = {json.dumps(STAGES)}\nstrategy = \"random\"\nstage_budget = 2\n"
-             f"budget = {2 + 2 * len(LINK_KNOBS) + 1}\n")
+
+def tune_keys(lto: str) -> str:
+    """[tune] for PGO with `lto` and the knobs: the stages (one composition: a measurement
+    and its confirmation), each knob (two), and one per-file candidate (the search's
+    floor)."""
+    stages = ["pgo", lto, *(str(k) for k in LINK_KNOBS)]
+    return (f"stages = {json.dumps(stages)}\nstrategy = \"random\"\nstage_budget = 2\n"
+            f"budget = {2 + 2 * len(LINK_KNOBS) + 1}\n")
 
 
 def knob_looks(build_dir: Path) -> list[dict]:
@@ -57,6 +60,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", default="lua5.4,libzstd,kernels")
     parser.add_argument("--metric", default="wall", choices=("wall", "instructions"))
+    parser.add_argument("--lto", default="lto", choices=("lto", "thinlto"),
+                        help="the LTO stage under PGO the knobs go on top of")
     parser.add_argument("--out", default="link-knobs-out")
     args = parser.parse_args()
     work = Path(args.out).resolve()
@@ -65,8 +70,8 @@ def main() -> int:
     for name in args.programs.split(","):
         started = time.monotonic()
         metric = f"[measure]\nmetric = \"{args.metric}\"\n" if args.metric != "wall" else ""
-        _, tuned = hr.autopass(name, work, "60m", label=f"knobs-{args.metric}",
-                               tune_keys=TUNE_KEYS, extra=metric)
+        _, tuned = hr.autopass(name, work, "", label=f"{name}-knobs-{args.lto}-{args.metric}",
+                               tune_keys=tune_keys(args.lto), extra=metric)
         looks = knob_looks(Path(tuned["build_dir"]))
         results.append({"program": name, "chose": tuned["chose"], "looks": looks,
                         "minutes": round((time.monotonic() - started) / 60, 1)})
@@ -76,7 +81,7 @@ def main() -> int:
                    f"{look['verdict']}")
         hr.log(f"{name}: tune chose {tuned['chose']} "
                f"({results[-1]['minutes']} min for record, tune and apply)")
-    (work / f"link-knobs-{args.metric}.json").write_text(json.dumps(results, indent=1))
+    (work / f"link-knobs-{args.lto}-{args.metric}.json").write_text(json.dumps(results, indent=1))
     print("\n| program | knob | on | over the build without it | verdict |")
     print("|---|---|---|---|---|")
     for result in results:
