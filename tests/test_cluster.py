@@ -142,16 +142,21 @@ def test_a_cluster_run_is_the_local_run_measured_several_at_a_time(project, loca
 def test_verify_runs_its_builds_and_measurement_on_a_measuring_node(project, local_run,
                                                                    tmp_path, cluster) -> None:
     """`verify --cluster`: the three builds and the A/B on a node of the target group
-    (one holding a benchmark slot, never the head), its progress relayed as it goes."""
+    (one holding a benchmark slot, never the head), its progress relayed as it goes; the
+    project shipped ([cluster].ship = "always"), so the node builds in a copy of its own."""
     copy = tmp_path / "mini"
     shutil.copytree(project, copy, symlinks=True)
     with open(copy / "autopass.toml", "a") as config:
-        config.write('[build]\ncommand = "make"\nclean = "make clean"\n')
+        config.write('[build]\ncommand = "make"\nclean = "make clean"\n'
+                     '[cluster]\nship = "always"\n')
+    built = (copy / "mini").stat().st_mtime_ns
     done = subprocess.run([AUTOPASS, "verify", "--cluster", cluster.address], cwd=copy,
                           capture_output=True, text=True, timeout=600, env=environment(copy))
     assert done.returncode == 0, done.stderr
     on = [line for line in done.stderr.splitlines() if "verify: cluster: on " in line]
-    assert len(on) == 1 and f"in {copy}" in on[0], done.stderr
+    # shipped (issue 63, item 5): built and measured in a copy of its own on the node
+    assert len(on) == 1 and f"in its own copy of {copy} (shipped: " in on[0], done.stderr
+    assert (copy / "mini").stat().st_mtime_ns == built      # the driver's tree untouched
     head = cluster.head_node.node_id
     assert f"/{head[:6]} " not in on[0], "verified on the head, which has no benchmark slot"
     assert "bit-identical" in done.stdout and "tuned vs plain" in done.stdout, done.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import shutil
 import sys
@@ -68,9 +67,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="run the three builds and the measurement on one measuring node "
                         "of the Ray cluster at ADDRESS, of the CPU group you ship for "
-                        "([cluster].target; docs/cluster.md), the project at the same "
-                        "path there; default: [cluster].address, else this machine "
-                        "(--cluster '' runs it here)")
+                        "([cluster].target; docs/cluster.md), in the project at the "
+                        "same path there or shipped to it ([cluster].ship); default: "
+                        "[cluster].address, else this machine (--cluster '' runs it here)")
     p.set_defaults(func=cmd_verify)
 
 
@@ -225,13 +224,15 @@ def _say_what_was_applied(db: str, applied: int, started: float, seen: int,
               f"{unseen.advice(os.getcwd(), started, 'apply')}", file=sys.stderr)
 
 
-def _on_cluster(address: str, config, root: str, progress: Progress, job):
-    """`job(progress)` on a measuring node of the target group (cluster/on_target.py)."""
+def _on_cluster(address: str, config, store_dir: str, progress: Progress, job):
+    """`job(progress)` on a measuring node of the target group (cluster/on_target.py),
+    the project shipped to it as [cluster].ship says."""
     from autopass_build.cluster.connect import ClusterError
     from autopass_build.cluster.on_target import run_on_target
 
     try:
-        return run_on_target(address, config.cluster.target, root, progress, job)
+        return run_on_target(address, config.cluster.target, store_dir, progress, job,
+                             config.cluster.ship)
     except ClusterError as error:
         progress(None)
         raise CliError(str(error)) from None
@@ -241,7 +242,7 @@ def _on_cluster(address: str, config, root: str, progress: Progress, job):
 def cmd_verify(args: argparse.Namespace) -> int:
     from autopass_build.candidates.evaluate import EvaluateError, choose_target
     from autopass_build.measuring.benchmark import MeasureError
-    from autopass_build.outputs.verify import VerifyError, verify
+    from autopass_build.outputs.verify import VerifyError, VerifyJob
 
     store = open_store(args)
     config = load_config(args)
@@ -251,11 +252,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     root = os.path.dirname(store.dir)
     try:
         target = choose_target(store, args.target or config.run.target)
-        job = functools.partial(verify, config, target.output, db, root, measure=not
-                                args.no_measure, libraries=tuple(target.loaded_libraries),
-                                library_folders=tuple(target.prebuilt_library_folders(root)),
-                                scratch=store.dir, policy=ApplyPolicy(args.policy))
-        result = (_on_cluster(address, config, root, progress, job) if address.strip()
+        job = VerifyJob(config, target.output, db, root, measure=not args.no_measure,
+                        libraries=tuple(target.loaded_libraries),
+                        library_folders=tuple(target.prebuilt_library_folders(root)),
+                        scratch=store.dir, policy=ApplyPolicy(args.policy))
+        result = (_on_cluster(address, config, store.dir, progress, job) if address.strip()
                   else job(progress))
     except (EvaluateError, MeasureError, VerifyError) as error:
         progress(None)

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autopass_build.capture.apply import applier
 from autopass_build.capture.apply.tally import applied_count, not_applied
@@ -53,6 +53,38 @@ class Verification:
     libraries: int = 0      # project shared libraries copied with each side
     why_different: str = ""  # where the two tuned builds differ, and the likely cause
     not_applied: tuple[str, ...] = ()   # what of the database the tuned builds lacked
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    """`verify` with its arguments, as one picklable callable: run here, or on a cluster
+    node (cluster/on_target.py), there `moved` into the node's own copy of the tree."""
+    config: Config
+    binary: str
+    db: str
+    root: str
+    measure: bool = True
+    libraries: tuple[str, ...] = ()
+    library_folders: tuple[str, ...] = ()
+    scratch: str = ""
+    policy: ApplyPolicy = ApplyPolicy.WARN
+
+    def __call__(self, progress: Progress) -> Verification:
+        return verify(self.config, self.binary, self.db, self.root, progress, self.measure,
+                      self.libraries, self.library_folders, self.scratch, self.policy)
+
+    def moved(self, here: str) -> VerifyJob:
+        """This job on a copy of the tree at `here`: every path under the root, there."""
+        def at(path: str) -> str:
+            rel = os.path.relpath(path, self.root)
+            return path if rel.startswith("..") else os.path.normpath(os.path.join(here, rel))
+
+        config = replace(self.config, project_dir=at(self.config.project_dir),
+                         path=at(self.config.path) if self.config.path else None)
+        return replace(self, config=config, binary=at(self.binary), db=at(self.db), root=here,
+                       libraries=tuple(map(at, self.libraries)),
+                       library_folders=tuple(map(at, self.library_folders)),
+                       scratch=at(self.scratch) if self.scratch else "")
 
 
 def _build(config: Config, env: dict[str, str], folder: str, progress: Progress,
