@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 
 from autopass_build.candidates.evaluate import Evaluation, Evaluator
 from autopass_build.cluster.nodes import NodeInfo, this_node
-from autopass_build.cluster.shipping import ShippedTree, rebased, unpacked
+from autopass_build.cluster.shipping import ShippedTree, unpacked
 from autopass_build.config import Config, MeasureConfig
+from autopass_build.core.files import moved
 from autopass_build.core.flags import UnitFlags
 from autopass_build.measuring.attribution import Attributor
 from autopass_build.measuring.cpu_pinning import claim_cpu
@@ -59,12 +60,8 @@ class Baseline:
         if self.shipped is None:
             return self
         tree = unpacked(self.shipped)
-        config = replace(self.config, project_dir=rebased(self.config.project_dir,
-                                                          self.shipped, tree),
-                         path=rebased(self.config.path, self.shipped, tree)
-                         if self.config.path else None)
-        return replace(self, store_dir=rebased(self.store_dir, self.shipped, tree),
-                       config=config)
+        return replace(self, store_dir=moved(self.store_dir, self.shipped.root, tree),
+                       config=self.config.moved(self.shipped.root, tree))
 
 
 @dataclass

@@ -131,12 +131,6 @@ def _extract(archive: tarfile.TarFile, into: str) -> None:
     archive.extractall(into)
 
 
-def rebased(path: str, shipped: ShippedTree, here: str) -> str:
-    """A driver path inside the shipped tree, read where the tree is on this node."""
-    rel = os.path.relpath(path, shipped.root)
-    return here if rel == "." else os.path.join(here, rel) if not rel.startswith("..") else path
-
-
 def describe(shipped: ShippedTree) -> str:
     return f"{shipped.size / 1e6:.1f} MB, sha256 {shipped.digest[:12]}"
 

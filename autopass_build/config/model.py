@@ -282,6 +282,16 @@ class Config:
 
         return os.path.normpath(os.path.join(self.project_dir, path))
 
+    def moved(self, root: str, here: str) -> Config:
+        """This configuration read in a copy of the project tree `root` at `here` (a
+        cluster node's): its folder and file there."""
+        from dataclasses import replace
+
+        from autopass_build.core.files import moved
+
+        return replace(self, project_dir=moved(self.project_dir, root, here),
+                       path=moved(self.path, root, here) if self.path else None)
+
 
 SECTIONS = {"build": BuildConfig, "run": RunConfig, "check": CheckConfig,
             "measure": MeasureConfig, "tune": TuneConfig, "agent": AgentConfig,

@@ -83,6 +83,12 @@ def relative_to(path: str, root: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def moved(path: str, root: str, here: str) -> str:
+    """`path` (absolute) in a copy of the tree `root` at `here`; a path outside the tree
+    is kept as it is (os.path.join keeps an absolute second part)."""
+    return os.path.normpath(os.path.join(here, relative_to(path, root)))
+
+
 def copy_atomic(source: str, path: str, metadata: bool = False) -> None:
     """`path` replaced by a copy of `source` all at once: a copy cut short (a full disk,
     a signal) never bears the name, and the file it would replace is kept.  `metadata`:

@@ -32,6 +32,7 @@ from autopass_build.config import Config
 from autopass_build.core import flags_db
 from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.errors import AutopassError
+from autopass_build.core.files import moved
 from autopass_build.core.plural import counted
 from autopass_build.measuring.benchmark import Benchmark
 from autopass_build.measuring.binaries import alias_soname
@@ -76,13 +77,10 @@ class VerifyJob:
     def moved(self, here: str) -> VerifyJob:
         """This job on a copy of the tree at `here`: every path under the root, there."""
         def at(path: str) -> str:
-            rel = os.path.relpath(path, self.root)
-            return path if rel.startswith("..") else os.path.normpath(os.path.join(here, rel))
+            return moved(path, self.root, here)
 
-        config = replace(self.config, project_dir=at(self.config.project_dir),
-                         path=at(self.config.path) if self.config.path else None)
-        return replace(self, config=config, binary=at(self.binary), db=at(self.db), root=here,
-                       libraries=tuple(map(at, self.libraries)),
+        return replace(self, config=self.config.moved(self.root, here), binary=at(self.binary),
+                       db=at(self.db), root=here, libraries=tuple(map(at, self.libraries)),
                        library_folders=tuple(map(at, self.library_folders)),
                        scratch=at(self.scratch) if self.scratch else "")
 
