@@ -139,7 +139,7 @@ def test_a_step_that_changes_what_a_library_exports_is_refused(tmp_path) -> None
         return Candidate(str(folder / "prog"), str(folder))
 
     before = built("before", "")
-    check = ExportsKept(before, "the inline step")
+    check = ExportsKept(lambda: before, "the inline step")
     same = built("same", "")
     assert check(same) is same
     hidden = built("hidden", '__attribute__((visibility("hidden")))')

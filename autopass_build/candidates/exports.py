@@ -10,6 +10,7 @@ the candidate and the build without the step, before anything is measured."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -49,21 +50,24 @@ def binaries(candidate: Candidate) -> dict[str, str]:
 
 class ExportsKept:
     """A post-link check (Evaluator.evaluate's `post_link`): the candidate, if each of its
-    binaries exports what the same binary of `baseline` does; else EvaluationError
-    naming the step (`label`), the binary and what changed."""
+    binaries exports what the same binary of `baseline()` does; else EvaluationError
+    naming the step (`label`), the binary and what changed.  The baseline is asked for
+    only when a candidate is checked: a step the journal holds already (a resumed run)
+    builds nothing."""
 
-    def __init__(self, baseline: Candidate, label: str):
-        self.before = {rel: exports(path) for rel, path in binaries(baseline).items()}
+    def __init__(self, baseline: Callable[[], Candidate], label: str):
+        self.baseline = baseline
         self.label = label
 
     def __call__(self, candidate: Candidate) -> Candidate:
+        before = {rel: exports(path) for rel, path in binaries(self.baseline()).items()}
         for rel, path in sorted(binaries(candidate).items()):
-            if rel not in self.before:
+            if rel not in before:
                 continue
             now = exports(path)
-            if now != self.before[rel]:
+            if now != before[rel]:
                 raise EvaluationError(Outcome.POST_LINK_FAIL, (
-                    f"{self.label} changed what {rel} exports ({_changes(self.before[rel], now)}); "
+                    f"{self.label} changed what {rel} exports ({_changes(before[rel], now)}); "
                     "a step on top must leave every binary's exports as they were"))
         return candidate
 

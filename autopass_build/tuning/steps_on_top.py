@@ -25,6 +25,7 @@ that cannot is skipped with the line that says why, before it spends its pairs.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -155,10 +156,7 @@ class StepsOnTop:
                           f"{duration_text(cost or 0)} with its confirmation; "
                           f"{duration_text(max(0.0, deadline.left() or 0.0))} left)")
                 continue
-            take = {Stage.DIRECT: self.direct, Stage.CSPGO: self.cspgo,
-                    Stage.LAYOUT: self.layout_step, Stage.BOLT: self.bolt}.get(step)
-            taken = take(chosen, without(chosen)) if take else \
-                self.link_knob(step, chosen, without(chosen))
+            taken = self._step(step)(chosen, without(chosen))
             if taken is not None:
                 self.show(f"{step} kept: {taken.name}, {taken.entry.interval_text()} over the "
                           "build without it")
@@ -263,6 +261,13 @@ class StepsOnTop:
         return taken
 
     # -- shared ------------------------------------------------------------------------
+    def _step(self, step: Stage) -> Callable[[Chosen | None, Evaluator], Chosen | None]:
+        """What measures `step` on top of a build."""
+        if step in LINK_KNOBS:
+            return functools.partial(self.link_knob, step)
+        return {Stage.DIRECT: self.direct, Stage.CSPGO: self.cspgo,
+                Stage.LAYOUT: self.layout_step, Stage.BOLT: self.bolt}[step]
+
     def _knobs_left_out(self, chosen: Chosen | None) -> bool:
         """Whether the link-level knobs could run here but the build has no LTO."""
         return bool(set(LINK_KNOBS) & self.usable) and not (
@@ -271,7 +276,7 @@ class StepsOnTop:
     @staticmethod
     def _kept(step: Stage, without: Evaluator) -> ExportsKept:
         """The check that `step` leaves every binary's exports as `without` has them."""
-        return ExportsKept(without.baseline(), f"the {step} step")
+        return ExportsKept(without.baseline, f"the {step} step")
 
     def _link_added(self, chosen: Chosen, step: Stage) -> tuple[str, ...]:
         """The link flags `step` adds to `chosen`'s."""
