@@ -128,9 +128,9 @@ ON_TOP = {Stage.NATIVE: "-march=native", Stage.DIRECT: "direct calls", Stage.CSP
           Stage.LAYOUT: "layout", Stage.EXTTSP: "ext-TSP block order at the link",
           Stage.INLINE: "the link's inliner at 500", Stage.BANDWIDTH: "the link's vectorizer "
           "by bandwidth", Stage.BOLT: "BOLT"}
-# The link-level knobs (core/stage_flags.LINK_KNOBS): options of the link's own code
-# generation, so only where the composition links across units.
-LINK_KNOBS = (Stage.EXTTSP, Stage.INLINE, Stage.BANDWIDTH)
+# The link-level knobs (core/stage_flags.LINK_KNOBS, in its order): options of the link's
+# own code generation, so only where the composition links across units.
+LINK_KNOBS = tuple(Stage(knob) for knob in stage_flags.LINK_KNOBS)
 # The steps after the per-file search, in the order they are measured, each on the build
 # so far (tuning/steps_on_top.py); BOLT last, as it rewrites the binary that is linked.
 AFTER_SEARCH = (Stage.DIRECT, Stage.CSPGO, Stage.LAYOUT, *LINK_KNOBS, Stage.BOLT)

@@ -282,15 +282,15 @@ def _show(db, problems: dict[str, str]) -> None:
               f"what schema {FLAGS_DB_SCHEMA} adds); the next tune writes schema "
               f"{FLAGS_DB_SCHEMA}")
     if db.target:
-        lto = (f"LTO link at {db.target.opt_level}; "
-               if lto_mode(tuple(db.target.stages)) else "")
+        links_across = bool(lto_mode(tuple(db.target.stages)))
+        lto = f"LTO link at {db.target.opt_level}; " if links_across else ""
         print(f"  {db.target.output}: stages {'+'.join(db.target.stages) or 'none'} "
               f"({lto}units: {', '.join(db.target.units)})"[:400])
         if db.target.bolt:
             print(f"  {db.target.output}: BOLT profile {db.target.bolt.path}, for the binary "
                   f"whose code hashes to {db.target.bolt_binary[:16]}")
         knobs = [LINK_KNOBS[s] for s in db.target.stages if s in LINK_KNOBS]
-        if knobs and lto_mode(tuple(db.target.stages)):
+        if knobs and links_across:
             print(f"  {db.target.output}: its LTO link with -mllvm {' -mllvm '.join(knobs)} "
                   "(the link-level knobs kept)")
         for library in db.target.libraries:

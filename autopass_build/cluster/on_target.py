@@ -68,7 +68,7 @@ def run_on_target(address: str, target: str, store_dir: str, show: Callable[[str
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         info = _chosen(ray, address, target)
-        shipped = _shipment(ray, info, store_dir, ship_mode)
+        shipped = _shipment(ray, info, root, store_dir, ship_mode)
         show(f"cluster: on {info.name} ({info.cpu}), in "
              + (f"its own copy of {root} (shipped: {describe(shipped)})" if shipped else root))
         queue = Queue()
@@ -110,9 +110,11 @@ def _sees(path: str) -> bool:
     return os.path.isdir(path)
 
 
-def _shipment(ray, info: NodeInfo, store_dir: str, ship_mode: str) -> ShippedTree | None:
-    """The project packed for the node: with "always", or with "auto" where the node
-    does not see the store at the driver's path."""
+def _shipment(ray, info: NodeInfo, root: str, store_dir: str, ship_mode: str
+              ) -> ShippedTree | None:
+    """The project (the tree `root`, its store `store_dir`) packed for the node: with
+    "always", or with "auto" where the node does not see the store at the driver's
+    path."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     if ship_mode == "never":
@@ -121,7 +123,7 @@ def _shipment(ray, info: NodeInfo, store_dir: str, ship_mode: str) -> ShippedTre
             num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
                 info.node_id, soft=False)).remote(store_dir), timeout=600):
         return None
-    return ship(ray, os.path.dirname(store_dir), store_dir)
+    return ship(ray, root, store_dir)
 
 
 def _guarded(root: str, name: str, job: Job, progress: Relay,

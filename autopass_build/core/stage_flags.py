@@ -162,7 +162,7 @@ def flags(stages: tuple[str, ...], opt_level: str, profile_flag: str = "",
                  "-Wl,--fat-lto-objects", LENIENT_VERSION_SCRIPTS, level]
         if CSPGO in stages and profile_flag:
             link.append(profile_flag)   # the profile's context-sensitive part: used there
-    link += [f"-Wl,-mllvm,{LINK_KNOBS[s]}" for s in stages if s in LINK_KNOBS and lto]
+        link += [f"-Wl,-mllvm,{LINK_KNOBS[s]}" for s in stages if s in LINK_KNOBS]
     if DIRECT in stages:
         unit += DIRECT_UNIT_FLAGS
         link += DIRECT_LINK_FLAGS
