@@ -17,6 +17,7 @@ from support import AUTOPASS, recorded_copy
 
 from autopass_build.core import bolt_commands, flags_db
 from autopass_build.tuning.journal import Journal
+from autopass_build.tuning.tuner import FINISHED
 
 LTO_MINI = Path(__file__).parent / "data" / "lto-mini"
 BOLT_HERE = bolt_commands.missing() == ""
@@ -97,3 +98,15 @@ def test_a_stage_phase_stopped_at_any_step_resumes_to_what_an_unstopped_run_ship
     keys = [(e.phase, e.config) for e in journal.entries]
     assert len(keys) == len(set(keys)), keys
     assert len(list((stopped / ".autopass" / "runs").iterdir())) == 1 + 1  # the run, latest
+
+    # stopped after its last measurement, before it shipped (kill -9 there leaves neither
+    # the run's end mark nor the database): the steps on top kept before the stop (BOLT,
+    # with the profile it was measured with) are shipped, nothing is measured again
+    measured = len(journal.entries)
+    Path(journal.folder, FINISHED).unlink()
+    (stopped / "autopass.flags.json").unlink()
+    again = subprocess.run([AUTOPASS, "tune", "--resume"], cwd=stopped, capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stderr
+    assert _shipped(stopped) == _shipped(whole)
+    assert len(Journal.latest(str(stopped / ".autopass")).entries) == measured

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.bolt import BoltStage
@@ -35,6 +36,7 @@ from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.candidates.exports import ExportsKept
 from autopass_build.candidates.stages import AFTER_SEARCH, LINK_KNOBS, ON_TOP, Stage
 from autopass_build.core.durations import duration_text
+from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.stage_flags import (
     BOLT_LINK_FLAGS,
     DIRECT_LINK_FLAGS,
@@ -46,6 +48,7 @@ from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
 from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS, Deadline
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
+from autopass_build.tuning.measuring import config_key
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match
 
 # BOLT rewrites the program and the project's shared libraries it loads: a binary below
@@ -55,6 +58,13 @@ from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_
 BOLT_MIN_OWN_SHARE = 5.0     # percent
 # They read the PGO profile (ext-TSP orders blocks by its counts; without them by guesses).
 NEEDS_PGO = (Stage.CSPGO, Stage.LAYOUT, Stage.EXTTSP)
+
+
+class Earlier(Enum):
+    """A step as the journal of a resumed run holds it."""
+    NONE = "not measured"
+    KEPT = "verified faster"
+    NOT_KEPT = "not verified faster"
 
 
 @dataclass
@@ -116,15 +126,40 @@ class StepsOnTop:
             self.show(f"layout: the hot code is {self.layout.text()}")
         return why
 
-    def pending(self, chosen: Chosen | None) -> list[Stage]:
-        """The steps after the search still to be measured on top of `chosen` (those
-        that read the PGO profile only on a composition with PGO)."""
-        done = {stage for entry in self.measurements.journal.of_phase(Phase.STAGE)
-                for stage in entry.composition}
+    def applicable(self, chosen: Chosen | None) -> list[Stage]:
+        """The steps after the search that may go on top of `chosen` (those that read
+        the PGO profile only on a composition with PGO, the link-level knobs only on
+        one that links across units)."""
         has_pgo = chosen is not None and Stage.PGO in chosen.stages
         has_lto = chosen is not None and chosen.links_across_units
-        return [s for s in AFTER_SEARCH if s in self.usable and s not in done
+        return [s for s in AFTER_SEARCH if s in self.usable
                 and (has_pgo or s not in NEEDS_PGO) and (has_lto or s not in LINK_KNOBS)]
+
+    def pending(self, chosen: Chosen | None) -> list[Stage]:
+        """The applicable steps not measured yet in this run (what the budget keeps
+        evaluations for)."""
+        done = {stage for entry in self.measurements.journal.of_phase(Phase.STAGE)
+                for stage in entry.composition}
+        return [s for s in self.applicable(chosen) if s not in done]
+
+    def _earlier(self, chosen: Chosen | None, step: Stage) -> Earlier:
+        """What the journal holds of `step` on top of `chosen`: a resumed run takes a
+        step measured before the stop as it was decided (kept or not), and measures
+        again only what was not decided."""
+        name = stages.name((chosen.stages if chosen else ()) + (step,))
+        journal = self.measurements.journal
+        first = journal.find(Phase.STAGE, config_key({}, name))
+        if first is None:
+            return Earlier.NONE
+        if first.verdict != FASTER or not first.measured:
+            return Earlier.NOT_KEPT
+        if self.measurements.deterministic:
+            return Earlier.KEPT
+        confirmed = journal.find(Phase.STAGE_CONFIRM, config_key({}, name))
+        if confirmed is None:
+            return Earlier.NONE          # its confirmation was stopped: taken again
+        return Earlier.KEPT if confirmed.verdict == FASTER and confirmed.measured \
+            else Earlier.NOT_KEPT
 
     def planned(self) -> list[Stage]:
         """The steps after the search the run may take, said before anything is
@@ -143,15 +178,19 @@ class StepsOnTop:
         """Each pending step on the build so far (`without(chosen)`: an evaluator whose
         baseline is `chosen` with the per-file winners), kept when verified faster; a
         step that would not end before `deadline` (--time) is left out, in one line."""
-        steps = self.pending(chosen)
+        steps = self.applicable(chosen)
         if self._knobs_left_out(chosen):
             self.show("the link-level knobs are not measured: the build links no units "
                       "across (no LTO or ThinLTO); the per-file search holds their options")
         if deadline is not None:
-            steps = self._bolt_first(steps, deadline)
+            steps = self._bolt_first(steps, deadline, self.pending(chosen))
         for step in steps:
+            earlier = self._earlier(chosen, step)
+            if earlier == Earlier.NOT_KEPT:
+                self.show(f"{ON_TOP[step]}: measured earlier in this run, not kept")
+                continue
             cost = self._cost(step)
-            if deadline is not None and not deadline.holds(cost):
+            if earlier == Earlier.NONE and deadline is not None and not deadline.holds(cost):
                 self.show(f"--time: no time left for {ON_TOP[step]} (about "
                           f"{duration_text(cost or 0)} with its confirmation; "
                           f"{duration_text(max(0.0, deadline.left() or 0.0))} left)")
@@ -163,14 +202,16 @@ class StepsOnTop:
                 chosen = taken
         return chosen
 
-    def _bolt_first(self, steps: list[Stage], deadline: Deadline) -> list[Stage]:
-        """`steps` less the ones before BOLT that would leave it no time: BOLT runs last
+    def _bolt_first(self, steps: list[Stage], deadline: Deadline, pending: list[Stage]
+                    ) -> list[Stage]:
+        """`steps` less the `pending` ones (not measured yet) before BOLT that would
+        leave it no time: BOLT runs last
         (it rewrites the final binary), yet it is the step the hand recipe gains by
         (SQLite 2.2 % over PGO + LTO; CS-PGO and layout unclear on zstd and the loop
         kernels), and with --time 10m the two before it took all of it."""
-        if Stage.BOLT not in steps:
+        if Stage.BOLT not in pending:
             return steps
-        costs = {step: self._cost(step) for step in steps}
+        costs = {step: self._cost(step) for step in pending}
         bolt_cost = costs[Stage.BOLT]
         left = deadline.left()
         if left is None or bolt_cost is None or bolt_cost > left:
@@ -179,7 +220,7 @@ class StepsOnTop:
         for step in (*reversed(LINK_KNOBS), Stage.LAYOUT, Stage.CSPGO):   # the later first
             if sum(c or 0.0 for s, c in costs.items() if s in kept) <= left:
                 break
-            if step in kept:
+            if step in kept and step in pending:
                 kept.remove(step)
                 self.show(f"--time: {ON_TOP[step]} left out so that BOLT has its time (about "
                           f"{duration_text(bolt_cost)}; {duration_text(left)} left)")
@@ -254,6 +295,8 @@ class StepsOnTop:
         """BOLT trained on the build so far, the program and each hot project library."""
         step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show,
                          self.bolt_reach.libraries)
+        if self._earlier(chosen, Stage.BOLT) == Earlier.KEPT and not _retraced(step, without):
+            return None
         taken = self._taken(chosen, Stage.BOLT, ON_TOP[Stage.BOLT], without, link_flags=BOLT_LINK_FLAGS,
                             post_link=step)
         if taken is not None:
@@ -330,6 +373,28 @@ class StepsOnTop:
                       f"{before or 'the recorded build'}")
             return None
         return entry
+
+
+def _retraced(step: BoltStage, without: Evaluator) -> bool:
+    """BOLT kept before the run was stopped: the binary it was trained on built again,
+    so that its profile is found by that binary's fingerprint (or trained again on it),
+    never one the store holds for another.  False, said, when it cannot be."""
+    try:
+        built = without.replayer.build(without.target.output, dict(without.base_flags),
+                                       without.base_link_flags + BOLT_LINK_FLAGS)
+        step(built)
+    except EvaluationError as error:
+        step.show(f"BOLT not kept: its profile could not be found again after the stop "
+                  f"({error})")
+        return False
+    return True
+
+
+def stage_phase_entries(journal: Journal) -> list[Entry]:
+    """The evaluations of the stage phase before the search (not the steps after it,
+    which a resumed run may hold too)."""
+    return [e for e in journal.of_phase(*STAGE_PHASES)
+            if not set(e.composition) & set(AFTER_SEARCH)]
 
 
 def stage_evaluation_seconds(journal: Journal) -> float | None:

@@ -45,7 +45,7 @@ from autopass_build.tuning.clock import (
 from autopass_build.tuning.clock import stage_budget as stage_budget_of
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
 from autopass_build.tuning.explain import wrong_output_notes
-from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
+from autopass_build.tuning.journal import Entry, Journal, Phase
 from autopass_build.tuning.knob_spaces import KnobSpaces
 from autopass_build.tuning.measuring import (
     Measurements,
@@ -60,7 +60,11 @@ from autopass_build.tuning.space import (
     fingerprint,
 )
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level
-from autopass_build.tuning.steps_on_top import StepsOnTop, stage_evaluation_seconds
+from autopass_build.tuning.steps_on_top import (
+    StepsOnTop,
+    stage_evaluation_seconds,
+    stage_phase_entries,
+)
 
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
 STAGE_SHARE = 0.5         # of --time: what the stages may take at most
@@ -211,7 +215,7 @@ class Tuner:
             raise TuneError(str(error)) from None
         on_top = self._steps_on_top()
         budget = search_budget(
-            request.budget, len(journal.of_phase(*STAGE_PHASES)),
+            request.budget, len(stage_phase_entries(journal)),
             on_top                                         # CS-PGO, BOLT after the search
             + (composite.RESERVED if self.measurements.attributor is not None else 0))
         sources = [source for source, _ in run.space.blocks]
@@ -230,10 +234,12 @@ class Tuner:
                       self.deadline, kept_after, stage_evaluation_seconds(journal)).run(run)
 
     def _steps_on_top(self) -> int:
-        """The evaluations the steps after the search take (CS-PGO, layout, BOLT)."""
+        """The evaluations the steps after the search take (CS-PGO, layout, BOLT), the
+        ones a resumed run measured before its stop included: the search's share is
+        what it was before the stop."""
         if self.on_top is None:
             return 0
-        return self.on_top.evaluations(self.on_top.pending(self.chosen))
+        return self.on_top.evaluations(self.on_top.applicable(self.chosen))
 
     # -- whole-program stages -------------------------------------------------------------
     def _compose(self, evaluator: Evaluator, hot: Profile | None) -> Chosen | None:
