@@ -147,3 +147,28 @@ def test_pairs_that_correlate_with_their_neighbours_widen_the_interval() -> None
     plain = stats.estimate(base, [math.exp(d) for d in zigzag], 0.95)
     assert math.log(plain.high) - math.log(plain.low) == pytest.approx(raw[2] - raw[1],
                                                                        rel=1e-6)
+
+
+def _gain(rng: random.Random, true_ratio: float, pairs: int = 30, cv: float = 0.05
+          ) -> tuple[float, float, float]:
+    """One A/B of a candidate `true_ratio` of its baseline, as (ratio, low, high)."""
+    drift = [1 + 0.3 * math.sin(i / 3) for i in range(pairs)]
+    est = stats.estimate(noisy(rng, pairs, 1.0, cv, drift),
+                         noisy(rng, pairs, true_ratio, cv, drift))
+    return est.ratio, est.low, est.high
+
+
+def test_two_equal_gains_are_rarely_told_apart_and_a_larger_one_usually_is() -> None:
+    """gains_more (a step in place of another, each A/B'd against the same build): two
+    steps that gain the same 3 % are called apart at most 2.5 % of the time, as a 95 %
+    interval promises on each side; one gaining 6 % more is found most of the time."""
+    rng = random.Random(6)
+    equal = [stats.gains_more(_gain(rng, 0.97), _gain(rng, 0.97)) for _ in range(1000)]
+    assert sum(equal) / len(equal) <= 0.025
+    larger = [stats.gains_more(_gain(rng, 0.91), _gain(rng, 0.97)) for _ in range(200)]
+    assert sum(larger) / len(larger) >= 0.8
+    # the order matters: the smaller gain never "gains more"
+    assert not any(stats.gains_more(_gain(rng, 0.97), _gain(rng, 0.91)) for _ in range(200))
+    # instructions: exact ratios, the fewer is the larger gain
+    assert stats.gains_more((0.95, 0.95, 0.95), (0.97, 0.97, 0.97))
+    assert not stats.gains_more((0.97, 0.97, 0.97), (0.97, 0.97, 0.97))

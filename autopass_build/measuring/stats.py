@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
+from statistics import NormalDist
 
 
 class Verdict(str, Enum):
@@ -229,6 +230,25 @@ def useful_looks(looks: list[int], level: float, pairs_per_value: int = 1) -> li
             break
         kept.pop(0)
     return kept
+
+
+def gains_more(first: tuple[float, float, float], second: tuple[float, float, float],
+               level: float = 0.95) -> bool:
+    """Whether `first` gains clearly more than `second`: two A/Bs of their own, each a
+    (ratio, low, high) of a candidate over the same baseline build (below 1: faster).
+    The difference of their log-ratios against the spread each interval implies, read
+    as a normal one at `level` (the intervals a sequential A/B reports are at a
+    stricter level, so the spread is overstated and the rule is conservative): True
+    only when it is beyond `level`'s z, so two equal gains are told apart this way at
+    most (1 - level) / 2 of the time."""
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    (a, a_low, a_high), (b, b_low, b_high) = first, second
+    if min(a, a_low, a_high, b, b_low, b_high) <= 0 or not all(
+            math.isfinite(v) for v in (a_low, a_high, b_low, b_high)):
+        return False
+    spread = math.hypot(math.log(a_high / a_low), math.log(b_high / b_low)) / (2 * z)
+    difference = math.log(b) - math.log(a)          # above 0: `first` is the faster
+    return difference > 0 and (spread == 0 or difference / spread > z)
 
 
 def per_look_level(level: float, looks: int) -> float:

@@ -122,7 +122,9 @@ def split_text(request: TuneRequest, stage_budget: int, compositions: int,
     """How the budget is split, said before anything is measured: `compositions` the
     stage compositions to measure, `after` the steps tried on top after the search
     (cspgo, layout, bolt)."""
-    reserved = sum(BOLT_EVALUATIONS if step == "bolt" else STEP_EVALUATIONS for step in after)
+    instead = "bolt" in after and "layout" in after    # BOLT in place of layout, if it must
+    reserved = sum(BOLT_EVALUATIONS if step == "bolt" else STEP_EVALUATIONS for step in after) \
+        + (BOLT_EVALUATIONS if instead else 0)
     # each composition a look and a confirmation; when none is verified, a second look
     # at the closest and its confirmation (stage_choice.Composer._second_look)
     most = min(stage_budget, 2 * compositions + 1)
@@ -137,6 +139,8 @@ def split_text(request: TuneRequest, stage_budget: int, compositions: int,
             + "".join(f", {names.get(step, step)} "
                       f"{BOLT_EVALUATIONS if step == 'bolt' else STEP_EVALUATIONS}"
                       for step in after)
+            + (f", BOLT in place of layout {BOLT_EVALUATIONS} (if not kept on top of it)"
+               if instead else "")
             + (f", per-file flags at least {max(0, rest)}" if counted else
                ", per-file flags the rest")
             + (f"; --time {duration_text(request.time_limit)}: the stages up to "

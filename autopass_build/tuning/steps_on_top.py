@@ -25,6 +25,7 @@ that cannot is skipped with the line that says why, before it spends its pairs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from autopass_build.core.stage_flags import (
 )
 from autopass_build.evidence.hotspots import Profile
 from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
+from autopass_build.measuring import stats
 from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS, Deadline
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
@@ -171,7 +173,11 @@ class StepsOnTop:
 
     @staticmethod
     def evaluations(steps: list[Stage]) -> int:
-        return sum(BOLT_EVALUATIONS if s == Stage.BOLT else STEP_EVALUATIONS for s in steps)
+        """What `steps` take of the budget: BOLT in place of layout counted too, where
+        both may run (it runs when BOLT is not kept on top of layout)."""
+        instead = BOLT_EVALUATIONS if Stage.BOLT in steps and Stage.LAYOUT in steps else 0
+        return instead + sum(BOLT_EVALUATIONS if s == Stage.BOLT else STEP_EVALUATIONS
+                             for s in steps)
 
     def after_search(self, chosen: Chosen | None, without: Callable[[Chosen | None], Evaluator],
                      deadline: Deadline | None = None) -> Chosen | None:
@@ -184,23 +190,74 @@ class StepsOnTop:
                       "across (no LTO or ThinLTO); the per-file search holds their options")
         if deadline is not None:
             steps = self._bolt_first(steps, deadline, self.pending(chosen))
+        bolt_tried = False
         for step in steps:
             earlier = self._earlier(chosen, step)
+            bolt_tried = bolt_tried or step == Stage.BOLT and earlier != Earlier.NONE
             if earlier == Earlier.NOT_KEPT:
                 self.show(f"{ON_TOP[step]}: measured earlier in this run, not kept")
                 continue
-            cost = self._cost(step)
-            if earlier == Earlier.NONE and deadline is not None and not deadline.holds(cost):
-                self.show(f"--time: no time left for {ON_TOP[step]} (about "
-                          f"{duration_text(cost or 0)} with its confirmation; "
-                          f"{duration_text(max(0.0, deadline.left() or 0.0))} left)")
+            if earlier == Earlier.NONE and not self._time_for(step, deadline):
                 continue
+            bolt_tried = bolt_tried or step == Stage.BOLT
             taken = self._step(step)(chosen, without(chosen))
             if taken is not None:
                 self.show(f"{step} kept: {taken.name}, {taken.entry.interval_text()} over the "
                           "build without it")
                 chosen = taken
+        if bolt_tried and chosen is not None and Stage.LAYOUT in chosen.stages \
+                and Stage.BOLT not in chosen.stages:
+            chosen = self._bolt_instead_of_layout(chosen, without, deadline)
         return chosen
+
+    def _time_for(self, step: Stage, deadline: Deadline | None) -> bool:
+        """Whether `step` ends before `deadline` (--time); said when it would not."""
+        cost = self._cost(step)
+        if deadline is None or deadline.holds(cost):
+            return True
+        self.show(f"--time: no time left for {ON_TOP[step]} (about "
+                  f"{duration_text(cost or 0)} with its confirmation; "
+                  f"{duration_text(max(0.0, deadline.left() or 0.0))} left)")
+        return False
+
+    def _bolt_instead_of_layout(self, chosen: Chosen,
+                                without: Callable[[Chosen | None], Evaluator],
+                                deadline: Deadline | None) -> Chosen:
+        """BOLT, not kept on top of layout, measured in its place: both lay out the hot
+        code, and on Lua BOLT on top of layout ran 3 % slower than layout alone (it
+        undid what layout did), where on the build without layout the hand recipe's
+        BOLT gains.  Taken instead of layout only when its gain over the build without
+        layout is clearly larger than layout's (stats.gains_more); else layout stays:
+        it needs no training run of its own when the build is applied or retrained."""
+        rest = tuple(s for s in chosen.stages if s != Stage.LAYOUT)
+        instead_of = dataclasses.replace(chosen, stages=rest,
+                                         flags=self._flags(rest, chosen.profile))
+        layout = self._kept_entry(chosen.stages[:chosen.stages.index(Stage.LAYOUT) + 1])
+        if layout is None or self._earlier(instead_of, Stage.BOLT) == Earlier.NONE \
+                and not self._time_for(Stage.BOLT, deadline):
+            return chosen
+        self.show(f"BOLT was not kept on top of layout: measured in its place, on "
+                  f"{instead_of.name}")
+        taken = self.bolt(instead_of, without(instead_of))
+        if taken is None:
+            return chosen
+        if stats.gains_more(_interval(taken.entry), _interval(layout)):
+            self.show(f"bolt kept in place of layout: {taken.name}, "
+                      f"{taken.entry.interval_text()} over {instead_of.name}, clearly more than "
+                      f"layout's {layout.interval_text()}")
+            return taken
+        self.show(f"layout stays: BOLT in its place ({taken.entry.interval_text()} over "
+                  f"{instead_of.name}) did not gain clearly more than layout "
+                  f"({layout.interval_text()})")
+        return chosen
+
+    def _kept_entry(self, composition: tuple[Stage, ...]) -> Entry | None:
+        """The measurement that kept the last step of `composition`: its confirmation
+        (its first look where the metric repeats exactly)."""
+        key = config_key({}, stages.name(composition))
+        journal = self.measurements.journal
+        found = journal.find(Phase.STAGE_CONFIRM, key) or journal.find(Phase.STAGE, key)
+        return found if found is not None and found.measured else None
 
     def _bolt_first(self, steps: list[Stage], deadline: Deadline, pending: list[Stage]
                     ) -> list[Stage]:
@@ -373,6 +430,12 @@ class StepsOnTop:
                       f"{before or 'the recorded build'}")
             return None
         return entry
+
+
+def _interval(entry: Entry) -> tuple[float, float, float]:
+    """(ratio, low, high) of a measured entry."""
+    assert entry.ratio is not None and entry.low is not None and entry.high is not None
+    return entry.ratio, entry.low, entry.high
 
 
 def _retraced(step: BoltStage, without: Evaluator) -> bool:
