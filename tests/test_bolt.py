@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import pytest
 from support import AUTOPASS, recorded_copy
 
+from autopass_build.candidates import bolt_reach as reach
 from autopass_build.candidates import stages
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core import flags_db
 from autopass_build.core.apply_terms import ApplyPolicy
-from autopass_build.tuning import steps_on_top as compose
 from autopass_build.tuning.journal import Journal, Phase
 
 BOLT_MINI = Path(__file__).parent / "data" / "bolt-mini"
@@ -302,12 +302,12 @@ def test_bolt_rewrites_the_libraries_that_hold_the_hot_code() -> None:
     """F17, F58: glpsol and twolame's stwolame spend their time in the project's shared
     library: it is rewritten with the program.  Where neither holds the hot code (the
     time is in libc or the kernel) the stage is skipped, with the profile's share."""
-    library = compose.bolt_reach(_evaluator(), {"main.c": 1.0, "hot.c": 90.0})
-    assert library == compose.BoltReach(("/p/libhot.so",))
-    program = compose.bolt_reach(_evaluator(), {"main.c": 60.0, "hot.c": 0.5})
-    assert program == compose.BoltReach(())
-    assert compose.bolt_reach(_evaluator(), None).libraries == ("/p/libhot.so",)
-    elsewhere = compose.bolt_reach(_evaluator(), {"main.c": 1.0, "hot.c": 2.0})
+    library = reach.bolt_reach(_evaluator(), {"main.c": 1.0, "hot.c": 90.0})
+    assert library == reach.BoltReach(("/p/libhot.so",))
+    program = reach.bolt_reach(_evaluator(), {"main.c": 60.0, "hot.c": 0.5})
+    assert program == reach.BoltReach(())
+    assert reach.bolt_reach(_evaluator(), None).libraries == ("/p/libhot.so",)
+    elsewhere = reach.bolt_reach(_evaluator(), {"main.c": 1.0, "hot.c": 2.0})
     assert elsewhere.libraries == () and re.search(
         r"puts 3\.0 % of the run in the code of prog and the project libraries it loads, "
         r"the rest in system libraries", elsewhere.why_not)

@@ -28,11 +28,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 
 from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.bolt import BoltStage
+from autopass_build.candidates.bolt_reach import bolt_reach
 from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.candidates.exports import ExportsKept
 from autopass_build.candidates.stages import AFTER_SEARCH, LINK_KNOBS, ON_TOP, Stage
@@ -53,11 +53,6 @@ from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
 from autopass_build.tuning.measuring import config_key
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match
 
-# BOLT rewrites the program and the project's shared libraries it loads: a binary below
-# this share of the profile in its own units (glpsol's, twolame's stwolame's, whose time
-# is in their libraries) has little for it to lay out, and where none reaches it the
-# stage's evaluation (an instrumented run, a rewrite, 10-30 pairs) is spent for nothing.
-BOLT_MIN_OWN_SHARE = 5.0     # percent
 # They read the PGO profile (ext-TSP orders blocks by its counts; without them by guesses).
 NEEDS_PGO = (Stage.CSPGO, Stage.LAYOUT, Stage.EXTTSP)
 
@@ -67,33 +62,6 @@ class Earlier(Enum):
     NONE = "not measured"
     KEPT = "verified faster"
     NOT_KEPT = "not verified faster"
-
-
-@dataclass
-class BoltReach:
-    libraries: tuple[str, ...]     # the loaded project libraries to rewrite (as built)
-    why_not: str = ""              # why BOLT cannot reach the hot code ("": it can)
-
-
-def bolt_reach(evaluator: Evaluator, unit_shares: dict[str, float] | None) -> BoltReach:
-    """Which binaries hold the hot code: the program is always rewritten, each project
-    library it loads when its units hold BOLT_MIN_OWN_SHARE of the run (every one when
-    no profile says)."""
-    target = evaluator.target
-    if unit_shares is None:
-        return BoltReach(tuple(target.loaded_libraries))
-    source = {u.id: u.source_rel for u in evaluator.units}
-    shares = {binary: sum(unit_shares.get(source.get(u, ""), 0.0) for u in units)
-              for binary, units in target.unit_groups()}
-    libraries = tuple(b for b in target.loaded_libraries
-                      if shares.get(b, 0.0) >= BOLT_MIN_OWN_SHARE)
-    if libraries or shares.get(target.output, 0.0) >= BOLT_MIN_OWN_SHARE \
-            or not target.loaded_libraries:
-        return BoltReach(libraries)
-    return BoltReach((), f"the profile puts {sum(shares.values()):.1f} % of the run in the "
-                         f"code of {target.output_rel} and the project libraries it loads, "
-                         "the rest in system libraries or the kernel, which BOLT does not "
-                         "rewrite")
 
 
 class StepsOnTop:
