@@ -178,12 +178,13 @@ class StepsOnTop:
             chosen = self._bolt_instead_of_layout(chosen, without, deadline)
         return chosen
 
-    def _time_for(self, step: Stage, deadline: Deadline | None) -> bool:
-        """Whether `step` ends before `deadline` (--time); said when it would not."""
+    def _time_for(self, step: Stage, deadline: Deadline | None, label: str = "") -> bool:
+        """Whether `step` (`label`, its name by default) ends before `deadline`
+        (--time); said when it would not."""
         cost = self._cost(step)
         if deadline is None or deadline.holds(cost):
             return True
-        self.show(f"--time: no time left for {ON_TOP[step]} (about "
+        self.show(f"--time: no time left for {label or ON_TOP[step]} (about "
                   f"{duration_text(cost or 0)} with its confirmation; "
                   f"{duration_text(max(0.0, deadline.left() or 0.0))} left)")
         return False
@@ -202,7 +203,7 @@ class StepsOnTop:
                                          flags=self._flags(rest, chosen.profile))
         layout = self._kept_entry(chosen.stages[:chosen.stages.index(Stage.LAYOUT) + 1])
         if layout is None or self._earlier(instead_of, Stage.BOLT) == Earlier.NONE \
-                and not self._time_for(Stage.BOLT, deadline):
+                and not self._time_for(Stage.BOLT, deadline, "BOLT in place of layout"):
             return chosen
         self.show(f"BOLT was not kept on top of layout: measured in its place, on "
                   f"{instead_of.name}")
