@@ -667,7 +667,7 @@ def test_a_step_after_the_search_that_would_outlast_time_is_left_out(tmp_path) -
                          pairs=10, stages="pgo+lto", timing=Timing(seconds=60)))
     said: list[str] = []
     steps = StepsOnTop.__new__(StepsOnTop)      # the parts after_search reads
-    steps.measurements = SimpleNamespace(journal=journal)
+    steps.measurements = SimpleNamespace(journal=journal, deterministic=False)
     steps.show = said.append
     steps.applicable = lambda chosen: [stages.Stage.CSPGO, stages.Stage.LAYOUT]
     steps.usable = set()                        # no link-level knob to say anything of
@@ -720,7 +720,7 @@ def test_when_time_holds_bolt_but_not_the_steps_before_it_they_give_way(tmp_path
     ran: list[str] = []
     said: list[str] = []
     steps = StepsOnTop.__new__(StepsOnTop)
-    steps.measurements = SimpleNamespace(journal=journal)
+    steps.measurements = SimpleNamespace(journal=journal, deterministic=False)
     steps.show = said.append
     steps.applicable = lambda chosen: [stages.Stage.CSPGO, stages.Stage.LAYOUT,
                                        stages.Stage.BOLT]

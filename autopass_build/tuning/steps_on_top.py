@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from enum import Enum
 
 from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.bolt import BoltStage
@@ -49,19 +48,17 @@ from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
 from autopass_build.measuring import stats
 from autopass_build.measuring.stats import FASTER
 from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS, Deadline
-from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
-from autopass_build.tuning.measuring import config_key
+from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match
+from autopass_build.tuning.stage_journal import (
+    Earlier,
+    earlier,
+    kept_entry,
+    stage_evaluation_seconds,
+)
 
 # They read the PGO profile (ext-TSP orders blocks by its counts; without them by guesses).
 NEEDS_PGO = (Stage.CSPGO, Stage.LAYOUT, Stage.EXTTSP)
-
-
-class Earlier(Enum):
-    """A step as the journal of a resumed run holds it."""
-    NONE = "not measured"
-    KEPT = "verified faster"
-    NOT_KEPT = "not verified faster"
 
 
 class StepsOnTop:
@@ -112,25 +109,6 @@ class StepsOnTop:
                 for stage in entry.composition}
         return [s for s in self.applicable(chosen) if s not in done]
 
-    def _earlier(self, chosen: Chosen | None, step: Stage) -> Earlier:
-        """What the journal holds of `step` on top of `chosen`: a resumed run takes a
-        step measured before the stop as it was decided (kept or not), and measures
-        again only what was not decided."""
-        name = stages.name((chosen.stages if chosen else ()) + (step,))
-        journal = self.measurements.journal
-        first = journal.find(Phase.STAGE, config_key({}, name))
-        if first is None:
-            return Earlier.NONE
-        if first.verdict != FASTER or not first.measured:
-            return Earlier.NOT_KEPT
-        if self.measurements.deterministic:
-            return Earlier.KEPT
-        confirmed = journal.find(Phase.STAGE_CONFIRM, config_key({}, name))
-        if confirmed is None:
-            return Earlier.NONE          # its confirmation was stopped: taken again
-        return Earlier.KEPT if confirmed.verdict == FASTER and confirmed.measured \
-            else Earlier.NOT_KEPT
-
     def planned(self) -> list[Stage]:
         """The steps after the search the run may take, said before anything is
         measured (those that need PGO, when PGO can be among the stages)."""
@@ -149,9 +127,10 @@ class StepsOnTop:
 
     def after_search(self, chosen: Chosen | None, without: Callable[[Chosen | None], Evaluator],
                      deadline: Deadline | None = None) -> Chosen | None:
-        """Each pending step on the build so far (`without(chosen)`: an evaluator whose
-        baseline is `chosen` with the per-file winners), kept when verified faster; a
-        step that would not end before `deadline` (--time) is left out, in one line."""
+        """Each applicable step on the build so far (`without(chosen)`: an evaluator
+        whose baseline is `chosen` with the per-file winners), kept when verified faster
+        (a resumed run takes the ones its journal holds as they were decided); a step
+        that would not end before `deadline` (--time) is left out, in one line."""
         steps = self.applicable(chosen)
         if self._knobs_left_out(chosen):
             self.show("the link-level knobs are not measured: the build links no units "
@@ -160,12 +139,12 @@ class StepsOnTop:
             steps = self._bolt_first(steps, deadline, self.pending(chosen))
         bolt_tried = False
         for step in steps:
-            earlier = self._earlier(chosen, step)
-            bolt_tried = bolt_tried or step == Stage.BOLT and earlier != Earlier.NONE
-            if earlier == Earlier.NOT_KEPT:
+            held = self._journaled(chosen, step)
+            bolt_tried = bolt_tried or step == Stage.BOLT and held != Earlier.NONE
+            if held == Earlier.NOT_KEPT:
                 self.show(f"{ON_TOP[step]}: measured earlier in this run, not kept")
                 continue
-            if earlier == Earlier.NONE and not self._time_for(step, deadline):
+            if held == Earlier.NONE and not self._time_for(step, deadline):
                 continue
             bolt_tried = bolt_tried or step == Stage.BOLT
             taken = self._step(step)(chosen, without(chosen))
@@ -201,8 +180,8 @@ class StepsOnTop:
         rest = tuple(s for s in chosen.stages if s != Stage.LAYOUT)
         instead_of = dataclasses.replace(chosen, stages=rest,
                                          flags=self._flags(rest, chosen.profile))
-        layout = self._kept_entry(chosen.stages[:chosen.stages.index(Stage.LAYOUT) + 1])
-        if layout is None or self._earlier(instead_of, Stage.BOLT) == Earlier.NONE \
+        layout = self._kept_by(chosen.stages[:chosen.stages.index(Stage.LAYOUT) + 1])
+        if layout is None or self._journaled(instead_of, Stage.BOLT) == Earlier.NONE \
                 and not self._time_for(Stage.BOLT, deadline, "BOLT in place of layout"):
             return chosen
         self.show(f"BOLT was not kept on top of layout: measured in its place, on "
@@ -219,14 +198,6 @@ class StepsOnTop:
                   f"{instead_of.name}) did not gain clearly more than layout "
                   f"({layout.interval_text()})")
         return chosen
-
-    def _kept_entry(self, composition: tuple[Stage, ...]) -> Entry | None:
-        """The measurement that kept the last step of `composition`: its confirmation
-        (its first look where the metric repeats exactly)."""
-        key = config_key({}, stages.name(composition))
-        journal = self.measurements.journal
-        found = journal.find(Phase.STAGE_CONFIRM, key) or journal.find(Phase.STAGE, key)
-        return found if found is not None and found.measured else None
 
     def _bolt_first(self, steps: list[Stage], deadline: Deadline, pending: list[Stage]
                     ) -> list[Stage]:
@@ -261,6 +232,14 @@ class StepsOnTop:
             return None
         trained = step in (Stage.CSPGO, Stage.BOLT)
         return each * (self.evaluations([step]) + (1 if trained else 0))
+
+    def _journaled(self, chosen: Chosen | None, step: Stage) -> Earlier:
+        """What the journal holds of `step` on top of `chosen` (a resumed run)."""
+        return earlier(self.measurements.journal, self.measurements.deterministic,
+                       (chosen.stages if chosen else ()) + (step,))
+
+    def _kept_by(self, composition: tuple[Stage, ...]) -> Entry | None:
+        return kept_entry(self.measurements.journal, composition)
 
     # -- the steps ---------------------------------------------------------------------
     def native(self, chosen: Chosen | None, without: Evaluator) -> Chosen | None:
@@ -321,7 +300,7 @@ class StepsOnTop:
         """BOLT trained on the build so far, the program and each hot project library."""
         step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show,
                          self.bolt_reach.libraries)
-        if self._earlier(chosen, Stage.BOLT) == Earlier.KEPT and not _retraced(step, without):
+        if self._journaled(chosen, Stage.BOLT) == Earlier.KEPT and not _retraced(step, without):
             return None
         taken = self._taken(chosen, Stage.BOLT, ON_TOP[Stage.BOLT], without, link_flags=BOLT_LINK_FLAGS,
                             post_link=step)
@@ -420,17 +399,3 @@ def _retraced(step: BoltStage, without: Evaluator) -> bool:
                   f"({error})")
         return False
     return True
-
-
-def stage_phase_entries(journal: Journal) -> list[Entry]:
-    """The evaluations of the stage phase before the search (not the steps after it,
-    which a resumed run may hold too)."""
-    return [e for e in journal.of_phase(*STAGE_PHASES)
-            if not set(e.composition) & set(AFTER_SEARCH)]
-
-
-def stage_evaluation_seconds(journal: Journal) -> float | None:
-    """Seconds a stage evaluation took on average in this run (None before any): what a
-    build and link of the whole program and its measurement cost here."""
-    looks = [e.timing.seconds for e in journal.of_phase(*STAGE_PHASES) if e.timing.seconds > 0]
-    return sum(looks) / len(looks) if looks else None

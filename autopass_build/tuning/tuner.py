@@ -60,11 +60,8 @@ from autopass_build.tuning.space import (
     fingerprint,
 )
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level
-from autopass_build.tuning.steps_on_top import (
-    StepsOnTop,
-    stage_evaluation_seconds,
-    stage_phase_entries,
-)
+from autopass_build.tuning.stage_journal import stage_evaluation_seconds, stage_phase_entries
+from autopass_build.tuning.steps_on_top import StepsOnTop
 
 NATIVE_EVALUATIONS = 2    # the native step (--native), out of the stages' half
 STAGE_SHARE = 0.5         # of --time: what the stages may take at most
