@@ -687,7 +687,7 @@ def test_the_first_search_evaluation_is_judged_by_the_stages_pace() -> None:
     from types import SimpleNamespace
 
     from autopass_build.tuning.clock import Deadline, Pace
-    from autopass_build.tuning.searching import Search
+    from autopass_build.tuning.searching import STEPS_SHARE, Search
 
     said: list[str] = []
     parts = SimpleNamespace(journal=None, remote=None)
@@ -700,6 +700,15 @@ def test_the_first_search_evaluation_is_judged_by_the_stages_pace() -> None:
     roomy = Search(parts, None, 10, said.append, deadline=Deadline(600), kept_after=5,
                    first_each=40.0)
     assert roomy._time_for_one_more(Pace(), 0)
+    # LAME under --time 30m: the steps after the search wanted more than all the time
+    # left (15 evaluations of 2 min, 19 min left), and the search got none; they keep
+    # at most two thirds of it
+    lame = Search(parts, None, 10, said.append, deadline=Deadline(19 * 60), kept_after=16,
+                  first_each=120.0)
+    assert lame._time_for_one_more(Pace(), 0)
+    assert lame.kept_at_most == pytest.approx(STEPS_SHARE * 19 * 60, rel=0.01)
+    assert not Search(parts, None, 10, said.append, deadline=Deadline(5 * 60), kept_after=16,
+                      first_each=120.0)._time_for_one_more(Pace(), 0)   # 2 + 3.3 > 5 min
 
 
 def test_when_time_holds_bolt_but_not_the_steps_before_it_they_give_way(tmp_path) -> None:
