@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""The ceiling of the decisions carried in the IR on one program (issue 61): every value
+of every decision knob tune offers on the hottest units' loops and functions, each alone
+on top of the whole-program stages, counted by callgrind; then the best value of each
+knob, all together.  Instructions, not time: they repeat exactly, so one run each
+decides, and an exhaustive look fits in minutes where pairs of timed runs would take
+hours.  A decision whose program writes other output than the build without it (the
+vectorizer reorders floating-point sums when a loop is given a width) is left out, as
+tune's output check leaves it out.
+
+Usage: python bench/decision_ceiling.py [--program lame] [--stages pgo,thinlto]
+           [--units 1] [--seconds 4] [--out decision-ceiling-out]
+(--seconds: LAME's input, in seconds of audio; other programs run their own benchmark.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+import tune_classical as tc  # noqa: E402
+
+from autopass_build.candidates import pgo, stages  # noqa: E402
+from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
+from autopass_build.evidence.hotspots import load as load_profile  # noqa: E402
+from autopass_build.evidence.inventory import of_unit  # noqa: E402
+from autopass_build.measuring.benchmark import run_once  # noqa: E402
+from autopass_build.tuning.decision_knobs import knobs_for  # noqa: E402
+from autopass_build.tuning.stage_choice import opt_level  # noqa: E402
+
+GAIN = 0.001        # fewer instructions than this share is the baseline's count
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class Counter:
+    """Builds of the program on the stages, each counted and its output hashed."""
+
+    def __init__(self, evaluator: Evaluator, unit_flags: tuple[str, ...],
+                 link_flags: tuple[str, ...]):
+        self.evaluator, self.unit_flags, self.link_flags = evaluator, unit_flags, link_flags
+        self.base = {u.id: unit_flags for u in evaluator.units}
+
+    def build(self, added: dict[str, tuple[str, ...]]):
+        flags = {uid: self.unit_flags + added.get(uid, ()) for uid in self.base}
+        return self.evaluator.replayer.build(self.evaluator.target.output, flags,
+                                             self.link_flags)
+
+    def count(self, built) -> tuple[float, str]:
+        """(instructions, hash of the output) of one run of `built`."""
+        bench = self.evaluator.bench
+        counted = run_once(bench, built.binary, built.env, bench.run.timeout * 100,
+                           metric="instructions")
+        if counted.value is None:
+            raise SystemExit(f"callgrind could not count a run: {counted.detail}")
+        output = counted.stdout_cut or hashlib.sha256(counted.stdout).hexdigest()
+        return counted.value, output
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--program", default="lame", choices=sorted(tc.CASES))
+    parser.add_argument("--stages", default="pgo,thinlto")
+    parser.add_argument("--units", type=int, default=1, help="the hottest units searched")
+    parser.add_argument("--seconds", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=Path("decision-ceiling-out"))
+    args = parser.parse_args()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="autopass-ceiling-") as scratch:
+        work = Path(scratch)
+        command = (lambda w: ["{exe}", "--silent", "-V", "2",
+                              str(tc.wav_input(w / "short.wav", args.seconds)), "-"]) \
+            if args.program == "lame" else None
+        store, config = tc.prepare(args.program, work, "instructions", command=command)
+        evaluator = Evaluator(store, config)
+        composition = stages.parse(args.stages.split(","))
+        profile = pgo.train(evaluator) if stages.Stage.PGO in composition else None
+        flags = stages.flags(composition, opt_level(evaluator),
+                             profile.use_flag() if profile else "")
+        counter = Counter(evaluator, flags.unit_flags, flags.link_flags)
+        base_count, base_output = counter.count(counter.build({}))
+        log(f"{args.program} on {stages.name(composition)}: {base_count:.0f} instructions")
+        found = load_profile(store.dir)
+        if found is None:
+            raise SystemExit(f"no profile of {args.program}: `autopass profile` found none")
+        shares = found.unit_shares()
+        hottest = sorted(evaluator.units, key=lambda u: -shares.get(u.source_rel, 0.0))
+        rows: list[dict] = []
+        best: dict[tuple[str, str], tuple[float, tuple[str, ...]]] = {}
+        for unit in hottest[:args.units]:
+            functions = {f.symbol: f.share for f in found.functions
+                         if unit.source_rel in f.units}
+            knobs = knobs_for(of_unit(evaluator.replayer, unit), functions)
+            log(f"{unit.source_rel} ({shares.get(unit.source_rel, 0):.0f} % of the run): "
+                f"{len(knobs)} knobs")
+            for knob in knobs:
+                for index, value in enumerate(knob.values[1:], 1):
+                    built = counter.build({unit.id: value})
+                    count, output = counter.count(built)
+                    ratio = count / base_count
+                    same = output == base_output
+                    rows.append({"unit": unit.source_rel, "knob": knob.name,
+                                 "value": knob.short(index), "ratio": ratio,
+                                 "same_output": same})
+                    log(f"  {knob.name}={knob.short(index)}: {ratio:.4f}"
+                        + ("" if same else " (other output: left out)"))
+                    if same and ratio < 1 - GAIN and ratio < best.get(
+                            (unit.id, knob.name), (1.0, ()))[0]:
+                        best[(unit.id, knob.name)] = (ratio, value)
+        together: dict[str, tuple[str, ...]] = {}
+        for (uid, _), (_, value) in best.items():
+            together[uid] = together.get(uid, ()) + value
+        combined = None
+        if together:
+            count, output = counter.count(counter.build(together))
+            combined = {"ratio": count / base_count, "same_output": output == base_output,
+                        "decisions": len(best)}
+        result = {"program": args.program, "stages": stages.name(composition),
+                  "baseline_instructions": base_count, "candidates": rows,
+                  "best": [{"knob": k, "ratio": r} for (_, k), (r, _) in best.items()],
+                  "together": combined, "minutes": round((time.monotonic() - started) / 60)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "decision_ceiling.json").write_text(json.dumps(result, indent=1))
+    log(f"{len(rows)} candidates; {len(best)} knobs with a value that runs "
+        f"{GAIN:.1%} fewer instructions or more")
+    for (_, name), (ratio, _) in sorted(best.items(), key=lambda item: item[1][0]):
+        log(f"  {name}: {1 / ratio:.4f}x fewer")
+    if combined:
+        log(f"together: {1 / combined['ratio']:.4f}x fewer instructions than "
+            f"{stages.name(composition)}" + ("" if combined["same_output"]
+                                              else " (but other output)"))
+    log(f"{result['minutes']} min; wrote {args.out / 'decision_ceiling.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
