@@ -12,11 +12,13 @@ likely take, from the first one on.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from autopass_build.core.durations import duration_text
 from autopass_build.core.plural import counted as counted_text
+from autopass_build.core.stage_flags import BOLT, LAYOUT
 
 if TYPE_CHECKING:
     from autopass_build.tuning.settings import TuneRequest
@@ -117,14 +119,25 @@ def search_budget(budget: int, spent: int, reserved: int) -> int:
     return budget - spent - reserved
 
 
+def step_evaluations(steps: Sequence[str]) -> int:
+    """What the steps after the search (stage names) keep of the budget: each its own,
+    and BOLT in place of layout where both are among them (it runs when BOLT is not
+    kept on top of layout)."""
+    instead = BOLT_EVALUATIONS if BOLT in steps and LAYOUT in steps else 0
+    return instead + sum(_evaluations_of(step) for step in steps)
+
+
+def _evaluations_of(step: str) -> int:
+    return BOLT_EVALUATIONS if step == BOLT else STEP_EVALUATIONS
+
+
 def split_text(request: TuneRequest, stage_budget: int, compositions: int,
                after: list[str]) -> str:
     """How the budget is split, said before anything is measured: `compositions` the
     stage compositions to measure, `after` the steps tried on top after the search
     (cspgo, layout, bolt)."""
-    instead = "bolt" in after and "layout" in after    # BOLT in place of layout, if it must
-    reserved = sum(BOLT_EVALUATIONS if step == "bolt" else STEP_EVALUATIONS for step in after) \
-        + (BOLT_EVALUATIONS if instead else 0)
+    instead = BOLT in after and LAYOUT in after       # BOLT in place of layout, if it must
+    reserved = step_evaluations(after)
     # each composition a look and a confirmation; when none is verified, a second look
     # at the closest and its confirmation (stage_choice.Composer._second_look)
     most = min(stage_budget, 2 * compositions + 1)
@@ -136,9 +149,7 @@ def split_text(request: TuneRequest, stage_budget: int, compositions: int,
                f"({counted_text(compositions, 'composition')}, each confirmed when faster, "
                "the closest looked at again when none is; --stage-budget changes it)"
                if compositions else "no stages")
-            + "".join(f", {names.get(step, step)} "
-                      f"{BOLT_EVALUATIONS if step == 'bolt' else STEP_EVALUATIONS}"
-                      for step in after)
+            + "".join(f", {names.get(step, step)} {_evaluations_of(step)}" for step in after)
             + (f", BOLT in place of layout {BOLT_EVALUATIONS} (if not kept on top of it)"
                if instead else "")
             + (f", per-file flags at least {max(0, rest)}" if counted else

@@ -47,7 +47,7 @@ from autopass_build.evidence.hotspots import Profile
 from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
 from autopass_build.measuring import stats
 from autopass_build.measuring.stats import FASTER
-from autopass_build.tuning.clock import BOLT_EVALUATIONS, STEP_EVALUATIONS, Deadline
+from autopass_build.tuning.clock import Deadline, step_evaluations
 from autopass_build.tuning.journal import Entry, Phase
 from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match
 from autopass_build.tuning.stage_journal import (
@@ -117,14 +117,6 @@ class StepsOnTop:
                 and (s not in NEEDS_PGO or Stage.PGO in self.composer.usable)
                 and (s not in LINK_KNOBS or lto)]
 
-    @staticmethod
-    def evaluations(steps: list[Stage]) -> int:
-        """What `steps` take of the budget: BOLT in place of layout counted too, where
-        both may run (it runs when BOLT is not kept on top of layout)."""
-        instead = BOLT_EVALUATIONS if Stage.BOLT in steps and Stage.LAYOUT in steps else 0
-        return instead + sum(BOLT_EVALUATIONS if s == Stage.BOLT else STEP_EVALUATIONS
-                             for s in steps)
-
     def after_search(self, chosen: Chosen | None, without: Callable[[Chosen | None], Evaluator],
                      deadline: Deadline | None = None) -> Chosen | None:
         """Each applicable step on the build so far (`without(chosen)`: an evaluator
@@ -140,13 +132,12 @@ class StepsOnTop:
         bolt_tried = False
         for step in steps:
             held = self._journaled(chosen, step)
-            bolt_tried = bolt_tried or step == Stage.BOLT and held != Earlier.NONE
-            if held == Earlier.NOT_KEPT:
-                self.show(f"{ON_TOP[step]}: measured earlier in this run, not kept")
-                continue
             if held == Earlier.NONE and not self._time_for(step, deadline):
                 continue
             bolt_tried = bolt_tried or step == Stage.BOLT
+            if held == Earlier.NOT_KEPT:
+                self.show(f"{ON_TOP[step]}: measured earlier in this run, not kept")
+                continue
             taken = self._step(step)(chosen, without(chosen))
             if taken is not None:
                 self.show(f"{step} kept: {taken.name}, {taken.entry.interval_text()} over the "
@@ -160,8 +151,10 @@ class StepsOnTop:
     def _time_for(self, step: Stage, deadline: Deadline | None, label: str = "") -> bool:
         """Whether `step` (`label`, its name by default) ends before `deadline`
         (--time); said when it would not."""
+        if deadline is None:
+            return True
         cost = self._cost(step)
-        if deadline is None or deadline.holds(cost):
+        if deadline.holds(cost):
             return True
         self.show(f"--time: no time left for {label or ON_TOP[step]} (about "
                   f"{duration_text(cost or 0)} with its confirmation; "
@@ -231,7 +224,7 @@ class StepsOnTop:
         if each is None:
             return None
         trained = step in (Stage.CSPGO, Stage.BOLT)
-        return each * (self.evaluations([step]) + (1 if trained else 0))
+        return each * (step_evaluations([step]) + (1 if trained else 0))
 
     def _journaled(self, chosen: Chosen | None, step: Stage) -> Earlier:
         """What the journal holds of `step` on top of `chosen` (a resumed run)."""

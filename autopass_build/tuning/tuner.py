@@ -41,6 +41,7 @@ from autopass_build.tuning.clock import (
     Deadline,
     search_budget,
     split_text,
+    step_evaluations,
 )
 from autopass_build.tuning.clock import stage_budget as stage_budget_of
 from autopass_build.tuning.conclude import Winner, conclude, versus_recorded
@@ -236,7 +237,7 @@ class Tuner:
         what it was before the stop."""
         if self.on_top is None:
             return 0
-        return self.on_top.evaluations(self.on_top.applicable(self.chosen))
+        return step_evaluations(self.on_top.applicable(self.chosen))
 
     # -- whole-program stages -------------------------------------------------------------
     def _compose(self, evaluator: Evaluator, hot: Profile | None) -> Chosen | None:
