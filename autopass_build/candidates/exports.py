@@ -9,6 +9,7 @@ the candidate and the build without the step, before anything is measured."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 
@@ -59,8 +60,14 @@ class ExportsKept:
         self.baseline = baseline
         self.label = label
 
+    @functools.cached_property
+    def before(self) -> dict[str, frozenset[str]]:
+        """Each baseline binary's exports, read once (a step's look and its
+        confirmation check the same baseline)."""
+        return {rel: exports(path) for rel, path in binaries(self.baseline()).items()}
+
     def __call__(self, candidate: Candidate) -> Candidate:
-        before = {rel: exports(path) for rel, path in binaries(self.baseline()).items()}
+        before = self.before
         for rel, path in sorted(binaries(candidate).items()):
             if rel not in before:
                 continue
