@@ -226,8 +226,8 @@ def _soname_alias(library: Path) -> None:
 def autopass(name: str, work: Path, limit: str, label: str = "autopass",
              tune_keys: str = "", extra: str = "") -> tuple[Variant, dict]:
     """`name` recorded, tuned for `limit` ("": by [tune].budget alone; `tune_keys`: more
-    of autopass.toml's [tune];
-    `extra`: more tables), applied, in a tree of its own (`label`)."""
+    of autopass.toml's [tune]; `extra`: more tables), applied, in a tree of its own
+    (`label`)."""
     case = tc.CASES[name]
     program = case.program
     tree = debian_sources.fresh_copy(program.package, work / label)
