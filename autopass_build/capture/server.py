@@ -19,6 +19,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 
 from autopass_build.capture.host import Host
@@ -126,6 +127,9 @@ class RemoteHost(Host):
         return status             # sent as "exit": the launcher raises a signal itself
 
 
+CALLS_END_SECONDS = 10.0   # how long the build's end waits for calls still being counted
+
+
 class WrapperServer:
     """`with WrapperServer() as server:` serves while the block runs; `server.env()`
     holds what the build's environment needs."""
@@ -137,6 +141,7 @@ class WrapperServer:
         self.listener.bind(self.path)
         self.listener.listen(64)
         self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._calls: list[threading.Thread] = []   # one per launcher's call
         self.served = 0            # calls the wrapper decided here
         self.handed_back = 0       # calls answered "python" (the launcher runs it all)
         self.said: set[str] = set()   # warnings said to this build (RemoteHost.say)
@@ -154,6 +159,12 @@ class WrapperServer:
         except OSError:
             pass
         self.listener.close()
+        self._thread.join(timeout=CALLS_END_SECONDS)
+        # A call's launcher may have exited on the answer before its thread counted it:
+        # the counts are read once the build is over, so the calls finish first.
+        deadline = time.monotonic() + CALLS_END_SECONDS
+        for call in self._calls:
+            call.join(timeout=max(0.0, deadline - time.monotonic()))
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _accept(self) -> None:
@@ -162,7 +173,9 @@ class WrapperServer:
                 conn, _ = self.listener.accept()
             except OSError:
                 return                     # closed: the build is over
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            call = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._calls.append(call)
+            call.start()
 
     def _serve(self, conn: socket.socket) -> None:
         if serve(conn, self.said):

@@ -12,6 +12,13 @@ import os
 import select
 import time
 
+TYPE_CHECKING = False           # typing is not imported on the wrapper's path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 SECRET_ENV_MARKERS = ("API_KEY", "TOKEN", "SECRET", "PASSWORD")
 
@@ -149,6 +156,46 @@ def _wait_for_exit(pid: int, timeout: float) -> bool:
         os.close(fd)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)   # the two that raise KeyboardInterrupt
+
+
+def start_held(start: Callable[[], T]) -> tuple[T, list[int]]:
+    """`start()` (which starts a child and returns its handle) with SIGINT and SIGTERM
+    held; the handle and the signals that came meanwhile, which the caller replays
+    (`replay`) inside the block that stops its child.  Raised between the child's fork
+    and Popen's return, KeyboardInterrupt would leave a child no one kills: a callgrind
+    run outlived tune's SIGTERM on a loaded CI machine.  Off the main thread signals
+    never arrive, so nothing is held there."""
+    held: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        held.append(signum)
+
+    try:
+        previous = {signum: signal.signal(signum, hold) for signum in STOP_SIGNALS}
+    except ValueError:                      # not the main thread
+        return start(), held
+    try:
+        started = start()
+    except BaseException:
+        _restore(previous)
+        replay(held)
+        raise
+    _restore(previous)
+    return started, held
+
+
+def _restore(previous: dict[int, object]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def replay(held: list[int]) -> None:
+    """Deliver the signals `start_held` held, now: their handlers run before this returns."""
+    for signum in held:
+        signal.raise_signal(signum)
+
+
 def kill_group(pid: int) -> None:
     """SIGKILL the process group led by `pid` (started with setsid)."""
     try:
@@ -192,11 +239,12 @@ def run_captured(argv: list[str], cwd: str, env: dict[str, str] | None = None,
     import subprocess
 
     with open(stdin or os.devnull, "rb") as source:
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=source,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True,
-                                   preexec_fn=fix_address_layout if fixed_layout else None)
+        process, held = start_held(lambda: subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=source, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=fix_address_layout if fixed_layout else None))
     try:
+        replay(held)
         stdout, stderr = process.communicate(timeout=timeout)
         timed_out = False
         kill_group(process.pid)  # whatever it left running in its session goes too
@@ -263,7 +311,7 @@ def run_build(argv: list[str], env: dict[str, str], cwd: str | None = None) -> i
     same way.  FileNotFoundError / PermissionError when the command cannot start."""
     import subprocess
 
-    child = subprocess.Popen(argv, env=env, cwd=cwd)
+    child, held = start_held(lambda: subprocess.Popen(argv, env=env, cwd=cwd))
     received: list[int] = []
 
     def stop_the_build(signum: int, _frame: object) -> None:
@@ -278,6 +326,7 @@ def run_build(argv: list[str], env: dict[str, str], cwd: str | None = None) -> i
                 for signum in (signal.SIGTERM, signal.SIGHUP)}
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, stop_the_build)
     try:
+        replay(held)                  # a signal that came while it started: stopped too
         status = child.wait()
     finally:
         for signum, handler in previous.items():

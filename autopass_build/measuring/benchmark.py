@@ -267,21 +267,22 @@ def run_once(bench: Benchmark, exe: str, candidate_env: dict[str, str], timeout:
             started = time.perf_counter()
             try:
                 with spawned_on(cpu):
-                    child = subprocess.Popen(argv, cwd=bench.cwd, env=bench.env(candidate_env),
-                                             stdin=source, stdout=out, stderr=err,
-                                             start_new_session=True)
+                    child, held = proc.start_held(lambda: subprocess.Popen(
+                        argv, cwd=bench.cwd, env=bench.env(candidate_env), stdin=source,
+                        stdout=out, stderr=err, start_new_session=True))
             except OSError as error:
                 return RunResult(Outcome.RUN_CRASH, None, 0.0, -1, b"", b"",
                                  f"cannot start {argv[0]}: {error.strerror}")
             try:
+                proc.replay(held)
                 status, usage, timed_out = _wait(child.pid, timeout, watch)
+                proc.kill_group(child.pid)  # children it left behind
             except BaseException:
                 proc.kill_group(child.pid)
                 child.wait()
                 raise
             wall = time.perf_counter() - started
             child.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4
-            proc.kill_group(child.pid)  # children it left behind
         stdout, cut = read_output(out_path, keep_all=bench.check.mode == "command")
         stderr, _ = read_output(err_path)
         code = child.returncode
