@@ -42,7 +42,8 @@ def _add_tune(sub) -> None:
     p.add_argument("--budget", type=int, help=key_help("tune", "budget"))
     p.add_argument("--time", metavar="DURATION",
                    help="a time budget, e.g. 45m, 2h, 1h30m ([tune].time): the stages take "
-                        "up to half of it, the search stops in time for the steps after it; "
+                        "up to half of it, the search stops in time for the steps after it "
+                        "(which keep at most two thirds of what is left when it starts); "
                         "alone (without --budget), the time decides, not a count")
     p.add_argument("--stage-budget", type=int, metavar="N",
                    help=key_help("tune", "stage_budget"))
