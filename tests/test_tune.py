@@ -132,7 +132,7 @@ def test_duration_text_reads_like_a_person_would_say_it() -> None:
     assert [duration_text(s) for s in (0.2, 40, 89, 125, 5399, 5400, 9000)] == \
         ["1 s", "40 s", "1 min", "2 min", "90 min", "1.5 h", "2.5 h"]
     pace = Pace(started=time.monotonic() - 60, measured=2)     # 30 s an evaluation
-    assert pace.time_left(4) == "about 2 min left · " and pace.time_left(0) == ""
+    assert pace.time_left(4) == "the rest about 2 min · " and pace.time_left(0) == ""
     assert Pace().time_left(5) == ""                            # nothing measured yet
 
 

@@ -45,11 +45,11 @@ class Pace:
         return (time.monotonic() - self.started) / self.measured
 
     def time_left(self, evaluations_left: int) -> str:
-        """"about 12 min left · ", or nothing before the first evaluation ends."""
+        """"the rest about 12 min · ", or nothing before the first evaluation ends."""
         each = self.each()
         if each is None or evaluations_left <= 0:
             return ""
-        return f"about {duration_text(each * evaluations_left)} left · "
+        return f"the rest about {duration_text(each * evaluations_left)} · "
 
 
 CONFIRMED = 2      # evaluations a stage takes when it looks faster: the look, the confirmation
@@ -99,9 +99,10 @@ class Deadline:
         left = self.left()
         return left is None or (left > 0 and (seconds is None or seconds <= left))
 
-    def text(self) -> str:
+    def text(self, of: str = "--time") -> str:
+        """"5 min of --time left · " (`of`: whose time it is), or nothing without one."""
         left = self.left()
-        return "" if left is None else f"{duration_text(max(0.0, left))} of --time left · "
+        return "" if left is None else f"{duration_text(max(0.0, left))} of {of} left · "
 
 
 def stage_budget(request: TuneRequest) -> int:

@@ -60,6 +60,9 @@ class Chosen:
         return bool(lto_mode(self.stages))
 
 
+STAGES_TIME = "the stages' half of --time"      # what their progress line counts down
+
+
 def opt_level(evaluator: Evaluator) -> str:
     """The LTO link's codegen level for the target's units (one of LTO_LEVELS: what the
     database's target section may hold)."""
@@ -232,7 +235,7 @@ class Composer:
                 self._left_out(candidates[number - 1:], untrainable, "--time")
                 break
             ahead = min(len(candidates) - number + 1, budget - spent)
-            self.show(f"[stage {number} of {len(candidates)}] {deadline.text()}"
+            self.show(f"[stage {number} of {len(candidates)}] {deadline.text(STAGES_TIME)}"
                       f"{pace.time_left(ahead)}{stages.name(composition)}")
             began = time.monotonic()
             entry, measured = self._verified(composition, best)
