@@ -82,12 +82,16 @@ def test_a_build_command_string_runs_as_a_shell_runs_it(tmp_path, clang, opt):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "identical" in done.stdout
+    (root / "dataproc").unlink()
+    said = sh([AUTOPASS, "apply"], root, env)       # with no command, as record: the same
+    assert "building with [build].command" in said and (root / "dataproc").is_file()
 
 
-def test_record_with_neither_a_command_nor_a_config_says_what_to_give(tmp_path):
-    done = subprocess.run([AUTOPASS, "record"], cwd=tmp_path, capture_output=True, text=True)
+@pytest.mark.parametrize("verb", ["record", "apply"])
+def test_record_with_neither_a_command_nor_a_config_says_what_to_give(tmp_path, verb):
+    done = subprocess.run([AUTOPASS, verb], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2
-    assert "autopass record -- make" in done.stderr and "[build].command" in done.stderr
+    assert f"autopass {verb} -- make" in done.stderr and "[build].command" in done.stderr
     assert "Traceback" not in done.stderr
 
 

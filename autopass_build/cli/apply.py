@@ -15,6 +15,7 @@ from autopass_build.cli.common import (
     add_config_option,
     add_metric_option,
     add_target_option,
+    configured_build,
     load_config,
     measures,
     open_store,
@@ -46,7 +47,9 @@ def add_parsers(sub) -> None:
                         "(default ~/.cache/autopass/train-ccache; off: none): the "
                         "instrumented one compiles only what changed since the last")
     add_config_option(p)
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- BUILD...",
+                   help="the build command (default: [build].command of autopass.toml, "
+                        "run in [build].root)")
     p.set_defaults(func=cmd_apply)
 
     p = sub.add_parser("verify", help="two clean tuned builds must be identical; then A/B "
@@ -75,6 +78,7 @@ def add_parsers(sub) -> None:
 
 APPLY_EPILOG = """\
 examples:
+  autopass apply                                     # [build].command of autopass.toml
   autopass apply -- make -j2
   autopass apply --policy error -- sh -c 'cmake -B build -G Ninja && ninja -C build'
   CC=autopass-cc AUTOPASS_MODE=apply make            # the same, by hand
@@ -101,9 +105,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from autopass_build.capture.server import serving
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        raise CliError("give the build to run: autopass apply -- make -j2")
     db, root = _paths(args)
+    if not command:              # as `autopass record` with none: the build it recorded
+        command, folder = configured_build(args, "apply")
+        os.chdir(folder)         # the paths above are absolute already
     if args.root and not os.path.isdir(root):
         raise CliError(f"--root {args.root}: not a folder; give the project root the "
                        "database's paths are relative to")

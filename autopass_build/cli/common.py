@@ -104,6 +104,21 @@ def root_of(store: Store) -> str:
     return os.path.dirname(store.dir)
 
 
+def configured_build(args: argparse.Namespace, verb: str) -> tuple[list[str], str]:
+    """`autopass record` or `apply` (`verb`) with no command: [build].command of
+    autopass.toml, and the folder it runs in ([build].root)."""
+    try:
+        config = configuration.load(args.config)
+    except configuration.ConfigError as error:
+        raise CliError(f"nothing to build, and {error}")
+    if not config.build.command:
+        raise CliError(f"nothing to build: give the build command after `--`, e.g. "
+                       f"`autopass {verb} -- make -j2`, or set [build].command in "
+                       f"{configuration.CONFIG_NAME}")
+    print(f"autopass: building with [build].command of {config.path}", file=sys.stderr)
+    return list(config.build.command), config.resolve(config.build.root)
+
+
 def load_config(args: argparse.Namespace) -> configuration.Config:
     try:
         config = configuration.load(args.config)

@@ -10,7 +10,6 @@ import sys
 import tempfile
 import time
 
-from autopass_build import config as configuration
 from autopass_build.capture.build_env import (
     for_debian_packaging,
     record_environment,
@@ -22,6 +21,7 @@ from autopass_build.capture.server import serving
 from autopass_build.cli.common import (
     CliError,
     add_config_option,
+    configured_build,
 )
 from autopass_build.core import proc, toolchain
 from autopass_build.core.files import hash_json
@@ -65,7 +65,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         command = command[1:]
     folder = None
     if not command:
-        command, folder = _configured_build(args)
+        command, folder = configured_build(args, "record")
     root = os.path.abspath(args.root or os.getcwd())
     if not os.path.isdir(root):
         raise CliError(f"--root {args.root}: not a folder; give the project root that "
@@ -124,21 +124,6 @@ def _record_build(store: Store, command: list[str], folder: str | None, env: dic
     if status != 0:
         print(f"autopass: the build command exited with {status}", file=sys.stderr)
     return status
-
-
-def _configured_build(args: argparse.Namespace) -> tuple[list[str], str]:
-    """`autopass record` with no command: [build].command of autopass.toml, and the
-    folder it runs in ([build].root)."""
-    try:
-        config = configuration.load(args.config)
-    except configuration.ConfigError as error:
-        raise CliError(f"nothing to build, and {error}")
-    if not config.build.command:
-        raise CliError("nothing to build: give the build command after `--`, e.g. "
-                       "`autopass record -- make -j2`, or set [build].command in "
-                       f"{configuration.CONFIG_NAME}")
-    print(f"autopass: building with [build].command of {config.path}", file=sys.stderr)
-    return list(config.build.command), config.resolve(config.build.root)
 
 
 def _session(path: str) -> dict[str, set[str]] | None:
