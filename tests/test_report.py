@@ -55,6 +55,24 @@ def test_without_per_file_flags_the_chosen_stages_are_what_shipped():
     assert figures.shipped_bars(not_kept)[-1].label == "shipped: pgo+lto, no per-file flags"
 
 
+def test_the_composition_the_run_chose_is_what_the_report_says_it_shipped():
+    """The composer may choose other than the fastest look (a cheaper tie, a close rival
+    with fewer instructions): on bc it chose pgo+thinlto, confirmed 1.0235x, over
+    pgo+lto's 1.068x, and the report, deriving the choice from the looks, said pgo+lto
+    shipped.  The run marks its choice (Journal.baseline) and the report says that."""
+    from autopass_build.outputs.report import stage_lines
+
+    run = [entry(1, Phase.STAGE, 0.94, 0.89, 0.97, FASTER, "pgo+lto"),
+           entry(2, Phase.STAGE_CONFIRM, 0.936, 0.887, 0.972, FASTER, "pgo+lto"),
+           entry(3, Phase.STAGE, 0.975, 0.955, 0.998, FASTER, "pgo+thinlto"),
+           entry(4, Phase.STAGE_CONFIRM, 0.977, 0.957, 0.987, FASTER, "pgo+thinlto"),
+           entry(5, Phase.STAGE, 1.085, 1.07, 1.10, "slower", "pgo+thinlto+bolt")]
+    assert shipped_line(run).startswith("shipped pgo+lto, ")     # derived: the fastest
+    assert shipped_line(run, "pgo+thinlto").startswith(
+        "shipped pgo+thinlto, no per-file flags: 1.024x [1.013, 1.045]")
+    assert "baseline of the per-file search: pgo+thinlto" in stage_lines(run, "pgo+thinlto")
+
+
 def test_each_step_after_the_search_is_read_against_the_build_under_it():
     """CS-PGO and layout are A/B'd against the build without them, as BOLT is: the
     report read them against the recorded build ('pgo+lto+cspgo: 1.03x over the recorded

@@ -91,6 +91,7 @@ def test_tune_chooses_a_stage_and_apply_rebuilds_it_bit_for_bit(tmp_path) -> Non
     assert db.target.units == ("main.c", "ops.c")
     assert "baseline of the per-file search" in done.stdout
     chosen = min(measured.values(), key=lambda e: e.ratio)
+    assert f"baseline: {journal.baseline}, " in done.stderr     # marked as it was chosen
     verify = subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
     assert verify.returncode == 0, verify.stderr
     assert "two clean tuned builds are bit-identical" in verify.stdout

@@ -272,7 +272,7 @@ def _print_result(result, metric: str) -> None:
     for note in result.notes:
         print("  " + note)
     print("  " + verdict_words(journal.entries))
-    for line in stage_lines(journal.entries) + versus_lines(
+    for line in stage_lines(journal.entries, journal.baseline) + versus_lines(
             {e.phase: e for e in journal.of_phase(*VERSUS_RECORDED)}):
         print("  " + line)
     baseline = ("PGO alone" if journal.settings.pgo else

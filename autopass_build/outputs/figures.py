@@ -77,12 +77,13 @@ def last_stage_looks(entries: list[Entry]) -> dict[str, Entry]:
     return looks
 
 
-def chosen_stages(looks: dict[str, Entry]) -> str:
-    """The composition the per-file search ran on: the fastest verified link-time one
+def chosen_stages(looks: dict[str, Entry], baseline: str | None = None) -> str:
+    """The composition the per-file search ran on: `baseline`, as the run marked it
+    (Journal.baseline); for a run without the mark, the fastest verified link-time one
     ("" for none), extended by -march=native where that was kept (the steps after the
-    search come on top: `with_steps_after`).  The composer confirms every FASTER look on
-    a timing metric, so the best FASTER last look of each composition is the one it
-    chose."""
+    search come on top: `with_steps_after`)."""
+    if baseline is not None:
+        return baseline
     faster = [e for e in looks.values() if link_time(e.composition)
               and e.verdict == FASTER and e.measured and e.ratio is not None]
     chosen = min(faster, key=lambda e: e.ratio or 1.0).stages if faster else ""
@@ -135,7 +136,9 @@ def shipped_entry(entries: list[Entry]) -> Entry | None:
     return finals[-1] if finals and not last_stage_looks(entries) else None
 
 
-def shipped_bars(entries: list[Entry]) -> list[Bar]:
+def shipped_bars(entries: list[Entry], baseline: str | None = None) -> list[Bar]:
+    """The recorded build, each composition and step measured, and what was shipped
+    (`baseline`: the composition the search ran on, as the run marked it)."""
     bars = [Bar("recorded build", 1.0, 1.0, 1.0, BarKind.RECORDED)]
     looks = last_stage_looks(entries)
     for label, e in looks.items():
@@ -156,7 +159,7 @@ def shipped_bars(entries: list[Entry]) -> list[Bar]:
         bars.append(Bar(f"shipped: {what}", *_speedup(shipped), BarKind.SHIPPED,
                         shipped.verdict or ""))
         return bars
-    chosen = with_steps_after(looks, chosen_stages(looks))   # no per-file flags: stages alone
+    chosen = with_steps_after(looks, chosen_stages(looks, baseline))   # stages alone
     same = [b for b in bars if b.label.split(" ")[0] == chosen]
     if same:
         b = same[0]
@@ -188,13 +191,13 @@ def effects(entries: list[Entry]) -> list[tuple[str, float, float, float]]:
             for e in entries for u in e.effects if u.ratio and u.low and u.high]
 
 
-def run_png(entries: list[Entry], title: str) -> bytes:
+def run_png(entries: list[Entry], title: str, baseline: str | None = None) -> bytes:
     """One run's figure: what it shipped, every measurement, the units' own effects."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    bars, points, units = shipped_bars(entries), dots(entries), effects(entries)
+    bars, points, units = shipped_bars(entries, baseline), dots(entries), effects(entries)
     rows = [len(bars) * 0.38 + 1.2, 3.4] + ([len(units) * 0.3 + 1.2] if units else [])
     figure, panels = plt.subplots(len(rows), 1, figsize=(8, sum(rows)), dpi=100,
                                   gridspec_kw={"height_ratios": rows}, squeeze=False)

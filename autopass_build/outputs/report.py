@@ -52,6 +52,7 @@ class RunSummary:
     versus_recorded: dict[Phase, Entry]   # on PGO runs, against the recorded build
     entries: list[Entry]
     identical: int = 0                 # candidates that were the baseline: not measured
+    baseline: str | None = None        # the composition the search ran on (Journal.baseline)
 
 
 def summarize(journal: Journal) -> RunSummary:
@@ -73,7 +74,7 @@ def summarize(journal: Journal) -> RunSummary:
     identical = sum(1 for e in journal.of_phase(Phase.SEARCH) if e.identical)
     return RunSummary(journal.run_id, journal.settings, curve, final,
                       _winners(entries, final), outcomes, len(curve), versus, entries,
-                      identical)
+                      identical, journal.baseline)
 
 
 def versus_lines(entries: dict[Phase, Entry]) -> list[str]:
@@ -87,7 +88,7 @@ def versus_lines(entries: dict[Phase, Entry]) -> list[str]:
     return lines
 
 
-def stage_lines(entries: list[Entry]) -> list[str]:
+def stage_lines(entries: list[Entry], baseline: str | None = None) -> list[str]:
     """Each whole-program composition measured: its gain against the recorded build and
     against each composition it extends ('pgo+lto: ...; 0.93x of pgo'); native and BOLT,
     each against the build without it; and which build the per-file search ran on."""
@@ -98,7 +99,7 @@ def stage_lines(entries: list[Entry]) -> list[str]:
         if step is not None:
             kept = e.verdict == FASTER and e.measured
             lines.append(f"{ON_TOP[step]} on top: {'kept' if kept else 'not kept'}")
-    chosen = chosen_stages(measured)
+    chosen = chosen_stages(measured, baseline)
     if chosen:
         lines.append(f"baseline of the per-file search: {chosen}")
     elif any(link_time(e.composition) for e in measured.values()):
@@ -143,7 +144,7 @@ def text(summary: RunSummary) -> str:
              + (f" (and {counted(summary.identical, 'candidate')} identical to the baseline, "
                 "not measured)" if summary.identical else "")
              + f" of {', '.join(h.sources)}, metric {h.metric}, target {h.target}"]
-    lines.append(shipped_line(summary.entries))
+    lines.append(shipped_line(summary.entries, summary.baseline))
     marks = [(i + 1, g) for i, g in enumerate(summary.curve)
              if g > 0 and (i == 0 or g > summary.curve[i - 1])]
     # numbered by search candidate, as the plot's x axis, not by the journal's # below
@@ -153,7 +154,7 @@ def text(summary: RunSummary) -> str:
     if f and f.measured:
         against = " (against PGO alone)" if h.pgo else ""
         lines.append(f"final re-measurement{against}: {f.interval_text()} -> {f.verdict}")
-    lines += stage_lines(summary.entries)
+    lines += stage_lines(summary.entries, summary.baseline)
     lines += versus_lines(summary.versus_recorded)
     for source, w in sorted(summary.winners.items()):
         lines.append(f"  {source}: {w.flags}  {w.measured.interval_text()} "
@@ -173,9 +174,9 @@ def text(summary: RunSummary) -> str:
     return "\n".join(lines)
 
 
-def shipped_line(entries: list[Entry]) -> str:
+def shipped_line(entries: list[Entry], baseline: str | None = None) -> str:
     """What the run wrote, against the recorded build, first: the figure a user wants."""
-    bars = shipped_bars(entries)
+    bars = shipped_bars(entries, baseline)
     shipped = [b for b in bars if b.kind == BarKind.SHIPPED]
     if shipped:
         b = shipped[-1]
@@ -276,7 +277,7 @@ def html_report(runs: list[RunSummary]) -> str:
     for run in runs:
         title = f"{run.settings.target} ({run.settings.metric})"
         parts.append(f"<h2>run {html.escape(run.run_id)}</h2>"
-                     + _img(run_png(run.entries, title), "what the run shipped")
+                     + _img(run_png(run.entries, title, run.baseline), "what the run shipped")
                      + f"<pre>{html.escape(text(run))}</pre>")
         if run.winners:
             rows = "".join(f"<tr><td>{html.escape(s)}</td><td><code>{html.escape(w.flags)}"

@@ -30,6 +30,7 @@ from autopass_build.tuning.settings import RunSettings, SettingsError
 HEADER = "run.json"
 JOURNAL = "journal.jsonl"
 LATEST = "latest"
+BASELINE = "baseline"     # the composition the search ran on, as the stages chose it
 RUN_NAME = re.compile(r"\d{8}-\d{6}-")     # a run folder's name begins with its start time
 JOURNAL_VERSION = 2       # 2: an entry's phase and configuration are separate fields
 READABLE_VERSIONS = (1, 2)
@@ -245,6 +246,28 @@ class Journal:
 
     def of_phase(self, *phases: Phase) -> list[Entry]:
         return [e for e in self.entries if e.phase in phases]
+
+    def mark_baseline(self, stages: str) -> None:
+        """The composition the stages chose as the search's baseline, for the report to
+        say as chosen: the composer's cost ties and close rivals choose other than the
+        fastest look, and the report, deriving it from the looks, named pgo+lto as
+        shipped where the run shipped pgo+thinlto (bc).  Where it cannot be written
+        (disk full), the report derives it as before: the run goes on."""
+        try:
+            write_atomic(os.path.join(self.folder, BASELINE), (stages + "\n").encode(),
+                         durable=True)
+        except OSError:
+            pass
+
+    @property
+    def baseline(self) -> str | None:
+        """What mark_baseline wrote (None: no composition was chosen, or an older run)."""
+        try:
+            with open(os.path.join(self.folder, BASELINE), "rb") as handle:
+                name = handle.read(4096).decode("utf-8", "replace").strip()
+        except OSError:
+            return None
+        return name or None
 
     def lock(self) -> None:
         import fcntl

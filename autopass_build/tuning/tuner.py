@@ -267,6 +267,7 @@ class Tuner:
             return None
         evaluator.rebase({u.id: chosen.flags.unit_flags for u in evaluator.units},
                          chosen.flags.link_flags)
+        self.measurements.journal.mark_baseline(chosen.name)
         self.show(f"baseline: {chosen.name}, {chosen.entry.interval_text()} over "
                   f"{chosen.against}; per-file flags are tuned on top of it")
         return chosen
