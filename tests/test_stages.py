@@ -650,6 +650,83 @@ def test_a_close_rival_is_one_faster_too_whose_interval_overlaps() -> None:
     assert close_rival(looks[:1] + looks[2:], chosen.name, best, names) is None
 
 
+def test_a_head_to_head_puts_the_composition_that_overrides_the_other_on_top() -> None:
+    """A candidate's flags come after its baseline's: the candidate of a head-to-head is
+    the one whose flags override the other's (an LTO mode by its own, a profile by one)."""
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.measuring.stats import FASTER, SLOWER, UNCLEAR
+    from autopass_build.tuning.journal import Entry
+    from autopass_build.tuning.rivals import head_to_head_ends, rival_faster
+
+    of = stages.of_name
+    assert head_to_head_ends(of("pgo+lto"), of("pgo+thinlto")) == (of("pgo+lto"),
+                                                                   of("pgo+thinlto"))
+    assert head_to_head_ends(of("pgo+lto"), of("lto")) == (of("lto"), of("pgo+lto"))
+    assert head_to_head_ends(of("pgo"), of("lto")) is None      # neither drops the other's
+    assert head_to_head_ends(of("thinlto"), of("pgo")) is None
+
+    def said(verdict) -> Entry:
+        return Entry(1, Phase.STAGE_RIVAL, "k", {}, Outcome.OK, verdict, 0.99, 0.98, 1.0, 20)
+
+    assert rival_faster(said(FASTER), rival_is_candidate=True) is True
+    assert rival_faster(said(FASTER), rival_is_candidate=False) is False
+    assert rival_faster(said(SLOWER), rival_is_candidate=False) is True
+    assert rival_faster(said(UNCLEAR), rival_is_candidate=True) is None
+
+
+def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
+    """Issue 60, item 6: two compositions faster than the recorded build whose intervals
+    overlap are measured against each other, and that A/B decides (on bc, a rule by
+    instructions alone kept ThinLTO: 1.4 % fewer instructions, 1.2 % slower).  The
+    head-to-head's candidate, its flags stacked on its rival's, is the candidate's own
+    build byte for byte; the A/B counts as a stage evaluation of the run."""
+    from autopass_build.candidates.evaluate import Evaluator
+    from autopass_build.config.loading import parse
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.measuring.stats import FASTER
+    from autopass_build.tuning.journal import Entry
+    from autopass_build.tuning.measuring import Measurements, config_key
+    from autopass_build.tuning.settings import RunSettings
+    from autopass_build.tuning.stage_choice import Composer
+    from autopass_build.tuning.stage_journal import stage_phase_entries
+
+    root = recorded(tmp_path / "mini")
+    config = parse(CONFIG.replace('"instructions"', '"cpu"').replace(
+        "max_pairs = 2", "max_pairs = 6"), project_dir=str(root))
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, config)
+    full, thin = (stage_flags.flags((name,), "-O2", lld=stages.lld()) for name in
+                  ("lto", "thinlto"))
+    ids = [u.id for u in evaluator.units]
+    alone = evaluator.replayer.build(evaluator.target.output,
+                                     {i: thin.unit_flags for i in ids}, thin.link_flags)
+    stacked = evaluator.replayer.build(
+        evaluator.target.output, {i: full.unit_flags + thin.unit_flags for i in ids},
+        full.link_flags + thin.link_flags)
+    assert Path(alone.binary).read_bytes() == Path(stacked.binary).read_bytes()
+
+    journal = Journal.create(str(store.dir), RunSettings())
+    lines: list[str] = []
+    composer = Composer(evaluator, Measurements(journal, evaluator, config, {}, lines.append),
+                        (stages.Stage.LTO, stages.Stage.THINLTO), lambda: None, lines.append)
+    looks = [Entry(n, Phase.STAGE, config_key({}, name), {}, Outcome.OK, FASTER, ratio,
+                   ratio - 0.05, ratio + 0.05, 20, stages=name)
+             for n, (name, ratio) in enumerate((("lto", 0.80), ("thinlto", 0.81)), 1)]
+    for look in looks:
+        journal.append(look)
+    best = composer._chosen(stages.of_name("lto"), looks[0])
+    chosen, spent = composer._against_its_rival(best, [stages.of_name("lto"),
+                                                       stages.of_name("thinlto")])
+    rival = journal.of_phase(Phase.STAGE_RIVAL)
+    assert spent == 1 and len(rival) == 1 and rival[0].stages == "thinlto", lines
+    assert rival[0].measured and rival[0].pairs >= 2                 # not identical: it ran
+    assert any("thinlto against lto, head to head" in line for line in lines), lines
+    assert chosen.name in ("lto", "thinlto")
+    if rival[0].verdict == FASTER:
+        assert chosen.name == "thinlto" and chosen.entry == looks[1]
+    assert rival[0] in stage_phase_entries(journal)
+
+
 def test_a_step_after_the_search_that_would_outlast_time_is_left_out(tmp_path) -> None:
     """--time holds after the search too: SQLite's run of `--time 10m` took 14 minutes,
     its CS-PGO, layout and BOLT steps taking two or three minutes each past the end.

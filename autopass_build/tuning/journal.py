@@ -53,6 +53,7 @@ class Phase(str, Enum):
     STAGE = "stage"                # a composition of whole-program stages vs the recording
     STAGE_AGAIN = "stage-again"    # ... when none was verified: the closest, fresh pairs
     STAGE_CONFIRM = "stage-confirm"  # ... measured again before it becomes the baseline
+    STAGE_RIVAL = "stage-rival"    # two compositions whose intervals overlap, head to head
     TUNED = "tuned"                # the chosen stages with the winners vs the recording
 
     def __str__(self) -> str:
@@ -61,6 +62,9 @@ class Phase(str, Enum):
 
 # A composition's looks, in the order they are taken (the last one counts).
 STAGE_PHASES = (Phase.STAGE, Phase.STAGE_AGAIN, Phase.STAGE_CONFIRM)
+# Every evaluation of the stage phase (what its budget and pace count): the looks, and
+# the head-to-head of two close compositions, whose ratio is not over the recorded build.
+STAGE_EVALUATIONS = (*STAGE_PHASES, Phase.STAGE_RIVAL)
 
 # Phases by an earlier name: "attribute" was the phase of a unit measured alone, which
 # the attribution of per-unit costs (measuring/attribution.py) is not.

@@ -35,7 +35,9 @@ from autopass_build.tuning.rivals import (
     RIVAL_INSTRUCTIONS,
     RivalCostly,
     close_rival,
+    head_to_head_ends,
     instructions,
+    rival_faster,
 )
 
 
@@ -263,30 +265,60 @@ class Composer:
     def _against_its_rival(self, best: Chosen, candidates: list[tuple[Stage, ...]]
                            ) -> tuple[Chosen, int]:
         """When another composition's look was faster too and its interval overlaps the
-        chosen one's, the intervals cannot tell them apart (Lua: full LTO or ThinLTO,
-        3 % apart in instructions, each chosen by one of two tunes).  What else is known
-        decides: the instructions each executes (callgrind, deterministic), and the
-        rival is confirmed with fresh pairs and kept when it executes
-        RIVAL_INSTRUCTIONS fewer; said either way.  (the new choice, evaluations spent)"""
+        chosen one's, the intervals cannot tell them apart (rivals.py): the two are
+        measured head to head, and the rival is kept when it is faster there, or, where
+        that cannot tell, when it executes RIVAL_INSTRUCTIONS fewer instructions; said
+        either way.  (the new choice, evaluations spent)"""
         rival = close_rival(self.measurements.journal.of_phase(Phase.STAGE), best.name,
                             best.entry, [stages.name(c) for c in candidates])
         if rival is None or self.measurements.deterministic:
             return best, 0
         composition = next(c for c in candidates if stages.name(c) == rival.stages)
+        ends = head_to_head_ends(best.stages, composition)
+        if ends is None:
+            return self._by_instructions(best, rival, composition, spent=0)
+        base, cand = ends
+        flags, under = self._flags(base), self._flags(cand)
+        build = Evaluator(self.evaluator.store, self.measurements.config,
+                          self.evaluator.target.output_rel)
+        build.rebase({u.id: flags.unit_flags for u in build.units}, flags.link_flags)
+        entry = self.measurements.once(
+            Phase.STAGE_RIVAL, {}, f"stage {best.name} and {rival.stages} are within each "
+            f"other's intervals: {stages.name(cand)} against {stages.name(base)}, head to "
+            "head", tight=True, evaluator=build,
+            under={u.id: under.unit_flags for u in build.units},
+            stages=stages.name(cand), link_flags=under.link_flags)
+        said = rival_faster(entry, cand == composition)
+        if said is None:
+            return self._by_instructions(best, rival, composition, spent=1)
+        winner = rival.stages if said else best.name
+        self.show(f"stage {winner} kept over {best.name if said else rival.stages}: "
+                  f"{stages.name(cand)} over {stages.name(base)} head to head: "
+                  f"{entry.interval_text()} -> {entry.verdict}")
+        return (self._chosen(composition, rival) if said else best), 1
+
+    def _by_instructions(self, best: Chosen, rival: Entry, composition: tuple[Stage, ...],
+                         spent: int) -> tuple[Chosen, int]:
+        """The rival kept when it executes RIVAL_INSTRUCTIONS fewer instructions than
+        `best` (callgrind); where it was not measured head to head (`spent` 0), only once
+        confirmed faster than the recorded build with fresh pairs."""
         try:
             counts = {name: instructions(self.evaluator, self._flags(c)) for name, c in
                       ((best.name, best.stages), (rival.stages, composition))}
         except (EvaluateError, MeasureError, RivalCostly) as error:
             self.show(f"stage {best.name} kept over {rival.stages}, whose interval overlaps "
                       f"its own: {error}")
-            return best, 0
+            return best, spent
         fewer = 1 - counts[rival.stages] / counts[best.name]
-        said = (f"stage {best.name} and {rival.stages} are within each other's intervals; "
+        said = (f"stage {best.name} and {rival.stages} cannot be told apart by time; "
                 f"{rival.stages} executes {abs(fewer):.1%} "
                 f"{'fewer' if fewer > 0 else 'more'} instructions (callgrind)")
         if fewer < RIVAL_INSTRUCTIONS:
             self.show(f"{said}: {best.name} kept")
-            return best, 0
+            return best, spent
+        if spent:
+            self.show(f"{said}: {rival.stages} kept")
+            return self._chosen(composition, rival), spent
         flags = self._flags(composition)
         entry = self.measurements.once(
             Phase.STAGE_CONFIRM, {}, f"{said}: confirming it with fresh pairs", tight=True,

@@ -10,7 +10,7 @@ from enum import Enum
 from autopass_build.candidates import stages
 from autopass_build.candidates.stages import AFTER_SEARCH, Stage
 from autopass_build.measuring.stats import FASTER
-from autopass_build.tuning.journal import STAGE_PHASES, Entry, Journal, Phase
+from autopass_build.tuning.journal import STAGE_EVALUATIONS, Entry, Journal, Phase
 from autopass_build.tuning.measuring import config_key
 
 
@@ -50,12 +50,13 @@ def kept_entry(journal: Journal, composition: tuple[Stage, ...]) -> Entry | None
 def stage_phase_entries(journal: Journal) -> list[Entry]:
     """The evaluations of the stage phase before the search (not the steps after it,
     which a resumed run may hold too)."""
-    return [e for e in journal.of_phase(*STAGE_PHASES)
+    return [e for e in journal.of_phase(*STAGE_EVALUATIONS)
             if not set(e.composition) & set(AFTER_SEARCH)]
 
 
 def stage_evaluation_seconds(journal: Journal) -> float | None:
     """Seconds a stage evaluation took on average in this run (None before any): what a
     build and link of the whole program and its measurement cost here."""
-    looks = [e.timing.seconds for e in journal.of_phase(*STAGE_PHASES) if e.timing.seconds > 0]
+    looks = [e.timing.seconds for e in journal.of_phase(*STAGE_EVALUATIONS)
+             if e.timing.seconds > 0]
     return sum(looks) / len(looks) if looks else None
