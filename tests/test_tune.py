@@ -122,7 +122,7 @@ def test_progress_says_how_long_the_rest_of_the_search_takes(straight_run) -> No
              and line.startswith("tune: [")]
     assert len(lines) >= 8, straight_run.progress   # an identical candidate keeps its slot
     assert " left · " not in lines[0]
-    assert all(re.search(r"· about \d+ (s|min) left · measuring ", line) for line in lines[1:]), \
+    assert all(re.search(r"· the rest about \d+ (s|min) · measuring ", line) for line in lines[1:]), \
         lines
 
 
