@@ -688,6 +688,7 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
     from autopass_build.tuning.measuring import Measurements, config_key
     from autopass_build.tuning.settings import RunSettings
     from autopass_build.tuning.stage_choice import Composer
+    from autopass_build.tuning.clock import Deadline, KindPace
     from autopass_build.tuning.stage_journal import stage_phase_entries
 
     root = recorded(tmp_path / "mini")
@@ -715,8 +716,12 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
     for look in looks:
         journal.append(look)
     best = composer._chosen(stages.of_name("lto"), looks[0])
-    chosen, spent = composer._against_its_rival(best, [stages.of_name("lto"),
-                                                       stages.of_name("thinlto")])
+    both = [stages.of_name("lto"), stages.of_name("thinlto")]
+    paced = KindPace()
+    paced.add("-flto=thin", 60.0, 1)             # a minute a ThinLTO evaluation
+    assert composer._against_its_rival(best, both, Deadline(90), paced) == (best, 0)
+    assert lines[-1].startswith("--time: thinlto, within lto's interval, is not measured")
+    chosen, spent = composer._against_its_rival(best, both, Deadline(None), KindPace())
     rival = journal.of_phase(Phase.STAGE_RIVAL)
     assert spent == 1 and len(rival) == 1 and rival[0].stages == "thinlto", lines
     assert rival[0].measured and rival[0].pairs >= 2                 # not identical: it ran
@@ -725,6 +730,9 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
     if rival[0].verdict == FASTER:
         assert chosen.name == "thinlto" and chosen.entry == looks[1]
     assert rival[0] in stage_phase_entries(journal)
+    # resumed with the time spent: the journal's A/B decides as it did, nothing measured
+    again = composer._against_its_rival(best, both, Deadline(0), paced)
+    assert again[0].name == chosen.name and len(journal.entries) == 3
 
 
 def test_a_step_after_the_search_that_would_outlast_time_is_left_out(tmp_path) -> None:

@@ -30,7 +30,7 @@ from autopass_build.measuring.benchmark import MeasureError
 from autopass_build.measuring.stats import FASTER, UNCLEAR
 from autopass_build.tuning.clock import CONFIRMED, Deadline, KindPace, Pace
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
-from autopass_build.tuning.measuring import Measurements
+from autopass_build.tuning.measuring import Measurements, config_key
 from autopass_build.tuning.rivals import (
     RIVAL_INSTRUCTIONS,
     RivalCostly,
@@ -258,12 +258,12 @@ class Composer:
             best, again = self._second_look(candidates, budget - spent, deadline, kinds)
             spent += again
         elif spent < budget:
-            best, again = self._against_its_rival(best, candidates)
+            best, again = self._against_its_rival(best, candidates, deadline, kinds)
             spent += again
         return best, spent
 
-    def _against_its_rival(self, best: Chosen, candidates: list[tuple[Stage, ...]]
-                           ) -> tuple[Chosen, int]:
+    def _against_its_rival(self, best: Chosen, candidates: list[tuple[Stage, ...]],
+                           deadline: Deadline, kinds: KindPace) -> tuple[Chosen, int]:
         """When another composition's look was faster too and its interval overlaps the
         chosen one's, the intervals cannot tell them apart (rivals.py): the two are
         measured head to head, and the rival is kept when it is faster there, or, where
@@ -275,6 +275,13 @@ class Composer:
             return best, 0
         composition = next(c for c in candidates if stages.name(c) == rival.stages)
         ends = head_to_head_ends(best.stages, composition)
+        key = config_key({}, stages.name(ends[1])) if ends else ""
+        each = kinds.each(lto_mode(composition))
+        if not (ends and self.measurements.journal.find(Phase.STAGE_RIVAL, key)) \
+                and not deadline.holds(None if each is None else each * CONFIRMED):
+            self.show(f"--time: {rival.stages}, within {best.name}'s interval, is not "
+                      f"measured against it: the stages' half of --time is spent")
+            return best, 0
         if ends is None:
             return self._by_instructions(best, rival, composition, spent=0)
         base, cand = ends
