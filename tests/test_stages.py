@@ -631,9 +631,9 @@ def test_a_close_rival_is_one_faster_too_whose_interval_overlaps() -> None:
     not told apart by the intervals: the rival is the fastest such other composition."""
     from autopass_build.core.outcome import Outcome
     from autopass_build.measuring.stats import FASTER, UNCLEAR
+    from autopass_build.tuning.chosen import Chosen
     from autopass_build.tuning.journal import Entry
     from autopass_build.tuning.rivals import close_rival
-    from autopass_build.tuning.stage_choice import Chosen
 
     def look(n: int, name: str, ratio: float, low: float, high: float, verdict) -> Entry:
         return Entry(n, Phase.STAGE, name, {}, Outcome.OK, verdict, ratio, low, high, 60,
@@ -684,11 +684,12 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
     from autopass_build.config.loading import parse
     from autopass_build.core.outcome import Outcome
     from autopass_build.measuring.stats import FASTER
+    from autopass_build.tuning.clock import Deadline, KindPace
     from autopass_build.tuning.journal import Entry
     from autopass_build.tuning.measuring import Measurements, config_key
+    from autopass_build.tuning.rivals import against_its_rival
     from autopass_build.tuning.settings import RunSettings
     from autopass_build.tuning.stage_choice import Composer
-    from autopass_build.tuning.clock import Deadline, KindPace
     from autopass_build.tuning.stage_journal import stage_phase_entries
 
     root = recorded(tmp_path / "mini")
@@ -715,13 +716,13 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
              for n, (name, ratio) in enumerate((("lto", 0.80), ("thinlto", 0.81)), 1)]
     for look in looks:
         journal.append(look)
-    best = composer._chosen(stages.of_name("lto"), looks[0])
+    best = composer.chosen(stages.of_name("lto"), looks[0])
     both = [stages.of_name("lto"), stages.of_name("thinlto")]
     paced = KindPace()
     paced.add("-flto=thin", 60.0, 1)             # a minute a ThinLTO evaluation
-    assert composer._against_its_rival(best, both, Deadline(90), paced) == (best, 0)
+    assert against_its_rival(composer, best, both, Deadline(90), paced) == (best, 0)
     assert lines[-1].startswith("--time: thinlto, within lto's interval, is not measured")
-    chosen, spent = composer._against_its_rival(best, both, Deadline(None), KindPace())
+    chosen, spent = against_its_rival(composer, best, both, Deadline(None), KindPace())
     rival = journal.of_phase(Phase.STAGE_RIVAL)
     assert spent == 1 and len(rival) == 1 and rival[0].stages == "thinlto", lines
     assert rival[0].measured and rival[0].pairs >= 2                 # not identical: it ran
@@ -731,7 +732,7 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
         assert chosen.name == "thinlto" and chosen.entry == looks[1]
     assert rival[0] in stage_phase_entries(journal)
     # resumed with the time spent: the journal's A/B decides as it did, nothing measured
-    again = composer._against_its_rival(best, both, Deadline(0), paced)
+    again = against_its_rival(composer, best, both, Deadline(0), paced)
     assert again[0].name == chosen.name and len(journal.entries) == 3
 
 
@@ -851,10 +852,10 @@ def test_bolt_not_kept_on_top_of_layout_is_measured_in_its_place(tmp_path) -> No
 
     from autopass_build.core.outcome import Outcome
     from autopass_build.measuring.stats import FASTER
+    from autopass_build.tuning.chosen import Chosen
     from autopass_build.tuning.journal import Entry, Timing
     from autopass_build.tuning.measuring import config_key
     from autopass_build.tuning.settings import RunSettings
-    from autopass_build.tuning.stage_choice import Chosen
     from autopass_build.tuning.steps_on_top import StepsOnTop
 
     Stage = stages.Stage

@@ -10,12 +10,31 @@ chose it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
+from autopass_build.candidates import stages
 from autopass_build.candidates.evaluate import EvaluateError, Evaluator
 from autopass_build.candidates.stages import Stage, StageFlags
 from autopass_build.core.outcome import EvaluationError
+from autopass_build.core.stage_flags import lto_mode
 from autopass_build.measuring.benchmark import MeasureError, run_once
 from autopass_build.measuring.stats import FASTER, SLOWER
-from autopass_build.tuning.journal import Entry
+from autopass_build.tuning.chosen import Chosen
+from autopass_build.tuning.clock import CONFIRMED, Deadline, KindPace
+from autopass_build.tuning.journal import Entry, Phase
+from autopass_build.tuning.measuring import Measurements, config_key
+
+
+class Composing(Protocol):
+    """What the rival check asks of the stages' composer (stage_choice.Composer)."""
+    evaluator: Evaluator
+    measurements: Measurements
+    show: Callable[[str], None]
+
+    def flags(self, composition: tuple[Stage, ...]) -> StageFlags: ...
+
+    def chosen(self, composition: tuple[Stage, ...], entry: Entry) -> Chosen: ...
 
 # Two compositions whose intervals overlap: the rival is confirmed when it executes this
 # share fewer instructions than the one chosen (a judgement: above callgrind's noise of
@@ -91,3 +110,84 @@ def instructions(evaluator: Evaluator, flags: StageFlags) -> float:
     if counted_run.value is None:
         raise MeasureError(f"callgrind could not count it ({counted_run.detail})")
     return counted_run.value
+
+
+def against_its_rival(composer: Composing, best: Chosen,
+                      candidates: list[tuple[Stage, ...]], deadline: Deadline,
+                      kinds: KindPace) -> tuple[Chosen, int]:
+    """When another composition's look was faster too and its interval overlaps the
+    chosen one's, the intervals cannot tell them apart: the two are
+    measured head to head, and the rival is kept when it is faster there, or, where
+    that cannot tell, when it executes RIVAL_INSTRUCTIONS fewer instructions; said
+    either way.  (the new choice, evaluations spent)"""
+    rival = close_rival(composer.measurements.journal.of_phase(Phase.STAGE), best.name,
+                        best.entry, [stages.name(c) for c in candidates])
+    if rival is None or composer.measurements.deterministic:
+        return best, 0
+    composition = next(c for c in candidates if stages.name(c) == rival.stages)
+    ends = head_to_head_ends(best.stages, composition)
+    key = config_key({}, stages.name(ends[1])) if ends else ""
+    each = kinds.each(lto_mode(composition))
+    if not (ends and composer.measurements.journal.find(Phase.STAGE_RIVAL, key)) \
+            and not deadline.holds(None if each is None else each * CONFIRMED):
+        composer.show(f"--time: {rival.stages}, within {best.name}'s interval, is not "
+                      f"measured against it: the stages' half of --time is spent")
+        return best, 0
+    if ends is None:
+        return _by_instructions(composer, best, rival, composition, spent=0)
+    base, cand = ends
+    flags, under = composer.flags(base), composer.flags(cand)
+    build = Evaluator(composer.evaluator.store, composer.measurements.config,
+                      composer.evaluator.target.output_rel)
+    build.rebase({u.id: flags.unit_flags for u in build.units}, flags.link_flags)
+    entry = composer.measurements.once(
+        Phase.STAGE_RIVAL, {}, f"stage {best.name} and {rival.stages} are within each "
+        f"other's intervals: {stages.name(cand)} against {stages.name(base)}, head to "
+        "head", tight=True, evaluator=build,
+        under={u.id: under.unit_flags for u in build.units},
+        stages=stages.name(cand), link_flags=under.link_flags)
+    said = rival_faster(entry, cand == composition)
+    if said is None:
+        return _by_instructions(composer, best, rival, composition, spent=1)
+    winner = rival.stages if said else best.name
+    composer.show(f"stage {winner} kept over {best.name if said else rival.stages}: "
+                  f"{stages.name(cand)} over {stages.name(base)} head to head: "
+                  f"{entry.interval_text()} -> {entry.verdict}")
+    return (composer.chosen(composition, rival) if said else best), 1
+
+
+def _by_instructions(composer: Composing, best: Chosen, rival: Entry,
+                     composition: tuple[Stage, ...],
+                     spent: int) -> tuple[Chosen, int]:
+    """The rival kept when it executes RIVAL_INSTRUCTIONS fewer instructions than
+    `best` (callgrind); where it was not measured head to head (`spent` 0), only once
+    confirmed faster than the recorded build with fresh pairs."""
+    try:
+        counts = {name: instructions(composer.evaluator, composer.flags(c)) for name, c in
+                  ((best.name, best.stages), (rival.stages, composition))}
+    except (EvaluateError, MeasureError, RivalCostly) as error:
+        composer.show(f"stage {best.name} kept over {rival.stages}, whose interval overlaps "
+                      f"its own: {error}")
+        return best, spent
+    fewer = 1 - counts[rival.stages] / counts[best.name]
+    said = (f"stage {best.name} and {rival.stages} cannot be told apart by time; "
+            f"{rival.stages} executes {abs(fewer):.1%} "
+            f"{'fewer' if fewer > 0 else 'more'} instructions (callgrind)")
+    if fewer < RIVAL_INSTRUCTIONS:
+        composer.show(f"{said}: {best.name} kept")
+        return best, spent
+    if spent:
+        composer.show(f"{said}: {rival.stages} kept")
+        return composer.chosen(composition, rival), spent
+    flags = composer.flags(composition)
+    entry = composer.measurements.once(
+        Phase.STAGE_CONFIRM, {}, f"{said}: confirming it with fresh pairs", tight=True,
+        under={u.id: flags.unit_flags for u in composer.evaluator.units},
+        stages=rival.stages, link_flags=flags.link_flags)
+    if entry.verdict == FASTER and entry.measured:
+        composer.show(f"stage {rival.stages} kept over {best.name}: confirmed "
+                      f"{entry.interval_text()} over the recorded build, and fewer instructions")
+        return composer.chosen(composition, entry), 1
+    composer.show(f"stage {best.name} kept: {rival.stages} was not confirmed faster "
+                  f"({entry.interval_text()})")
+    return best, 1

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from autopass_build.candidates import pgo, stages
-from autopass_build.candidates.bolt import TrainedBolt
 from autopass_build.candidates.evaluate import EvaluateError, Evaluator
 from autopass_build.candidates.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.core.durations import duration_text
@@ -28,39 +26,11 @@ from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import lto_level, lto_mode
 from autopass_build.measuring.benchmark import MeasureError
 from autopass_build.measuring.stats import FASTER, UNCLEAR
+from autopass_build.tuning.chosen import Chosen
 from autopass_build.tuning.clock import CONFIRMED, Deadline, KindPace, Pace
 from autopass_build.tuning.journal import STAGE_PHASES, Entry, Phase
-from autopass_build.tuning.measuring import Measurements, config_key
-from autopass_build.tuning.rivals import (
-    RIVAL_INSTRUCTIONS,
-    RivalCostly,
-    close_rival,
-    head_to_head_ends,
-    instructions,
-    rival_faster,
-)
-
-
-@dataclass
-class Chosen:
-    """The composition that became the baseline, and what it adds to the build."""
-    stages: tuple[Stage, ...]
-    flags: StageFlags
-    entry: Entry                       # its verified measurement against `against`
-    profile: pgo.TrainedProfile | None
-    bolt: TrainedBolt | None = None      # the BOLT profile, when BOLT is a stage
-    bolt_libraries: tuple[TrainedBolt, ...] = ()   # the project libraries BOLT rewrote
-    against: str = "the recorded build"  # a step on top: the composition without it
-
-    @property
-    def name(self) -> str:
-        return stages.name(self.stages)
-
-    @property
-    def links_across_units(self) -> bool:
-        """LTO or ThinLTO: functions are inlined and moved across units at link time."""
-        return bool(lto_mode(self.stages))
-
+from autopass_build.tuning.measuring import Measurements
+from autopass_build.tuning.rivals import against_its_rival
 
 STAGES_TIME = "the stages' half of --time"      # what their progress line counts down
 
@@ -215,7 +185,7 @@ class Composer:
                 if untrainable:
                     continue
                 try:
-                    self._flags(composition)
+                    self.flags(composition)
                 except (pgo.PgoError, EvaluateError, MeasureError) as error:
                     untrainable = True     # the training run failed: no PGO composition
                     self.show(f"stage pgo skipped: training failed: {error}")
@@ -253,91 +223,14 @@ class Composer:
                     self.show(f"stage {stages.name(composition)} kept over {best.name}: "
                               f"as fast within {COST_TIE:.0%}, and a per-file candidate "
                               "relinks only what changed")
-                best = self._chosen(composition, entry)
+                best = self.chosen(composition, entry)
         if best is None:
             best, again = self._second_look(candidates, budget - spent, deadline, kinds)
             spent += again
         elif spent < budget:
-            best, again = self._against_its_rival(best, candidates, deadline, kinds)
+            best, again = against_its_rival(self, best, candidates, deadline, kinds)
             spent += again
         return best, spent
-
-    def _against_its_rival(self, best: Chosen, candidates: list[tuple[Stage, ...]],
-                           deadline: Deadline, kinds: KindPace) -> tuple[Chosen, int]:
-        """When another composition's look was faster too and its interval overlaps the
-        chosen one's, the intervals cannot tell them apart (rivals.py): the two are
-        measured head to head, and the rival is kept when it is faster there, or, where
-        that cannot tell, when it executes RIVAL_INSTRUCTIONS fewer instructions; said
-        either way.  (the new choice, evaluations spent)"""
-        rival = close_rival(self.measurements.journal.of_phase(Phase.STAGE), best.name,
-                            best.entry, [stages.name(c) for c in candidates])
-        if rival is None or self.measurements.deterministic:
-            return best, 0
-        composition = next(c for c in candidates if stages.name(c) == rival.stages)
-        ends = head_to_head_ends(best.stages, composition)
-        key = config_key({}, stages.name(ends[1])) if ends else ""
-        each = kinds.each(lto_mode(composition))
-        if not (ends and self.measurements.journal.find(Phase.STAGE_RIVAL, key)) \
-                and not deadline.holds(None if each is None else each * CONFIRMED):
-            self.show(f"--time: {rival.stages}, within {best.name}'s interval, is not "
-                      f"measured against it: the stages' half of --time is spent")
-            return best, 0
-        if ends is None:
-            return self._by_instructions(best, rival, composition, spent=0)
-        base, cand = ends
-        flags, under = self._flags(base), self._flags(cand)
-        build = Evaluator(self.evaluator.store, self.measurements.config,
-                          self.evaluator.target.output_rel)
-        build.rebase({u.id: flags.unit_flags for u in build.units}, flags.link_flags)
-        entry = self.measurements.once(
-            Phase.STAGE_RIVAL, {}, f"stage {best.name} and {rival.stages} are within each "
-            f"other's intervals: {stages.name(cand)} against {stages.name(base)}, head to "
-            "head", tight=True, evaluator=build,
-            under={u.id: under.unit_flags for u in build.units},
-            stages=stages.name(cand), link_flags=under.link_flags)
-        said = rival_faster(entry, cand == composition)
-        if said is None:
-            return self._by_instructions(best, rival, composition, spent=1)
-        winner = rival.stages if said else best.name
-        self.show(f"stage {winner} kept over {best.name if said else rival.stages}: "
-                  f"{stages.name(cand)} over {stages.name(base)} head to head: "
-                  f"{entry.interval_text()} -> {entry.verdict}")
-        return (self._chosen(composition, rival) if said else best), 1
-
-    def _by_instructions(self, best: Chosen, rival: Entry, composition: tuple[Stage, ...],
-                         spent: int) -> tuple[Chosen, int]:
-        """The rival kept when it executes RIVAL_INSTRUCTIONS fewer instructions than
-        `best` (callgrind); where it was not measured head to head (`spent` 0), only once
-        confirmed faster than the recorded build with fresh pairs."""
-        try:
-            counts = {name: instructions(self.evaluator, self._flags(c)) for name, c in
-                      ((best.name, best.stages), (rival.stages, composition))}
-        except (EvaluateError, MeasureError, RivalCostly) as error:
-            self.show(f"stage {best.name} kept over {rival.stages}, whose interval overlaps "
-                      f"its own: {error}")
-            return best, spent
-        fewer = 1 - counts[rival.stages] / counts[best.name]
-        said = (f"stage {best.name} and {rival.stages} cannot be told apart by time; "
-                f"{rival.stages} executes {abs(fewer):.1%} "
-                f"{'fewer' if fewer > 0 else 'more'} instructions (callgrind)")
-        if fewer < RIVAL_INSTRUCTIONS:
-            self.show(f"{said}: {best.name} kept")
-            return best, spent
-        if spent:
-            self.show(f"{said}: {rival.stages} kept")
-            return self._chosen(composition, rival), spent
-        flags = self._flags(composition)
-        entry = self.measurements.once(
-            Phase.STAGE_CONFIRM, {}, f"{said}: confirming it with fresh pairs", tight=True,
-            under={u.id: flags.unit_flags for u in self.evaluator.units},
-            stages=rival.stages, link_flags=flags.link_flags)
-        if entry.verdict == FASTER and entry.measured:
-            self.show(f"stage {rival.stages} kept over {best.name}: confirmed "
-                      f"{entry.interval_text()} over the recorded build, and fewer instructions")
-            return self._chosen(composition, entry), 1
-        self.show(f"stage {best.name} kept: {rival.stages} was not confirmed faster "
-                  f"({entry.interval_text()})")
-        return best, 1
 
     def _second_look(self, candidates: list[tuple[Stage, ...]], left: int,
                      deadline: Deadline, kinds: KindPace) -> tuple[Chosen | None, int]:
@@ -366,18 +259,18 @@ class Composer:
         self.show(f"[stage, a second look] none verified faster; {closest.stages} read "
                   f"{closest.ratio:.4f}x, unclear: measured again with fresh pairs")
         entry, measured = self._verified(composition, None, Phase.STAGE_AGAIN)
-        return (self._chosen(composition, entry) if entry else None), measured
+        return (self.chosen(composition, entry) if entry else None), measured
 
-    def _chosen(self, composition: tuple[Stage, ...], entry: Entry) -> Chosen:
+    def chosen(self, composition: tuple[Stage, ...], entry: Entry) -> Chosen:
         """`composition`, verified by `entry`, as the run's baseline."""
-        return Chosen(composition, self._flags(composition), entry,
+        return Chosen(composition, self.flags(composition), entry,
                       self._profile if Stage.PGO in composition else None)
 
     def _tie(self, composition: tuple[Stage, ...], entry: Entry, best: Chosen | None) -> bool:
         return best is not None and cheaper_tie(composition, entry.ratio, best.stages,
                                                 best.entry.ratio, len(self.evaluator.units))
 
-    def _flags(self, composition: tuple[Stage, ...]) -> StageFlags:
+    def flags(self, composition: tuple[Stage, ...]) -> StageFlags:
         profile_flag = ""
         if Stage.PGO in composition:
             if self._profile is None:
@@ -393,7 +286,7 @@ class Composer:
         confirmed: it cannot be chosen.  `first`: STAGE_AGAIN for a second look, which
         it and its confirmation take with AGAIN_PAIRS times the pairs."""
         name = stages.name(composition)
-        flags = self._flags(composition)
+        flags = self.flags(composition)
         under = {u.id: flags.unit_flags for u in self.evaluator.units}
         journal = self.measurements.journal
         pairs = AGAIN_PAIRS if first == Phase.STAGE_AGAIN else 1

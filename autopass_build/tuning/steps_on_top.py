@@ -47,9 +47,10 @@ from autopass_build.evidence.hotspots import Profile
 from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
 from autopass_build.measuring import stats
 from autopass_build.measuring.stats import FASTER
+from autopass_build.tuning.chosen import Chosen
 from autopass_build.tuning.clock import Deadline, step_evaluations
 from autopass_build.tuning.journal import Entry, Phase
-from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level, say_match
+from autopass_build.tuning.stage_choice import Composer, opt_level, say_match
 from autopass_build.tuning.stage_journal import (
     Earlier,
     earlier,

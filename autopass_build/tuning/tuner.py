@@ -36,6 +36,7 @@ from autopass_build.store.build_records import CommandMates, command_mates
 from autopass_build.store.index import Store
 from autopass_build.tuning import composite, hot_sources, on_cluster, publish
 from autopass_build.tuning import strategies as search
+from autopass_build.tuning.chosen import Chosen
 from autopass_build.tuning.clock import (
     UNCOUNTED,
     Deadline,
@@ -60,7 +61,7 @@ from autopass_build.tuning.space import (
     Space,
     fingerprint,
 )
-from autopass_build.tuning.stage_choice import Chosen, Composer, opt_level
+from autopass_build.tuning.stage_choice import Composer, opt_level
 from autopass_build.tuning.stage_journal import stage_evaluation_seconds, stage_phase_entries
 from autopass_build.tuning.steps_on_top import StepsOnTop
 
