@@ -126,10 +126,10 @@ def against_its_rival(composer: Composing, best: Chosen,
         return best, 0
     composition = next(c for c in candidates if stages.name(c) == rival.stages)
     ends = head_to_head_ends(best.stages, composition)
-    key = config_key({}, stages.name(ends[1])) if ends else ""
-    each = kinds.each(lto_mode(composition))
-    if not (ends and composer.measurements.journal.find(Phase.STAGE_RIVAL, key)) \
-            and not deadline.holds(None if each is None else each * CONFIRMED):
+    measured_before = ends is not None and composer.measurements.journal.find(
+        Phase.STAGE_RIVAL, config_key({}, stages.name(ends[1]))) is not None
+    each = kinds.each(lto_mode(composition))     # a tight A/B: about a look and its confirmation
+    if not measured_before and not deadline.holds(None if each is None else each * CONFIRMED):
         composer.show(f"--time: {rival.stages}, within {best.name}'s interval, is not "
                       f"measured against it: the stages' half of --time is spent")
         return best, 0
