@@ -626,6 +626,55 @@ def test_the_summary_names_the_compositions_the_stage_budget_left_out(tmp_path) 
                     "a larger --stage-budget (or --budget) measures it"), done.stdout
 
 
+def test_a_re_tune_measures_last_times_close_call_first(tmp_path) -> None:
+    """Issue 60, item 6: the database names the close call its stages were chosen over,
+    and a re-tune measures the two first, in that order, however short its stage budget
+    (here one evaluation: thinlto, second in the usual order, is the one measured)."""
+    config = SECOND_LOOK.replace("stage_budget = 3", "stage_budget = 1") \
+                        .replace('stages = ["lto"]', 'stages = ["lto", "thinlto"]')
+    root = recorded_copy(LTO_MINI, tmp_path / "mini", config)
+    how = "stage thinlto kept over lto: thinlto over lto head to head: 0.99x -> faster"
+    earlier = flags_db.empty()
+    earlier.target = flags_db.TargetStages("ltomini", ("thinlto",), "-O2",
+                                           ("main.c", "ops.c"),
+                                           rival=flags_db.CloseRival("lto", how))
+    flags_db.save(str(root / "autopass.flags.json"), earlier)
+    assert flags_db.load(str(root / "autopass.flags.json")).target == earlier.target
+    shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root, capture_output=True, text=True)
+    assert f"a close call over lto ({how}); a re-tune measures the two first" in shown.stdout
+    done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    measured = [e.stages for e in Journal.latest(str(root / ".autopass")).of_phase(
+        Phase.STAGE)]
+    assert measured == ["thinlto"], done.stderr
+    assert f"last time's close call first: thinlto and lto (the database's note: {how})" \
+        in done.stderr
+
+
+def test_a_close_call_in_the_database_is_read_back_and_checked(tmp_path) -> None:
+    """The close call is the database's own field: written only when there is one (a
+    database without it reads as before), and of the wrong shape, a one-line error."""
+    from autopass_build.tuning.stage_choice import again_first
+
+    path = tmp_path / "autopass.flags.json"
+    db = flags_db.empty()
+    db.target = flags_db.TargetStages("app", ("pgo", "lto", "bolt"), "-O3", ("a.c",),
+                                      flags_db.ProfileRef("autopass.fdata", "h"), "fp")
+    flags_db.save(str(path), db)
+    assert '"rival"' not in path.read_text()
+    text = path.read_text().replace('"units"', '"rival": {"stages": "x"},\n    "units"')
+    path.write_text(text)
+    with pytest.raises(flags_db.FlagsDbError, match='"rival" must be null or'):
+        flags_db.load(str(path))
+    of = stages.of_name
+    found = [of("pgo+lto"), of("pgo+thinlto"), of("lto"), of("pgo"), of("thinlto")]
+    # the steps on top (bolt) are left aside: pgo+lto was the composition chosen
+    assert again_first(found, db.target.replace(rival=flags_db.CloseRival("lto", "h"))) \
+        == [of("pgo+lto"), of("lto"), of("pgo+thinlto"), of("pgo"), of("thinlto")]
+    assert again_first(found, db.target) == found
+    assert again_first(found, None) == found
+
+
 def test_a_close_rival_is_one_faster_too_whose_interval_overlaps() -> None:
     """Issue 60, item 6: two compositions both faster, their intervals overlapping, are
     not told apart by the intervals: the rival is the fastest such other composition."""
@@ -682,6 +731,7 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
     build byte for byte; the A/B counts as a stage evaluation of the run."""
     from autopass_build.candidates.evaluate import Evaluator
     from autopass_build.config.loading import parse
+    from autopass_build.core.flags_db import CloseRival
     from autopass_build.core.outcome import Outcome
     from autopass_build.measuring.stats import FASTER
     from autopass_build.tuning.clock import Deadline, KindPace
@@ -720,9 +770,12 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
     both = [stages.of_name("lto"), stages.of_name("thinlto")]
     paced = KindPace()
     paced.add("-flto=thin", 60.0, 1)             # a minute a ThinLTO evaluation
-    assert against_its_rival(composer, best, both, Deadline(90), paced) == (best, 0)
+    skipped = against_its_rival(composer, best, both, Deadline(90), paced)
+    assert (skipped.chosen, skipped.spent) == (best, 0)
     assert lines[-1].startswith("--time: thinlto, within lto's interval, is not measured")
-    chosen, spent = against_its_rival(composer, best, both, Deadline(None), KindPace())
+    assert skipped.rival == CloseRival("thinlto", lines[-1])     # shipped: a re-tune looks again
+    settled = against_its_rival(composer, best, both, Deadline(None), KindPace())
+    chosen, spent = settled.chosen, settled.spent
     rival = journal.of_phase(Phase.STAGE_RIVAL)
     assert spent == 1 and len(rival) == 1 and rival[0].stages == "thinlto", lines
     assert rival[0].measured and rival[0].pairs >= 2                 # not identical: it ran
@@ -730,10 +783,14 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
     assert chosen.name in ("lto", "thinlto")
     if rival[0].verdict == FASTER:
         assert chosen.name == "thinlto" and chosen.entry == looks[1]
+    # the one not chosen is the close call, with the line the run said of it
+    assert settled.rival is not None and settled.rival.how in lines
+    assert {settled.rival.stages, chosen.name} == {"lto", "thinlto"}
     assert rival[0] in stage_phase_entries(journal)
     # resumed with the time spent: the journal's A/B decides as it did, nothing measured
     again = against_its_rival(composer, best, both, Deadline(0), paced)
-    assert again[0].name == chosen.name and len(journal.entries) == 3
+    assert again.chosen.name == chosen.name and len(journal.entries) == 3
+    assert again.rival == settled.rival
 
 
 def test_a_step_after_the_search_that_would_outlast_time_is_left_out(tmp_path) -> None:

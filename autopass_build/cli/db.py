@@ -299,6 +299,9 @@ def _show(db, problems: dict[str, str]) -> None:
         for library in db.target.bolt_libraries:
             print(f"  {library.output}: BOLT profile {library.profile.path}, for the library "
                   f"whose code hashes to {library.binary[:16]}")
+        if db.target.rival:
+            print(f"  {db.target.output}: a close call over {db.target.rival.stages} "
+                  f"({db.target.rival.how}); a re-tune measures the two first"[:400])
     if db.cpu:
         print(f"  tuned on {db.cpu.model}" + (f" ({len(db.cpu.isa)} instruction-set "
               "extensions; a CPU without one of them builds without -march=native)"

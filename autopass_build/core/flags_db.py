@@ -12,7 +12,9 @@
                           "binary": "<code fingerprint of the binary it was trained on>"},
                  "bolt_libraries": [      # the project shared libraries BOLT rewrites too
                    {"output": "lib/libapp.so.1", "path": "autopass.libapp.so.1.fdata",
-                    "hash": "...", "binary": "<code fingerprint>"}]},
+                    "hash": "...", "binary": "<code fingerprint>"}],
+                 "rival": {"stages": "pgo+thinlto",   # a close call, when there was one
+                           "how": "head to head: pgo+thinlto over pgo+lto 0.991x ..."}},
                                          # whole-program stages, or null
       "entries": {
         "src/lvm.c": {
@@ -48,6 +50,7 @@ from autopass_build.core.cpu import Cpu
 from autopass_build.core.errors import AutopassError
 from autopass_build.core.flags_db_records import (  # noqa: F401 - the format's records
     BoltLibrary,
+    CloseRival,
     FlagsDb,
     FlagsEntry,
     Gain,
@@ -215,7 +218,18 @@ def _target(raw: object, path: str) -> TargetStages | None:
                         _profile(bolt, path), bolt["binary"] if bolt else "",
                         _bolt_libraries(raw.get("bolt_libraries", []), bolt is not None, path),
                         _profile(raw.get("bolt_stale"), path) if bolt else None,
-                        _libraries(raw.get("libraries", []), path))
+                        _libraries(raw.get("libraries", []), path),
+                        _rival(raw.get("rival"), path))
+
+
+def _rival(raw: object, path: str) -> CloseRival | None:
+    if raw is None:
+        return None
+    if not (isinstance(raw, dict) and isinstance(raw.get("stages"), str)
+            and isinstance(raw.get("how"), str)):
+        raise FlagsDbError(f"{path}: \"rival\" must be null or {{\"stages\", \"how\"}} "
+                           f"(strings); {FIX}")
+    return CloseRival(raw["stages"], raw["how"])
 
 
 def _libraries(raw: object, path: str) -> tuple[str, ...]:
@@ -324,7 +338,9 @@ def _target_json(target: TargetStages) -> dict:
                                for b in target.bolt_libraries],
             "bolt_stale": {"path": target.bolt_stale.path, "hash": target.bolt_stale.hash}
             if target.bolt_stale else None} | (
-            {"libraries": list(target.libraries)} if target.libraries else {})
+            {"libraries": list(target.libraries)} if target.libraries else {}) | (
+            {"rival": {"stages": target.rival.stages, "how": target.rival.how}}
+            if target.rival else {})
 
 
 def _entry_json(entry: FlagsEntry) -> dict:

@@ -47,16 +47,26 @@ class BoltLibrary(Record):
     binary: str
 
 
+class CloseRival(Record):
+    """The composition whose measurement overlapped the chosen one's (`stages`, as
+    "pgo+thinlto"), and how the two were told apart (`how`, one line): a close call that
+    a re-tune measures first again (tuning/rivals.py)."""
+    __slots__ = ("stages", "how")
+    stages: str
+    how: str
+
+
 class TargetStages(Record):
     """The whole-program stages chosen for one binary: apply mode builds `units` with
     the stages' flags, links `output` with theirs (core/stage_flags.py) and, with BOLT,
     rewrites the linked `output` with the `bolt` profile if its code fingerprint is
     `bolt_binary` (core/bolt_commands.py), and each of `bolt_libraries` after its link.
-    With the direct stage, the links of `libraries` take the stages' link flags too."""
+    With the direct stage, the links of `libraries` take the stages' link flags too.
+    `rival`: the close call the stages were chosen over, if there was one."""
     __slots__ = ("output", "stages", "opt_level", "units", "bolt", "bolt_binary",
-                 "bolt_libraries", "bolt_stale", "libraries")
+                 "bolt_libraries", "bolt_stale", "libraries", "rival")
     _defaults = {"bolt": None, "bolt_binary": "", "bolt_libraries": (), "bolt_stale": None,
-                 "libraries": ()}
+                 "libraries": (), "rival": None}
     output: str                 # relative to the project root
     stages: tuple[str, ...]     # from SHIPPED_STAGES
     opt_level: str              # the LTO link's codegen level (-O3 if a unit is -O3, else -O2)
@@ -66,6 +76,7 @@ class TargetStages(Record):
     bolt_libraries: tuple[BoltLibrary, ...]
     bolt_stale: ProfileRef | None  # the profile as YAML: a later build by stale inference
     libraries: tuple[str, ...]  # the project libraries `output` loads (direct stage), as linked
+    rival: CloseRival | None
 
     def bolt_library(self, output: str) -> BoltLibrary | None:
         """The BOLT plan of the library linked to `output` (relative to the root)."""

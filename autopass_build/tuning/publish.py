@@ -110,6 +110,15 @@ def check_writable(path: str) -> None:
         raise TuneError(str(error)) from None
 
 
+def earlier_target(path: str) -> flags_db.TargetStages | None:
+    """The stages the database at `path` holds from an earlier run (None: none, or no
+    database; check_writable said already whether it can be read)."""
+    try:
+        return flags_db.load(path).target
+    except flags_db.FlagsDbError:
+        return None
+
+
 def library_profile_name(library: str) -> str:
     """The file a library's BOLT profile ships as: autopass.<its file name>.fdata."""
     stem = BOLT_PROFILE_NAME.rsplit(".", 1)[0]

@@ -11,11 +11,13 @@ chose it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from autopass_build.candidates import stages
 from autopass_build.candidates.evaluate import EvaluateError, Evaluator
 from autopass_build.candidates.stages import Stage, StageFlags
+from autopass_build.core.flags_db import CloseRival
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.stage_flags import lto_mode
 from autopass_build.measuring.benchmark import MeasureError, run_once
@@ -43,6 +45,22 @@ class Composing(Protocol):
 # are not counted.
 RIVAL_INSTRUCTIONS = 0.01
 RIVAL_LONGEST_RUN_S = 10.0
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What the rival check settled on: the choice, the evaluations it spent, and the
+    close call it was chosen over (shipped with the stages, so that a re-tune measures
+    the two first again), None when there was none."""
+    chosen: Chosen
+    spent: int
+    rival: CloseRival | None = None
+
+
+def _close_call(composer: Composing, loser: str, how: str) -> CloseRival:
+    """The close call, said as the run's line and kept for the database."""
+    composer.show(how)
+    return CloseRival(loser, how)
 
 
 class RivalCostly(Exception):
@@ -114,25 +132,25 @@ def instructions(evaluator: Evaluator, flags: StageFlags) -> float:
 
 def against_its_rival(composer: Composing, best: Chosen,
                       candidates: list[tuple[Stage, ...]], deadline: Deadline,
-                      kinds: KindPace) -> tuple[Chosen, int]:
+                      kinds: KindPace) -> Settled:
     """When another composition's look was faster too and its interval overlaps the
     chosen one's, the intervals cannot tell them apart: the two are
     measured head to head, and the rival is kept when it is faster there, or, where
     that cannot tell, when it executes RIVAL_INSTRUCTIONS fewer instructions; said
-    either way.  (the new choice, evaluations spent)"""
+    either way."""
     rival = close_rival(composer.measurements.journal.of_phase(Phase.STAGE), best.name,
                         best.entry, [stages.name(c) for c in candidates])
     if rival is None or composer.measurements.deterministic:
-        return best, 0
+        return Settled(best, 0)
     composition = next(c for c in candidates if stages.name(c) == rival.stages)
     ends = head_to_head_ends(best.stages, composition)
     measured_before = ends is not None and composer.measurements.journal.find(
         Phase.STAGE_RIVAL, config_key({}, stages.name(ends[1]))) is not None
     each = kinds.each(lto_mode(composition))     # a tight A/B: about a look and its confirmation
     if not measured_before and not deadline.holds(None if each is None else each * CONFIRMED):
-        composer.show(f"--time: {rival.stages}, within {best.name}'s interval, is not "
-                      f"measured against it: the stages' half of --time is spent")
-        return best, 0
+        return Settled(best, 0, _close_call(
+            composer, rival.stages, f"--time: {rival.stages}, within {best.name}'s "
+            "interval, is not measured against it: the stages' half of --time is spent"))
     if ends is None:
         return _by_instructions(composer, best, rival, composition, spent=0)
     base, cand = ends
@@ -149,16 +167,15 @@ def against_its_rival(composer: Composing, best: Chosen,
     said = rival_faster(entry, cand == composition)
     if said is None:
         return _by_instructions(composer, best, rival, composition, spent=1)
-    winner = rival.stages if said else best.name
-    composer.show(f"stage {winner} kept over {best.name if said else rival.stages}: "
-                  f"{stages.name(cand)} over {stages.name(base)} head to head: "
-                  f"{entry.interval_text()} -> {entry.verdict}")
-    return (composer.chosen(composition, rival) if said else best), 1
+    winner, loser = (rival.stages, best.name) if said else (best.name, rival.stages)
+    close = _close_call(composer, loser, f"stage {winner} kept over {loser}: "
+                        f"{stages.name(cand)} over {stages.name(base)} head to head: "
+                        f"{entry.interval_text()} -> {entry.verdict}")
+    return Settled(composer.chosen(composition, rival) if said else best, 1, close)
 
 
 def _by_instructions(composer: Composing, best: Chosen, rival: Entry,
-                     composition: tuple[Stage, ...],
-                     spent: int) -> tuple[Chosen, int]:
+                     composition: tuple[Stage, ...], spent: int) -> Settled:
     """The rival kept when it executes RIVAL_INSTRUCTIONS fewer instructions than
     `best` (callgrind); where it was not measured head to head (`spent` 0), only once
     confirmed faster than the recorded build with fresh pairs."""
@@ -166,28 +183,28 @@ def _by_instructions(composer: Composing, best: Chosen, rival: Entry,
         counts = {name: instructions(composer.evaluator, composer.flags(c)) for name, c in
                   ((best.name, best.stages), (rival.stages, composition))}
     except (EvaluateError, MeasureError, RivalCostly) as error:
-        composer.show(f"stage {best.name} kept over {rival.stages}, whose interval overlaps "
-                      f"its own: {error}")
-        return best, spent
+        return Settled(best, spent, _close_call(
+            composer, rival.stages, f"stage {best.name} kept over {rival.stages}, whose "
+            f"interval overlaps its own: {error}"))
     fewer = 1 - counts[rival.stages] / counts[best.name]
     said = (f"stage {best.name} and {rival.stages} cannot be told apart by time; "
             f"{rival.stages} executes {abs(fewer):.1%} "
             f"{'fewer' if fewer > 0 else 'more'} instructions (callgrind)")
     if fewer < RIVAL_INSTRUCTIONS:
-        composer.show(f"{said}: {best.name} kept")
-        return best, spent
+        return Settled(best, spent, _close_call(composer, rival.stages,
+                                                f"{said}: {best.name} kept"))
     if spent:
-        composer.show(f"{said}: {rival.stages} kept")
-        return composer.chosen(composition, rival), spent
+        return Settled(composer.chosen(composition, rival), spent,
+                       _close_call(composer, best.name, f"{said}: {rival.stages} kept"))
     flags = composer.flags(composition)
     entry = composer.measurements.once(
         Phase.STAGE_CONFIRM, {}, f"{said}: confirming it with fresh pairs", tight=True,
         under={u.id: flags.unit_flags for u in composer.evaluator.units},
         stages=rival.stages, link_flags=flags.link_flags)
     if entry.verdict == FASTER and entry.measured:
-        composer.show(f"stage {rival.stages} kept over {best.name}: confirmed "
-                      f"{entry.interval_text()} over the recorded build, and fewer instructions")
-        return composer.chosen(composition, entry), 1
-    composer.show(f"stage {best.name} kept: {rival.stages} was not confirmed faster "
-                  f"({entry.interval_text()})")
-    return best, 1
+        return Settled(composer.chosen(composition, entry), 1, _close_call(
+            composer, best.name, f"stage {rival.stages} kept over {best.name}: confirmed "
+            f"{entry.interval_text()} over the recorded build, and fewer instructions"))
+    return Settled(best, 1, _close_call(
+        composer, rival.stages, f"stage {best.name} kept: {rival.stages} was not "
+        f"confirmed faster ({entry.interval_text()})"))

@@ -22,6 +22,7 @@ from autopass_build.candidates import pgo, stages
 from autopass_build.candidates.evaluate import EvaluateError, Evaluator
 from autopass_build.candidates.stages import COMPOSITIONS, Stage, StageFlags
 from autopass_build.core.durations import duration_text
+from autopass_build.core.flags_db import CloseRival, TargetStages
 from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import lto_level, lto_mode
 from autopass_build.measuring.benchmark import MeasureError
@@ -33,6 +34,7 @@ from autopass_build.tuning.measuring import Measurements
 from autopass_build.tuning.rivals import against_its_rival
 
 STAGES_TIME = "the stages' half of --time"      # what their progress line counts down
+COMPOSED = {s for c in COMPOSITIONS for s in c}   # what the stages' compositions are made of
 
 
 def opt_level(evaluator: Evaluator) -> str:
@@ -57,6 +59,21 @@ def by_cost(compositions: list[tuple[Stage, ...]], units: int) -> list[tuple[Sta
     thin = [c for c in compositions if Stage.THINLTO in c and Stage.PGO in c]
     rest = [c for c in compositions[1:] if c not in thin]
     return compositions[:1] + [c for c in thin if c not in compositions[:1]] + rest
+
+
+def again_first(compositions: list[tuple[Stage, ...]], earlier: TargetStages | None
+                ) -> list[tuple[Stage, ...]]:
+    """`compositions` with the one a database chose last time (`earlier`, its steps on
+    top left aside) and its close rival moved to the front, in that order: a re-tune
+    measures the close call again before anything else, however short its --time."""
+    if earlier is None:
+        return compositions
+    names = [stages.name(c) for c in compositions]
+    kept = stages.name(tuple(s for s in stages.of_name("+".join(earlier.stages))
+                             if s in COMPOSED))
+    first = [n for n in (kept, earlier.rival.stages if earlier.rival else "") if n in names]
+    return [compositions[names.index(n)] for n in first] \
+        + [c for c in compositions if stages.name(c) not in first]
 
 
 # Within this share of the faster one's ratio, two verified LTO compositions of a large
@@ -112,7 +129,7 @@ def say_match(evaluator: Evaluator, profile: pgo.TrainedProfile,
 class Composer:
     def __init__(self, evaluator: Evaluator, measurements: Measurements,
                  allowed: tuple[Stage, ...], train: Callable[[], pgo.TrainedProfile],
-                 show: Callable[[str], None]):
+                 show: Callable[[str], None], earlier: TargetStages | None = None):
         self.evaluator = evaluator
         self.measurements = measurements
         self.allowed = allowed
@@ -126,6 +143,10 @@ class Composer:
         self.usable = self._usable()
         self.unmeasured: list[str] = []   # compositions the budget or --time left out
         self.left_out_by = ""             # which: "--time", "--stage-budget"
+        self.close_rival: CloseRival | None = None    # the close call of this run's choice
+        # what the database chose last time, and its close call: measured first again
+        self.earlier = earlier if earlier and earlier.output == evaluator.target.output_rel \
+            else None
 
     def _left_out(self, compositions: list[tuple[Stage, ...]], untrainable: bool,
                   by: str) -> None:
@@ -167,7 +188,7 @@ class Composer:
             built = stages.effective(composition, self.recorded)
             if built != (self.recorded,) and built not in found:
                 found.append(built)
-        return by_cost(found, len(self.evaluator.units))
+        return again_first(by_cost(found, len(self.evaluator.units)), self.earlier)
 
     def choose(self, budget: int, deadline: Deadline | None = None
                ) -> tuple[Chosen | None, int]:
@@ -180,6 +201,7 @@ class Composer:
         pace = Pace()
         kinds = KindPace()       # a composition is judged by the ones of its LTO mode
         candidates = self.candidates()
+        self._say_again(candidates)
         for number, composition in enumerate(candidates, 1):
             if Stage.PGO in composition:
                 if untrainable:
@@ -228,9 +250,17 @@ class Composer:
             best, again = self._second_look(candidates, budget - spent, deadline, kinds)
             spent += again
         elif spent < budget:
-            best, again = against_its_rival(self, best, candidates, deadline, kinds)
-            spent += again
+            settled = against_its_rival(self, best, candidates, deadline, kinds)
+            best, spent, self.close_rival = settled.chosen, spent + settled.spent, settled.rival
         return best, spent
+
+    def _say_again(self, candidates: list[tuple[Stage, ...]]) -> None:
+        """Say that last time's close call is measured first again, and what it was."""
+        rival = self.earlier.rival if self.earlier else None
+        names = [stages.name(c) for c in candidates[:2]]
+        if rival is not None and rival.stages in names:
+            self.show(f"last time's close call first: {' and '.join(names)} "
+                      f"(the database's note: {rival.how})"[:400])
 
     def _second_look(self, candidates: list[tuple[Stage, ...]], left: int,
                      deadline: Deadline, kinds: KindPace) -> tuple[Chosen | None, int]:

@@ -249,7 +249,8 @@ class Tuner:
             self.show(split_text(self.request, 0, 0, []))
             return None
         composer = Composer(evaluator, self.measurements, allowed,
-                            lambda: self._profile(evaluator), self.show)
+                            lambda: self._profile(evaluator), self.show,
+                            publish.earlier_target(self.request.flags_db))
         self.composer = composer
         self.on_top = StepsOnTop(composer, hot if hot and _made_for(hot, evaluator) else None,
                                  self.config.tune.layout_min_kib)
@@ -312,7 +313,8 @@ class Tuner:
         return flags_db.TargetStages(target.output_rel, tuple(s.value for s in chosen.stages),
                                      opt_level(self.evaluator),
                                      tuple(sorted({u.source_rel for u in self.evaluator.units})),
-                                     libraries=libraries)
+                                     libraries=libraries,
+                                     rival=self.composer.close_rival if self.composer else None)
 
     def _screener(self, run: RunContext):
         from autopass_build.tuning import screen
