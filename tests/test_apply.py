@@ -186,6 +186,34 @@ def test_db_show_and_check(reference) -> None:
     os.unlink(root / "old.json")
 
 
+def test_a_subfolder_finds_the_database_tune_writes_and_a_failed_build_is_said(
+        reference) -> None:
+    """Run from a subfolder of the project, `apply` and `db` read the database `tune`
+    wrote ([tune].flags_db of the nearest autopass.toml), not ./autopass.flags.json,
+    which is not there: they had built plain with a warning that it does not exist.  A
+    build that fails says so in a line of autopass's own, with the build's exit status."""
+    root = reference["root"]
+    write(root / "autopass.toml", '[build]\ncommand = "make -s"\n')
+    (root / "autopass.toml").chmod(0o644)
+    write_db(root, {"lib/lz.c": entry(root, "lib/lz.c", TUNED)})
+    try:
+        shown = subprocess.run([AUTOPASS, "db", "show"], cwd=root / "lib",
+                               capture_output=True, text=True)
+        assert "lib/lz.c: -O3 -mllvm -inline-threshold=900" in shown.stdout, shown.stderr
+        subprocess.run(["make", "-s", "clean"], cwd=root, check=True)
+        done = subprocess.run([AUTOPASS, "apply", "--", "make", "-s", "-C", ".."],
+                              cwd=root / "lib", capture_output=True, text=True)
+        assert done.returncode == 0 and "does not exist" not in done.stderr, done.stderr
+        assert changed(root, reference) == ["lib/lz.o"]
+        failed = subprocess.run([AUTOPASS, "apply", "--", "sh", "-c", "exit 3"], cwd=root,
+                                capture_output=True, text=True)
+        assert failed.returncode == 3
+        assert failed.stderr.splitlines()[-1] == "autopass: the build command exited with 3"
+    finally:
+        os.unlink(root / "autopass.toml")
+        os.unlink(root / "autopass.flags.json")
+
+
 def test_db_show_gives_one_measurement_once_for_the_sources_it_covers(reference) -> None:
     """The sources of one compile command are tuned as one: their entries share flags,
     gain and reason, and `db show` says it once for all of them, not once per source."""

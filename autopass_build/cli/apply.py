@@ -16,13 +16,13 @@ from autopass_build.cli.common import (
     add_metric_option,
     add_target_option,
     configured_build,
+    flags_db_path,
     load_config,
     measures,
     open_store,
 )
 from autopass_build.core import flags_db, proc
 from autopass_build.core.apply_terms import APPLY_POLICIES, DEFAULT_APPLY_POLICY, ApplyPolicy
-from autopass_build.core.names import FLAGS_DB_NAME
 from autopass_build.core.plural import counted
 
 
@@ -30,8 +30,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("apply", help="run a build with each file's tuned flags",
                        description="Run BUILD with autopass's wrapper in apply mode.",
                        epilog=APPLY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--db", metavar="FILE", help="the flags database (default: "
-                   "./autopass.flags.json)")
+    p.add_argument("--db", metavar="FILE", help="the flags database (default: the one "
+                   "tune writes, [tune].flags_db of autopass.toml, else ./autopass.flags.json)")
     p.add_argument("--policy", choices=APPLY_POLICIES, default=DEFAULT_APPLY_POLICY.value,
                    help="what a stale or untrusted entry does (default: %(default)s)")
     p.add_argument("--root", metavar="DIR", help="project root the database's paths are "
@@ -93,9 +93,9 @@ error fails the compile instead; apply-anyway applies stale entries).
 """
 
 
-def _paths(args: argparse.Namespace) -> tuple[str, str]:
-
-    db = os.path.abspath(args.db or FLAGS_DB_NAME)
+def db_paths(args: argparse.Namespace) -> tuple[str, str]:
+    """(the flags database, the project root its paths are relative to)."""
+    db = flags_db_path(args)
     return db, os.path.abspath(args.root or os.path.dirname(db))
 
 
@@ -105,7 +105,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from autopass_build.capture.server import serving
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    db, root = _paths(args)
+    db, root = db_paths(args)
     if not command:              # as `autopass record` with none: the build it recorded
         command, folder = configured_build(args, "apply")
         os.chdir(folder)         # the paths above are absolute already
@@ -142,6 +142,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         started = time.time()
         with serving(env):
             status = proc.run_build(command, env)
+        if status != 0:
+            print(f"autopass: the build command exited with {status}", file=sys.stderr)
         if status == 0 and flags_db.applies_anything(usable):
             _say_what_was_applied(db, applied_count(work), started, compiles_seen(work),
                                   usable, root)

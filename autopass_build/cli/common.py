@@ -13,7 +13,7 @@ from collections.abc import Callable
 from autopass_build import config as configuration
 from autopass_build.capture.record.spool import find_store_dir
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.names import CONFIG_NAME, METRICS, STORE_DIRNAME
+from autopass_build.core.names import CONFIG_NAME, FLAGS_DB_NAME, METRICS, STORE_DIRNAME
 from autopass_build.store import busy
 from autopass_build.store.index import Store, StoreError
 
@@ -117,6 +117,19 @@ def configured_build(args: argparse.Namespace, verb: str) -> tuple[list[str], st
                        f"{configuration.CONFIG_NAME}")
     print(f"autopass: building with [build].command of {config.path}", file=sys.stderr)
     return list(config.build.command), config.resolve(config.build.root)
+
+
+def flags_db_path(args: argparse.Namespace) -> str:
+    """The flags database a command reads: --db, else the one `tune` writes ([tune].flags_db
+    of the nearest autopass.toml, relative to its folder), else ./autopass.flags.json.  A
+    command run in a subfolder of the project finds the database tune wrote at its top."""
+    if args.db:
+        return os.path.abspath(args.db)
+    try:
+        config = configuration.load(getattr(args, "config", None))
+    except configuration.ConfigError:     # said by the commands that need the config
+        return os.path.abspath(FLAGS_DB_NAME)
+    return config.resolve(config.tune.flags_db)
 
 
 def load_config(args: argparse.Namespace) -> configuration.Config:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from autopass_build.cli.apply import _paths
+from autopass_build.cli.apply import db_paths
 from autopass_build.cli.common import CliError
 from autopass_build.core import decisions, flags_db
 from autopass_build.core.apply_terms import ApplyPolicy
@@ -28,7 +28,8 @@ def add_parsers(sub) -> None:
                        "check reports.")
     p.add_argument("action", choices=("show", "check", "status", "diff", "prune"))
     p.add_argument("files", nargs="*", metavar="FILE", help="diff: the two databases; show, check, prune: the database (as --db)")
-    p.add_argument("--db", metavar="FILE", help="default: ./autopass.flags.json")
+    p.add_argument("--db", metavar="FILE", help="default: the one tune writes "
+                   "([tune].flags_db of autopass.toml), else ./autopass.flags.json")
     p.add_argument("--root", metavar="DIR", help="default: the database's folder")
     p.add_argument("--binary", metavar="FILE",
                    help="status: today's program, built without BOLT, to match the BOLT "
@@ -47,7 +48,7 @@ def cmd_db(args: argparse.Namespace) -> int:
             raise CliError(f"db {args.action} reads one database: give it as FILE or as "
                            "--db FILE, not both (diff compares two)")
         args.db = args.files[0]
-    path, root = _paths(args)
+    path, root = db_paths(args)
     db, why = applier.load(path)
     if db is None:
         raise CliError(why or f"{path} does not exist; `autopass tune` writes it")
