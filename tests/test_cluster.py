@@ -139,6 +139,33 @@ def test_a_cluster_run_is_the_local_run_measured_several_at_a_time(project, loca
     assert f"[on {searched[0].node}]" in report.stdout
 
 
+def test_the_stages_are_measured_on_the_nodes_and_the_search_on_top_of_them(
+        project, tmp_path, cluster) -> None:
+    """Issue 63, item 6: a stage composition's look is built and measured on a node of
+    the target group, as a candidate is, and the nodes' baseline then moves to the
+    composition chosen, so that the search measures on top of it there as it does here:
+    the journal is the local run's, entry for entry, and each stage look names its node."""
+    runs = {}
+    for where in ("locally", "on-cluster"):
+        copy = fresh(project, tmp_path / where)
+        toml = copy / "autopass.toml"
+        toml.write_text(toml.read_text().replace("stages = []", 'stages = ["lto"]')
+                        .replace("budget = 8", "budget = 6"))
+        done = tune(copy, *(("--cluster", cluster.address) if where == "on-cluster" else ()))
+        assert done.returncode == 0, done.stderr
+        assert "baseline: lto" in done.stderr, done.stderr
+        runs[where] = (copy, done.stderr)
+    (copy, said), (local, _) = runs["on-cluster"], runs["locally"]
+    assert verdicts(copy) == verdicts(local)
+    journal = Journal.latest(str(copy / ".autopass"))
+    looks = journal.of_phase(Phase.STAGE)
+    assert [e.stages for e in looks] == ["lto"] and all(e.node for e in looks), looks
+    searched = journal.of_phase(Phase.SEARCH)
+    assert searched and all(e.node for e in searched)
+    # the nodes were joined, and their A/A checked, once: before the stages
+    assert said.count("A/A 1.0000x") == 3 and said.index("A/A") < said.index("stage lto")
+
+
 def test_verify_runs_its_builds_and_measurement_on_a_measuring_node(project, local_run,
                                                                    tmp_path, cluster) -> None:
     """`verify --cluster`: the three builds and the A/B on a node of the target group

@@ -120,8 +120,9 @@ class ClusterMeasurer:
                 bench.role, bench.why = Role.OTHER_GROUP, f"its CPU is {bench.info.cpu}"
         if group != driver_cpu:
             self.show(f"cluster: verdicts on {group}; this machine is {driver_cpu}, and the "
-                      "stages, the final re-measurement and BOLT run here: run the driver "
-                      "on a machine of the target group")
+                      "PGO training, the head-to-head of two close stage compositions, the "
+                      "final re-measurement and BOLT run here: run the driver on a machine "
+                      "of the target group")
 
     def _check_noise(self, ray, measure: MeasureConfig) -> None:
         """Every verdict node measures the baseline against itself once, all at once,
@@ -152,10 +153,29 @@ class ClusterMeasurer:
         """How many candidates one batch measures at once."""
         return len(self.verdict_benches)
 
+    def rebase(self, unit_flags: UnitFlags, link_flags: tuple[str, ...]) -> None:
+        """The stages chosen become every node's baseline, and the base of the objects
+        fanned out: the search measures on top of them there as it does here."""
+        import ray
+
+        assert self.baseline is not None
+        self.baseline = replace(self.baseline, unit_flags=unit_flags, link_flags=link_flags)
+        for bench, ref in [(b, b.handle.rebase.remote(unit_flags, link_flags))
+                           for b in self.verdict_benches]:
+            try:
+                ray.get(ref, timeout=600)
+            except Exception as error:      # as a node lost mid-candidate: left out
+                self._lost(bench, error, "")
+        if not self.verdict_benches:
+            raise ClusterError("every verdict node of the cluster was lost; the journal "
+                               "holds every finished evaluation: `autopass tune --resume`")
+
     def evaluate_many(self, candidates: list[UnitFlags], measure: MeasureConfig,
-                      attribute: bool = False) -> list[NodeResult]:
-        """Each candidate (per-unit flags, the stages' added by the node) measured on a
-        verdict node; the results in the candidates' order."""
+                      attribute: bool = False, link_flags: tuple[str, ...] = ()
+                      ) -> list[NodeResult]:
+        """Each candidate (per-unit flags, the stages' added by the node; `link_flags`:
+        a stage composition's, added to the link) measured on a verdict node; the
+        results in the candidates' order."""
         import ray
 
         compiled = [self._fan_out(c) for c in candidates]
@@ -172,7 +192,8 @@ class ClusterMeasurer:
                 i = waiting.popleft()
                 self._dispatches += 1
                 bench.last_used = self._dispatches
-                ref = bench.handle.evaluate.remote(compiled[i], candidates[i], measure, attribute)
+                ref = bench.handle.evaluate.remote(compiled[i], candidates[i], measure,
+                                                   attribute, link_flags)
                 running[ref] = (i, bench)
             if not running:
                 raise ClusterError("every verdict node of the cluster was lost; the journal "
@@ -203,11 +224,12 @@ class ClusterMeasurer:
                   for uid, flags in sorted(candidate.items()) if flags]
         return [self._compile.remote(self.baseline.store_dir, [item]) for item in wanted]
 
-    def _lost(self, bench: Bench, error: Exception) -> None:
+    def _lost(self, bench: Bench, error: Exception,
+              then: str = "its candidate is measured again on another node") -> None:
         bench.role, bench.why = Role.LOST, error_line(error)
-        self.requeued += 1
-        self.show(f"cluster: node {bench.info.name} lost ({bench.why[:120]}); its candidate "
-                  f"is measured again on another node ({self.width} left)")
+        self.requeued += bool(then)
+        self.show(f"cluster: node {bench.info.name} lost ({bench.why[:120]}); "
+                  f"{then + ' ' if then else ''}({self.width} left)")
 
     def close(self) -> None:
         leave()

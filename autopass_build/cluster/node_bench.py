@@ -107,9 +107,16 @@ class NodeBench:
         evaluation = self.evaluator.evaluate({}, lines.append, measure, measure_identical=True)
         return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines)
 
+    def rebase(self, unit_flags: UnitFlags, link_flags: tuple[str, ...]) -> None:
+        """The stages chosen on top of the recorded build become this node's baseline
+        (built at the next candidate)."""
+        assert self.evaluator is not None
+        self.evaluator.rebase(unit_flags, link_flags)
+
     def evaluate(self, compiled: list, flags_by_unit: UnitFlags, measure: MeasureConfig,
-                 attribute: bool) -> NodeResult:
-        """One candidate against this node's baseline.  `compiled`: the compile tasks
+                 attribute: bool, link_flags: tuple[str, ...] = ()) -> NodeResult:
+        """One candidate against this node's baseline (`link_flags`: a stage
+        composition's, added to its link).  `compiled`: the compile tasks
         fanned out for it (object references, nested so that Ray does not wait on them
         before the call); waited for, but their failures do not matter: the build
         compiles whatever is missing itself."""
@@ -123,7 +130,7 @@ class NodeBench:
         if attribute and self.attributor is None:
             self.attributor = Attributor(self.evaluator.bench)
         evaluation = self.evaluator.evaluate(
-            flags_by_unit, lines.append, measure,
+            flags_by_unit, lines.append, measure, link_flags,
             attribute=self.attributor if attribute else None)
         return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines)
 

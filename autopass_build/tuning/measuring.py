@@ -110,11 +110,14 @@ class Measurements:
         measure = tightened(self.config.measure) if tight else self.config.measure
         measure = replace(measure, max_pairs=measure.max_pairs * more_pairs)
         started = time.monotonic()
-        remotely = self.remote is not None and evaluator is None and not stages \
-            and not link_flags and post_link is None
+        # a stage composition's look (its flags `under`, its `link_flags`) is measured
+        # on a node as a candidate is; another baseline or a rewrite after the link
+        # (BOLT) only here
+        remotely = self.remote is not None and evaluator is None and post_link is None
         try:
             if remotely:
-                return self.measure_many(phase, [flags], [judgement], measure, under)[0]
+                return self.measure_many(phase, [flags], [judgement], measure, under,
+                                         stages, link_flags)[0]
             evaluation = (evaluator or self.evaluator).evaluate(
                 self._by_unit(flags, under), lambda m: self.show(f"  {m}"), measure,
                 link_flags, post_link,
@@ -130,11 +133,14 @@ class Measurements:
 
     def measure_many(self, phase: Phase, batch: list[UnitFlags], judgements: list,
                      measure: MeasureConfig | None = None,
-                     under: UnitFlags | None = None) -> list[Entry]:
+                     under: UnitFlags | None = None, stages: str = "",
+                     link_flags: tuple[str, ...] = ()) -> list[Entry]:
         """Each candidate of `batch` measured, on the cluster's nodes at once when there
-        is one, and journaled in the batch's order once all are finished."""
+        is one, and journaled in the batch's order once all are finished (`stages`,
+        `link_flags`: the stage composition each is built with)."""
         if self.remote is None:
-            return [self.measure(phase, flags, judgement=judgement)
+            return [self.measure(phase, flags, judgement=judgement, under=under,
+                                 stages=stages, link_flags=link_flags)
                     for flags, judgement in zip(batch, judgements)]
         from autopass_build.cluster.connect import ClusterError
 
@@ -142,7 +148,8 @@ class Measurements:
             results = self.remote.evaluate_many(
                 [self._by_unit(flags, under) for flags in batch],
                 measure or self.config.measure,
-                attribute=phase in ATTRIBUTED and self.attributor is not None)
+                attribute=phase in ATTRIBUTED and self.attributor is not None,
+                link_flags=link_flags)
         except ClusterError as error:
             raise TuneError(str(error)) from None
         entries = []
@@ -150,7 +157,7 @@ class Measurements:
             for line in result.lines:
                 self.show(f"  [{result.node}] {line}")
             entries.append(self._finished(phase, flags, result.evaluation, result.seconds,
-                                          judgement, node=result.node))
+                                          judgement, stages, node=result.node))
         return entries
 
     def _by_unit(self, flags: UnitFlags, under: UnitFlags | None) -> UnitFlags:

@@ -1,9 +1,15 @@
-"""A run that names a cluster: the nodes join before the search, and leave after the
-final re-measurement (both measured there, on the target group's nodes).
+"""A run that names a cluster: the nodes join before the stages (before the search when
+no stage is asked for), and leave after the final re-measurement.  Each stage
+composition's looks, and then the search, are built and measured there, on the target
+group's nodes: the nodes' baseline is the recorded build while the stages are measured,
+and the composition chosen once they are.
 
-The stages before the search, BOLT after it, and the comparisons against the recorded
-build run on this machine: they rebuild with other link steps and other baselines,
-which a node's bench does not hold.  Nothing here runs without [cluster].address."""
+The PGO training run, the head-to-head of two close compositions, BOLT after the
+search, and the comparisons against the recorded build run on this machine: they need
+another baseline than the nodes' or a rewrite after the link, which a node's bench does
+not hold.  So do the stages when the project is shipped to the nodes: the PGO profile
+is trained here, after the project was shipped.  Nothing here runs without
+[cluster].address."""
 
 from __future__ import annotations
 
@@ -59,7 +65,7 @@ def join(measurements: Measurements, config: Config, store_dir: str, evaluator: 
     """Put the run's search on the cluster [cluster].address names, if it names one
     (`ship`: the project packed and sent to the nodes, which work in their own copy)."""
     address = config.cluster.address
-    if not address:
+    if not address or measurements.remote is not None:    # joined for the stages
         return
     from autopass_build.cluster.connect import ClusterError
     from autopass_build.cluster.dispatch import ClusterMeasurer
@@ -79,6 +85,32 @@ def join(measurements: Measurements, config: Config, store_dir: str, evaluator: 
          f"{'gives' if measurer.width == 1 else 'give'} verdicts; candidates are measured "
          f"up to {measurer.width} at a time")
     measurements.remote = measurer
+
+
+def join_for_stages(measurements: Measurements, config: Config, store_dir: str,
+                    evaluator: Evaluator, show: Callable[[str], None], ship: bool) -> None:
+    """The stages' looks measured on the cluster, if the run names one and its nodes
+    read the driver's store (a shipped copy lacks the profile trained here: said)."""
+    if not config.cluster.address:
+        return
+    if ship:
+        show("cluster: the stages are measured on this machine: the nodes work in a "
+             "shipped copy of the project, which the PGO profile trained here is not in; "
+             "the search is measured on the nodes")
+        return
+    join(measurements, config, store_dir, evaluator, show)
+
+
+def rebase(measurements: Measurements, evaluator: Evaluator) -> None:
+    """The nodes' baseline moved to `evaluator`'s (the stages chosen), if they measure."""
+    if measurements.remote is None:
+        return
+    from autopass_build.cluster.connect import ClusterError
+
+    try:
+        measurements.remote.rebase(dict(evaluator.base_flags), evaluator.base_link_flags)
+    except ClusterError as error:
+        raise TuneError(str(error)) from None
 
 
 def leave(measurements: Measurements, show: Callable[[str], None]) -> None:

@@ -259,6 +259,8 @@ class Tuner:
                              [str(s) for s in self.on_top.planned()]))
         if self._native():
             stage_budget = max(1, stage_budget - NATIVE_EVALUATIONS)
+        on_cluster.join_for_stages(self.measurements, self.config, self.store.dir, evaluator,
+                                   self.show, self.ship)
         chosen, _ = composer.choose(stage_budget, self.deadline.share(STAGE_SHARE))
         if self._native():
             chosen = self.on_top.native(chosen, self._build_of(chosen)) or chosen
@@ -269,6 +271,7 @@ class Tuner:
             return None
         evaluator.rebase({u.id: chosen.flags.unit_flags for u in evaluator.units},
                          chosen.flags.link_flags)
+        on_cluster.rebase(self.measurements, evaluator)
         self.measurements.journal.mark_baseline(chosen.name)
         self.show(f"baseline: {chosen.name}, {chosen.entry.interval_text()} over "
                   f"{chosen.against}; per-file flags are tuned on top of it")
