@@ -71,6 +71,44 @@ def test_a_node_builds_and_measures_its_own_copy_when_the_drivers_tree_is_gone(
     assert not driver.exists()
 
 
+def test_a_pgo_baseline_is_built_with_the_profile_of_the_nodes_copy(project, tmp_path,
+                                                                    monkeypatch) -> None:
+    """The search on PGO ships the store with its trained profile, but the baseline's
+    flags named the profile at the driver's path (-fprofile-use=/driver/...), which a
+    node of its own does not have: the node reads them in its copy.  The driver's tree
+    is renamed away, so a flag still naming it fails the node's build."""
+    import shutil
+
+    from autopass_build.candidates import pgo
+    from autopass_build.candidates.evaluate import Evaluator
+    from autopass_build.store.index import Store
+
+    driver = tmp_path / "driver" / "mini"
+    driver.parent.mkdir()
+    shutil.copytree(project, driver, symlinks=True)
+    config = cfg.load(str(driver / "autopass.toml"))
+    evaluator = Evaluator(Store(str(driver / ".autopass")), config)
+    profile = pgo.train(evaluator)
+    assert profile.path.startswith(str(driver) + "/")
+    shipped = shipped_tree(driver)
+    driver.rename(tmp_path / "driver" / "gone")
+    monkeypatch.setenv(NODE_CACHE_ENV, str(tmp_path / "cache"))
+    unit_flags = pgo.flags_for(evaluator, profile)
+    bench = NodeBench(Baseline(str(driver / ".autopass"), config, "mini", unit_flags, (),
+                               shipped), "b" * 16, "")
+    checked = bench.aa(config.measure)
+    assert checked.evaluation.comparison is not None, checked.evaluation.detail
+    [tree] = (tmp_path / "cache").glob("*/tree")
+    assert bench.evaluator is not None
+    assert {f for flags in bench.evaluator.base_flags.values() for f in flags} == \
+        {profile.use_flag().replace(str(driver), str(tree))}
+    # the stages chosen later are read there too
+    bench.rebase(unit_flags, ())
+    assert bench.evaluator.base_flags == {u: tuple(f.replace(str(driver), str(tree))
+                                                   for f in flags)
+                                          for u, flags in unit_flags.items()}
+
+
 def test_an_archive_that_arrives_damaged_or_reaches_outside_its_tree_is_refused(
         project, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(NODE_CACHE_ENV, str(tmp_path / "cache"))

@@ -56,12 +56,34 @@ class Baseline:
     environment: tuple[tuple[str, str], ...] = field(default_factory=driver_environment)
 
     def here(self) -> Baseline:
-        """This baseline as the node reads it: in its own copy of a shipped project."""
+        """This baseline as the node reads it: in its own copy of a shipped project,
+        the flags that name a file of the tree (the PGO profile in its store) naming
+        the copy's."""
         if self.shipped is None:
             return self
         tree = unpacked(self.shipped)
+        flags = Moved(self.shipped.root, tree)
         return replace(self, store_dir=moved(self.store_dir, self.shipped.root, tree),
-                       config=self.config.moved(self.shipped.root, tree))
+                       config=self.config.moved(self.shipped.root, tree),
+                       unit_flags=flags.per_unit(self.unit_flags),
+                       link_flags=flags(self.link_flags))
+
+
+@dataclass(frozen=True)
+class Moved:
+    """Flags read where the driver's tree `root` is now, at `tree` (Moved("", "") keeps
+    them): a flag naming a file under `root` names the same file under `tree`."""
+    root: str
+    tree: str
+
+    def __call__(self, flags: tuple[str, ...]) -> tuple[str, ...]:
+        if not self.root:
+            return tuple(flags)
+        top, here = self.root.rstrip(os.sep) + os.sep, self.tree.rstrip(os.sep) + os.sep
+        return tuple(flag.replace(top, here) for flag in flags)
+
+    def per_unit(self, flags: UnitFlags) -> UnitFlags:
+        return {unit: self(unit_flags) for unit, unit_flags in flags.items()}
 
 
 @dataclass
@@ -77,6 +99,9 @@ class NodeBench:
         self.info = this_node(node_id, cpu_label)
         self.cpu, self.sharing = claim_cpu()   # its runs' CPU, not another bench's
         adopt_environment(baseline.environment)
+        self.moved = Moved("", "")      # the flags the driver sends, as read here
+        if baseline.shipped is not None:
+            self.moved = Moved(baseline.shipped.root, unpacked(baseline.shipped))
         baseline = baseline.here()
         if not os.path.isdir(baseline.store_dir):
             self.evaluator: Evaluator | None = None
@@ -111,7 +136,7 @@ class NodeBench:
         """The stages chosen on top of the recorded build become this node's baseline
         (built at the next candidate)."""
         assert self.evaluator is not None
-        self.evaluator.rebase(unit_flags, link_flags)
+        self.evaluator.rebase(self.moved.per_unit(unit_flags), self.moved(link_flags))
 
     def evaluate(self, compiled: list, flags_by_unit: UnitFlags, measure: MeasureConfig,
                  attribute: bool, link_flags: tuple[str, ...] = ()) -> NodeResult:
@@ -130,7 +155,8 @@ class NodeBench:
         if attribute and self.attributor is None:
             self.attributor = Attributor(self.evaluator.bench)
         evaluation = self.evaluator.evaluate(
-            flags_by_unit, lines.append, measure, link_flags,
+            self.moved.per_unit(flags_by_unit), lines.append, measure,
+            self.moved(link_flags),
             attribute=self.attributor if attribute else None)
         return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines)
 
