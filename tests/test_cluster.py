@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import AUTOPASS, TUNE_MINI_MEASURED, recorded_tune_mini
+from support import AUTOPASS, TUNE_MINI_MEASURED, recorded_copy, recorded_tune_mini
 
 from autopass_build.tuning.journal import Journal, Phase
 
@@ -164,6 +164,67 @@ def test_the_stages_are_measured_on_the_nodes_and_the_search_on_top_of_them(
     assert searched and all(e.node for e in searched)
     # the nodes were joined, and their A/A checked, once: before the stages
     assert said.count("A/A 1.0000x") == 3 and said.index("A/A") < said.index("stage lto")
+
+
+LTO_MINI_TIMED = """
+[run]
+command = ["{exe}", "50"]
+[measure]
+metric = "cpu"
+min_pairs = 2
+max_pairs = 6
+[cluster]
+aa_noise = 0.4
+"""
+
+
+def test_a_head_to_head_of_two_close_compositions_is_measured_on_a_node(tmp_path,
+                                                                        cluster) -> None:
+    """Issue 63, item 6: two compositions within each other's intervals are measured
+    against each other on a node of the target group, the nodes' baseline the one
+    composition while the other is measured, and the run's (the recorded build) again
+    after.  The looks are put in the journal as a run would have measured them (a
+    timed A/B cannot be made to overlap on demand)."""
+    from autopass_build import config as cfg
+    from autopass_build.candidates import stages
+    from autopass_build.candidates.evaluate import Evaluator
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.measuring.stats import FASTER
+    from autopass_build.store.index import Store
+    from autopass_build.tuning import on_cluster
+    from autopass_build.tuning.clock import Deadline, KindPace
+    from autopass_build.tuning.journal import Entry
+    from autopass_build.tuning.measuring import Measurements, config_key
+    from autopass_build.tuning.rivals import against_its_rival
+    from autopass_build.tuning.settings import RunSettings
+    from autopass_build.tuning.stage_choice import Composer
+
+    root = recorded_copy(Path(__file__).parent / "data" / "lto-mini", tmp_path / "mini",
+                         LTO_MINI_TIMED + f'address = "{cluster.address}"\n')
+    config = cfg.load(str(root / "autopass.toml"))
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, config)
+    journal = Journal.create(str(store.dir), RunSettings())
+    said: list[str] = []
+    measurements = Measurements(journal, evaluator, config, {}, said.append)
+    composer = Composer(evaluator, measurements, (stages.Stage.LTO, stages.Stage.THINLTO),
+                        lambda: None, said.append)
+    for n, (name, ratio) in enumerate((("lto", 0.80), ("thinlto", 0.81)), 1):
+        journal.append(Entry(n, Phase.STAGE, config_key({}, name), {}, Outcome.OK, FASTER,
+                             ratio, ratio - 0.05, ratio + 0.05, 20, stages=name))
+    best = composer.chosen(stages.of_name("lto"), journal.of_phase(Phase.STAGE)[0])
+    on_cluster.join(measurements, config, str(store.dir), evaluator, said.append)
+    measurer = measurements.remote
+    assert measurer is not None, said
+    try:
+        against_its_rival(composer, best, [stages.of_name("lto"), stages.of_name("thinlto")],
+                          Deadline(None), KindPace())
+        back = measurer.baseline
+    finally:
+        on_cluster.leave(measurements, said.append)
+    [rival] = journal.of_phase(Phase.STAGE_RIVAL)
+    assert rival.node and rival.measured and rival.stages == "thinlto", said
+    assert back is not None and (back.unit_flags, back.link_flags) == ({}, ())
 
 
 def test_verify_runs_its_builds_and_measurement_on_a_measuring_node(project, local_run,

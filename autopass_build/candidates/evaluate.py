@@ -200,6 +200,8 @@ def _by_binary(kept_in: dict[str, list[tuple[str, str]]]) -> dict[str, list[str]
 class Evaluator:
     def __init__(self, store: Store, config: Config, target: str = ""):
         self.store = store
+        self.config = config
+        self.twin_of: Evaluator | None = None     # made by `on`: the evaluator it twins
         self.bench = Benchmark.from_config(config)
         self.target = choose_target(store, target or config.run.target)
         _check_runs_as_a_program(store, self.target, self.bench)
@@ -219,6 +221,14 @@ class Evaluator:
         """Build the baseline, and every candidate after, with these stages' flags."""
         self.base_flags, self.base_link_flags = dict(unit_flags), tuple(link_flags)
         self._baseline, self._baseline_memo, self._baseline_defined = None, [], None
+
+    def on(self, unit_flags: UnitFlags, link_flags: tuple[str, ...]) -> Evaluator:
+        """A twin of this evaluator (its store, benchmark and target) whose baseline is
+        built with these stages' flags: one composition measured against another."""
+        twin = Evaluator(self.store, self.config, self.target.output_rel)
+        twin.rebase(unit_flags, link_flags)
+        twin.twin_of = self
+        return twin
 
     def baseline(self) -> Candidate:
         if self._baseline is None:

@@ -120,9 +120,8 @@ class ClusterMeasurer:
                 bench.role, bench.why = Role.OTHER_GROUP, f"its CPU is {bench.info.cpu}"
         if group != driver_cpu:
             self.show(f"cluster: verdicts on {group}; this machine is {driver_cpu}, and the "
-                      "PGO training, the head-to-head of two close stage compositions, the "
-                      "final re-measurement and BOLT run here: run the driver on a machine "
-                      "of the target group")
+                      "PGO training, -march=native, the final re-measurement and BOLT "
+                      "run here: run the driver on a machine of the target group")
 
     def _check_noise(self, ray, measure: MeasureConfig) -> None:
         """Every verdict node measures the baseline against itself once, all at once,

@@ -5,6 +5,8 @@ the cache."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
@@ -111,13 +113,16 @@ class Measurements:
         measure = replace(measure, max_pairs=measure.max_pairs * more_pairs)
         started = time.monotonic()
         # a stage composition's look (its flags `under`, its `link_flags`) is measured
-        # on a node as a candidate is; another baseline or a rewrite after the link
-        # (BOLT) only here
-        remotely = self.remote is not None and evaluator is None and post_link is None
+        # on a node as a candidate is, and so is one against another composition (a
+        # twin of the run's evaluator); another baseline (the recorded build's, native's)
+        # or a rewrite after the link (BOLT) only here
+        remotely = self.remote is not None and post_link is None and (
+            evaluator is None or evaluator.twin_of is self.evaluator)
         try:
             if remotely:
-                return self.measure_many(phase, [flags], [judgement], measure, under,
-                                         stages, link_flags)[0]
+                with self._nodes_on(evaluator):
+                    return self.measure_many(phase, [flags], [judgement], measure, under,
+                                             stages, link_flags)[0]
             evaluation = (evaluator or self.evaluator).evaluate(
                 self._by_unit(flags, under), lambda m: self.show(f"  {m}"), measure,
                 link_flags, post_link,
@@ -159,6 +164,24 @@ class Measurements:
             entries.append(self._finished(phase, flags, result.evaluation, result.seconds,
                                           judgement, stages, node=result.node))
         return entries
+
+    @contextmanager
+    def _nodes_on(self, twin: Evaluator | None) -> Iterator[None]:
+        """The nodes' baseline is `twin`'s while it measures, then the run's again."""
+        if twin is None or self.remote is None:
+            yield
+            return
+        from autopass_build.cluster.connect import ClusterError
+
+        try:
+            self.remote.rebase(dict(twin.base_flags), twin.base_link_flags)
+            try:
+                yield
+            finally:
+                self.remote.rebase(dict(self.evaluator.base_flags),
+                                   self.evaluator.base_link_flags)
+        except ClusterError as error:
+            raise TuneError(str(error)) from None
 
     def _by_unit(self, flags: UnitFlags, under: UnitFlags | None) -> UnitFlags:
         by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}

@@ -1,13 +1,14 @@
 """A run that names a cluster: the nodes join before the stages (before the search when
 no stage is asked for), and leave after the final re-measurement.  Each stage
-composition's looks, and then the search, are built and measured there, on the target
-group's nodes: the nodes' baseline is the recorded build while the stages are measured,
-and the composition chosen once they are.
+composition's looks, the head-to-head of two close ones, and then the search, are built
+and measured there, on the target group's nodes: the nodes' baseline is the recorded
+build while the stages are measured (the one composition while the other is measured
+against it), and the composition chosen once they are.
 
-The PGO training run, the head-to-head of two close compositions, BOLT after the
-search, and the comparisons against the recorded build run on this machine: they need
-another baseline than the nodes' or a rewrite after the link, which a node's bench does
-not hold.  So do the stages when the project is shipped to the nodes: the PGO profile
+The PGO training run, -march=native (a node's compile is native to its own CPU), BOLT
+after the search, and the comparisons against the recorded build run on this machine:
+they need another baseline than the nodes' or a rewrite after the link, which a node's
+bench does not hold.  So do the stages when the project is shipped to the nodes: the PGO profile
 is trained here, after the project was shipped.  Nothing here runs without
 [cluster].address."""
 

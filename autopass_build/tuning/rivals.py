@@ -155,9 +155,8 @@ def against_its_rival(composer: Composing, best: Chosen,
         return _by_instructions(composer, best, rival, composition, spent=0)
     base, cand = ends
     flags, under = composer.flags(base), composer.flags(cand)
-    build = Evaluator(composer.evaluator.store, composer.measurements.config,
-                      composer.evaluator.target.output_rel)
-    build.rebase({u.id: flags.unit_flags for u in build.units}, flags.link_flags)
+    build = composer.evaluator.on({u.id: flags.unit_flags for u in composer.evaluator.units},
+                                  flags.link_flags)
     entry = composer.measurements.once(
         Phase.STAGE_RIVAL, {}, f"stage {best.name} and {rival.stages} are within each "
         f"other's intervals: {stages.name(cand)} against {stages.name(base)}, head to "
