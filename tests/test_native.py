@@ -181,3 +181,22 @@ def test_native_code_is_left_out_on_a_cpu_that_lacks_what_it_was_tuned_for(tmp_p
     assert subprocess.run(["./nativemini", "3"], cwd=root, capture_output=True).returncode == 0
     wide, said = vectors("--policy", "apply-anyway")
     assert wide and "lacks" not in said
+
+
+def test_a_native_object_is_cached_for_the_cpu_that_compiled_it(tmp_path, monkeypatch) -> None:
+    """Cluster nodes share the store's object cache: -march=native compiled on a node of
+    another CPU is code for that CPU, and must not be the object this machine (or a node
+    of the target group) finds for the same flags.  Objects without it keep one key."""
+    from autopass_build.candidates.replay import Replayer
+    from autopass_build.core import cpu
+    from autopass_build.store.index import Store
+
+    root = recorded_copy(NATIVE_MINI, tmp_path / "mini", CONFIG)
+    replayer = Replayer(Store.open_existing(str(root / ".autopass")))
+    unit = next(iter(replayer.units.values()))
+    native, plain = stage_flags.NATIVE_FLAGS, ("-O3",)
+    here = {f: replayer._object_path(unit, f, None)[0] for f in (native, plain)}
+    monkeypatch.setitem(cpu._read, cpu.CPUINFO, Cpu("Another CPU", ("sse2",)))
+    there = {f: replayer._object_path(unit, f, None)[0] for f in (native, plain)}
+    assert here[native] != there[native]
+    assert here[plain] == there[plain]

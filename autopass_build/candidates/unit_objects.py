@@ -20,6 +20,7 @@ from autopass_build.candidates.replay_args import (
 from autopass_build.candidates.stages import thin_bitcode
 from autopass_build.capture.apply.bitcode import BITCODE
 from autopass_build.core import decisions, pgo_profile, proc, toolchain
+from autopass_build.core.cpu import this_cpu
 from autopass_build.core.files import hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.core.names import ENV_REPLAY_CC
@@ -90,10 +91,13 @@ class UnitObjects:
             from_source = (unit.id in self.from_source
                            or not replayable_from_ir(tuple(flags), unit.opt_level)
                            or (self.recorded_objects and thin_bitcode(unit.argv, flags)))
-        key = hash_json([unit.ir_hash, unit.source_hash if from_source else "",
-                         self.codegen_args(unit), list(flags), unit.compiler_id,
-                         self._compiler(unit)])
-        return self.store.blob_path("replay", key, ".o"), from_source
+        key = [unit.ir_hash, unit.source_hash if from_source else "",
+               self.codegen_args(unit), list(flags), unit.compiler_id, self._compiler(unit)]
+        if any(flag.endswith("=native") for flag in flags):
+            # code for the CPU that compiles it: a cluster node of another CPU, sharing
+            # this cache, makes another object of the same flags
+            key.append([this_cpu().model, *this_cpu().isa])
+        return self.store.blob_path("replay", hash_json(key), ".o"), from_source
 
     def has_object(self, unit: UnitRecord, flags: Flags = ()) -> bool:
         return os.path.exists(self._object_path(unit, flags, None)[0]) or \
