@@ -184,7 +184,7 @@ def test_native_code_is_left_out_on_a_cpu_that_lacks_what_it_was_tuned_for(tmp_p
 
 
 def test_a_native_object_is_cached_for_the_cpu_that_compiled_it(tmp_path, monkeypatch) -> None:
-    """Cluster nodes share the store's object cache: -march=native compiled on a node of
+    """F99: cluster nodes share the store's object cache: -march=native compiled on a node of
     another CPU is code for that CPU, and must not be the object this machine (or a node
     of the target group) finds for the same flags.  Objects without it keep one key."""
     from autopass_build.candidates.replay import Replayer

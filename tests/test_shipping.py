@@ -73,7 +73,7 @@ def test_a_node_builds_and_measures_its_own_copy_when_the_drivers_tree_is_gone(
 
 def test_a_pgo_baseline_is_built_with_the_profile_of_the_nodes_copy(project, tmp_path,
                                                                     monkeypatch) -> None:
-    """The search on PGO ships the store with its trained profile, but the baseline's
+    """F100: the search on PGO ships the store with its trained profile, but the baseline's
     flags named the profile at the driver's path (-fprofile-use=/driver/...), which a
     node of its own does not have: the node reads them in its copy.  The driver's tree
     is renamed away, so a flag still naming it fails the node's build."""
