@@ -18,6 +18,9 @@ In one run, on one recorded program (a real Debian source, tune_classical.CASES)
 4. the model: from the measured step costs (a candidate's build, one pair, the driver's
    own time per evaluation, the start of a run), the run's wall time at 1, 4, 16 and 64
    nodes and where the driver saturates.
+6. stages (`--parts stages`): the LTO stage and the search on top of it, locally and on
+   a one-node cluster, interleaved: what measuring each composition's look on a node
+   (issue 63, item 6) costs in the run's time, and the verdicts each side gave.
 5. shipping (`--parts shipping`): the project packed (its size, the seconds it takes),
    and one-node runs with [cluster].ship = never, always (the node unpacks it) and
    always again (its cache holds it): what shipping adds to a run's start, and its
@@ -42,7 +45,7 @@ import tune_classical as tc  # noqa: E402
 
 from autopass_build.candidates.evaluate import Evaluator  # noqa: E402
 from autopass_build.measuring.stats import FASTER  # noqa: E402
-from autopass_build.tuning.journal import Phase  # noqa: E402
+from autopass_build.tuning.journal import STAGE_PHASES, Phase  # noqa: E402
 from autopass_build.tuning.tuner import Tuner, TuneRequest  # noqa: E402
 
 SLOT = {"autopass_bench": 1}
@@ -59,14 +62,15 @@ def start_cluster(nodes: int):
 
 
 def tune_once(store, config, budget: int, seed: int, work: Path, label: str,
-              address: str = "") -> dict:
-    """One search (no stages), locally or on the cluster at `address`: its wall time,
-    the driver's own CPU time, and its evaluations."""
+              address: str = "", stages: tuple[str, ...] = ()) -> dict:
+    """One search (with `stages` before it, none by default), locally or on the cluster
+    at `address`: its wall time, the driver's own CPU time, and its evaluations."""
     import psutil
 
     config = replace(config, cluster=replace(config.cluster, address=address))
-    request = TuneRequest(strategy="random", budget=budget, seed=seed, max_units=4, stages=(),
-                          attribute=False, flags_db=str(work / f"{label}.flags.json"))
+    request = TuneRequest(strategy="random", budget=budget, seed=seed, max_units=4,
+                          stages=stages, attribute=False,
+                          flags_db=str(work / f"{label}.flags.json"))
     me = psutil.Process()
     cpu_before, started = sum(me.cpu_times()[:2]), time.monotonic()
     result = Tuner(store, config, request,
@@ -79,7 +83,34 @@ def tune_once(store, config, budget: int, seed: int, work: Path, label: str,
             "evaluations": len(evaluations),
             "eval_seconds": round(sum(e.timing.seconds for e in evaluations), 2),
             # the search's candidates (confirmations follow the noise, so not those)
-            "configs": [e.config for e in journal.entries if e.phase == Phase.SEARCH]}
+            "configs": [e.config for e in journal.entries if e.phase == Phase.SEARCH],
+            "stage_looks": [{"stages": e.stages, "node": e.node, "ratio": e.ratio,
+                             "verdict": str(e.verdict), "seconds": e.timing.seconds}
+                            for e in journal.entries if e.phase in STAGE_PHASES]}
+
+
+def stages_placed(store, config, budget: int, seed: int, work: Path, rounds: int) -> dict:
+    """The stage phase (LTO, then the search on top) locally and on a one-node cluster,
+    interleaved: what measuring each composition's look on a node costs in the run's
+    time, and whether the node's verdicts are the local ones."""
+    tune_once(store, config, budget, seed, work, "stages-warm-up", stages=("lto",))
+    cluster = start_cluster(1)
+    try:
+        runs = []
+        for r in range(rounds):
+            runs.append(tune_once(store, config, budget, seed, work, f"stages-local-{r}",
+                                  stages=("lto",)))
+            runs.append(tune_once(store, config, budget, seed, work, f"stages-cluster1-{r}",
+                                  cluster.address, stages=("lto",)))
+    finally:
+        cluster.shutdown()
+    local = [r for r in runs if "local" in r["label"]]
+    remote = [r for r in runs if "cluster" in r["label"]]
+    return {"runs": runs,
+            "ratio": round(sum(r["seconds"] for r in remote) / sum(r["seconds"] for r in local), 3),
+            "looks_on_nodes": all(look["node"] for r in remote for look in r["stage_looks"]),
+            "verdicts": {r["label"]: [look["verdict"] for look in r["stage_looks"]]
+                         for r in runs}}
 
 
 def overhead(store, config, budget: int, seed: int, work: Path, rounds: int) -> dict:
@@ -209,7 +240,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=6, help="pairs per comparison (fixed)")
     parser.add_argument("--most-nodes", type=int, default=3)
     parser.add_argument("--out", default="cluster-out")
-    parser.add_argument("--parts", default="overhead,aa,scaling,shipping",
+    parser.add_argument("--parts", default="overhead,aa,scaling,shipping,stages",
                         help="which parts to run (the model needs overhead and scaling)")
     parser.add_argument("--bandwidth", type=float, default=117e6,
                         help="the driver's uplink in bytes/s for the shipping projection "
@@ -231,6 +262,9 @@ def main() -> int:
         found["overhead"] = overhead(store, config, args.budget, args.seed, out, args.rounds)
     if "scaling" in parts:
         found["scaling"] = scaling(store, config, args.budget, args.seed, out, args.most_nodes)
+    if "stages" in parts:
+        found["stages"] = stages_placed(store, config, args.budget, args.seed, out,
+                                        args.rounds)
     if "shipping" in parts:
         found["shipping"] = shipping(store, config, args.budget, args.seed, out)
         found["shipping"]["model"] = {n: round(shipping_model(found["shipping"], n,

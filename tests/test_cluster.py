@@ -164,6 +164,9 @@ def test_the_stages_are_measured_on_the_nodes_and_the_search_on_top_of_them(
     assert searched and all(e.node for e in searched)
     # the nodes were joined, and their A/A checked, once: before the stages
     assert said.count("A/A 1.0000x") == 3 and said.index("A/A") < said.index("stage lto")
+    report = subprocess.run([AUTOPASS, "report"], cwd=copy, capture_output=True, text=True)
+    assert f"stage lto: {looks[0].interval_text()} over the recorded build " \
+           f"[on {looks[0].node}]" in report.stdout, report.stdout
 
 
 LTO_MINI_TIMED = """

@@ -787,6 +787,12 @@ def test_two_close_compositions_are_measured_head_to_head(tmp_path) -> None:
     assert settled.rival is not None and settled.rival.how in lines
     assert {settled.rival.stages, chosen.name} == {"lto", "thinlto"}
     assert rival[0] in stage_phase_entries(journal)
+    # the report says it, naming the two (issue 60, item 6: "say so in the report")
+    from autopass_build.outputs.report import stage_lines
+
+    said = f"head to head: thinlto against lto: {rival[0].interval_text()}"
+    assert any(line.startswith(said) for line in stage_lines(journal.entries)), \
+        stage_lines(journal.entries)
     # resumed with the time spent: the journal's A/B decides as it did, nothing measured
     again = against_its_rival(composer, best, both, Deadline(0), paced)
     assert again.chosen.name == chosen.name and len(journal.entries) == 3

@@ -30,6 +30,7 @@ from autopass_build.outputs.figures import (
     shipped_bars,
 )
 from autopass_build.tuning.journal import STAGE_PHASES, VERSUS_RECORDED, Entry, Journal, Phase
+from autopass_build.tuning.rivals import close_rival
 from autopass_build.tuning.settings import RunSettings
 
 
@@ -99,6 +100,7 @@ def stage_lines(entries: list[Entry], baseline: str | None = None) -> list[str]:
         if step is not None:
             kept = e.verdict == FASTER and e.measured
             lines.append(f"{ON_TOP[step]} on top: {'kept' if kept else 'not kept'}")
+    lines += [_head_to_head_line(e, entries) for e in entries if e.phase == Phase.STAGE_RIVAL]
     chosen = chosen_stages(measured, baseline)
     if chosen:
         lines.append(f"baseline of the per-file search: {chosen}")
@@ -107,12 +109,24 @@ def stage_lines(entries: list[Entry], baseline: str | None = None) -> list[str]:
     return lines
 
 
+def _head_to_head_line(e: Entry, entries: list[Entry]) -> str:
+    """Two close compositions measured against each other (tuning/rivals.py): `e`, the
+    one measured on top of the other, which is the close rival of its first look."""
+    looks = [x for x in entries if x.phase == Phase.STAGE]
+    own = next((x for x in looks if x.stages == e.stages), None)
+    other = close_rival(looks, e.stages, own, [x.stages for x in looks]) if own else None
+    where = f" [on {e.node}]" if e.node else ""
+    return (f"head to head: {e.stages} against {other.stages if other else 'its close rival'}"
+            f": {e.interval_text()}" + (f" -> {e.verdict}" if e.measured else "") + where)
+
+
 def _stage_line(label: str, e: Entry, measured: dict[str, Entry]) -> str:
     step, parts = step_on_top(e.composition), e.composition
+    where = f" [on {e.node}]" if e.node else ""      # a cluster's node measured it
     if step is not None:      # measured against the same build without it
         return (f"stage {label}: {e.interval_text()} over the build without "
-                f"{ON_TOP[step]}" + (f" -> {e.verdict}" if e.measured else ""))
-    line = f"stage {label}: {e.interval_text()} over the recorded build"
+                f"{ON_TOP[step]}" + (f" -> {e.verdict}" if e.measured else "") + where)
+    line = f"stage {label}: {e.interval_text()} over the recorded build{where}"
     if e.measured and e.ratio is not None:
         line += f" -> {e.verdict}"
         for left in parts if len(parts) > 1 else ():
