@@ -245,7 +245,8 @@ class AgentConfig:
 @dataclass(frozen=True)
 class ClusterConfig:
     """Tuning on a Ray cluster (`pip install 'autopass[cluster]'`; docs/cluster.md): the
-    search's candidates are measured on several machines at once."""
+    stage compositions and the search's candidates are built and measured on the
+    target group's machines, several candidates at once."""
     address: str = key("", 'The cluster to join ("ray://head:10001", "head:6379", or "auto" '
                        "for the one this machine belongs to); empty: tune on this machine "
                        "alone. autopass joins only an address given here or by `tune "
