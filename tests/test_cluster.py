@@ -216,15 +216,18 @@ def test_a_head_to_head_of_two_close_compositions_is_measured_on_a_node(tmp_path
         journal.append(Entry(n, Phase.STAGE, config_key({}, name), {}, Outcome.OK, FASTER,
                              ratio, ratio - 0.05, ratio + 0.05, 20, stages=name))
     best = composer.chosen(stages.of_name("lto"), journal.of_phase(Phase.STAGE)[0])
-    on_cluster.join(measurements, config, str(store.dir), evaluator, said.append)
-    measurer = measurements.remote
-    assert measurer is not None, said
+    environment = dict(os.environ)      # this process joins as a driver: put back after
     try:
+        on_cluster.join(measurements, config, str(store.dir), evaluator, said.append)
+        measurer = measurements.remote
+        assert measurer is not None, said
         against_its_rival(composer, best, [stages.of_name("lto"), stages.of_name("thinlto")],
                           Deadline(None), KindPace())
         back = measurer.baseline
     finally:
         on_cluster.leave(measurements, said.append)
+        os.environ.clear()
+        os.environ.update(environment)
     [rival] = journal.of_phase(Phase.STAGE_RIVAL)
     assert rival.node and rival.measured and rival.stages == "thinlto", said
     assert back is not None and (back.unit_flags, back.link_flags) == ({}, ())

@@ -27,6 +27,26 @@ def project(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def node_state_put_back():
+    """A NodeBench made here, in the test's process, claims a CPU for the process's life
+    and sets its environment (TMPDIR, the driver's values of what Ray sets): on a node
+    that is the process's own, here it would leak into the tests after it (the pinning
+    tests found their runs on another CPU than the one they expect)."""
+    import os
+
+    from autopass_build.measuring import cpu_pinning
+
+    environment = dict(os.environ)
+    claimed = cpu_pinning._claimed, cpu_pinning._claim_handle
+    yield
+    os.environ.clear()
+    os.environ.update(environment)
+    if cpu_pinning._claim_handle is not None and cpu_pinning._claim_handle is not claimed[1]:
+        cpu_pinning._claim_handle.close()           # its lock goes with it
+    cpu_pinning._claimed, cpu_pinning._claim_handle = claimed
+
+
 def shipped_tree(root: Path, data: bytes | None = None) -> ShippedTree:
     data = pack(str(root), str(root / ".autopass")) if data is None else data
     return ShippedTree(hashlib.sha256(data).hexdigest(), len(data), [data], str(root),
