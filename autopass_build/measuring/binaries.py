@@ -44,7 +44,8 @@ def stable_name(exe: str, slot: str = SLOTS[0]) -> str:
     `slot` is for the partner of a duet: a path of the same length (argv and the
     environment's size shift the stack, and with it the run time)."""
     if not _stable_folder:
-        folder = tempfile.mkdtemp(prefix="autopass-exe-")
+        _sweep_stable_folders()
+        folder = tempfile.mkdtemp(prefix=f"{STABLE_PREFIX}{os.getpid()}-")
         atexit.register(shutil.rmtree, folder, True)
         for name in SLOTS:
             os.mkdir(os.path.join(folder, name))
@@ -56,6 +57,40 @@ def stable_name(exe: str, slot: str = SLOTS[0]) -> str:
     os.symlink(os.path.abspath(exe), fresh)
     os.replace(fresh, link)
     return link
+
+
+STABLE_PREFIX = "autopass-exe-"
+
+
+def _sweep_stable_folders() -> None:
+    """The stable-name folders of processes that are gone: one killed (kill -9, a
+    cluster node's bench ended by Ray) never ran its exit handler, and left its folder
+    in $TMPDIR, one a run.  Each folder names its process; ours and a live one's stay."""
+    top = tempfile.gettempdir()
+    try:
+        names = os.listdir(top)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(STABLE_PREFIX):].split("-", 1)[0]
+        if not (name.startswith(STABLE_PREFIX) and pid.isdigit()) or _alive(int(pid)):
+            continue
+        path = os.path.join(top, name)
+        try:
+            if os.lstat(path).st_uid == os.getuid():
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:          # another user's: alive, and not ours to sweep anyway
+        return True
+    return True
 
 
 def alias_soname(path: str) -> None:
