@@ -65,7 +65,8 @@ STABLE_PREFIX = "autopass-exe-"
 def _sweep_stable_folders() -> None:
     """The stable-name folders of processes that are gone: one killed (kill -9, a
     cluster node's bench ended by Ray) never ran its exit handler, and left its folder
-    in $TMPDIR, one a run.  Each folder names its process; ours and a live one's stay."""
+    in $TMPDIR, one a run.  Each folder names its process; ours, a live one's and one
+    used within SWEEP_AFTER_S stay."""
     top = tempfile.gettempdir()
     try:
         names = os.listdir(top)
@@ -77,10 +78,24 @@ def _sweep_stable_folders() -> None:
             continue
         path = os.path.join(top, name)
         try:
-            if os.lstat(path).st_uid == os.getuid():
+            if os.lstat(path).st_uid == os.getuid() and _untouched_for(path, SWEEP_AFTER_S):
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass
+
+
+# A folder is swept only when nothing in it changed for this long: a process of another
+# PID namespace sharing $TMPDIR (a container's) looks gone from here, and its runs
+# replace their links every run.
+SWEEP_AFTER_S = 24 * 3600
+
+
+def _untouched_for(folder: str, seconds: float) -> bool:
+    import time
+
+    newest = max(os.lstat(os.path.join(folder, part)).st_mtime
+                 for part in ("", *os.listdir(folder)))
+    return time.time() - newest > seconds
 
 
 def _alive(pid: int) -> bool:
