@@ -13,7 +13,7 @@ from autopass_build.measuring import binaries
 def test_a_folder_left_by_a_process_that_is_gone_is_swept(tmp_path, monkeypatch) -> None:
     """F101: a process killed without its exit handler (kill -9, a cluster node's bench
     ended by Ray) left its stable-name folder in $TMPDIR, one a run (nine in /tmp after
-    one day of this session's runs and tests).  The next process's first run sweeps
+    an hour and a half of runs and tests).  The next process's first run sweeps
     those of processes that are gone, untouched for a day; a live process's folder, one
     used lately (a process of another PID namespace sharing $TMPDIR looks gone) and
     others stay."""
