@@ -154,7 +154,12 @@ def test_resume_after_kill_9_gives_the_same_journal(project, straight_run) -> No
         time.sleep(rng.uniform(0.0, 1.5))
         if process.poll() is not None:
             finished = process.wait()
-            assert finished == 0, process.stderr.read().decode()
+            said = process.stderr.read().decode()
+            # killed after the run had ended (its database written, then its end mark)
+            # and before the process exited: the run is whole, and --resume says so
+            if attempt and finished == 2 and "nothing to resume" in said:
+                finished = 0
+            assert finished == 0, said
             break
         family = psutil.Process(process.pid).children(recursive=True)
         process.send_signal(signal.SIGKILL)
