@@ -196,6 +196,18 @@ def replay(held: list[int]) -> None:
         signal.raise_signal(signum)
 
 
+def alive(pid: int) -> bool:
+    """Whether a process `pid` exists (another user's counts: it is not ours to clean
+    up after)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def kill_group(pid: int) -> None:
     """SIGKILL the process group led by `pid` (started with setsid)."""
     try:

@@ -8,6 +8,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import time
 
 from autopass_build.core import proc
 
@@ -74,7 +75,7 @@ def _sweep_stable_folders() -> None:
         return
     for name in names:
         pid = name[len(STABLE_PREFIX):].split("-", 1)[0]
-        if not (name.startswith(STABLE_PREFIX) and pid.isdigit()) or _alive(int(pid)):
+        if not (name.startswith(STABLE_PREFIX) and pid.isdigit()) or proc.alive(int(pid)):
             continue
         path = os.path.join(top, name)
         try:
@@ -91,21 +92,9 @@ SWEEP_AFTER_S = 24 * 3600
 
 
 def _untouched_for(folder: str, seconds: float) -> bool:
-    import time
-
     newest = max(os.lstat(os.path.join(folder, part)).st_mtime
                  for part in ("", *os.listdir(folder)))
     return time.time() - newest > seconds
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:          # another user's: alive, and not ours to sweep anyway
-        return True
-    return True
 
 
 def alias_soname(path: str) -> None:

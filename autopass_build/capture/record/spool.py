@@ -23,6 +23,7 @@ from _thread import get_ident
 
 from autopass_build.core.files import hash_bytes, to_json
 from autopass_build.core.names import STORE_DIRNAME
+from autopass_build.core.proc import alive
 
 SPOOL = "spool"
 TMP = "tmp"
@@ -73,7 +74,7 @@ class Spool:
             return 0
         for name in names:
             pid = name.split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not alive(int(pid)):
                 try:
                     os.unlink(self.path(TMP, name))
                     removed += 1
@@ -181,16 +182,6 @@ def remove_tmp_files() -> None:
                 os.unlink(leftover)
             except OSError:
                 pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def find_store_dir(start: str) -> str | None:
