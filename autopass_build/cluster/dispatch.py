@@ -164,7 +164,7 @@ class ClusterMeasurer:
             try:
                 ray.get(ref, timeout=600)
             except Exception as error:      # as a node lost mid-candidate: left out
-                self._lost(bench, error, "")
+                self._lost(bench, error, requeue=False)
         if not self.verdict_benches:
             raise ClusterError("every verdict node of the cluster was lost; the journal "
                                "holds every finished evaluation: `autopass tune --resume`")
@@ -223,12 +223,14 @@ class ClusterMeasurer:
                   for uid, flags in sorted(candidate.items()) if flags]
         return [self._compile.remote(self.baseline.store_dir, [item]) for item in wanted]
 
-    def _lost(self, bench: Bench, error: Exception,
-              then: str = "its candidate is measured again on another node") -> None:
+    def _lost(self, bench: Bench, error: Exception, requeue: bool = True) -> None:
+        """`bench` gives no more verdicts; `requeue`: its candidate goes back to the
+        queue (counted, and said)."""
         bench.role, bench.why = Role.LOST, error_line(error)
-        self.requeued += bool(then)
+        self.requeued += requeue
+        then = "its candidate is measured again on another node " if requeue else ""
         self.show(f"cluster: node {bench.info.name} lost ({bench.why[:120]}); "
-                  f"{then + ' ' if then else ''}({self.width} left)")
+                  f"{then}({self.width} left)")
 
     def close(self) -> None:
         leave()

@@ -165,23 +165,29 @@ class Measurements:
                                           judgement, stages, node=result.node))
         return entries
 
-    @contextmanager
-    def _nodes_on(self, twin: Evaluator | None) -> Iterator[None]:
-        """The nodes' baseline is `twin`'s while it measures, then the run's again."""
-        if twin is None or self.remote is None:
-            yield
+    def rebase_nodes(self, evaluator: Evaluator) -> None:
+        """The cluster's nodes, if they measure, build `evaluator`'s baseline from now on
+        (the stages chosen, or a twin's composition)."""
+        if self.remote is None:
             return
         from autopass_build.cluster.connect import ClusterError
 
         try:
-            self.remote.rebase(dict(twin.base_flags), twin.base_link_flags)
-            try:
-                yield
-            finally:
-                self.remote.rebase(dict(self.evaluator.base_flags),
-                                   self.evaluator.base_link_flags)
+            self.remote.rebase(dict(evaluator.base_flags), evaluator.base_link_flags)
         except ClusterError as error:
             raise TuneError(str(error)) from None
+
+    @contextmanager
+    def _nodes_on(self, twin: Evaluator | None) -> Iterator[None]:
+        """The nodes' baseline is `twin`'s while it measures, then the run's again."""
+        if twin is None:
+            yield
+            return
+        self.rebase_nodes(twin)
+        try:
+            yield
+        finally:
+            self.rebase_nodes(self.evaluator)
 
     def _by_unit(self, flags: UnitFlags, under: UnitFlags | None) -> UnitFlags:
         by_unit = {uid: f for s, f in flags.items() for uid in self.units_of[s]}

@@ -8,8 +8,8 @@ against it), and the composition chosen once they are.
 The PGO training run, -march=native (a node's compile is native to its own CPU), BOLT
 after the search, and the comparisons against the recorded build run on this machine:
 they need another baseline than the nodes' or a rewrite after the link, which a node's
-bench does not hold.  So do the stages when the project is shipped to the nodes: the PGO profile
-is trained here, after the project was shipped.  Nothing here runs without
+bench does not hold.  So do the stages when the project is shipped to the nodes: the
+PGO profile is trained here, after the project was shipped.  Nothing here runs without
 [cluster].address."""
 
 from __future__ import annotations
@@ -100,18 +100,6 @@ def join_for_stages(measurements: Measurements, config: Config, store_dir: str,
              "the search is measured on the nodes")
         return
     join(measurements, config, store_dir, evaluator, show)
-
-
-def rebase(measurements: Measurements, evaluator: Evaluator) -> None:
-    """The nodes' baseline moved to `evaluator`'s (the stages chosen), if they measure."""
-    if measurements.remote is None:
-        return
-    from autopass_build.cluster.connect import ClusterError
-
-    try:
-        measurements.remote.rebase(dict(evaluator.base_flags), evaluator.base_link_flags)
-    except ClusterError as error:
-        raise TuneError(str(error)) from None
 
 
 def leave(measurements: Measurements, show: Callable[[str], None]) -> None:

@@ -96,27 +96,19 @@ def write(path: str, journal: Journal, shipment: Shipment) -> str:
     return path
 
 
-def check_writable(path: str) -> None:
+def writable_database(path: str) -> flags_db.FlagsDb:
     """Before a run: the database can be read (if it exists) and written where it is
-    asked for, so that an hour of tuning does not end in a path error."""
+    asked for, so that an hour of tuning does not end in a path error.  Returns what it
+    holds (empty when it does not exist yet): its stages are an earlier run's."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise TuneError(f"--flags-db {path}: {folder} is not an existing folder")
     if os.path.isdir(path):
         raise TuneError(f"--flags-db {path} is a folder; give the database file's path")
     try:
-        flags_db.load(path)
+        return flags_db.load(path)
     except flags_db.FlagsDbError as error:
         raise TuneError(str(error)) from None
-
-
-def earlier_target(path: str) -> flags_db.TargetStages | None:
-    """The stages the database at `path` holds from an earlier run (None: none, or no
-    database; check_writable said already whether it can be read)."""
-    try:
-        return flags_db.load(path).target
-    except flags_db.FlagsDbError:
-        return None
 
 
 def library_profile_name(library: str) -> str:

@@ -85,6 +85,7 @@ class Tuner:
         self.on_top: StepsOnTop | None = None
         self._native_left_out: str | None = None     # why --native cannot be measured
         self.ship = False          # the project is shipped to the cluster's nodes
+        self.earlier: flags_db.TargetStages | None = None   # the database's stages, if any
         self.spaces = KnobSpaces(self.store.dir, config.tune.decisions, self.show)
 
     # -- the run -------------------------------------------------------------------------
@@ -97,7 +98,7 @@ class Tuner:
                 screen.require()
             except screen.ScreenUnavailable as error:
                 raise TuneError(str(error)) from None
-        publish.check_writable(self.request.flags_db)
+        self.earlier = publish.writable_database(self.request.flags_db).target
         journal = Journal.latest(self.store.dir, repair=False) if self.request.resume else None
         if journal:
             missing = journal.settings.lacking
@@ -249,8 +250,7 @@ class Tuner:
             self.show(split_text(self.request, 0, 0, []))
             return None
         composer = Composer(evaluator, self.measurements, allowed,
-                            lambda: self._profile(evaluator), self.show,
-                            publish.earlier_target(self.request.flags_db))
+                            lambda: self._profile(evaluator), self.show, self.earlier)
         self.composer = composer
         self.on_top = StepsOnTop(composer, hot if hot and _made_for(hot, evaluator) else None,
                                  self.config.tune.layout_min_kib)
@@ -271,7 +271,7 @@ class Tuner:
             return None
         evaluator.rebase({u.id: chosen.flags.unit_flags for u in evaluator.units},
                          chosen.flags.link_flags)
-        on_cluster.rebase(self.measurements, evaluator)
+        self.measurements.rebase_nodes(evaluator)
         self.measurements.journal.mark_baseline(chosen.name)
         self.show(f"baseline: {chosen.name}, {chosen.entry.interval_text()} over "
                   f"{chosen.against}; per-file flags are tuned on top of it")
