@@ -1,6 +1,7 @@
-"""Issue 64, case 1: `autopass tune` stopped at a step of its stage phase -- Ctrl-C in
-the PGO training run, SIGTERM while a composition is measured, kill -9 of the whole
-group while BOLT rewrites the binary -- says how to go on, and `tune --resume` ships
+"""Issue 64, case 1: `autopass tune` stopped at each step of its stage phase in turn --
+the instrumented build, the PGO training run, the profile merge, the PGO+LTO link, a
+composition's measurement, BOLT's instrumentation and rewrite; by Ctrl-C, SIGTERM or
+kill -9 of the whole group -- says how to go on, and `tune --resume` ships
 what a run never stopped ships.  The metric is instructions, so two runs measure the
 same numbers and what each ships can be compared exactly."""
 
@@ -37,10 +38,17 @@ budget = 6
 stages = {'["pgo", "lto", "bolt"]' if BOLT_HERE else '["pgo", "lto"]'}
 layout_min_kib = 0
 """
-# (what tune says as the step starts, the signal, sent to the whole group or not)
-STOPS = [("training: running the benchmark", signal.SIGINT, True),
+# (what tune says as the step starts, the signal, sent to the whole group or not), in
+# the order of the steps: the instrumented build, the training run, the merge of its
+# raw profiles, the PGO+LTO link and its measurement, a composition's measurement,
+# BOLT's instrumentation and its rewrite
+STOPS = [("instrumented (", signal.SIGTERM, True),
+         ("training: running the benchmark", signal.SIGINT, True),
+         ("training: merging", signal.SIGKILL, True),
+         ("[stage 1 of 3] pgo+lto", signal.SIGINT, False),
          ("stage lto against the recorded build", signal.SIGTERM, False)] + (
-    [("BOLT: rewriting the binary", signal.SIGKILL, True)] if BOLT_HERE else [])
+    [("BOLT: instrumenting the linked binary", signal.SIGINT, True),
+     ("BOLT: rewriting the binary", signal.SIGKILL, True)] if BOLT_HERE else [])
 
 
 def _shipped(root: Path) -> tuple:
@@ -92,7 +100,7 @@ def test_a_stage_phase_stopped_at_any_step_resumes_to_what_an_unstopped_run_ship
     assert resumed.returncode == 0, resumed.stderr
     assert "Traceback" not in resumed.stderr
     assert _shipped(stopped) == _shipped(whole)
-    # each composition measured once in the run that was stopped three times: what was
+    # each composition measured once in the run that was stopped at every step: what was
     # journaled before a stop is taken, not measured again
     journal = Journal.latest(str(stopped / ".autopass"))
     keys = [(e.phase, e.config) for e in journal.entries]

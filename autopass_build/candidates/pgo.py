@@ -155,6 +155,7 @@ def _trained(evaluator: Evaluator, flags: UnitFlags, link_flags: tuple[str, ...]
         if not raws:
             raise PgoError("the benchmark wrote no profile: does it exit normally?")
         merged = os.path.join(scratch, "merged.profdata")
+        show(f"training: merging {counted(len(raws), 'raw profile')}")
         try:    # rounded: a program whose counts vary by run still gets one profile
             left_out = steady_counts.merge_profraw(profdata, raws + ([base] if base else []),
                                                    merged, scratch, reference)
