@@ -462,35 +462,56 @@ def test_a_source_added_since_tuning_gets_the_lto_stage_in_a_train_build(tmp_pat
     assert ran.returncode == 0 and ran.stdout.strip(), ran.stderr
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_an_apply_train_stopped_in_its_training_run_leaves_nothing_instrumented(tmp_path,
-                                                                                signum):
-    """Issue 64, case 2: `apply --train` stopped while the instrumented build's objects
-    are in the tree (its training run): Ctrl-C and SIGTERM delete them on the way out;
-    after kill -9 the next `apply` deletes them first, says so, and builds what the
-    database gives.  Before, make took the instrumented objects as up to date and the
-    next build linked them: a program that wrote profiles wherever it ran."""
-    root = project(tmp_path, mode="w")
+# (what `apply --train` says as the step starts, the signal): each step in turn
+TRAIN_STOPS = [("building instrumented for PGO", signal.SIGTERM),
+               ("training: running", signal.SIGINT),
+               ("training: running", signal.SIGTERM),
+               ("training: running", signal.SIGKILL),
+               ("training: merging", signal.SIGKILL),
+               ("building with the profile just trained", signal.SIGINT),
+               ("building with the profile just trained", signal.SIGKILL)]
+
+
+@pytest.mark.parametrize("step,signum", TRAIN_STOPS)
+def test_an_apply_train_stopped_at_any_step_leaves_nothing_the_next_build_takes(
+        tmp_path, step, signum):
+    """Issue 64, case 2: `apply --train` stopped at each step (its instrumented build,
+    the training run, the merge, the build with the fresh profile): Ctrl-C and SIGTERM
+    delete what the run built on the way out; after kill -9 (of the whole group, as an
+    OOM kill or CI does) the next `apply` deletes it first, and builds what the
+    database gives: the program a clean `apply` builds, byte for byte.  Before, make took
+    the instrumented objects as up to date and the next build linked them: a program
+    that wrote profiles wherever it ran; and the final build's objects, trained on a
+    profile the run never checked, outlived its stop."""
+    training, final = step == "training: running", step.startswith("building with")
+    root = project(tmp_path / "stopped", mode="w" if training else "x")
+    if final:       # a link that takes its time: the stop lands with the objects built
+        write(root / "Makefile", MAKEFILE.replace("\t$(CC) -o", "\tsleep 3; $(CC) -o"))
     started = subprocess.Popen([AUTOPASS, "apply", "--train", "--", "make"], cwd=root,
                                env=env_with_autopass(), stderr=subprocess.PIPE,
                                start_new_session=True)
     assert started.stderr is not None
     said = b""
     deadline = time.monotonic() + 120
-    while b"training: running" not in said and time.monotonic() < deadline:
-        said += started.stderr.readline()
-    assert b"training: running" in said, said
-    assert instrumented(root / "prog")          # the premise: build 1 is in the tree
+    while step.encode() not in said and time.monotonic() < deadline:
+        line = started.stderr.readline()
+        if not line:
+            break
+        said += line
+    assert step.encode() in said, said
+    if training:
+        assert instrumented(root / "prog")      # the premise: build 1 is in the tree
+    while final and len(list(root.glob("*.o"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not final or len(list(root.glob("*.o"))) == 2  # the premise: compiled, not linked
     if signum == signal.SIGKILL:
-        os.killpg(started.pid, signum)          # the whole group, as an OOM kill or CI does
-    else:
-        os.kill(started.pid, signum)
-    if signum == signal.SIGKILL:
+        os.killpg(started.pid, signum)
         # the training run is its own session and outlives the group: its end, not
         # autopass's, would close the pipe
         started.wait(timeout=60)
         started.stderr.close()
     else:
+        os.kill(started.pid, signum)
         said += started.communicate(timeout=60)[1]
     assert b"Traceback" not in said, said
     if signum == signal.SIGKILL:
@@ -499,10 +520,16 @@ def test_an_apply_train_stopped_in_its_training_run_leaves_nothing_instrumented(
         assert started.returncode == 130, said
         assert not (root / ".autopass-train").exists()
         assert not (root / "prog").exists() and not list(root.glob("*.o")), \
-            "the instrumented build's outputs were left in the tree"
+            "what the stopped run built was left in the tree"
     plain = run([AUTOPASS, "apply", "--", "make"], root, env_with_autopass())
     assert plain.returncode == 0, plain.stderr
-    assert (b"an interrupted `apply --train` had built instrumented" in plain.stderr) == \
-        (signum == signal.SIGKILL), plain.stderr
+    if training:
+        assert (b"an interrupted `apply --train` had built" in plain.stderr) == \
+            (signum == signal.SIGKILL), plain.stderr
     assert not instrumented(root / "prog"), "the next build linked instrumented objects"
     assert not (root / ".autopass-train").exists()
+    clean = project(tmp_path / "clean", mode="w" if training else "x")
+    write(clean / "Makefile", (root / "Makefile").read_text())
+    assert run([AUTOPASS, "apply", "--", "make"], clean, env_with_autopass()).returncode == 0
+    assert (root / "prog").read_bytes() == (clean / "prog").read_bytes(), \
+        "the next build linked an object the stopped run had built"

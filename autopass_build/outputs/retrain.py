@@ -55,7 +55,6 @@ from autopass_build.outputs.retrain_builds import (
     Build,
     Retrained,
     TrainBuilds,
-    delete_outputs,
     discard_leftovers,
 )
 
@@ -94,7 +93,9 @@ class Retrainer:
     def run(self) -> Retrained:
         said_leftovers(self.folder, self.show)
         try:
-            return self._builds()
+            result = self._builds()
+            self.builds.settle()
+            return result
         finally:
             # a signal, or an error, between an instrumented build and its training:
             # nothing instrumented is left for the next build to take as built
@@ -247,6 +248,7 @@ class Retrainer:
             inputs = [os.path.join(raws, f) for f in found]
             if base:          # the output's name: read from a copy
                 inputs.append(shutil.copy(base, os.path.join(scratch, "base.profdata")))
+            self.show(f"training: merging {counted(len(found), 'raw profile')}")
             if self.held_to is None:     # before the first round writes over it
                 self.held_to = self._held_to(profile, self.db.profile)
             try:
@@ -307,11 +309,11 @@ class Retrainer:
         """Build 2 made a program that fails the check: its outputs deleted and built
         again with the database as shipped (under --policy error: not built again)."""
         if self.policy is ApplyPolicy.ERROR:
-            delete_outputs(build.outputs)
+            self.builds.discard(build)
             raise RetrainError(f"PGO not retrained: {why} (--policy error)")
         self.show(f"PGO not retrained: {why}; building again with the shipped database")
         self.result.pgo = f"{why}: built with the shipped profile"
-        delete_outputs(build.outputs)
+        self.builds.discard(build)
         self.result.status = self.builds.run(TrainPhase.NONE, self.db_path,
                                          "rebuilding").status
 
@@ -377,12 +379,13 @@ def _reference(run: RunResult) -> Reference:
 
 
 def said_leftovers(folder: str, show) -> None:
-    """What an `apply --train` killed before it deleted its instrumented objects left in
-    the tree, deleted before this build, in one line (the build makes them again)."""
+    """What an `apply --train` killed before it deleted its instrumented objects (or
+    checked its final build's) left in the tree, deleted before this build, in one line
+    (the build makes them again)."""
     count = discard_leftovers(folder)
     if count:
         show(f"deleted {counted(count, 'file')} an interrupted `apply --train` had built "
-             "instrumented, so this build makes them again")
+             "(instrumented, or not yet checked), so this build makes them again")
 
 
 def _cannot_write(path: str, error: OSError) -> str:

@@ -19,9 +19,11 @@ from autopass_build.core.apply_terms import ApplyPolicy, TrainPhase
 from autopass_build.core.names import ENV_TRAIN_CACHE, ENV_TRAIN_CCACHE, ENV_TRAIN_PHASE
 from autopass_build.outputs.todays_units import target_units
 
-# In the database's folder while an instrumented build's objects are in the tree: each
-# phase's tally, which names them.  Left by a run that was killed (kill -9, a power cut),
-# it tells the next `apply` or `apply --train` what to delete before it builds.
+# In the database's folder while objects the run has not vouched for are in the tree (an
+# instrumented build's; the final build's until its program passed the check and BOLT):
+# each phase's tally, which names them.  Left by a run that was stopped or killed (kill
+# -9, a power cut), it tells the next `apply` or `apply --train` what to delete before it
+# builds, so no later build links an object from an interrupted one.
 PENDING = ".autopass-train"
 
 
@@ -35,13 +37,13 @@ def delete_outputs(paths: list[str]) -> None:
 
 
 def discard_leftovers(folder: str) -> int:
-    """The outputs of instrumented builds an `apply --train` did not live to delete
+    """The outputs of builds an `apply --train` did not live to delete or vouch for
     (their tallies wait in `folder`/PENDING): deleted, with the tallies; how many."""
     pending = os.path.join(folder, PENDING)
     if not os.path.isdir(pending):
         return 0
     outputs = [path for phase in sorted(os.listdir(pending))
-               for path in tally.outputs(os.path.join(pending, phase))]
+               for path in tally.begun(os.path.join(pending, phase))]
     delete_outputs(outputs)
     shutil.rmtree(pending, ignore_errors=True)
     return len(outputs)
@@ -94,12 +96,13 @@ class TrainBuilds:
         """The user's build in apply mode, as `phase` of `apply --train` wants it (NONE:
         plain), with `database`; Stopped when a signal stopped it.  An instrumented
         build's tally stays in the database's folder (PENDING) until `discard` deletes
-        what it built: whatever stops this run, no later build takes its objects."""
-        self.show(what)
+        what it built: whatever stops this run, no later build takes its objects; the
+        final build's too, until `settle` says its program passed."""
         started = time.time()
-        instrumented = phase in (TrainPhase.INSTRUMENT, TrainPhase.CS_INSTRUMENT)
-        work = self._pending(phase) if instrumented else \
+        tallied = phase is not TrainPhase.NONE
+        work = self._pending(phase) if tallied else \
             tempfile.mkdtemp(prefix="autopass-train-build-")
+        self.show(what)         # after the tally's folder is there: a kill on the line finds it
         try:
             env = apply_environment(self.root, database, self.policy, work)
             cached = phase is not TrainPhase.NONE and bool(self.cache_env)
@@ -113,7 +116,7 @@ class TrainBuilds:
             with serving(env):
                 status = proc.run_build(self.command, env)
             build = Build(status, tally.outputs(work), compiled=tally.compiles_seen(work),
-                          pending=work if instrumented else "")
+                          pending=work if tallied else "")
             if phase is TrainPhase.INSTRUMENT:
                 build.units = target_units(work, self.binary, self.root)
                 build.linked = sorted(tally.linked(work))
@@ -121,7 +124,7 @@ class TrainBuilds:
                 hit, missed = train_cache.hits(work)
                 self.result.cached[phase.value] = (hit, hit + missed)
         finally:
-            if not instrumented:
+            if not tallied:
                 shutil.rmtree(work, ignore_errors=True)
         if status > 128:        # Ctrl-C, a CI timeout: no second build after it
             raise Stopped(status)
@@ -137,14 +140,20 @@ class TrainBuilds:
 
     def discard(self, build: Build) -> None:
         """What an instrumented `build` wrote, deleted so the build system makes it
-        again, and its tally with it."""
-        delete_outputs(build.outputs)
+        again, and its tally with it (those its commands set out to write too)."""
+        delete_outputs(tally.begun(build.pending) if build.pending else build.outputs)
         if build.pending:
             shutil.rmtree(build.pending, ignore_errors=True)
 
+    def settle(self) -> None:
+        """The final build's program passed its check (and BOLT's): its outputs are the
+        build's now, no longer to delete when the run stops."""
+        shutil.rmtree(os.path.join(self.folder, PENDING, TrainPhase.FINAL.value),
+                      ignore_errors=True)
+
     def discard_pending(self) -> int:
-        """Every instrumented build's outputs not discarded yet (a signal, an error
-        between the build and its training): deleted; how many files."""
+        """Every tallied build's outputs not discarded or settled yet (a signal, an
+        error between the build and its training or its check): deleted; how many."""
         return discard_leftovers(self.folder)
 
     def _cache_env(self) -> dict[str, str]:

@@ -51,6 +51,11 @@ def run(plan: Plan) -> int:
     # compile's own output.  LTO objects need a fixed address layout to be reproducible.
     argv = [plan.compiler_argv0] + plan.args + list(flags)
     run = train_cache.Command(plan.compiler_path, argv, plan.child_env())
+    if plan.train_phase and isinstance(parsed, Invocation):
+        # named before the compiler runs: a build killed between the compiler's write and
+        # the tally line after it still has the file deleted by the next `apply`
+        for output in tally.outputs_of(parsed, plan.cwd):
+            _tally(plan, tally.BEGUN + output + "\n")
     if plan.train_phase and isinstance(parsed, Invocation) and parsed.mode == COMPILE:
         run = train_cache.through_ccache(run.program, argv, run.env,
                                          plan.env.get(ENV_APPLY_TALLY))

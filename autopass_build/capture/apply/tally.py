@@ -10,6 +10,7 @@ APPLIED = "1\n"          # a tally line: this command got the tuned flags
 SEEN = "c\n"             # a tally line: a compile went through the wrapper
 NOT_APPLIED = "! "       # a tally line: what a command did not get, and why
 OUTPUT = "o "            # a tally line: a file `apply --train`'s instrumented build wrote
+BEGUN = "b "             # a tally line: a file one of its commands set out to write
 COMPILED = "u "          # a tally line: object, source (--train's builds: today's units)
 LINKED = "l "            # a tally line: a link's output, its inputs, its own sources
 FIELD = "\t"             # between a tally line's paths
@@ -107,6 +108,13 @@ def outputs(work_dir: str) -> list[str]:
     """What that build's instrumented compiles and links wrote, each once, in order."""
     return list(dict.fromkeys(line[len(OUTPUT):].rstrip("\n")
                               for line in _tally_lines(work_dir) if line.startswith(OUTPUT)))
+
+
+def begun(work_dir: str) -> list[str]:
+    """Every file that build's commands wrote or set out to write (a command killed
+    before its tally line), each once: what to delete so that none is taken as built."""
+    return list(dict.fromkeys(line[2:].rstrip("\n") for line in _tally_lines(work_dir)
+                              if line.startswith((OUTPUT, BEGUN))))
 
 
 def not_applied(work_dir: str) -> list[str]:
