@@ -44,7 +44,7 @@ from autopass_build.core.plural import counted
 from autopass_build.core.stage_flags import BOLT, CSPGO, PGO
 from autopass_build.core.stage_flags import flags as stage_flags
 from autopass_build.measuring.benchmark import Benchmark, RunResult, run_once
-from autopass_build.measuring.output_check import Reference, check_output
+from autopass_build.measuring.output_check import Reference, check_output, last_words
 from autopass_build.outputs.bolt_retrain import (
     TRAINED_BOLT,
     TRAINED_LIBRARY,
@@ -240,7 +240,7 @@ class Retrainer:
                 self.show("training: running the benchmark on the instrumented build")
             run = self._run(self.binary, env, INSTRUMENTED_SLOWDOWN)
             if run.outcome != Outcome.OK:
-                raise _Untrained(f"the training run failed ({run.detail})")
+                raise _Untrained(f"the training run failed ({run.detail}){last_words(run)}")
             found = sorted(os.listdir(raws)) if os.path.isdir(raws) else []
             if not found:
                 raise _Untrained("the training run wrote no profile: does it exit normally?")
