@@ -235,6 +235,49 @@ def test_cmake_launcher_calls_are_served_by_a_server_started_on_demand(tmp_path,
     assert not socket_path.exists()
 
 
+def test_a_server_killed_while_its_compile_runs_fails_that_call_loudly(tmp_path, clang):
+    """F102 (issue 64, case 6): the server killed (kill -9) while the compile it ordered runs.
+    The compile runs to its end, its object the tuned compile's; the launcher, which can
+    no longer report it (nor let the server tally it), fails the call with a line that
+    says why, and the build stops there.  Before, its report to the dead server raised
+    SIGPIPE: the call died by a signal, without a word.  The calls after it find no
+    server and go to the Python wrapper, which builds them as the server would."""
+    root = tmp_path / "p"
+    write(root / "a.c", HELLO)
+    db = root / "autopass.flags.json"        # -O1 for a.c, whatever compiles it
+    from autopass_build.core.files import hash_file
+    db.write_text('{"schema": 1, "cpu": null, "entries": {"a.c": {"flags": ["-O1"], '
+                  '"source_hash": "%s"}}}' % hash_file(str(root / "a.c")))
+    launcher, env, socket_path = _on_demand_launcher(tmp_path, idle="60")
+    log = socket_path.with_suffix(".log")
+    started = tmp_path / "started"
+    slow = fake_compiler(tmp_path, "slow-clang",
+                         f'case "$*" in *-c*) touch "{started}"; sleep 2;; esac\n'
+                         f'exec "{clang}" "$@"\n')
+    cmake_form = [launcher, "--autopass-mode=apply", f"--autopass-root={root}",
+                  f"--autopass-db={db}", "--autopass-policy=apply-anyway", slow, "-O3",
+                  "-c", "a.c"]
+    assert subprocess.run(cmake_form + ["-o", "0.o"], cwd=root, env=env).returncode == 0
+    serving = _wait_for(lambda: log.exists() and "serving" in log.read_text()
+                        and log.read_text())
+    server_pid = int(serving.split("pid ")[1].split()[0])
+    started.unlink()        # the first call, the Python wrapper's, compiled too
+    call = subprocess.Popen(cmake_form + ["-o", "1.o"], cwd=root, env=env,
+                            stderr=subprocess.PIPE)
+    _wait_for(started.exists)
+    os.kill(server_pid, signal.SIGKILL)
+    _, said = call.communicate(timeout=60)
+    assert call.returncode > 0, (call.returncode, said)   # an exit status, not SIGPIPE
+    assert b"lost the autopass process" in said, said
+    subprocess.run([clang, "-O3", "-c", "a.c", "-O1", "-o", "tuned.o"], cwd=root, check=True)
+    tuned = (root / "tuned.o").read_bytes()
+    assert (root / "1.o").read_bytes() == tuned       # the compile ordered, run whole
+    after = subprocess.run(cmake_form + ["-o", "2.o"], cwd=root, env=env,
+                           capture_output=True)
+    assert after.returncode == 0, after.stderr
+    assert (root / "2.o").read_bytes() == tuned
+
+
 def test_a_server_on_demand_hands_calls_back_once_autopass_changed_under_it(tmp_path,
                                                                           monkeypatch):
     """An upgrade of autopass must not be served by the old code still in memory: the

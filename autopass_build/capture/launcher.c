@@ -9,7 +9,8 @@
    exec a command, exit.  All decisions stay in Python; this only runs things.  Without
    a server, or when the server goes away before anything ran, it execs the Python
    wrapper beside it with the same arguments, so the behaviour is the wrapper's either
-   way.
+   way; a server gone after something ran fails the call, in one line (what ran cannot
+   be run again, nor its end reported).
 
    Called as CMake's compiler launcher (cmake/AutoPass.cmake: the first argument is
    --autopass-mode=...) no autopass process runs the build, so there is no AUTOPASS_SERVER:
@@ -61,6 +62,7 @@ typedef struct {
 } List;
 
 static int server = -1;
+static struct sigaction pipe_was;   /* SIGPIPE as the build gave it, for the wrapper */
 static pid_t child = 0;
 static int child_own_group = 0;
 static char *const *original_argv;
@@ -145,6 +147,7 @@ static void exec_python(void) {
         char *slash = strrchr(script, '/');
         strcpy(slash ? slash + 1 : script, "autopass-wrapper.py");
         setenv("AUTOPASS_ARGV0", original_argv[0], 1);
+        sigaction(SIGPIPE, &pipe_was, NULL);
         execv(script, original_argv);
     }
     fprintf(stderr, "%s: error: autopass's launcher cannot start the wrapper beside it "
@@ -365,9 +368,23 @@ static void write_out(int fd, const char *data, uint32_t size) {
     if (size) write_all(fd, data, size);
 }
 
+/* The server went away (killed, its autopass stopped) after something ran for this call:
+   that cannot be done again, nor reported; the call fails, saying so, with the status
+   of what ran when it failed. */
+static int lost_server(int last_status) {
+    fprintf(stderr, "autopass: error: lost the autopass process that runs this "
+                    "build (interrupted?)\n");
+    if (last_status < 0) die_by(-last_status);
+    return last_status ? last_status : 1;
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     original_argv = argv;
+    /* a server gone mid-call must be an error from a write, not a silent death */
+    struct sigaction ignore = {.sa_handler = SIG_IGN};
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &pipe_was);
     if (getenv("AUTOPASS_WRAPPER_ACTIVE")) exec_python();    /* the wrapper says why */
     server = connect_server(getenv("AUTOPASS_SERVER"));
     if (server < 0) server = on_demand_server(argc, argv);
@@ -394,10 +411,7 @@ int main(int argc, char **argv) {
         List order;
         if (receive(&order) || order.n == 0) {
             if (!ran) exec_python();      /* nothing happened yet: Python does it all */
-            fprintf(stderr, "autopass: error: lost the autopass process that runs this "
-                            "build (interrupted?)\n");
-            if (last_status < 0) die_by(-last_status);
-            return last_status ? last_status : 1;
+            return lost_server(last_status);
         }
         const char *what = order.items[0];
         if (strcmp(what, "python") == 0 && !ran) {
@@ -408,10 +422,8 @@ int main(int argc, char **argv) {
             ran = 1;
             if (send_text("status") || send_number(last_status) ||
                 send_text(timed_out ? "1" : "0") ||
-                send_fd_contents(out_fd) || send_fd_contents(err_fd) || send_end()) {
-                if (last_status < 0) die_by(-last_status);
-                return last_status;
-            }
+                send_fd_contents(out_fd) || send_fd_contents(err_fd) || send_end())
+                return lost_server(last_status);
         } else if (strcmp(what, "write") == 0 && order.n == 3) {
             write_out(1, order.items[1], order.sizes[1]);
             write_out(2, order.items[2], order.sizes[2]);
