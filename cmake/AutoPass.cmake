@@ -85,6 +85,29 @@ if(NOT CMAKE_CXX_COMPILER AND NOT DEFINED ENV{CXX})
   endif()
 endif()
 
+# A launcher the build already had (ccache, sccache, distcc: CMAKE_<LANG>_COMPILER_LAUNCHER
+# set on the command line, in the cache or in the environment) cannot stay in front of
+# autopass's, nor behind it: a cache in front hands back objects built with other flags
+# and hides compiles from the recording.  In record and apply mode autopass's takes its
+# place, said once per variable at configure time; in off mode the build keeps its own.
+macro(_autopass_set_launcher _lang _kind)
+  set(_autopass_var CMAKE_${_lang}_${_kind}_LAUNCHER)
+  set(_autopass_theirs "${${_autopass_var}}")
+  if(NOT _autopass_theirs AND DEFINED ENV{${_autopass_var}})
+    set(_autopass_theirs "$ENV{${_autopass_var}}")
+  endif()
+  if(NOT _autopass_theirs OR _autopass_theirs MATCHES "--autopass-mode=")
+    set(${_autopass_var} "${_autopass_launcher}")
+  elseif(NOT AUTOPASS_MODE STREQUAL "off")
+    message(WARNING "AutoPass: ${_autopass_var} was \"${_autopass_theirs}\": autopass's "
+                    "launcher takes its place in ${AUTOPASS_MODE} mode (a launcher in front "
+                    "of it would hide compiles from autopass, or hand back objects built "
+                    "with other flags). Configure with -DAUTOPASS_MODE=off to build with "
+                    "yours.")
+    set(${_autopass_var} "${_autopass_launcher}")
+  endif()
+endmacro()
+
 if(AUTOPASS_MODE STREQUAL "apply")
   set(_autopass_launcher
       "${AUTOPASS_LAUNCHER}"
@@ -93,8 +116,8 @@ if(AUTOPASS_MODE STREQUAL "apply")
       "--autopass-db=${AUTOPASS_FLAGS_DB}"
       "--autopass-policy=${AUTOPASS_APPLY_POLICY}")
   foreach(_lang C CXX OBJC OBJCXX)  # links too: an LTO stage adds its link flags
-    set(CMAKE_${_lang}_COMPILER_LAUNCHER "${_autopass_launcher}")
-    set(CMAKE_${_lang}_LINKER_LAUNCHER "${_autopass_launcher}")
+    _autopass_set_launcher(${_lang} COMPILER)
+    _autopass_set_launcher(${_lang} LINKER)
   endforeach()
 else()
   # Record compiles in one pass where it can: the IR-saving plugin `autopass record` would
@@ -120,8 +143,8 @@ else()
       "--autopass-root=${AUTOPASS_ROOT}"
       ${_autopass_one_pass})
   foreach(_lang C CXX OBJC OBJCXX)
-    set(CMAKE_${_lang}_COMPILER_LAUNCHER "${_autopass_launcher}")
-    set(CMAKE_${_lang}_LINKER_LAUNCHER "${_autopass_launcher}")
+    _autopass_set_launcher(${_lang} COMPILER)
+    _autopass_set_launcher(${_lang} LINKER)
   endforeach()
 endif()
 message(STATUS "AutoPass: ${AUTOPASS_MODE} mode, store ${AUTOPASS_STORE}")

@@ -187,6 +187,44 @@ def test_gcc_under_the_cmake_include_is_said_at_configure_time(tmp_path) -> None
     assert "-DCMAKE_C_COMPILER=clang-19" in said
 
 
+def test_a_launcher_the_build_had_is_named_where_the_cmake_include_takes_its_place(
+        tmp_path) -> None:
+    """F103 (issue 64, case 8): a build configured with its own compiler launcher (ccache,
+    distcc) and the include: in record mode autopass's launcher takes its place and the
+    configure says so, naming it and the fix, and the unit is recorded; in off mode the
+    build keeps its own launcher.  Before, the include replaced it without a word."""
+    root = tmp_path / "g"
+    root.mkdir()
+    (root / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.16)\nproject(g C)\n"
+                                         "add_executable(g g.c)\n")
+    (root / "g.c").write_text("int main(void) { return 0; }\n")
+    calls = tmp_path / "calls.log"
+    theirs = tmp_path / "mycache"
+    theirs.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\nexec "$@"\n')
+    theirs.chmod(0o755)
+
+    def configured(mode: str, folder: str) -> str:
+        done = subprocess.run(["cmake", "-S", ".", "-B", folder, "-G", "Ninja",
+                               f"-DCMAKE_C_COMPILER_LAUNCHER={theirs}",
+                               f"-DAUTOPASS_MODE={mode}", CMAKE_INCLUDE], cwd=root,
+                              env=env_with_autopass(), capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        built = subprocess.run(["cmake", "--build", folder], cwd=root,
+                               env=env_with_autopass(), capture_output=True, text=True)
+        assert built.returncode == 0, built.stdout + built.stderr
+        return " ".join(done.stderr.split())
+
+    said = configured("record", "b")
+    assert f'CMAKE_C_COMPILER_LAUNCHER was "{theirs}"' in said, said
+    assert "takes its place in record mode" in said and "-DAUTOPASS_MODE=off" in said
+    units = subprocess.run([AUTOPASS, "units"], cwd=root, capture_output=True, text=True)
+    assert "g.c" in units.stdout, units.stdout + units.stderr
+    assert not calls.exists()
+    said = configured("off", "off")
+    assert "CMAKE_C_COMPILER_LAUNCHER was" not in said, said
+    assert "g.c" in calls.read_text()               # off: the build's own launcher ran
+
+
 def test_apply_mode_with_gcc_says_so_once_and_applies_nothing(tmp_path, clang) -> None:
     """F64: a database tuned with clang 19 meets gcc (the CMake include's launcher in front
     of it): every compile gets the default flags, the build hears one warning that names
