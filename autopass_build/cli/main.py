@@ -66,6 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     except AutopassError as error:     # every error a command reports: one line
         print(f"autopass: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        from autopass_build.core.files import out_of_space
+
+        if not out_of_space(error):
+            raise
+        where = f" (writing {error.filename})" if error.filename else ""
+        print(f"autopass: error: the disk is full{where}: free space, then run the "
+              "command again", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `autopass units | head`: the reader left, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -242,6 +242,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
         progress(None)
         raise CliError(f"{error}; every finished evaluation is journaled: fix it, then "
                        "`autopass tune --resume`")
+    except OSError as error:      # a write of its own that found the disk full
+        from autopass_build.core.files import out_of_space
+
+        if not out_of_space(error):
+            raise
+        progress(None)
+        raise CliError(f"the disk is full (writing in {error.filename or store.dir}); every "
+                       "finished evaluation is journaled: free space, then "
+                       "`autopass tune --resume`") from None
     except KeyboardInterrupt:
         progress(None)
         where = tuner.journal.run_id if tuner.journal else "(none started)"

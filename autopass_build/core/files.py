@@ -104,6 +104,13 @@ def copy_atomic(source: str, path: str, metadata: bool = False) -> None:
             os.unlink(tmp)
 
 
+def out_of_space(error: OSError) -> bool:
+    """Whether `error` is a write that found no room: the disk full, or a quota spent."""
+    import errno
+
+    return error.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 def disk_full(folder: str) -> bool:
     """Whether the file system of `folder` has less than a megabyte left (what a failed
     write is then said to be: a full disk, not the write's own words)."""
