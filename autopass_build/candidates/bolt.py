@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from autopass_build.candidates import training
 from autopass_build.candidates.candidate import Candidate
 from autopass_build.core import bolt_commands as bolt
-from autopass_build.core.files import relative_to
+from autopass_build.core.files import fail_if_no_room, relative_to
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.measuring.benchmark import Benchmark
 from autopass_build.measuring.binaries import alias_soname
@@ -81,6 +81,7 @@ class BoltStage:
             self.show("BOLT: rewriting the binary with its profile")
             bolt.optimize(built.binary, self.trained.path, output)
         except bolt.BoltError as error:
+            fail_if_no_room(str(error), built.folder)
             raise EvaluationError(Outcome.POST_LINK_FAIL, str(error)) from None
         self.rewritten = []
         for trained in self.trained_libraries:

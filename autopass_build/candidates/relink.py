@@ -33,7 +33,7 @@ from autopass_build.capture.option_table import (
 from autopass_build.capture.record import archive
 from autopass_build.capture.record.recorder import library_dirs, resolve_library
 from autopass_build.core import proc, toolchain
-from autopass_build.core.files import hash_json
+from autopass_build.core.files import fail_if_no_room, hash_json
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.core.stage_flags import without_strip_all
 from autopass_build.measuring.binaries import alias_soname
@@ -197,6 +197,7 @@ class Relinker:
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
         if done.timed_out or done.status != 0:
+            fail_if_no_room(done.stderr.decode("utf-8", "replace"), os.path.dirname(out))
             said = done.stderr.decode("utf-8", "replace")[:500]
             if NOT_PIC in done.stderr:
                 said = f"{NOT_PIC_SAID}; {said}"

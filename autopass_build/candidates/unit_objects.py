@@ -21,7 +21,7 @@ from autopass_build.candidates.stages import thin_bitcode
 from autopass_build.capture.apply.bitcode import BITCODE
 from autopass_build.core import decisions, pgo_profile, proc, toolchain
 from autopass_build.core.cpu import this_cpu
-from autopass_build.core.files import hash_file, hash_json
+from autopass_build.core.files import fail_if_no_room, hash_file, hash_json
 from autopass_build.core.flags import replayable_from_ir
 from autopass_build.core.names import ENV_REPLAY_CC
 from autopass_build.core.outcome import EvaluationError, Outcome
@@ -225,7 +225,9 @@ class UnitObjects:
             raise EvaluationError(Outcome.COMPILE_CRASH, f"the compiler died (signal "
                                   f"{-done.status}) on {unit.source_rel}")
         if done.status != 0:
-            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            said = done.stderr.decode("utf-8", "replace")
+            fail_if_no_room(said, self.work)
+            message = said.strip().splitlines()
             raise EvaluationError(Outcome.COMPILE_FAIL, f"{unit.source_rel}: "
                                   + (message[0] if message else f"exit {done.status}"))
         return done

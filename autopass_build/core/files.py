@@ -111,6 +111,20 @@ def out_of_space(error: OSError) -> bool:
     return error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+NO_SPACE_SAID = "No space left on device"     # strerror(ENOSPC), as tools print it
+
+
+def fail_if_no_room(said: str, folder: str) -> None:
+    """A tool that failed (a compile, a link, BOLT) saying it found no room (`said`: its
+    error output), or with `folder`'s disk full: an OSError(ENOSPC), which stops a run
+    resumably, instead of a verdict on what was built (a candidate is not "failed"
+    because the disk was full)."""
+    import errno
+
+    if NO_SPACE_SAID in said or disk_full(folder):
+        raise OSError(errno.ENOSPC, NO_SPACE_SAID, folder)
+
+
 def disk_full(folder: str) -> bool:
     """Whether the file system of `folder` has less than a megabyte left (what a failed
     write is then said to be: a full disk, not the write's own words)."""
