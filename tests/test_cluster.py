@@ -169,6 +169,37 @@ def test_the_stages_are_measured_on_the_nodes_and_the_search_on_top_of_them(
            f"[on {looks[0].node}]" in report.stdout, report.stdout
 
 
+def test_the_pgo_training_runs_on_a_node_and_trains_the_local_runs_profile(
+        project, tmp_path, cluster) -> None:
+    """Issue 63, item 6: with the stages measured on the cluster, the PGO stage's training
+    run is on a verdict node too (the recorded build instrumented, built and run there;
+    the profile's bytes kept in the driver's store under their hash).  The profile is
+    the one a local run trains, so the journal is the local run's, entry for entry."""
+    from autopass_build.candidates import pgo
+
+    runs = {}
+    for where in ("locally", "on-cluster"):
+        copy = fresh(project, tmp_path / where)
+        assert pgo.load(str(copy / ".autopass")) is None       # trained by this run
+        toml = copy / "autopass.toml"
+        toml.write_text(toml.read_text().replace("stages = []", 'stages = ["pgo"]')
+                        .replace("budget = 8", "budget = 5"))
+        done = tune(copy, *(("--cluster", cluster.address) if where == "on-cluster" else ()))
+        assert done.returncode == 0, done.stderr
+        runs[where] = (copy, done.stderr)
+    (copy, said), (local, said_here) = runs["on-cluster"], runs["locally"]
+    assert "cluster: training the PGO profile on " in said, said
+    trained = [line for line in said.splitlines() if "PGO profile trained on " in line]
+    assert len(trained) == 1, said
+    assert "cluster: training" not in said_here
+    here, there = pgo.load(str(local / ".autopass")), pgo.load(str(copy / ".autopass"))
+    assert here is not None and there is not None
+    assert there.hash == here.hash and os.path.isfile(there.path)
+    assert there.path.startswith(str(copy / ".autopass"))   # kept in the driver's store
+    assert verdicts(copy) == verdicts(local)
+    assert all(e.node for e in Journal.latest(str(copy / ".autopass")).of_phase(Phase.STAGE))
+
+
 LTO_MINI_TIMED = """
 [run]
 command = ["{exe}", "50"]

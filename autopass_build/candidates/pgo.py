@@ -18,6 +18,7 @@ stale cache hit.  The training command defaults to the benchmark; it can differ
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import shutil
@@ -40,6 +41,7 @@ from autopass_build.core.stage_flags import (
     lto_of,
     profile_use,
 )
+from autopass_build.store.index import Store
 
 PGO_FILE = "pgo.json"
 CS_FILE = "cspgo.json"
@@ -86,15 +88,38 @@ def flags_for(evaluator: Evaluator, profile: TrainedProfile) -> UnitFlags:
 
 def train(evaluator: Evaluator, progress=None) -> TrainedProfile:
     """A profile of the recorded build: every unit instrumented, the benchmark (or
-    [run].train) run once."""
+    [run].train) run once; recorded as the store's last profile (`load`)."""
+    result = trained_here(evaluator, progress)
+    training.save(evaluator.store.dir, PGO_FILE, result)
+    return result
+
+
+def trained_here(evaluator: Evaluator, progress=None) -> TrainedProfile:
+    """`train`'s profile, kept in the store but not recorded as its last one: a cluster
+    node's, which the driver keeps (`adopt`)."""
     show = progress or (lambda message: None)
     show(f"building {evaluator.target.output_rel} instrumented "
          f"({counted(len(evaluator.units), 'unit')})")
     path, digest, runs = _trained(evaluator, {u.id: (GENERATE,) for u in evaluator.units},
                                   RUNTIME_LINK_FLAGS, show)
-    result = TrainedProfile(path, digest, evaluator.target.output_rel, runs,
-                            evaluator.bench.workload(), pgo_profile.kind(path))
-    training.save(evaluator.store.dir, PGO_FILE, result)
+    return TrainedProfile(path, digest, evaluator.target.output_rel, runs,
+                          evaluator.bench.workload(), pgo_profile.kind(path))
+
+
+def adopt(store: Store, data: bytes, trained: TrainedProfile, where: str) -> TrainedProfile:
+    """A profile trained elsewhere (`where`: a cluster node), its bytes `data`: kept in
+    this store under its hash and recorded as the last one trained, as `train` does;
+    PgoError when the bytes are not the profile the node hashed."""
+    with tempfile.TemporaryDirectory(prefix="autopass-pgo-") as scratch:
+        arrived = os.path.join(scratch, "arrived.profdata")
+        with open(arrived, "wb") as handle:
+            handle.write(data)
+        path, digest = training.keep(store, arrived, "profile", ".profdata")
+    if digest != trained.hash:
+        raise PgoError(f"the PGO profile trained on {where} arrived damaged (its hash "
+                       f"{digest[:12]}, not {trained.hash[:12]}): tune again")
+    result = dataclasses.replace(trained, path=path)
+    training.save(store.dir, PGO_FILE, result)
     return result
 
 

@@ -25,7 +25,13 @@ from autopass_build.cluster.connect import (
     join,
     leave,
 )
-from autopass_build.cluster.node_bench import Baseline, NodeBench, NodeResult, compile_objects
+from autopass_build.cluster.node_bench import (
+    Baseline,
+    NodeBench,
+    NodeResult,
+    NodeTrained,
+    compile_objects,
+)
 from autopass_build.cluster.nodes import (
     NodeInfo,
     Role,
@@ -120,8 +126,8 @@ class ClusterMeasurer:
                 bench.role, bench.why = Role.OTHER_GROUP, f"its CPU is {bench.info.cpu}"
         if group != driver_cpu:
             self.show(f"cluster: verdicts on {group}; this machine is {driver_cpu}, and the "
-                      "PGO training, -march=native, the final re-measurement and BOLT "
-                      "run here: run the driver on a machine of the target group")
+                      "-march=native, the final re-measurement and BOLT run here: run "
+                      "the driver on a machine of the target group")
 
     def _check_noise(self, ray, measure: MeasureConfig) -> None:
         """Every verdict node measures the baseline against itself once, all at once,
@@ -203,15 +209,35 @@ class ClusterMeasurer:
                 i, bench = running.pop(ref)
                 try:
                     results[i] = ray.get(ref)
-                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                        ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
-                        ray.exceptions.NodeDiedError) as error:
+                except _lost_errors(ray) as error:
                     self._lost(bench, error)
                     waiting.appendleft(i)            # measured again, whole, elsewhere
                 except ray.exceptions.RayTaskError as error:
                     raise ClusterError(f"node {bench.info.name} failed a candidate: "
                                        f"{error_line(error.cause or error)}") from None
         return [results[i] for i in range(len(candidates))]
+
+    def train_pgo(self) -> NodeTrained:
+        """The PGO profile trained on a verdict node, the one least recently used (a
+        node of the target group: a profile whose counts depend on the machine is
+        counted on the kind the build is for); a node lost on the way: the next one.
+        TrainingFailed when the training itself fails there."""
+        import ray
+
+        while self.verdict_benches:
+            bench = min(self.verdict_benches, key=lambda b: b.last_used)
+            self._dispatches += 1
+            bench.last_used = self._dispatches
+            self.show(f"cluster: training the PGO profile on {bench.info.name}")
+            try:
+                return ray.get(bench.handle.train_pgo.remote())
+            except _lost_errors(ray) as error:
+                self._lost(bench, error, requeue=False)
+            except ray.exceptions.RayTaskError as error:
+                raise TrainingFailed(f"{error_line(error.cause or error)} (on "
+                                     f"{bench.info.name})") from None
+        raise ClusterError("every verdict node of the cluster was lost; the journal holds "
+                           "every finished evaluation: `autopass tune --resume`")
 
     def _fan_out(self, candidate: UnitFlags) -> list:
         """Compile tasks for the units a candidate changes, one per unit, on any node."""
@@ -234,6 +260,17 @@ class ClusterMeasurer:
 
     def close(self) -> None:
         leave()
+
+
+class TrainingFailed(ClusterError):
+    """A training run that failed on the node that ran it (not a node lost)."""
+
+
+def _lost_errors(ray) -> tuple[type[Exception], ...]:
+    """What Ray raises for a node, its bench or their results gone."""
+    return (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+            ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
+            ray.exceptions.NodeDiedError)
 
 
 def _noise_verdict(result: NodeResult, most: float) -> tuple[Role, str]:

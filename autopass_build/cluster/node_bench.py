@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from autopass_build.candidates.evaluate import Evaluation, Evaluator
+from autopass_build.candidates.pgo import TrainedProfile, trained_here
 from autopass_build.cluster.nodes import NodeInfo, this_node
 from autopass_build.cluster.shipping import ShippedTree, unpacked
 from autopass_build.config import Config, MeasureConfig
@@ -87,6 +88,17 @@ class Moved:
 
 
 @dataclass
+class NodeTrained:
+    """A PGO profile trained on a node: as the node kept it (its path the node's), its
+    bytes, for the driver to keep in its own store."""
+    profile: TrainedProfile
+    data: bytes
+    node: str                                    # NodeInfo.name
+    seconds: float = 0.0
+    lines: list[str] = field(default_factory=list)   # its progress, shown by the driver
+
+
+@dataclass
 class NodeResult:
     evaluation: Evaluation
     node: str                                    # NodeInfo.name
@@ -131,6 +143,17 @@ class NodeBench:
         started = time.monotonic()
         evaluation = self.evaluator.evaluate({}, lines.append, measure, measure_identical=True)
         return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines)
+
+    def train_pgo(self) -> NodeTrained:
+        """The PGO stage's profile trained here: the recorded build instrumented, built
+        and run on this node of the target group (candidates/pgo.trained_here)."""
+        assert self.evaluator is not None
+        lines: list[str] = []
+        started = time.monotonic()
+        profile = trained_here(self.evaluator, lines.append)
+        with open(profile.path, "rb") as handle:
+            data = handle.read()
+        return NodeTrained(profile, data, self.info.name, time.monotonic() - started, lines)
 
     def rebase(self, unit_flags: UnitFlags, link_flags: tuple[str, ...]) -> None:
         """The stages chosen on top of the recorded build become this node's baseline

@@ -5,17 +5,19 @@ and measured there, on the target group's nodes: the nodes' baseline is the reco
 build while the stages are measured (the one composition while the other is measured
 against it), and the composition chosen once they are.
 
-The PGO training run, -march=native (a node's compile is native to its own CPU), BOLT
-after the search, and the comparisons against the recorded build run on this machine:
-they need another baseline than the nodes' or a rewrite after the link, which a node's
-bench does not hold.  So do the stages when the project is shipped to the nodes: the
-PGO profile is trained here, after the project was shipped.  Nothing here runs without
-[cluster].address."""
+The PGO stage's training run is on a verdict node too (the recorded build instrumented
+and run there; the profile's bytes come back and are kept in this store).  -march=native
+(a node's compile is native to its own CPU), BOLT after the search, and the comparisons
+against the recorded build run on this machine: they need another baseline than the
+nodes' or a rewrite after the link, which a node's bench does not hold.  So do the
+stages when the project is shipped to the nodes: the nodes' copy would lack the profile
+the stages are built with.  Nothing here runs without [cluster].address."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from autopass_build.candidates import pgo
 from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.config import Config
 from autopass_build.core.plural import counted
@@ -100,6 +102,30 @@ def join_for_stages(measurements: Measurements, config: Config, store_dir: str,
              "the search is measured on the nodes")
         return
     join(measurements, config, store_dir, evaluator, show)
+
+
+def train_pgo(measurements: Measurements, store: Store, show: Callable[[str], None]
+              ) -> pgo.TrainedProfile | None:
+    """The PGO stage's profile trained on a verdict node when the stages are measured on
+    the cluster (None when they are not), kept in this store as a profile trained here
+    is; a training that fails there is a PgoError, as here."""
+    measurer = measurements.remote
+    if measurer is None:
+        return None
+    from autopass_build.cluster.connect import ClusterError
+    from autopass_build.cluster.dispatch import TrainingFailed
+
+    try:
+        trained = measurer.train_pgo()
+    except TrainingFailed as error:
+        raise pgo.PgoError(str(error)) from None
+    except ClusterError as error:
+        raise TuneError(str(error)) from None
+    for line in trained.lines:
+        show(f"  [{trained.node}] {line}")
+    show(f"PGO profile trained on {trained.node} in {trained.seconds:.1f} s "
+         f"({counted(trained.profile.runs, 'raw profile')})")
+    return pgo.adopt(store, trained.data, trained.profile, trained.node)
 
 
 def leave(measurements: Measurements, show: Callable[[str], None]) -> None:

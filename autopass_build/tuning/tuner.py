@@ -250,7 +250,8 @@ class Tuner:
             self.show(split_text(self.request, 0, 0, []))
             return None
         composer = Composer(evaluator, self.measurements, allowed,
-                            lambda: self._profile(evaluator), self.show, self.earlier)
+                            lambda: self._profile(evaluator, self.measurements), self.show,
+                            self.earlier)
         self.composer = composer
         self.on_top = StepsOnTop(composer, hot if hot and _made_for(hot, evaluator) else None,
                                  self.config.tune.layout_min_kib)
@@ -346,12 +347,17 @@ class Tuner:
         except EvaluateError as error:
             raise TuneError(str(error)) from None
 
-    def _profile(self, evaluator: Evaluator) -> "pgo.TrainedProfile":
+    def _profile(self, evaluator: Evaluator,
+                 measurements: Measurements | None = None) -> "pgo.TrainedProfile":
+        """The last profile trained, if made for this build; else one trained now: on a
+        node when `measurements` measure on the cluster, else here."""
         found = pgo.load(self.store.dir)
         if found is not None and _made_for(found, evaluator):
             return found
         self.show("training a PGO profile (autopass pgo)")
-        return pgo.train(evaluator, self.show)
+        on_node = on_cluster.train_pgo(measurements, self.store, self.show) \
+            if measurements is not None else None
+        return on_node or pgo.train(evaluator, self.show)
 
     def _hot_sources(self, evaluator: Evaluator, outsiders: set[str]) -> list[str]:
         found = load_profile(self.store.dir)
