@@ -189,9 +189,9 @@ def test_a_compile_that_finds_the_disk_full_is_no_verdict_on_its_flags(tmp_path)
     on device".  `try` says the disk is full, in one line (exit 2), as tune stops
     resumably; before, the candidate was COMPILE_FAIL, a verdict on its flags, which a
     tune journals and never measures again."""
-    from support import TUNE_MINI, TUNE_MINI_MEASURED, recorded_copy
-
     import errno
+
+    from support import TUNE_MINI, TUNE_MINI_MEASURED, recorded_copy
 
     from autopass_build.candidates.replay import Replayer
     from autopass_build.store.index import Store
