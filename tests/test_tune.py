@@ -260,6 +260,18 @@ def test_a_real_full_disk_stops_tune_resumably_and_room_lets_it_go_on(tmp_path) 
         assert stopped.stderr.count("autopass: error") == 1, \
             stopped.stderr
         assert Journal.open(before.folder).entries == before.entries
+        # the other commands that write on the full disk: one line each, nothing of the
+        # user's lost, nothing half-written left behind (an empty report, an empty copy
+        # of autopass.toml: before, both were left)
+        config = (root / "autopass.toml").read_bytes()
+        for command in (["init", "--force"], ["report", "--html", "r.html"]):
+            done = subprocess.run([AUTOPASS, *command], cwd=root, capture_output=True,
+                                  text=True, timeout=600, env=scratch_env(root))
+            assert done.returncode == 2, (command, done.stderr)
+            assert "Traceback" not in done.stderr and "free space" in done.stderr, \
+                (command, done.stderr)
+        assert (root / "autopass.toml").read_bytes() == config
+        assert not list(root.glob("autopass.toml.bak*")) and not (root / "r.html").exists()
         subprocess.run(["mount", "-o", "remount,size=96m", disk], check=True)
         resumed = tune(root, "--resume", "--budget", "4")
         assert resumed.returncode == 0, resumed.stderr

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import tempfile
 
@@ -16,7 +15,7 @@ from autopass_build.cli.common import (
 )
 from autopass_build.core import proc, toolchain
 from autopass_build.core.clean_command import clean_command, make_dry_run
-from autopass_build.core.files import write_atomic
+from autopass_build.core.files import copy_atomic, disk_full, write_atomic
 from autopass_build.store.index import Store
 from autopass_build.store.targets import executables_text, resolve
 
@@ -132,11 +131,14 @@ def _keep_a_copy(path: str) -> str:
     for n in range(1, 1000):
         copy = f"{path}.bak" + (f".{n}" if n > 1 else "")
         if not os.path.lexists(copy):
-            try:
-                shutil.copy2(path, copy)
+            try:    # whole or not at all: a full disk leaves no empty copy behind
+                copy_atomic(path, copy, metadata=True)
             except OSError as error:
+                fix = "free space, then run `autopass init --force` again" \
+                    if disk_full(os.path.dirname(path) or ".") else \
+                    "move it away yourself, then run `autopass init`"
                 raise CliError(f"cannot keep a copy of {path} as {copy}: {error.strerror}; "
-                               "move it away yourself, then run `autopass init`") from None
+                               f"{fix}") from None
             return os.path.basename(copy)
     raise CliError(f"{path}.bak to .bak.999 all exist; remove some, then run `autopass init "
                    "--force`")

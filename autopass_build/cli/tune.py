@@ -345,12 +345,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     summaries = [summarize(j) for j in journals]
     print("\n\n".join(text(s) for s in summaries))
     if args.html:
-        try:
-            with open(args.html, "w", encoding="utf-8") as handle:
-                handle.write(html_report(summaries))
+        from autopass_build.core.files import disk_full, write_atomic
+
+        try:    # whole or not at all: a full disk leaves no empty report behind
+            write_atomic(args.html, html_report(summaries).encode())
         except OSError as error:
-            raise CliError(f"cannot write {args.html}: {error.strerror}; give --html a file "
-                           "path in a folder that exists") from None
+            folder = os.path.dirname(os.path.abspath(args.html))
+            fix = "free space" if disk_full(folder) else \
+                "give --html a file path in a folder that exists"
+            raise CliError(f"cannot write {args.html}: {error.strerror}; {fix}") from None
         print(f"wrote {args.html}")
     return 0
 

@@ -32,7 +32,7 @@ from autopass_build.config import Config
 from autopass_build.core import flags_db
 from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.files import moved
+from autopass_build.core.files import fail_if_no_room, moved
 from autopass_build.core.plural import counted
 from autopass_build.measuring.benchmark import Benchmark
 from autopass_build.measuring.binaries import alias_soname
@@ -95,7 +95,9 @@ def _build(config: Config, env: dict[str, str], folder: str, progress: Progress,
         progress(f"{what}: {' '.join(command)}")
         done = subprocess.run(list(command), cwd=folder, env=env, capture_output=True)
         if done.returncode != 0:
-            tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+            said = done.stderr.decode("utf-8", "replace")
+            fail_if_no_room(said, folder)        # not the command's fault: said as such
+            tail = said.strip().splitlines()[-3:]
             raise VerifyError(f"[build].{key} failed ({done.returncode}): " + " | ".join(tail)
                               + f"; set [build].{key} in {config.path or 'autopass.toml'} to "
                               + ("the command that brings the tree back to clean"
