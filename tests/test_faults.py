@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -16,7 +15,6 @@ import psutil
 import pytest
 from support import AUTOPASS, AUTOPASS_CC, Recording, fake_compiler, run, tmpfs, verify_ir, write
 
-from autopass_build.core import toolchain
 from autopass_build.core.files import disk_full, hash_bytes
 
 HELLO = "int twice(int x) { return 2 * x; }\n"
@@ -181,42 +179,6 @@ def small_disk(tmp_path):
     """A 200 KB tmpfs (mounting needs root, which CI has)."""
     with tmpfs(tmp_path / "small", "200k") as folder:
         yield folder
-
-
-def test_a_compile_that_finds_the_disk_full_is_no_verdict_on_its_flags(tmp_path) -> None:
-    """F12 (issue 64, case 3): the store's work folder on a full disk (a 16 KB tmpfs):
-    the replayed compile fails with clang's "IO failure on output stream: No space left
-    on device".  `try` says the disk is full, in one line (exit 2), as tune stops
-    resumably; before, the candidate was COMPILE_FAIL, a verdict on its flags, which a
-    tune journals and never measures again."""
-    import errno
-
-    from support import TUNE_MINI, TUNE_MINI_MEASURED, recorded_copy
-
-    from autopass_build.candidates.replay import Replayer
-    from autopass_build.store.index import Store
-
-    root = recorded_copy(TUNE_MINI, tmp_path / "mini", TUNE_MINI_MEASURED)
-    replayer = Replayer(Store.open_existing(str(root / ".autopass")))
-    [unit] = [u for u in replayer.units.values() if u.source_rel == "hot.c"]
-    with tmpfs(tmp_path / "full", "64k") as full:
-        with open(full / "filler", "wb", buffering=0) as filler:    # the disk, full
-            with pytest.raises(OSError):
-                while True:
-                    filler.write(b"\0" * 4096)
-        with pytest.raises(OSError) as raised:     # clang's compile into it, as replayed
-            replayer.run_compiler([toolchain.find_tool("clang"), "-O2", "-c",
-                                   str(root / "hot.c"), "-o", str(full / "hot.o")],
-                                  str(root), unit)
-        assert raised.value.errno == errno.ENOSPC, raised.value
-    work = root / ".autopass" / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    with tmpfs(work, "16k"):
-        done = run([AUTOPASS, "try", "--flags", "hot.c=-O1"], root, timeout=300)
-    said = done.stdout.decode() + done.stderr.decode()
-    assert done.returncode == 2, said
-    assert "the disk is full" in said and "Traceback" not in said, said
-    assert "COMPILE_FAIL" not in said and "LINK_FAIL" not in said, said
 
 
 def test_f66_a_full_disk_under_the_store_leaves_the_build_and_the_store_alone(

@@ -1,19 +1,37 @@
-"""Issue 64, case 3: the disk fills while tune keeps a trained profile, while `apply
---train` writes one, and while apply mode's BOLT rewrites the linked program.  Each on a
-real full disk: the project on a small tmpfs (mounting needs root, which CI has), filled
-by the user's own training command or build at the moment the test needs."""
+"""Issue 64, case 3: the disk fills while tune runs (its own writes, a compile), while it
+keeps a trained profile, while `apply --train` writes one, and while apply mode's BOLT
+rewrites the linked program.  Each on a real full disk: the project on a small tmpfs
+(mounting needs root, which CI has), filled by the user's own training command or build
+at the moment the test needs, or shrunk to what it holds."""
 
 from __future__ import annotations
 
+import errno
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS, env_with_autopass, recorded_copy, run, tmpfs, write
+from support import (
+    AUTOPASS,
+    TUNE_MINI,
+    TUNE_MINI_MEASURED,
+    env_with_autopass,
+    recorded_copy,
+    recorded_tune_mini,
+    run,
+    tmpfs,
+    write,
+)
 from test_retrain import instrumented, project
+from test_tune import CONFIG as TUNE_CONFIG
+from test_tune import scratch_env, tune
 
-from autopass_build.core import bolt_commands, flags_db
+from autopass_build.candidates.replay import Replayer
+from autopass_build.core import bolt_commands, flags_db, toolchain
 from autopass_build.core.files import hash_file
+from autopass_build.store.index import Store
+from autopass_build.tuning.journal import Journal
 
 LTO_MINI = Path(__file__).parent / "data" / "lto-mini"
 # the user's training command, which fills the disk once the program has run
@@ -105,3 +123,72 @@ def test_a_full_disk_while_apply_mode_bolts_the_program_keeps_it_as_linked(disk)
     assert subprocess.run([root / "prog", "x"], capture_output=True).returncode == 0
     assert not bolt_commands.rewritten(str(root / "prog"))
     assert not list(root.glob(".autopass-bolt-*")), "BOLT's scratch was left in the tree"
+
+
+def test_a_real_full_disk_stops_tune_resumably_and_room_lets_it_go_on(tmp_path) -> None:
+    """F12 (issue 64, case 3) on a real full disk: the project, its store and its
+    temporary folders on a tmpfs shrunk to what it holds after a first run.  `tune
+    --resume` stops in one line that says the disk is full and how to go on (exit 2, no
+    traceback), the journal keeps every entry it had; given room, it goes on to its
+    budget from there."""
+    with tmpfs(tmp_path / "disk", "96m") as disk:
+        root = recorded_tune_mini(disk / "mini", TUNE_CONFIG)
+        done = tune(root, "--budget", "2", "--seed", "21")
+        assert done.returncode == 0, done.stderr
+        before = Journal.latest(str(root / ".autopass"))
+        used = shutil.disk_usage(disk).used
+        subprocess.run(["mount", "-o", f"remount,size={used + 8192}", disk], check=True)
+        stopped = tune(root, "--resume", "--budget", "4")
+        assert stopped.returncode == 2, stopped.stderr
+        assert "Traceback" not in stopped.stderr
+        assert "autopass tune --resume" in stopped.stderr and "the disk is full" in \
+            stopped.stderr, stopped.stderr
+        assert stopped.stderr.count("autopass: error") == 1, \
+            stopped.stderr
+        assert Journal.open(before.folder).entries == before.entries
+        # the other commands that write on the full disk: one line each, nothing of the
+        # user's lost, nothing half-written left behind (an empty report, an empty copy
+        # of autopass.toml: before, both were left)
+        config = (root / "autopass.toml").read_bytes()
+        for command in (["init", "--force"], ["report", "--html", "r.html"]):
+            done = subprocess.run([AUTOPASS, *command], cwd=root, capture_output=True,
+                                  text=True, timeout=600, env=scratch_env(root))
+            assert done.returncode == 2, (command, done.stderr)
+            assert "Traceback" not in done.stderr and "free space" in done.stderr, \
+                (command, done.stderr)
+        assert (root / "autopass.toml").read_bytes() == config
+        assert not list(root.glob("autopass.toml.bak*")) and not (root / "r.html").exists()
+        subprocess.run(["mount", "-o", "remount,size=96m", disk], check=True)
+        resumed = tune(root, "--resume", "--budget", "4")
+        assert resumed.returncode == 0, resumed.stderr
+        after = Journal.open(before.folder).entries
+        assert after[:len(before.entries)] == before.entries and len(after) > len(before.entries)
+
+
+def test_a_compile_that_finds_the_disk_full_is_no_verdict_on_its_flags(tmp_path) -> None:
+    """F12 (issue 64, case 3): the store's work folder on a full disk (a 16 KB tmpfs):
+    the replayed compile fails with clang's "IO failure on output stream: No space left
+    on device".  `try` says the disk is full, in one line (exit 2), as tune stops
+    resumably; before, the candidate was COMPILE_FAIL, a verdict on its flags, which a
+    tune journals and never measures again."""
+    root = recorded_copy(TUNE_MINI, tmp_path / "mini", TUNE_MINI_MEASURED)
+    replayer = Replayer(Store.open_existing(str(root / ".autopass")))
+    [unit] = [u for u in replayer.units.values() if u.source_rel == "hot.c"]
+    with tmpfs(tmp_path / "full", "64k") as full:
+        with open(full / "filler", "wb", buffering=0) as filler:    # the disk, full
+            with pytest.raises(OSError):
+                while True:
+                    filler.write(b"\0" * 4096)
+        with pytest.raises(OSError) as raised:     # clang's compile into it, as replayed
+            replayer.run_compiler([toolchain.find_tool("clang"), "-O2", "-c",
+                                   str(root / "hot.c"), "-o", str(full / "hot.o")],
+                                  str(root), unit)
+        assert raised.value.errno == errno.ENOSPC, raised.value
+    work = root / ".autopass" / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    with tmpfs(work, "16k"):
+        done = run([AUTOPASS, "try", "--flags", "hot.c=-O1"], root, timeout=300)
+    said = done.stdout.decode() + done.stderr.decode()
+    assert done.returncode == 2, said
+    assert "the disk is full" in said and "Traceback" not in said, said
+    assert "COMPILE_FAIL" not in said and "LINK_FAIL" not in said, said
