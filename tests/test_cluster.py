@@ -200,6 +200,47 @@ def test_the_pgo_training_runs_on_a_node_and_trains_the_local_runs_profile(
     assert all(e.node for e in Journal.latest(str(copy / ".autopass")).of_phase(Phase.STAGE))
 
 
+def test_a_bench_lost_while_it_trains_the_profile_hands_the_training_to_the_next(
+        project, tmp_path, cluster) -> None:
+    """Issue 63, item 6, F75's case for the training run: the bench training the PGO
+    profile dies (its Ray worker killed with kill -9 while the training command runs):
+    the node is left out, said, the training goes to the next verdict node, and the run
+    ends with the profile kept and the stage measured."""
+    from autopass_build.candidates import pgo
+
+    copy = fresh(project, tmp_path)
+    toml = copy / "autopass.toml"
+    toml.write_text(toml.read_text()
+                    .replace('command = ["{exe}", "20"]',
+                             'command = ["{exe}", "20"]\ntrain = ["sh", "-c", "sleep 3 && '
+                             '{exe} 20"]')
+                    .replace("stages = []", 'stages = ["pgo"]').replace("budget = 8",
+                                                                      "budget = 4"))
+    process = subprocess.Popen([AUTOPASS, "tune", "--cluster", cluster.address], cwd=copy,
+                               env=environment(copy), stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if "cluster: training the PGO profile on " in line:
+            break
+    deadline, trainer = time.monotonic() + 60, None
+    while trainer is None and time.monotonic() < deadline:
+        trainer = next((p for p in psutil.process_iter(["cmdline"])
+                        if "NodeBench.train_pgo" in " ".join(p.info["cmdline"] or ())), None)
+        time.sleep(0.05)
+    assert trainer is not None, "".join(seen)
+    trainer.kill()
+    _, rest = process.communicate(timeout=600)
+    said = "".join(seen) + rest
+    assert process.returncode == 0, said
+    assert said.count("cluster: training the PGO profile on ") == 2, said
+    assert " lost (" in said and "PGO profile trained on " in said, said
+    assert pgo.load(str(copy / ".autopass")) is not None
+    looks = Journal.latest(str(copy / ".autopass")).of_phase(Phase.STAGE)
+    assert [e.stages for e in looks] == ["pgo"], looks
+
+
 LTO_MINI_TIMED = """
 [run]
 command = ["{exe}", "50"]
