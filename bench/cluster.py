@@ -18,9 +18,10 @@ In one run, on one recorded program (a real Debian source, tune_classical.CASES)
 4. the model: from the measured step costs (a candidate's build, one pair, the driver's
    own time per evaluation, the start of a run), the run's wall time at 1, 4, 16 and 64
    nodes and where the driver saturates.
-6. stages (`--parts stages`): the LTO stage and the search on top of it, locally and on
-   a one-node cluster, interleaved: what measuring each composition's look on a node
-   (issue 63, item 6) costs in the run's time, and the verdicts each side gave.
+6. stages (`--parts stages`, `--stages lto` or `pgo,lto`): the stages and the search on
+   top of them, locally and on a one-node cluster, interleaved: what measuring each
+   composition's look (and training the PGO profile) on a node (issue 63, item 6) costs
+   in the run's time, and the verdicts each side gave.
 5. shipping (`--parts shipping`): the project packed (its size, the seconds it takes),
    and one-node runs with [cluster].ship = never, always (the node unpacks it) and
    always again (its cache holds it): what shipping adds to a run's start, and its
@@ -72,14 +73,25 @@ def tune_once(store, config, budget: int, seed: int, work: Path, label: str,
                           stages=stages, attribute=False,
                           flags_db=str(work / f"{label}.flags.json"))
     me = psutil.Process()
+    said: list[tuple[float, str]] = []
+
+    def show(message: str) -> None:
+        said.append((time.monotonic(), message))
+        if not message.startswith("  "):
+            tc.log(f"{label}: {message}")
+
     cpu_before, started = sum(me.cpu_times()[:2]), time.monotonic()
-    result = Tuner(store, config, request,
-                   lambda m: None if m.startswith("  ") else tc.log(f"{label}: {m}")).run()
+    result = Tuner(store, config, request, show).run()
     seconds = time.monotonic() - started
+    # the PGO training: from its first line to the first composition's
+    trained = [t for t, m in said if m.startswith("training a PGO profile")]
+    looked = [t for t, m in said if m.startswith("[stage 1 of")]
     driver_cpu = sum(me.cpu_times()[:2]) - cpu_before
     journal = result.journal
     evaluations = [e for e in journal.entries if e.measured]
     return {"label": label, "seconds": round(seconds, 2), "driver_cpu": round(driver_cpu, 3),
+            "training_seconds": round(looked[0] - trained[0], 2) if trained and looked
+            else None,
             "evaluations": len(evaluations),
             "eval_seconds": round(sum(e.timing.seconds for e in evaluations), 2),
             # the search's candidates (confirmations follow the noise, so not those)
@@ -89,26 +101,38 @@ def tune_once(store, config, budget: int, seed: int, work: Path, label: str,
                             for e in journal.entries if e.phase in STAGE_PHASES]}
 
 
-def stages_placed(store, config, budget: int, seed: int, work: Path, rounds: int) -> dict:
-    """The stage phase (LTO, then the search on top) locally and on a one-node cluster,
-    interleaved: what measuring each composition's look on a node costs in the run's
-    time, and whether the node's verdicts are the local ones."""
-    tune_once(store, config, budget, seed, work, "stages-warm-up", stages=("lto",))
+def stages_placed(store, config, budget: int, seed: int, work: Path, rounds: int,
+                  stages: tuple[str, ...] = ("lto",)) -> dict:
+    """The stage phase (`stages`, then the search on top) locally and on a one-node
+    cluster, interleaved: what measuring each composition's look (and, with PGO, its
+    training run) on a node costs in the run's time, and whether the node's verdicts are
+    the local ones.  With PGO every run trains its profile anew (the store's record of
+    the last one is removed before it), so both sides pay the training."""
+    from autopass_build.candidates.pgo import PGO_FILE
+
+    def fresh_profile() -> None:
+        (Path(store.dir) / PGO_FILE).unlink(missing_ok=True)
+
+    fresh_profile()
+    tune_once(store, config, budget, seed, work, "stages-warm-up", stages=stages)
     cluster = start_cluster(1)
     try:
         runs = []
         for r in range(rounds):
+            fresh_profile()
             runs.append(tune_once(store, config, budget, seed, work, f"stages-local-{r}",
-                                  stages=("lto",)))
+                                  stages=stages))
+            fresh_profile()
             runs.append(tune_once(store, config, budget, seed, work, f"stages-cluster1-{r}",
-                                  cluster.address, stages=("lto",)))
+                                  cluster.address, stages=stages))
     finally:
         cluster.shutdown()
     local = [r for r in runs if "local" in r["label"]]
     remote = [r for r in runs if "cluster" in r["label"]]
-    return {"runs": runs,
+    return {"stages": list(stages), "runs": runs,
             "ratio": round(sum(r["seconds"] for r in remote) / sum(r["seconds"] for r in local), 3),
             "looks_on_nodes": all(look["node"] for r in remote for look in r["stage_looks"]),
+            "training_seconds": {r["label"]: r["training_seconds"] for r in runs},
             "verdicts": {r["label"]: [look["verdict"] for look in r["stage_looks"]]
                          for r in runs}}
 
@@ -242,6 +266,9 @@ def main() -> int:
     parser.add_argument("--out", default="cluster-out")
     parser.add_argument("--parts", default="overhead,aa,scaling,shipping,stages",
                         help="which parts to run (the model needs overhead and scaling)")
+    parser.add_argument("--stages", default="lto",
+                        help="the stages of --parts stages, comma-separated (pgo,lto: the "
+                             "PGO training on the node too)")
     parser.add_argument("--bandwidth", type=float, default=117e6,
                         help="the driver's uplink in bytes/s for the shipping projection "
                              "(default 117e6: 1 Gbit/s)")
@@ -264,7 +291,7 @@ def main() -> int:
         found["scaling"] = scaling(store, config, args.budget, args.seed, out, args.most_nodes)
     if "stages" in parts:
         found["stages"] = stages_placed(store, config, args.budget, args.seed, out,
-                                        args.rounds)
+                                        args.rounds, tuple(args.stages.split(",")))
     if "shipping" in parts:
         found["shipping"] = shipping(store, config, args.budget, args.seed, out)
         found["shipping"]["model"] = {n: round(shipping_model(found["shipping"], n,
