@@ -202,7 +202,7 @@ def test_the_pgo_training_runs_on_a_node_and_trains_the_local_runs_profile(
 
 def test_a_bench_lost_while_it_trains_the_profile_hands_the_training_to_the_next(
         project, tmp_path, cluster) -> None:
-    """Issue 63, item 6, F75's case for the training run: the bench training the PGO
+    """F75 (issue 63, item 6) for the training run: the bench training the PGO
     profile dies (its Ray worker killed with kill -9 while the training command runs):
     the node is left out, said, the training goes to the next verdict node, and the run
     ends with the profile kept and the stage measured."""
