@@ -174,19 +174,36 @@ def test_the_pgo_training_runs_on_a_node_and_trains_the_local_runs_profile(
     """Issue 63, item 6: with the stages measured on the cluster, the PGO stage's training
     run is on a verdict node too (the recorded build instrumented, built and run there;
     the profile's bytes kept in the driver's store under their hash).  The profile is
-    the one a local run trains, so the journal is the local run's, entry for entry."""
+    the one a local run trains, so the journal is the local run's, entry for entry; and
+    so it is with the project shipped to the nodes, the profile sent to each of them."""
     from autopass_build.candidates import pgo
 
     runs = {}
-    for where in ("locally", "on-cluster"):
+    for where in ("locally", "on-cluster", "shipped"):
         copy = fresh(project, tmp_path / where)
         assert pgo.load(str(copy / ".autopass")) is None       # trained by this run
         toml = copy / "autopass.toml"
         toml.write_text(toml.read_text().replace("stages = []", 'stages = ["pgo"]')
-                        .replace("budget = 8", "budget = 5"))
-        done = tune(copy, *(("--cluster", cluster.address) if where == "on-cluster" else ()))
+                        .replace("budget = 8", "budget = 5")
+                        + ('[cluster]\nship = "always"\n' if where == "shipped" else ""))
+        done = tune(copy, *(("--cluster", cluster.address) if where != "locally" else ()))
         assert done.returncode == 0, done.stderr
         runs[where] = (copy, done.stderr)
+    # shipped: the nodes work in their copy of the project, which the profile trained
+    # after it was shipped is sent to; the stages are measured there all the same
+    shipped, said_shipped = runs["shipped"]
+    assert "cluster: the project shipped to the nodes (" in said_shipped, said_shipped
+    assert "cluster: training the PGO profile on " in said_shipped, said_shipped
+    assert verdicts(shipped) == verdicts(runs["locally"][0])
+    looks = Journal.latest(str(shipped / ".autopass")).of_phase(Phase.STAGE)
+    assert [e.stages for e in looks] == ["pgo"] and all(e.node for e in looks), looks
+    profile = pgo.load(str(shipped / ".autopass"))
+    assert profile is not None
+    digest = re.search(r"sha256 ([0-9a-f]{12})", said_shipped)
+    assert digest, said_shipped                  # this run's archive, each node's copy
+    copies = [tree / os.path.relpath(profile.path, shipped)
+              for tree in cluster.caches.glob(f"node*/{digest[1]}*/tree")]
+    assert len(copies) == 3 and all(c.is_file() for c in copies), copies   # each node
     (copy, said), (local, said_here) = runs["on-cluster"], runs["locally"]
     assert "cluster: training the PGO profile on " in said, said
     trained = [line for line in said.splitlines() if "PGO profile trained on " in line]

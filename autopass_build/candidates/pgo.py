@@ -106,10 +106,12 @@ def trained_here(evaluator: Evaluator, progress=None) -> TrainedProfile:
                           evaluator.bench.workload(), pgo_profile.kind(path))
 
 
-def adopt(store: Store, data: bytes, trained: TrainedProfile, where: str) -> TrainedProfile:
+def adopt(store: Store, data: bytes, trained: TrainedProfile, where: str,
+          workload: str) -> TrainedProfile:
     """A profile trained elsewhere (`where`: a cluster node), its bytes `data`: kept in
-    this store under its hash and recorded as the last one trained, as `train` does;
-    PgoError when the bytes are not the profile the node hashed."""
+    this store under its hash and recorded as the last one trained, as `train` does,
+    under this machine's `workload` (a node's copy of the project runs it in another
+    folder); PgoError when the bytes are not the profile the node hashed."""
     with tempfile.TemporaryDirectory(prefix="autopass-pgo-") as scratch:
         arrived = os.path.join(scratch, "arrived.profdata")
         with open(arrived, "wb") as handle:
@@ -118,7 +120,7 @@ def adopt(store: Store, data: bytes, trained: TrainedProfile, where: str) -> Tra
     if digest != trained.hash:
         raise PgoError(f"the PGO profile trained on {where} arrived damaged (its hash "
                        f"{digest[:12]}, not {trained.hash[:12]}): tune again")
-    result = dataclasses.replace(trained, path=path)
+    result = dataclasses.replace(trained, path=path, workload=workload)
     training.save(store.dir, PGO_FILE, result)
     return result
 

@@ -239,6 +239,29 @@ class ClusterMeasurer:
         raise ClusterError("every verdict node of the cluster was lost; the journal holds "
                            "every finished evaluation: `autopass tune --resume`")
 
+    def share(self, path: str, digest: str) -> None:
+        """The driver's file at `path` (its content hash `digest`) put where each verdict
+        node reads that path, in its copy of a shipped tree or at the same path: a
+        profile trained after the project was shipped.  A node that cannot take it
+        gives no more verdicts (it would fail every build that names the file)."""
+        import ray
+
+        with open(path, "rb") as handle:
+            data = ray.put(handle.read())
+        for bench, ref in [(b, b.handle.receive.remote(path, data, digest))
+                           for b in self.verdict_benches]:
+            try:
+                taken = ray.get(ref, timeout=600)
+            except Exception as error:
+                self._lost(bench, error, requeue=False)
+                continue
+            if not taken:
+                self._lost(bench, ClusterError(f"{os.path.basename(path)} arrived damaged"),
+                           requeue=False)
+        if not self.verdict_benches:
+            raise ClusterError("every verdict node of the cluster was lost; the journal "
+                               "holds every finished evaluation: `autopass tune --resume`")
+
     def _fan_out(self, candidate: UnitFlags) -> list:
         """Compile tasks for the units a candidate changes, one per unit, on any node."""
         assert self.baseline is not None

@@ -17,7 +17,7 @@ from autopass_build.candidates.pgo import TrainedProfile, trained_here
 from autopass_build.cluster.nodes import NodeInfo, this_node
 from autopass_build.cluster.shipping import ShippedTree, unpacked
 from autopass_build.config import Config, MeasureConfig
-from autopass_build.core.files import moved
+from autopass_build.core.files import hash_bytes, hash_file, moved, write_atomic
 from autopass_build.core.flags import UnitFlags
 from autopass_build.measuring.attribution import Attributor
 from autopass_build.measuring.cpu_pinning import claim_cpu
@@ -154,6 +154,19 @@ class NodeBench:
         with open(profile.path, "rb") as handle:
             data = handle.read()
         return NodeTrained(profile, data, self.info.name, time.monotonic() - started, lines)
+
+    def receive(self, path: str, data: bytes, digest: str) -> bool:
+        """A file the driver made after the project was shipped (the PGO profile the
+        stages are built with), at `path` on the driver: written where this node reads
+        that path (its copy of the tree, or the same path), whole, once; False when the
+        bytes are not `digest`'s (damaged on the way: nothing written)."""
+        here = self.moved((path,))[0]
+        if hash_bytes(data) != digest:
+            return False
+        if not (os.path.isfile(here) and hash_file(here) == digest):
+            os.makedirs(os.path.dirname(here), exist_ok=True)
+            write_atomic(here, data)
+        return True
 
     def rebase(self, unit_flags: UnitFlags, link_flags: tuple[str, ...]) -> None:
         """The stages chosen on top of the recorded build become this node's baseline

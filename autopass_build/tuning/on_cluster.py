@@ -6,12 +6,13 @@ build while the stages are measured (the one composition while the other is meas
 against it), and the composition chosen once they are.
 
 The PGO stage's training run is on a verdict node too (the recorded build instrumented
-and run there; the profile's bytes come back and are kept in this store).  -march=native
-(a node's compile is native to its own CPU), BOLT after the search, and the comparisons
-against the recorded build run on this machine: they need another baseline than the
-nodes' or a rewrite after the link, which a node's bench does not hold.  So do the
-stages when the project is shipped to the nodes: the nodes' copy would lack the profile
-the stages are built with.  Nothing here runs without [cluster].address."""
+and run there; the profile's bytes come back and are kept in this store), and the
+profile is sent to every verdict node, so that nodes working in a shipped copy of the
+project build the stages with it.  -march=native (a node's compile is native to its own
+CPU), BOLT and CS-PGO after the search, and the comparisons against the recorded build
+run on this machine: they need another baseline than the nodes' or a rewrite after the
+link, which a node's bench does not hold.  Nothing here runs without
+[cluster].address."""
 
 from __future__ import annotations
 
@@ -92,20 +93,31 @@ def join(measurements: Measurements, config: Config, store_dir: str, evaluator: 
 
 def join_for_stages(measurements: Measurements, config: Config, store_dir: str,
                     evaluator: Evaluator, show: Callable[[str], None], ship: bool) -> None:
-    """The stages' looks measured on the cluster, if the run names one and its nodes
-    read the driver's store (a shipped copy lacks the profile trained here: said)."""
+    """The stages' looks measured on the cluster, if the run names one (`ship`: the
+    project shipped to the nodes first; the profile the stages are built with, trained
+    after, is sent to them: `share_profile`)."""
     if not config.cluster.address:
         return
-    if ship:
-        show("cluster: the stages are measured on this machine: the nodes work in a "
-             "shipped copy of the project, which the PGO profile trained here is not in; "
-             "the search is measured on the nodes")
+    join(measurements, config, store_dir, evaluator, show, ship)
+
+
+def share_profile(measurements: Measurements, profile: pgo.TrainedProfile) -> None:
+    """The PGO profile the stages are built with, put where each verdict node reads its
+    path (a shipped copy of the project lacks a profile trained after it was shipped);
+    nothing without a cluster."""
+    measurer = measurements.remote
+    if measurer is None:
         return
-    join(measurements, config, store_dir, evaluator, show)
+    from autopass_build.cluster.connect import ClusterError
+
+    try:
+        measurer.share(profile.path, profile.hash)
+    except ClusterError as error:
+        raise TuneError(str(error)) from None
 
 
-def train_pgo(measurements: Measurements, store: Store, show: Callable[[str], None]
-              ) -> pgo.TrainedProfile | None:
+def train_pgo(measurements: Measurements, store: Store, workload: str,
+              show: Callable[[str], None]) -> pgo.TrainedProfile | None:
     """The PGO stage's profile trained on a verdict node when the stages are measured on
     the cluster (None when they are not), kept in this store as a profile trained here
     is; a training that fails there is a PgoError, as here."""
@@ -125,7 +137,7 @@ def train_pgo(measurements: Measurements, store: Store, show: Callable[[str], No
         show(f"  [{trained.node}] {line}")
     show(f"PGO profile trained on {trained.node} in {trained.seconds:.1f} s "
          f"({counted(trained.profile.runs, 'raw profile')})")
-    return pgo.adopt(store, trained.data, trained.profile, trained.node)
+    return pgo.adopt(store, trained.data, trained.profile, trained.node, workload)
 
 
 def leave(measurements: Measurements, show: Callable[[str], None]) -> None:

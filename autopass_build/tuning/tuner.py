@@ -350,14 +350,18 @@ class Tuner:
     def _profile(self, evaluator: Evaluator,
                  measurements: Measurements | None = None) -> "pgo.TrainedProfile":
         """The last profile trained, if made for this build; else one trained now: on a
-        node when `measurements` measure on the cluster, else here."""
-        found = pgo.load(self.store.dir)
-        if found is not None and _made_for(found, evaluator):
-            return found
-        self.show("training a PGO profile (autopass pgo)")
-        on_node = on_cluster.train_pgo(measurements, self.store, self.show) \
-            if measurements is not None else None
-        return on_node or pgo.train(evaluator, self.show)
+        node when `measurements` measure on the cluster, else here.  Given
+        `measurements`, every measuring node gets it (a shipped copy lacks it)."""
+        profile = pgo.load(self.store.dir)
+        if profile is None or not _made_for(profile, evaluator):
+            self.show("training a PGO profile (autopass pgo)")
+            on_node = on_cluster.train_pgo(measurements, self.store,
+                                           evaluator.bench.workload(), self.show) \
+                if measurements is not None else None
+            profile = on_node or pgo.train(evaluator, self.show)
+        if measurements is not None:
+            on_cluster.share_profile(measurements, profile)
+        return profile
 
     def _hot_sources(self, evaluator: Evaluator, outsiders: set[str]) -> list[str]:
         found = load_profile(self.store.dir)
