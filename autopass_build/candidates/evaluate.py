@@ -268,9 +268,7 @@ class Evaluator:
             return Evaluation(error.outcome, replay=self._delta(before), detail=str(error))
         replay = self._delta(before)
         if progress:
-            progress(f"candidate built: "
-                     f"{counted(replay.compiled + replay.from_source, 'unit')} compiled, "
-                     f"{replay.cached} from cache")
+            progress(f"candidate built: {_compiled_words(replay, len(self.units))}")
         try:
             if not measure_identical and same_program(base, candidate):
                 return identical(replay)
@@ -354,3 +352,15 @@ class Evaluator:
         now = self.replayer.stats
         return ReplayStats(now.compiled - before.compiled, now.from_source - before.from_source,
                            now.cached - before.cached, now.links - before.links)
+
+
+def _compiled_words(replay: ReplayStats, units: int) -> str:
+    """How many of the target's `units` a build compiled: the cache's lookups are no
+    count of units (a build asks for an object more than once: "30 units compiled, 30
+    from cache" read as sixty)."""
+    built = replay.compiled + replay.from_source
+    if built >= units:
+        return f"all {counted(units, 'unit')} compiled"
+    if built == 0:
+        return f"all {counted(units, 'unit')} from the cache"
+    return f"{built} of {counted(units, 'unit')} compiled, the rest from the cache"
