@@ -153,7 +153,7 @@ def replay_run(pool: list[Entry], name: str, seed, label: str, budget: int,
             "screened": screened, "trace": trace, "tuning_best": final,
             "speedup": speedup, "low": speedup, "high": speedup,
             "verdict": "faster" if final else "no gain",
-            "samples": (ranker.samples + ranker.unit_samples) if ranker else [],
+            "samples": (ranker.samples + ranker.unit_samples) if ranker else [],  # Sample
             "pool_short": measured < budget,
             "checked": ranker.checked if ranker else []}
 

@@ -6,6 +6,7 @@ feeds each arbitrary shapes; the commands that read them are run on a few too.""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 
@@ -112,7 +113,8 @@ def test_screening_knowledge_loads_or_is_set_aside(tmp_path, data) -> None:
     path = tmp_path / "knowledge.json"
     path.write_text(json.dumps(data))
     knowledge = Knowledge.load(str(path))
-    assert all(isinstance(s["features"], dict) for s in knowledge.samples)
+    assert all(isinstance(s.features, dict) and math.isfinite(s.target)
+               for s in knowledge.samples)
     assert knowledge.note == "" or "set aside" in knowledge.note
 
 

@@ -9,6 +9,7 @@ import math
 import os
 import random
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,12 @@ from autopass_build.evidence.hotspots import load as load_profile
 from autopass_build.store.index import Store
 from autopass_build.tuning import screen
 from autopass_build.tuning.journal import Journal, Phase
-from autopass_build.tuning.knowledge import KNOWLEDGE_VERSION, Knowledge, knowledge_path
+from autopass_build.tuning.knowledge import (
+    KNOWLEDGE_VERSION,
+    Knowledge,
+    Sample,
+    knowledge_path,
+)
 from autopass_build.tuning.space import JointSpace, default_space
 from autopass_build.tuning.tuner import Tuner, TuneRequest
 
@@ -72,10 +78,9 @@ def measure_evaluations(project: Path, count: int = SAMPLES) -> list[dict]:
         result = evaluator.evaluate(by_unit)
         if result.comparison is None or result.comparison.estimate is None:
             continue        # a candidate that failed (rejected flags) is not a sample
-        samples.append({"features": screener.features(screener.unit_features(flags)),
-                        "program": "mini",
-                        "target": math.log(result.comparison.estimate.ratio),
-                        "key": str(point)})
+        samples.append(Sample(screener.features(screener.unit_features(flags)),
+                              math.log(result.comparison.estimate.ratio), "mini",
+                              str(point)))
     return samples
 
 
@@ -92,9 +97,15 @@ def _made_with() -> dict[str, str]:
             "llvm_host_cpu": host}
 
 
+def _frozen_samples() -> list[Sample]:
+    read = [Sample.from_json(s) for s in json.loads(FROZEN.read_text())["samples"]]
+    assert all(read), "the frozen evaluations hold a sample of another shape"
+    return [s for s in read if s is not None]
+
+
 @pytest.fixture(scope="module")
-def evaluations() -> list[dict]:
-    return json.loads(FROZEN.read_text())["samples"]
+def evaluations() -> list[Sample]:
+    return _frozen_samples()
 
 
 @pytest.mark.slow
@@ -106,30 +117,32 @@ def test_frozen_evaluations_are_what_this_toolchain_measures(project) -> None:
     # still measures what was frozen, at a fifth of the suite's time
     fresh = measure_evaluations(project, SAMPLES if refreeze else CHECKED)
     if refreeze:
-        FROZEN.write_text(json.dumps({"made_with": _made_with(), "samples": fresh},
+        FROZEN.write_text(json.dumps({"made_with": _made_with(),
+                                      "samples": [s.to_json() for s in fresh]},
                                      indent=1, sort_keys=True) + "\n")
     frozen = json.loads(FROZEN.read_text())
     if frozen["made_with"] != _made_with():
         pytest.skip(f"frozen with {frozen['made_with']}, this host is {_made_with()}: "
                     "refreeze with AUTOPASS_REFREEZE=1")
-    assert [s["key"] for s in fresh] == [s["key"] for s in frozen["samples"][:len(fresh)]]
-    for new, old in zip(fresh, frozen["samples"]):
+    kept = _frozen_samples()
+    assert [s.key for s in fresh] == [s.key for s in kept[:len(fresh)]]
+    for new, old in zip(fresh, kept):
         # Instruction counts of a real run jitter by a few parts per million (stats.py);
         # 1e-4 on the log ratio is far below any effect the model learns.
-        assert new["target"] == pytest.approx(old["target"], abs=1e-4), new["key"]
-        assert new["features"] == pytest.approx(old["features"], rel=1e-6, abs=1e-9), new["key"]
+        assert new.target == pytest.approx(old.target, abs=1e-4), new.key
+        assert new.features == pytest.approx(old.features, rel=1e-6, abs=1e-9), new.key
 
 
-def _opposite(samples: list[dict]) -> list[dict]:
+def _opposite(samples: list[Sample]) -> list[Sample]:
     """Another program where every measured effect is reversed: the worst case for
     transferred knowledge."""
-    return [dict(s, program="other", key="other-" + s["key"], target=-s["target"])
+    return [replace(s, program="other", key="other-" + s.key, target=-s.target)
             for s in samples]
 
 
-def _tau(model: screen.Model, held_out: list[dict]) -> float:
-    predicted = model.predict([s["features"] for s in held_out])
-    return kendalltau(predicted, [s["target"] for s in held_out]).statistic
+def _tau(model: screen.Model, held_out: list[Sample]) -> float:
+    predicted = model.predict([s.features for s in held_out])
+    return kendalltau(predicted, [s.target for s in held_out]).statistic
 
 
 def test_the_model_ranks_held_out_candidates_like_their_measurements(evaluations) -> None:
@@ -156,8 +169,8 @@ def test_a_run_stops_screening_when_the_model_misranks_its_candidates(evaluation
     options = screen.Options()
     for training, misranks in ((_opposite(evaluations[:TRAINING]), True),
                                (evaluations[:TRAINING], False)):
-        predicted = screen.Model(training).predict([s["features"] for s in held_out])
-        checked = [(math.exp(p), math.exp(s["target"])) for p, s in zip(predicted, held_out)]
+        predicted = screen.Model(training).predict([s.features for s in held_out])
+        checked = [(math.exp(p), math.exp(s.target)) for p, s in zip(predicted, held_out)]
         assert screen.misranking(checked[:options.check_after - 1], options) == ""
         said = screen.misranking(checked, options)
         assert bool(said) == misranks, said
@@ -167,7 +180,7 @@ def test_a_run_stops_screening_when_the_model_misranks_its_candidates(evaluation
 
 def test_code_features_say_what_the_flags_did(evaluations) -> None:
     """-fno-unroll-loops style changes move the code features of most candidates."""
-    moved = [s for s in evaluations if any(abs(v) > 1e-9 for k, v in s["features"].items()
+    moved = [s for s in evaluations if any(abs(v) > 1e-9 for k, v in s.features.items()
                                            if k.startswith("code:"))]
     assert len(moved) > len(evaluations) // 2
 
@@ -194,21 +207,23 @@ def test_loops_and_their_cycles_come_from_the_object(clang, tmp_path) -> None:
 
 def test_knowledge_survives_corruption_and_version_changes(tmp_path) -> None:
     path = tmp_path / "knowledge.json"
-    good = {"features": {"code:size": 0.1}, "target": -0.02, "program": "p", "key": "k"}
+    raw = {"features": {"code:size": 0.1}, "target": -0.02, "program": "p", "key": "k"}
+    good = Sample.from_json(raw)
+    assert good == Sample({"code:size": 0.1}, -0.02, "p", "k")
     kept = Knowledge(str(path))
-    kept.add([good, dict(good)])                         # the same evaluation twice: once
+    kept.add([good, replace(good)])                      # the same evaluation twice: once
     kept.save()
     assert Knowledge.load(str(path)).samples == [good]
     path.write_text("{not json")
     broken = Knowledge.load(str(path))
     assert broken.samples == [] and "set aside" in broken.note
     assert (tmp_path / "knowledge.json.bad").read_text() == "{not json"
-    path.write_text(json.dumps({"version": KNOWLEDGE_VERSION + 1, "samples": [good]}))
+    path.write_text(json.dumps({"version": KNOWLEDGE_VERSION + 1, "samples": [raw]}))
     newer = Knowledge.load(str(path))
     assert newer.samples == [] and "version" in newer.note
     path.write_text(json.dumps({"version": KNOWLEDGE_VERSION,
-                                "samples": [good, {"features": "x"}, {**good, "target": "nan"},
-                                            {**good, "key": "k2", "target": float("inf")}]}))
+                                "samples": [raw, {"features": "x"}, {**raw, "target": "nan"},
+                                            {**raw, "key": "k2", "target": float("inf")}]}))
     assert Knowledge.load(str(path)).samples == [good]   # bad samples dropped
     newer.add([good])
     newer.save()                                          # rebuilt, readable again
@@ -217,10 +232,10 @@ def test_knowledge_survives_corruption_and_version_changes(tmp_path) -> None:
 
 def test_the_model_trains_and_predicts_fast(evaluations) -> None:
     import time
-    many = [dict(s, key=f"{s['key']}-{i}") for i in range(25) for s in evaluations]  # 1500
+    many = [replace(s, key=f"{s.key}-{i}") for i in range(25) for s in evaluations]  # 1500
     started = time.monotonic()
     model = screen.Model(many)
-    model.predict([s["features"] for s in evaluations])
+    model.predict([s.features for s in evaluations])
     assert time.monotonic() - started < 5.0   # "well under a second" is bench/screen.py's
 
 
@@ -237,7 +252,7 @@ def test_screening_tune_skips_without_spending_budget(project, evaluations, tmp_
         else:
             os.environ["XDG_CACHE_HOME"] = saved
     earlier = Knowledge(path)
-    earlier.add([dict(s, program="earlier") for s in evaluations])   # transfer
+    earlier.add([replace(s, program="earlier") for s in evaluations])   # transfer
     earlier.save()
     done = subprocess.run([AUTOPASS, "tune", "--screen", "--strategy", "random", "--budget", "6",
                            "--max-units", "2"], cwd=project, env=env, capture_output=True,
@@ -292,10 +307,10 @@ def test_with_attribution_screening_learns_each_units_own_cost(project, tmp_path
     measured = [e for e in result.journal.of_phase(Phase.SEARCH) if e.measured]
     assert measured and all(e.unit_features and e.effects for e in measured), said
     unit_samples = [s for e in measured for s in screen.unit_samples_of(e, "p")]
-    assert {s["key"].rsplit(":", 1)[1] for s in unit_samples} <= {"hot.c", "warm.c"}
+    assert {s.key.rsplit(":", 1)[1] for s in unit_samples} <= {"hot.c", "warm.c"}
     assert any("per unit" in line for line in said), said
     learned = Knowledge.load(str(knowledge)).samples
-    assert sum(1 for s in learned if s.get("level") == screen.UNIT) == len(unit_samples)
+    assert sum(1 for s in learned if s.level == screen.UNIT) == len(unit_samples)
     shares = {u: share / 100 for u, share in (load_profile(store.dir).unit_shares()).items()}
     _replays_the_same_decisions(result.journal, [], screen.Options(**options), shares)
 
@@ -303,8 +318,7 @@ def test_with_attribution_screening_learns_each_units_own_cost(project, tmp_path
 def test_a_candidate_is_predicted_unit_by_unit_and_composed_by_share() -> None:
     faster = {"code:instructions": -0.3}
     slower = {"code:instructions": 0.2}
-    known = [{"features": f, "target": t, "program": "other", "key": f"k{i}",
-              "level": screen.UNIT}
+    known = [Sample(f, t, "other", f"k{i}", screen.UNIT)
              for i in range(8) for f, t in ((faster, math.log(0.8)), (slower, math.log(1.1)))]
     ranker = screen.Ranker(known, "this", screen.Options(min_unit_samples=16))
     judged = ranker.decide({"code:instructions": 0.0}, {"a.c": faster, "b.c": slower},

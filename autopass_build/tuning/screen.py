@@ -45,7 +45,7 @@ from autopass_build.core.files import hash_json
 from autopass_build.core.flags import UnitFlags
 from autopass_build.evidence.codeshape import CODE_FEATURES, code_shape, relative
 from autopass_build.tuning.journal import Entry, Phase
-from autopass_build.tuning.knowledge import Knowledge, knowledge_path
+from autopass_build.tuning.knowledge import Knowledge, Sample, knowledge_path
 from autopass_build.tuning.run import RunContext
 
 
@@ -85,18 +85,18 @@ def require() -> None:
 class Model:
     """Gradient boosting (scikit-learn) from features to log(candidate/baseline)."""
 
-    def __init__(self, samples: list[dict], seed: int = 0,
+    def __init__(self, samples: list[Sample], seed: int = 0,
                  weights: list[float] | None = None):
         from sklearn.ensemble import GradientBoostingRegressor
 
-        self.names = sorted({k for s in samples for k in s["features"]})
+        self.names = sorted({k for s in samples for k in s.features})
         self.fitted = len(samples) >= 2
         self.regressor = GradientBoostingRegressor(
             n_estimators=150, max_depth=3, learning_rate=0.05, subsample=0.8,
             random_state=seed)
         if self.fitted:
-            self.regressor.fit([self._row(s["features"]) for s in samples],
-                               [s["target"] for s in samples], sample_weight=weights)
+            self.regressor.fit([self._row(s.features) for s in samples],
+                               [s.target for s in samples], sample_weight=weights)
 
     def _row(self, features: dict[str, float]) -> list[float]:
         return [float(features.get(name, 0.0)) for name in self.names]
@@ -107,31 +107,31 @@ class Model:
         return [float(v) for v in self.regressor.predict([self._row(f) for f in features])]
 
 
-def sample_weights(training: list[dict], program: str, prior: float) -> list[float]:
+def sample_weights(training: list[Sample], program: str, prior: float) -> list[float]:
     """This program's evaluations weigh 1; another program's weigh prior / (prior + n),
     n this program's count: all there is before a run measured anything, a third of one
     after 6 (prior 3).  What transfers gives way as this program's evidence grows."""
-    own = sum(1 for s in training if s["program"] == program)
+    own = sum(1 for s in training if s.program == program)
     other = prior / (prior + own)
-    return [1.0 if s["program"] == program else other for s in training]
+    return [1.0 if s.program == program else other for s in training]
 
 
-def sample_of(evaluation: Entry, program: str) -> dict | None:
+def sample_of(evaluation: Entry, program: str) -> Sample | None:
     """What the model learns from a measured evaluation (a journal entry, or one a
     benchmark recorded): its features and log ratio; None for one that was not compiled
     or whose measurement failed."""
     if not evaluation.features or not evaluation.ratio:
         return None
-    return {"features": evaluation.features, "target": math.log(evaluation.ratio),
-            "program": program, "key": f"{evaluation.phase}:{evaluation.config}"}
+    return Sample(evaluation.features, math.log(evaluation.ratio), program,
+                  f"{evaluation.phase}:{evaluation.config}")
 
 
-def unit_samples_of(evaluation: Entry, program: str) -> list[dict]:
+def unit_samples_of(evaluation: Entry, program: str) -> list[Sample]:
     """What the per-unit model learns from a measured evaluation: for each changed unit
     attribution measured, that unit's code features and its own log ratio."""
     shapes = evaluation.unit_features or {}
-    return [{"features": shapes[e.source], "target": math.log(e.ratio), "program": program,
-             "key": f"{evaluation.phase}:{evaluation.config}:{e.source}", "level": UNIT}
+    return [Sample(shapes[e.source], math.log(e.ratio), program,
+                   f"{evaluation.phase}:{evaluation.config}:{e.source}", UNIT)
             for e in evaluation.effects if e.source in shapes and e.ratio > 0]
 
 
@@ -172,14 +172,14 @@ class Ranker:
     among them), its self-check and its run of skips.  Knows nothing of compilers, so a
     benchmark can replay recorded candidates through it."""
 
-    def __init__(self, known: list[dict], program: str, options: Options, seed: int = 0):
-        self.known = [s for s in known if s.get("level") != UNIT]
-        self.known_units = [s for s in known if s.get("level") == UNIT]
+    def __init__(self, known: list[Sample], program: str, options: Options, seed: int = 0):
+        self.known = [s for s in known if s.level != UNIT]
+        self.known_units = [s for s in known if s.level == UNIT]
         self.program = program
         self.options = options
         self.seed = seed
-        self.samples: list[dict] = []                  # this run's measured evaluations
-        self.unit_samples: list[dict] = []             # ... and their units' (attribution)
+        self.samples: list[Sample] = []                # this run's measured evaluations
+        self.unit_samples: list[Sample] = []           # ... and their units' (attribution)
         self.checked: list[tuple[float, float]] = []   # (predicted, measured) ratios
         self.predictions: list[float] = []
         self.skips = 0
@@ -226,16 +226,16 @@ class Ranker:
         return Judgement(features, predicted, False, f"{said} of this run's predictions "
                          f"(keeps the best {self.options.keep:.0%})")
 
-    def learn(self, sample: dict, predicted: float | None,
-              unit_samples: list[dict] | None = None) -> None:
+    def learn(self, sample: Sample, predicted: float | None,
+              unit_samples: list[Sample] | None = None) -> None:
         """A measured evaluation (features, log ratio) and its units' (unit_samples_of);
         `predicted` the ratio the model gave it before, if any."""
         self.samples.append(sample)
         self.unit_samples.extend(unit_samples or [])
         if predicted is not None:
-            self.checked.append((predicted, math.exp(sample["target"])))
+            self.checked.append((predicted, math.exp(sample.target)))
 
-    def _fitted(self, level: str, training: list[dict]) -> Model:
+    def _fitted(self, level: str, training: list[Sample]) -> Model:
         size, model = self._models.get(level, (-1, None))
         if model is None or size != len(training):
             weights = sample_weights(training, self.program, self.options.transfer_prior)
