@@ -222,14 +222,21 @@ def _target(raw: object, path: str) -> TargetStages | None:
                         _rival(raw.get("rival"), path))
 
 
-def _rival(raw: object, path: str) -> CloseRival | None:
+def _string_fields(raw: object, name: str, fields: tuple[str, ...],
+                   path: str) -> tuple[str, ...] | None:
+    """An optional object of string `fields` (`name`: its key in the database), their
+    values in `fields`' order; None when it is null."""
     if raw is None:
         return None
-    if not (isinstance(raw, dict) and isinstance(raw.get("stages"), str)
-            and isinstance(raw.get("how"), str)):
-        raise FlagsDbError(f"{path}: \"rival\" must be null or {{\"stages\", \"how\"}} "
-                           f"(strings); {FIX}")
-    return CloseRival(raw["stages"], raw["how"])
+    if not (isinstance(raw, dict) and all(isinstance(raw.get(f), str) for f in fields)):
+        shape = ", ".join(f"\"{f}\"" for f in fields)
+        raise FlagsDbError(f"{path}: \"{name}\" must be null or {{{shape}}} (strings); {FIX}")
+    return tuple(raw[f] for f in fields)
+
+
+def _rival(raw: object, path: str) -> CloseRival | None:
+    found = _string_fields(raw, "rival", ("stages", "how"), path)
+    return CloseRival(*found) if found else None
 
 
 def _libraries(raw: object, path: str) -> tuple[str, ...]:
@@ -255,13 +262,8 @@ def _bolt_libraries(raw: object, bolt: bool, path: str) -> tuple[BoltLibrary, ..
 
 
 def _profile(raw: object, path: str) -> ProfileRef | None:
-    if raw is None:
-        return None
-    if not (isinstance(raw, dict) and isinstance(raw.get("path"), str)
-            and isinstance(raw.get("hash"), str)):
-        raise FlagsDbError(f"{path}: \"profile\" must be null or {{\"path\": ..., \"hash\": "
-                           f"...}}; {FIX}")
-    return ProfileRef(raw["path"], raw["hash"])
+    found = _string_fields(raw, "profile", ("path", "hash"), path)
+    return ProfileRef(*found) if found else None
 
 
 def entry_from_json(raw: object) -> FlagsEntry:
