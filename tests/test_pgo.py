@@ -373,3 +373,26 @@ def test_a_profile_that_links_outside_the_database_folder_is_refused(recorded, t
         shipped.write_bytes(kept)
         if db_text is not None:
             db_path.write_text(db_text)
+
+
+def test_the_profiles_fit_is_said_by_what_the_compiles_warned() -> None:
+    """The stage line on a profile's fit: a function whose control flow changed has its
+    counts dropped (the pipelines differ); one with no counters was inlined everywhere
+    in the instrumented build (a header's static helper, seen on flac) or not built:
+    nothing is dropped, and the line says so rather than blame the pipeline."""
+    from types import SimpleNamespace
+
+    from autopass_build.candidates.pgo import TrainedProfile, match_note
+    from autopass_build.core.pgo_profile import MISMATCH, MISSING, Said
+
+    profile = TrainedProfile("/p.profdata", "h", "prog", 1, "w", "ir")
+    missing = Said().read(f"a.c:3:1: warning: {MISSING}helper_ [-Wprofile-instr-missing]"
+                          .encode())
+    changed = Said().read(f"b.c:9:1: warning: {MISMATCH}hot_loop [-Wbackend-plugin]"
+                          .encode())
+    notes = [match_note(SimpleNamespace(replayer=SimpleNamespace(
+        profile_said={"/p.profdata": said})), profile, "pgo") for said in (missing, changed)]
+    assert "1 function it has no data for: helper_" in notes[0]
+    assert "inlined everywhere there" in notes[0] and "dropped" not in notes[0], notes[0]
+    assert "whose control flow changed: hot_loop" in notes[1]
+    assert "counts are dropped" in notes[1] and "pipeline differs" in notes[1], notes[1]

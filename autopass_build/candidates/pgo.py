@@ -77,8 +77,14 @@ def match_note(evaluator: Evaluator, profile: TrainedProfile, built: str) -> str
         return ""
     if not said:
         return f"PGO profile on {built}: every function's data matched its code"
-    return (f"PGO profile on {built}: {said.text()} (their counts are dropped; the "
-            "instrumented build's pipeline differs from this one's)")
+    if said.mismatched:
+        return (f"PGO profile on {built}: {said.text()} (their counts are dropped; the "
+                "instrumented build's pipeline differs from this one's)")
+    # no counters for a function: the instrumented build inlined it everywhere (a
+    # header's static helper, seen on flac) or did not build it; nothing is dropped
+    return (f"PGO profile on {built}: {said.text()} (the instrumented build had no "
+            "counters for it: inlined everywhere there, or not built; it is optimized "
+            "without profile data)")
 
 
 def flags_for(evaluator: Evaluator, profile: TrainedProfile) -> UnitFlags:
