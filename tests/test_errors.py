@@ -38,3 +38,22 @@ def test_every_error_class_derives_from_the_one_base() -> None:
             continue
         module = importlib.import_module("autopass_build." + file[:-3].replace("/", "."))
         assert issubclass(getattr(module, name), AutopassError), f"{file}: {name}"
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly(tmp_path) -> None:
+    """`autopass units | head -1`: the reader gone before the listing is written is no
+    error (exit 0, no traceback).  BrokenPipeError is an OSError: the full disk's
+    handler, beside it in cli/main.py, must not take it first (it once did, and
+    re-raised it as a traceback)."""
+    import subprocess
+
+    from support import AUTOPASS, TUNE_MINI, TUNE_MINI_MEASURED, recorded_copy
+
+    root = recorded_copy(TUNE_MINI, tmp_path / "mini", TUNE_MINI_MEASURED)
+    units = subprocess.Popen([AUTOPASS, "units"], cwd=root, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    assert units.stdout is not None and units.stderr is not None
+    units.stdout.close()                    # the reader leaves before a line is written
+    said = units.stderr.read().decode()
+    assert units.wait(timeout=120) == 0, said
+    assert "Traceback" not in said, said

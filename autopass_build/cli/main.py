@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     except AutopassError as error:     # every error a command reports: one line
         print(f"autopass: error: {error}", file=sys.stderr)
         return 2
-    except OSError as error:
+    except BrokenPipeError:  # `autopass units | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as error:   # after BrokenPipeError, one of its kind
         from autopass_build.core.files import out_of_space
 
         if not out_of_space(error):
@@ -75,6 +78,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"autopass: error: the disk is full{where}: free space, then run the "
               "command again", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # `autopass units | head`: the reader left, not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
