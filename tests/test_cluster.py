@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -82,6 +83,21 @@ def environment(project: Path) -> dict[str, str]:
 def tune(project: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([AUTOPASS, "tune", *args], cwd=project, capture_output=True,
                           text=True, timeout=600, env=env or environment(project))
+
+
+def _tune_until(project: Path, address: str, reached: Callable[[str], bool]
+                ) -> tuple[subprocess.Popen, list[str]]:
+    """`tune --cluster address` started in `project`, its stderr read until a line
+    `reached` says it is where the test acts: the process, and the lines read."""
+    process = subprocess.Popen([AUTOPASS, "tune", "--cluster", address], cwd=project,
+                               env=environment(project), stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if reached(line):
+            break
+    return process, seen
 
 
 class Ratio(float):
@@ -233,14 +249,8 @@ def test_a_bench_lost_while_it_trains_the_profile_hands_the_training_to_the_next
                              '{exe} 20"]')
                     .replace("stages = []", 'stages = ["pgo"]').replace("budget = 8",
                                                                       "budget = 4"))
-    process = subprocess.Popen([AUTOPASS, "tune", "--cluster", cluster.address], cwd=copy,
-                               env=environment(copy), stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    seen = []
-    for line in process.stderr:
-        seen.append(line)
-        if "cluster: training the PGO profile on " in line:
-            break
+    process, seen = _tune_until(copy, cluster.address,
+                                lambda line: "cluster: training the PGO profile on " in line)
     deadline, trainer = time.monotonic() + 60, None
     while trainer is None and time.monotonic() < deadline:
         trainer = next((p for p in psutil.process_iter(["cmdline"])
@@ -354,14 +364,8 @@ def test_a_node_lost_mid_run_loses_and_duplicates_nothing(project, local_run, tm
     candidate is measured again on another node, and the journal is the local run's."""
     victim = cluster.add_node(num_cpus=1, resources=SLOT)
     cluster.wait_for_nodes()
-    process = subprocess.Popen([AUTOPASS, "tune", "--cluster", cluster.address], cwd=copy,
-                               env=environment(copy), stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    seen = []
-    for line in process.stderr:
-        seen.append(line)
-        if line.startswith("tune: [4/8]"):           # the second batch is on its nodes
-            break
+    process, seen = _tune_until(copy, cluster.address,   # the second batch on its nodes
+                                lambda line: line.startswith("tune: [4/8]"))
     cluster.remove_node(victim, allow_graceful=False)
     _, rest = process.communicate(timeout=600)
     stderr = "".join(seen) + rest

@@ -197,8 +197,9 @@ class Relinker:
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
         if done.timed_out or done.status != 0:
-            fail_if_no_room(done.stderr.decode("utf-8", "replace"), os.path.dirname(out))
-            said = done.stderr.decode("utf-8", "replace")[:500]
+            said = done.stderr.decode("utf-8", "replace")
+            fail_if_no_room(said, os.path.dirname(out))
+            said = said[:500]
             if NOT_PIC in done.stderr:
                 said = f"{NOT_PIC_SAID}; {said}"
             raise EvaluationError(Outcome.LINK_FAIL, f"relinking {os.path.basename(out)} "

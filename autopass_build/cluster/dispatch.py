@@ -165,15 +165,8 @@ class ClusterMeasurer:
 
         assert self.baseline is not None
         self.baseline = replace(self.baseline, unit_flags=unit_flags, link_flags=link_flags)
-        for bench, ref in [(b, b.handle.rebase.remote(unit_flags, link_flags))
-                           for b in self.verdict_benches]:
-            try:
-                ray.get(ref, timeout=600)
-            except Exception as error:      # as a node lost mid-candidate: left out
-                self._lost(bench, error, requeue=False)
-        if not self.verdict_benches:
-            raise ClusterError("every verdict node of the cluster was lost; the journal "
-                               "holds every finished evaluation: `autopass tune --resume`")
+        self._on_every_verdict_node(ray, lambda b: b.handle.rebase.remote(unit_flags,
+                                                                          link_flags))
 
     def evaluate_many(self, candidates: list[UnitFlags], measure: MeasureConfig,
                       attribute: bool = False, link_flags: tuple[str, ...] = ()
@@ -224,7 +217,8 @@ class ClusterMeasurer:
         TrainingFailed when the training itself fails there."""
         import ray
 
-        while self.verdict_benches:
+        while True:
+            self._check_some_left()
             bench = min(self.verdict_benches, key=lambda b: b.last_used)
             self._dispatches += 1
             bench.last_used = self._dispatches
@@ -236,8 +230,6 @@ class ClusterMeasurer:
             except ray.exceptions.RayTaskError as error:
                 raise TrainingFailed(f"{error_line(error.cause or error)} (on "
                                      f"{bench.info.name})") from None
-        raise ClusterError("every verdict node of the cluster was lost; the journal holds "
-                           "every finished evaluation: `autopass tune --resume`")
 
     def share(self, path: str, digest: str) -> None:
         """The driver's file at `path` (its content hash `digest`) put where each verdict
@@ -248,16 +240,28 @@ class ClusterMeasurer:
 
         with open(path, "rb") as handle:
             data = ray.put(handle.read())
-        for bench, ref in [(b, b.handle.receive.remote(path, data, digest))
-                           for b in self.verdict_benches]:
-            try:
-                taken = ray.get(ref, timeout=600)
-            except Exception as error:
-                self._lost(bench, error, requeue=False)
-                continue
+        answers = self._on_every_verdict_node(
+            ray, lambda b: b.handle.receive.remote(path, data, digest))
+        for bench, taken in answers:
             if not taken:
                 self._lost(bench, ClusterError(f"{os.path.basename(path)} arrived damaged"),
                            requeue=False)
+        self._check_some_left()
+
+    def _on_every_verdict_node(self, ray, call: Callable[[Bench], Any]
+                               ) -> list[tuple[Bench, Any]]:
+        """`call` (a remote call to a bench) on every verdict node at once: each one's
+        answer; a node that does not answer is left out, as one lost mid-candidate."""
+        answers = []
+        for bench, ref in [(b, call(b)) for b in self.verdict_benches]:
+            try:
+                answers.append((bench, ray.get(ref, timeout=600)))
+            except Exception as error:
+                self._lost(bench, error, requeue=False)
+        self._check_some_left()
+        return answers
+
+    def _check_some_left(self) -> None:
         if not self.verdict_benches:
             raise ClusterError("every verdict node of the cluster was lost; the journal "
                                "holds every finished evaluation: `autopass tune --resume`")
