@@ -113,7 +113,8 @@ def outputs(work_dir: str) -> list[str]:
 def begun(work_dir: str) -> list[str]:
     """Every file that build's commands wrote or set out to write (a command killed
     before its tally line), each once: what to delete so that none is taken as built."""
-    return list(dict.fromkeys(line[2:].rstrip("\n") for line in _tally_lines(work_dir)
+    return list(dict.fromkeys(line.split(" ", 1)[1].rstrip("\n")
+                              for line in _tally_lines(work_dir)
                               if line.startswith((OUTPUT, BEGUN))))
 
 
