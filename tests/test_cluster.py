@@ -22,6 +22,7 @@ import psutil
 import pytest
 from support import AUTOPASS, TUNE_MINI_MEASURED, recorded_copy, recorded_tune_mini
 
+from autopass_build.core import bolt_commands
 from autopass_build.tuning.journal import Journal, Phase
 
 cluster_utils = pytest.importorskip("ray.cluster_utils",
@@ -185,34 +186,52 @@ def test_the_stages_are_measured_on_the_nodes_and_the_search_on_top_of_them(
            f"[on {looks[0].node}]" in report.stdout, report.stdout
 
 
-def test_the_pgo_training_runs_on_a_node_and_trains_the_local_runs_profile(
+@pytest.mark.skipif(bolt_commands.missing() != "", reason="needs bolt-19 (scripts/setup.sh)")
+def test_the_training_runs_are_on_a_node_and_train_the_local_runs_profiles(
         project, tmp_path, cluster) -> None:
-    """Issue 63, item 6: with the stages measured on the cluster, the PGO stage's training
-    run is on a verdict node too (the recorded build instrumented, built and run there;
-    the profile's bytes kept in the driver's store under their hash).  The profile is
-    the one a local run trains, so the journal is the local run's, entry for entry; and
-    so it is with the project shipped to the nodes, the profile sent to each of them."""
-    from autopass_build.candidates import pgo
+    """Issue 63, item 6: with the stages measured on the cluster, their training runs are
+    on a verdict node too: PGO's (the recorded build instrumented, built and run there),
+    CS-PGO's after the search (the build so far instrumented after inlining) and BOLT's
+    (the binary instrumented, trained and rewritten by the node that measures the step).
+    What they trained is kept in the driver's store under its hash, recorded as a local
+    training records it, and shipped from there.  The profiles are the ones a local run
+    trains, so the journal is the local run's, entry for entry.  With the project
+    shipped, PGO's profile is sent to each node and the stages are measured there all
+    the same; CS-PGO and BOLT train here, said (a profile names code by the tree's
+    paths, and the nodes' copy is at others)."""
+    from test_bolt import BOLT_MINI
+    from test_bolt import CONFIG as BOLT_CONFIG
 
+    from autopass_build.candidates import bolt, pgo, training
+    from autopass_build.core import flags_db
+
+    # bolt-mini: PGO pays there in instructions (1.07x), so the steps go on top of it
+    recorded = recorded_copy(BOLT_MINI, tmp_path / "recorded" / "mini", BOLT_CONFIG.replace(
+        'stages = ["bolt"]', 'stages = ["pgo", "cspgo", "bolt"]').replace(
+        "budget = 4", "budget = 5"))
     runs = {}
     for where in ("locally", "on-cluster", "shipped"):
-        copy = fresh(project, tmp_path / where)
+        copy = fresh(recorded, tmp_path / where)
         assert pgo.load(str(copy / ".autopass")) is None       # trained by this run
         toml = copy / "autopass.toml"
-        toml.write_text(toml.read_text().replace("stages = []", 'stages = ["pgo"]')
-                        .replace("budget = 8", "budget = 5")
+        toml.write_text(toml.read_text()
                         + ('[cluster]\nship = "always"\n' if where == "shipped" else ""))
         done = tune(copy, *(("--cluster", cluster.address) if where != "locally" else ()))
         assert done.returncode == 0, done.stderr
         runs[where] = (copy, done.stderr)
-    # shipped: the nodes work in their copy of the project, which the profile trained
-    # after it was shipped is sent to; the stages are measured there all the same
+    (copy, said), (local, said_here) = runs["on-cluster"], runs["locally"]
     shipped, said_shipped = runs["shipped"]
+    for other in (copy, shipped):
+        assert verdicts(other) == verdicts(local)
+    # shipped: the nodes work in their copy of the project, which the profile trained
+    # after it was shipped is sent to
     assert "cluster: the project shipped to the nodes (" in said_shipped, said_shipped
     assert "cluster: training the PGO profile on " in said_shipped, said_shipped
-    assert verdicts(shipped) == verdicts(runs["locally"][0])
     looks = Journal.latest(str(shipped / ".autopass")).of_phase(Phase.STAGE)
-    assert [e.stages for e in looks] == ["pgo"] and all(e.node for e in looks), looks
+    assert [e.stages for e in looks][0] == "pgo" and looks[0].node, looks
+    assert "CS-PGO is trained on this machine, not on a node: the nodes build a shipped " \
+        "copy" in said_shipped and "BOLT is trained and measured on this machine" in said_shipped
+    assert [e.node for e in looks if e.stages == "pgo+bolt"] == [""], looks
     profile = pgo.load(str(shipped / ".autopass"))
     assert profile is not None
     digest = re.search(r"sha256 ([0-9a-f]{12})", said_shipped)
@@ -220,17 +239,30 @@ def test_the_pgo_training_runs_on_a_node_and_trains_the_local_runs_profile(
     copies = [tree / os.path.relpath(profile.path, shipped)
               for tree in cluster.caches.glob(f"node*/{digest[1]}*/tree")]
     assert len(copies) == 3 and all(c.is_file() for c in copies), copies   # each node
-    (copy, said), (local, said_here) = runs["on-cluster"], runs["locally"]
-    assert "cluster: training the PGO profile on " in said, said
-    trained = [line for line in said.splitlines() if "PGO profile trained on " in line]
-    assert len(trained) == 1, said
-    assert "cluster: training" not in said_here
-    here, there = pgo.load(str(local / ".autopass")), pgo.load(str(copy / ".autopass"))
+    # on the cluster: each training on a node, each step measured on one
+    for what in ("PGO", "CS-PGO"):
+        assert f"cluster: training the {what} profile on " in said, said
+        assert len(re.findall(rf"\n\S+ {what} profile trained on \S+ in ", said)) == 1, said
+    assert "cluster: training" not in said_here and "CS-PGO: building" in said_here
+    assert re.search(r"stage pgo: .* -> faster", said), said
+    looks = Journal.latest(str(copy / ".autopass")).of_phase(Phase.STAGE)
+    assert [e.stages for e in looks] == ["pgo", "pgo+cspgo", "pgo+bolt"] and all(
+        e.node for e in looks), looks
+    store, store_here = str(copy / ".autopass"), str(local / ".autopass")
+    here, there = pgo.load(store_here), pgo.load(store)
     assert here is not None and there is not None
-    assert there.hash == here.hash and os.path.isfile(there.path)
-    assert there.path.startswith(str(copy / ".autopass"))   # kept in the driver's store
-    assert verdicts(copy) == verdicts(local)
-    assert all(e.node for e in Journal.latest(str(copy / ".autopass")).of_phase(Phase.STAGE))
+    assert there.hash == here.hash and there.path.startswith(store)   # the driver's store
+    cs, cs_here = (training.load(s, pgo.CS_FILE, pgo.TrainedCs) for s in (store, store_here))
+    assert cs is not None and cs_here is not None and cs.path.startswith(store)
+    assert (cs.hash, cs.base) == (cs_here.hash, cs_here.base)   # (built: by its paths)
+    trained, trained_here = bolt.load(store), bolt.load(store_here)
+    assert trained is not None and trained_here is not None
+    assert trained.path.startswith(store) and trained.binary == trained_here.binary
+    db, db_here = (flags_db.load(str(p / "autopass.flags.json")) for p in (copy, local))
+    assert db.target is not None and db_here.target is not None
+    assert db.target.stages == db_here.target.stages
+    if db.target.bolt is not None:       # kept: shipped from the driver's store
+        assert (copy / db.target.bolt.path).read_bytes() == Path(trained.path).read_bytes()
 
 
 def test_a_bench_lost_while_it_trains_the_profile_hands_the_training_to_the_next(

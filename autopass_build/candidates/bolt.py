@@ -49,6 +49,34 @@ class TrainedBolt:
     yaml_hash: str = ""
 
 
+@dataclass
+class BroughtProfile:
+    """A BOLT profile trained on a cluster node, its bytes (and its YAML's) with it."""
+    trained: TrainedBolt
+    data: bytes
+    yaml: bytes = b""
+
+
+@dataclass
+class BroughtBolt:
+    """What a node's BoltStage trained, for the driver's store (BoltStage.adopt)."""
+    program: BroughtProfile | None
+    libraries: list[BroughtProfile]
+    rewritten: tuple[str, ...]          # TrainedBolt.library of those the call rewrote
+
+
+@dataclass(frozen=True)
+class BoltOnNode:
+    """A BoltStage as data, for a cluster node (PortableStep.portable): the node trains
+    and rewrites with its own store and benchmark, and sends back what it trained."""
+    libraries: tuple[str, ...]          # absolute, as the driver names them
+
+    def here(self, store: Store, bench: Benchmark, show, libraries: tuple[str, ...]
+             ) -> BoltStage:
+        """The node's stage (`libraries`: this one's, read where the node has them)."""
+        return BoltStage(store, bench, show, libraries)
+
+
 class BoltStage:
     """The post-link step of a BOLT candidate (Evaluator.evaluate's `post_link`);
     `libraries`: the project shared libraries the program loads, as built (absolute)."""
@@ -90,6 +118,43 @@ class BoltStage:
                 self.rewritten.append(trained)
         env = _found_first(folder, built.env) if self.rewritten else built.env
         return Candidate(output, built.folder, env)
+
+    def portable(self) -> BoltOnNode:
+        root = os.path.dirname(self.store.dir)
+        return BoltOnNode(tuple(os.path.join(root, rel) for rel in self.libraries.values()))
+
+    def brought(self) -> BroughtBolt:
+        """What this stage trained, with the profiles' bytes (a node's, for the driver)."""
+        def read(path: str) -> bytes:
+            with open(path, "rb") as handle:
+                return handle.read()
+
+        def with_bytes(trained: TrainedBolt) -> BroughtProfile:
+            return BroughtProfile(trained, read(trained.path),
+                                  read(trained.yaml) if trained.yaml else b"")
+
+        return BroughtBolt(with_bytes(self.trained) if self.trained else None,
+                           [with_bytes(t) for t in self.trained_libraries],
+                           tuple(t.library for t in self.rewritten))
+
+    def adopt(self, brought: object) -> None:
+        """The profiles a node's stage trained, kept in this store (checked against
+        their hashes) and recorded as the last ones, as training here does."""
+        if not isinstance(brought, BroughtBolt):
+            return
+        self.trained = self._arrived(brought.program) if brought.program else None
+        self.trained_libraries = [self._arrived(p) for p in brought.libraries]
+        self.rewritten = [t for t in self.trained_libraries if t.library in brought.rewritten]
+
+    def _arrived(self, profile: BroughtProfile) -> TrainedBolt:
+        path = training.keep_bytes(self.store, profile.data, "bolt", ".fdata",
+                                   profile.trained.hash)
+        trained = dataclasses.replace(profile.trained, path=path)
+        if profile.yaml:
+            trained.yaml = training.keep_bytes(self.store, profile.yaml, "bolt", ".yaml",
+                                               trained.yaml_hash)
+        training.save(self.store.dir, _file(trained.library), trained)
+        return trained
 
     def _rewrite_library(self, path: str, trained: TrainedBolt, folder: str) -> bool:
         output = os.path.join(folder, os.path.basename(path))

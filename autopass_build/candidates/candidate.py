@@ -6,6 +6,7 @@ from __future__ import annotations
 import filecmp
 import os
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 
 @dataclass
@@ -21,6 +22,20 @@ class Candidate:
     binary: str
     folder: str
     env: dict[str, str] = field(default_factory=dict)  # LD_LIBRARY_PATH for rebuilt .so
+
+
+@runtime_checkable
+class PortableStep(Protocol):
+    """A post-link step (Evaluator.evaluate's `post_link`) a cluster node can make its
+    own: `portable()` is it as data the node is sent (the node builds the step against
+    its own baseline and store); `adopt` takes back what the node's made (a profile it
+    trained), or nothing."""
+
+    def __call__(self, built: Candidate) -> Candidate: ...
+
+    def portable(self) -> object: ...
+
+    def adopt(self, brought: object) -> None: ...
 
 
 def same_program(a: Candidate, b: Candidate) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -77,6 +78,23 @@ class ExportsKept:
                     f"{self.label} changed what {rel} exports ({_changes(before[rel], now)}); "
                     "a step on top must leave every binary's exports as they were"))
         return candidate
+
+
+    def portable(self) -> KeepExports:
+        """This check as a cluster node makes it, against its own baseline."""
+        return KeepExports(self.label)
+
+    def adopt(self, brought: object) -> None:
+        """A check brings nothing back."""
+
+
+@dataclass(frozen=True)
+class KeepExports:
+    """ExportsKept as data, for a node (PortableStep.portable)."""
+    label: str
+
+    def here(self, baseline: Callable[[], Candidate]) -> ExportsKept:
+        return ExportsKept(baseline, self.label)
 
 
 def _changes(before: frozenset[str], after: frozenset[str]) -> str:

@@ -113,11 +113,12 @@ def trained_here(evaluator: Evaluator, progress=None) -> TrainedProfile:
 
 
 def adopt(store: Store, data: bytes, trained: TrainedProfile, where: str,
-          workload: str) -> TrainedProfile:
+          workload: str, record: str = PGO_FILE, **mine) -> TrainedProfile:
     """A profile trained elsewhere (`where`: a cluster node), its bytes `data`: kept in
-    this store under its hash and recorded as the last one trained, as `train` does,
-    under this machine's `workload` (a node's copy of the project runs it in another
-    folder); PgoError when the bytes are not the profile the node hashed."""
+    this store under its hash and recorded as the last one trained (in `record`: PGO's,
+    or CS-PGO's with `mine`, its fields as this machine names them), as training here
+    does, under this machine's `workload` (a node's copy of the project runs it in
+    another folder); PgoError when the bytes are not the profile the node hashed."""
     with tempfile.TemporaryDirectory(prefix="autopass-pgo-") as scratch:
         arrived = os.path.join(scratch, "arrived.profdata")
         with open(arrived, "wb") as handle:
@@ -126,8 +127,8 @@ def adopt(store: Store, data: bytes, trained: TrainedProfile, where: str,
     if digest != trained.hash:
         raise PgoError(f"the PGO profile trained on {where} arrived damaged (its hash "
                        f"{digest[:12]}, not {trained.hash[:12]}): tune again")
-    result = dataclasses.replace(trained, path=path, workload=workload)
-    training.save(store.dir, PGO_FILE, result)
+    result = dataclasses.replace(trained, path=path, workload=workload, **mine)
+    training.save(store.dir, record, result)
     return result
 
 
@@ -146,8 +147,7 @@ def train_cs(evaluator: Evaluator, base: TrainedProfile, progress=None) -> Train
     added to every compile and link, trained, its counts merged with `base`'s.  Found
     in the store when this build was trained on this workload before."""
     show = progress or (lambda message: None)
-    built = hash_json([sorted((k, list(v)) for k, v in evaluator.base_flags.items()),
-                       list(evaluator.base_link_flags)])[:24]
+    built = build_hash(evaluator)
     found = training.load(evaluator.store.dir, CS_FILE, TrainedCs)
     if found and (found.base, found.built, found.workload) == (base.hash, built,
                                                               evaluator.bench.workload()):
@@ -163,6 +163,13 @@ def train_cs(evaluator: Evaluator, base: TrainedProfile, progress=None) -> Train
                        evaluator.bench.workload(), pgo_profile.kind(path), base.hash, built)
     training.save(evaluator.store.dir, CS_FILE, result)
     return result
+
+
+def build_hash(evaluator: Evaluator) -> str:
+    """The identity of the build a CS profile is counted on: `evaluator`'s baseline
+    flags (the stages, the per-file winners)."""
+    return hash_json([sorted((k, list(v)) for k, v in evaluator.base_flags.items()),
+                      list(evaluator.base_link_flags)])[:24]
 
 
 def _trained(evaluator: Evaluator, flags: UnitFlags, link_flags: tuple[str, ...], show,

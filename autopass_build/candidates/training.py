@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from autopass_build.core import proc
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.files import copy_atomic, disk_full, hash_file, write_atomic
+from autopass_build.core.files import copy_atomic, disk_full, hash_bytes, hash_file, write_atomic
 from autopass_build.measuring.benchmark import Benchmark
 from autopass_build.store.index import Store, StoreError
 
@@ -60,6 +60,23 @@ def keep(store: Store, merged: str, kind: str, ext: str) -> tuple[str, str]:
     except OSError as error:
         raise StoreError(_cannot_keep(f"the trained {kind}", store.dir, error)) from None
     return path, digest
+
+
+def keep_bytes(store: Store, data: bytes, kind: str, ext: str, digest: str) -> str:
+    """A profile that arrived as bytes (from a cluster node) kept in the store under
+    `digest`, its path; a StoreError when the bytes are not `digest`'s (damaged on the
+    way: nothing kept) or the store cannot take them."""
+    if hash_bytes(data) != digest:
+        raise StoreError(f"a trained {kind} arrived damaged (its hash is not "
+                         f"{digest[:12]}): tune again")
+    path = store.blob_path(kind, digest, ext)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not os.path.isfile(path):
+            write_atomic(path, data)
+    except OSError as error:
+        raise StoreError(_cannot_keep(f"the trained {kind}", store.dir, error)) from None
+    return path
 
 
 def save(store_dir: str, name: str, record: DataclassInstance) -> None:

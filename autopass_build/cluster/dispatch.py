@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from autopass_build.candidates.pgo import TrainedProfile
 from autopass_build.cluster.connect import (
     SLOT,
     ClusterError,
@@ -26,6 +27,7 @@ from autopass_build.cluster.connect import (
     leave,
 )
 from autopass_build.cluster.node_bench import (
+    AfterLink,
     Baseline,
     NodeBench,
     NodeResult,
@@ -169,11 +171,12 @@ class ClusterMeasurer:
                                                                           link_flags))
 
     def evaluate_many(self, candidates: list[UnitFlags], measure: MeasureConfig,
-                      attribute: bool = False, link_flags: tuple[str, ...] = ()
-                      ) -> list[NodeResult]:
+                      attribute: bool = False, link_flags: tuple[str, ...] = (),
+                      after_link: AfterLink | None = None) -> list[NodeResult]:
         """Each candidate (per-unit flags, the stages' added by the node; `link_flags`:
-        a stage composition's, added to the link) measured on a verdict node; the
-        results in the candidates' order."""
+        a stage composition's, added to the link; `after_link`: a step's work on the
+        linked candidate, made by the node) measured on a verdict node; the results in
+        the candidates' order."""
         import ray
 
         compiled = [self._fan_out(c) for c in candidates]
@@ -191,7 +194,7 @@ class ClusterMeasurer:
                 self._dispatches += 1
                 bench.last_used = self._dispatches
                 ref = bench.handle.evaluate.remote(compiled[i], candidates[i], measure,
-                                                   attribute, link_flags)
+                                                   attribute, link_flags, after_link)
                 running[ref] = (i, bench)
             if not running:
                 raise ClusterError("every verdict node of the cluster was lost; the journal "
@@ -211,10 +214,21 @@ class ClusterMeasurer:
         return [results[i] for i in range(len(candidates))]
 
     def train_pgo(self) -> NodeTrained:
-        """The PGO profile trained on a verdict node, the one least recently used (a
-        node of the target group: a profile whose counts depend on the machine is
-        counted on the kind the build is for); a node lost on the way: the next one.
-        TrainingFailed when the training itself fails there."""
+        """The PGO profile trained on a verdict node (NodeBench.train_pgo)."""
+        return self._train("the PGO profile", lambda bench: bench.handle.train_pgo.remote())
+
+    def train_cs(self, unit_flags: UnitFlags, link_flags: tuple[str, ...],
+                 base: TrainedProfile) -> NodeTrained:
+        """CS-PGO's profile trained on a verdict node on the build so far
+        (NodeBench.train_cs)."""
+        return self._train("the CS-PGO profile", lambda bench: bench.handle.train_cs.remote(
+            unit_flags, link_flags, base))
+
+    def _train(self, what: str, call: Callable[[Bench], Any]) -> NodeTrained:
+        """A training run on a verdict node, the one least recently used (a node of the
+        target group: a profile whose counts depend on the machine is counted on the
+        kind the build is for); a node lost on the way: the next one.  TrainingFailed
+        when the training itself fails there."""
         import ray
 
         while True:
@@ -222,9 +236,9 @@ class ClusterMeasurer:
             bench = min(self.verdict_benches, key=lambda b: b.last_used)
             self._dispatches += 1
             bench.last_used = self._dispatches
-            self.show(f"cluster: training the PGO profile on {bench.info.name}")
+            self.show(f"cluster: training {what} on {bench.info.name}")
             try:
-                return ray.get(bench.handle.train_pgo.remote())
+                return ray.get(call(bench))
             except _lost_errors(ray) as error:
                 self._lost(bench, error, requeue=False)
             except ray.exceptions.RayTaskError as error:
@@ -260,6 +274,11 @@ class ClusterMeasurer:
                 self._lost(bench, error, requeue=False)
         self._check_some_left()
         return answers
+
+    @property
+    def shipped(self) -> bool:
+        """Whether the nodes work in a shipped copy of the project (at other paths)."""
+        return self.baseline is not None and self.baseline.shipped is not None
 
     def _check_some_left(self) -> None:
         if not self.verdict_benches:

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from autopass_build.candidates.bolt import BoltOnNode, BoltStage, BroughtBolt
+from autopass_build.candidates.candidate import Candidate
 from autopass_build.candidates.evaluate import Evaluation, Evaluator
-from autopass_build.candidates.pgo import TrainedProfile, trained_here
+from autopass_build.candidates.exports import KeepExports
+from autopass_build.candidates.pgo import TrainedProfile, train_cs, trained_here
 from autopass_build.cluster.nodes import NodeInfo, this_node
 from autopass_build.cluster.shipping import ShippedTree, unpacked
 from autopass_build.config import Config, MeasureConfig
@@ -104,6 +108,10 @@ class NodeResult:
     node: str                                    # NodeInfo.name
     seconds: float = 0.0                         # the evaluation's, on the node
     lines: list[str] = field(default_factory=list)   # its progress, shown by the driver
+    brought: BroughtBolt | None = None           # what its post-link step trained
+
+
+AfterLink = KeepExports | BoltOnNode             # a post-link step, as a node is sent it
 
 
 class NodeBench:
@@ -155,6 +163,29 @@ class NodeBench:
             data = handle.read()
         return NodeTrained(profile, data, self.info.name, time.monotonic() - started, lines)
 
+    def train_cs(self, unit_flags: UnitFlags, link_flags: tuple[str, ...],
+                 base: TrainedProfile) -> NodeTrained:
+        """CS-PGO's profile trained here on the build so far (`unit_flags`, `link_flags`:
+        the stages with the per-file winners, as the driver names them; `base`: the PGO
+        profile they use, sent to this node before): candidates/pgo.train_cs."""
+        assert self.evaluator is not None
+        lines: list[str] = []
+        started = time.monotonic()
+        build = self._twin(unit_flags, link_flags)
+        profile = train_cs(build, replace(base, path=self.moved((base.path,))[0]),
+                           lines.append)
+        with open(profile.path, "rb") as handle:
+            data = handle.read()
+        return NodeTrained(profile, data, self.info.name, time.monotonic() - started, lines)
+
+    def _twin(self, unit_flags: UnitFlags, link_flags: tuple[str, ...]) -> Evaluator:
+        """An evaluator of this node whose baseline is another build (the driver's
+        flags, read here), building in this node's own folder."""
+        assert self.evaluator is not None
+        twin = self.evaluator.on(self.moved.per_unit(unit_flags), self.moved(link_flags))
+        twin.replayer.work = self.evaluator.replayer.work
+        return twin
+
     def receive(self, path: str, data: bytes, digest: str) -> bool:
         """A file the driver made after the project was shipped (the PGO profile the
         stages are built with), at `path` on the driver: written where this node reads
@@ -175,9 +206,11 @@ class NodeBench:
         self.evaluator.rebase(self.moved.per_unit(unit_flags), self.moved(link_flags))
 
     def evaluate(self, compiled: list, flags_by_unit: UnitFlags, measure: MeasureConfig,
-                 attribute: bool, link_flags: tuple[str, ...] = ()) -> NodeResult:
+                 attribute: bool, link_flags: tuple[str, ...] = (),
+                 after_link: AfterLink | None = None) -> NodeResult:
         """One candidate against this node's baseline (`link_flags`: a stage
-        composition's, added to its link).  `compiled`: the compile tasks
+        composition's, added to its link; `after_link`: a step's work on the linked
+        candidate, made here: `_post_link`).  `compiled`: the compile tasks
         fanned out for it (object references, nested so that Ray does not wait on them
         before the call); waited for, but their failures do not matter: the build
         compiles whatever is missing itself."""
@@ -190,11 +223,26 @@ class NodeBench:
         assert self.evaluator is not None
         if attribute and self.attributor is None:
             self.attributor = Attributor(self.evaluator.bench)
+        post_link = self._post_link(after_link, lines.append)
         evaluation = self.evaluator.evaluate(
             self.moved.per_unit(flags_by_unit), lines.append, measure,
-            self.moved(link_flags),
+            self.moved(link_flags), post_link,
             attribute=self.attributor if attribute else None)
-        return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines)
+        brought = post_link.brought() if isinstance(post_link, BoltStage) else None
+        return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines,
+                          brought)
+
+    def _post_link(self, after_link: AfterLink | None, show: Callable[[str], None]
+                   ) -> Callable[[Candidate], Candidate] | None:
+        """The driver's post-link step made here: the exports check against this
+        node's baseline, BOLT trained with this node's store and benchmark."""
+        assert self.evaluator is not None
+        if isinstance(after_link, KeepExports):
+            return after_link.here(self.evaluator.baseline)
+        if isinstance(after_link, BoltOnNode):
+            return after_link.here(self.evaluator.store, self.evaluator.bench, show,
+                                   self.moved(after_link.libraries))
+        return None
 
 
 def compile_objects(store_dir: str, wanted: list[tuple[str, tuple[str, ...]]]) -> int:

@@ -10,7 +10,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
-from autopass_build.candidates.candidate import Candidate
+from autopass_build.candidates.bolt import BoltStage
+from autopass_build.candidates.candidate import Candidate, PortableStep
 from autopass_build.candidates.evaluate import Evaluation, Evaluator
 from autopass_build.config import Config, MeasureConfig
 from autopass_build.core.errors import AutopassError
@@ -84,6 +85,21 @@ class Measurements:
     def deterministic(self) -> bool:
         return self.config.measure.metric in DETERMINISTIC_METRICS
 
+    def on_nodes(self, evaluator: Evaluator | None = None) -> bool:
+        """Whether a measurement against `evaluator`'s baseline (default: the run's) is
+        made on the cluster's nodes: the run's, or a twin of it (another composition);
+        another baseline (the recorded build's) only here."""
+        return self.remote is not None and (evaluator is None
+                                            or evaluator.twin_of is self.evaluator)
+
+    def trains_on_nodes(self, evaluator: Evaluator | None = None) -> bool:
+        """Whether a training run for a step measured against `evaluator` (CS-PGO's)
+        runs on a node: where the step is measured on the nodes and they build at this
+        tree's paths.  A shipped copy builds elsewhere, and a profile names a static
+        function by the path its unit was compiled from (an LTO unit compiles from
+        source): one trained there would not fit the build that ships."""
+        return self.on_nodes(evaluator) and not (self.remote and self.remote.shipped)
+
     def once(self, phase: Phase, flags: UnitFlags, what: str, tight: bool = False,
              evaluator: Evaluator | None = None, under: UnitFlags | None = None,
              stages: str = "", link_flags: tuple[str, ...] = (),
@@ -114,15 +130,18 @@ class Measurements:
         started = time.monotonic()
         # a stage composition's look (its flags `under`, its `link_flags`) is measured
         # on a node as a candidate is, and so is one against another composition (a
-        # twin of the run's evaluator); another baseline (the recorded build's, native's)
-        # or a rewrite after the link (BOLT) only here
-        remotely = self.remote is not None and post_link is None and (
-            evaluator is None or evaluator.twin_of is self.evaluator)
+        # twin of the run's evaluator), a post-link step the node can make its own with
+        # it; another baseline (the recorded build's, native's) only here, and BOLT of
+        # a shipped project too: its profile describes one binary by its code, which a
+        # copy at other paths can build otherwise (__FILE__ in read-only data)
+        portable = post_link if isinstance(post_link, PortableStep) and not (
+            isinstance(post_link, BoltStage) and not self.trains_on_nodes(evaluator)) else None
+        remotely = self.on_nodes(evaluator) and (post_link is None or portable is not None)
         try:
             if remotely:
                 with self._nodes_on(evaluator):
                     return self.measure_many(phase, [flags], [judgement], measure, under,
-                                             stages, link_flags)[0]
+                                             stages, link_flags, portable)[0]
             evaluation = (evaluator or self.evaluator).evaluate(
                 self._by_unit(flags, under), lambda m: self.show(f"  {m}"), measure,
                 link_flags, post_link,
@@ -139,10 +158,12 @@ class Measurements:
     def measure_many(self, phase: Phase, batch: list[UnitFlags], judgements: list,
                      measure: MeasureConfig | None = None,
                      under: UnitFlags | None = None, stages: str = "",
-                     link_flags: tuple[str, ...] = ()) -> list[Entry]:
+                     link_flags: tuple[str, ...] = (),
+                     post_link: PortableStep | None = None) -> list[Entry]:
         """Each candidate of `batch` measured, on the cluster's nodes at once when there
         is one, and journaled in the batch's order once all are finished (`stages`,
-        `link_flags`: the stage composition each is built with)."""
+        `link_flags`: the stage composition each is built with; `post_link`: a step
+        after its link, made by the node, what it trained adopted here)."""
         if self.remote is None:
             return [self.measure(phase, flags, judgement=judgement, under=under,
                                  stages=stages, link_flags=link_flags)
@@ -154,11 +175,14 @@ class Measurements:
                 [self._by_unit(flags, under) for flags in batch],
                 measure or self.config.measure,
                 attribute=phase in ATTRIBUTED and self.attributor is not None,
-                link_flags=link_flags)
+                link_flags=link_flags,
+                after_link=post_link.portable() if post_link else None)  # type: ignore[arg-type]
         except ClusterError as error:
             raise TuneError(str(error)) from None
         entries = []
         for flags, judgement, result in zip(batch, judgements, results):
+            if post_link is not None and result.brought is not None:
+                post_link.adopt(result.brought)
             for line in result.lines:
                 self.show(f"  [{result.node}] {line}")
             entries.append(self._finished(phase, flags, result.evaluation, result.seconds,

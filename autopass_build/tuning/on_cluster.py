@@ -17,6 +17,7 @@ link, which a node's bench does not hold.  Nothing here runs without
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from autopass_build.candidates import pgo
 from autopass_build.candidates.evaluate import Evaluator
@@ -24,6 +25,10 @@ from autopass_build.config import Config
 from autopass_build.core.plural import counted
 from autopass_build.store.index import Store
 from autopass_build.tuning.measuring import Measurements, TuneError
+
+if TYPE_CHECKING:    # Ray is imported only by a run that names a cluster
+    from autopass_build.cluster.dispatch import ClusterMeasurer
+    from autopass_build.cluster.node_bench import NodeTrained
 
 
 def check(config: Config, store: Store, show: Callable[[str], None] = lambda line: None
@@ -121,6 +126,32 @@ def train_pgo(measurements: Measurements, store: Store, workload: str,
     """The PGO stage's profile trained on a verdict node when the stages are measured on
     the cluster (None when they are not), kept in this store as a profile trained here
     is; a training that fails there is a PgoError, as here."""
+    trained = _trained_on_a_node(measurements, show, lambda measurer: measurer.train_pgo())
+    if trained is None:
+        return None
+    return pgo.adopt(store, trained.data, trained.profile, trained.node, workload)
+
+
+def train_cs(measurements: Measurements, build: Evaluator, base: pgo.TrainedProfile,
+             show: Callable[[str], None]) -> pgo.TrainedCs | None:
+    """CS-PGO's profile trained on a verdict node on `build` (the build so far, with
+    `base`'s profile) when the run measures on the cluster (None when it does not),
+    kept in this store and recorded as one trained here is, for this machine's build."""
+    trained = _trained_on_a_node(measurements, show, lambda measurer: measurer.train_cs(
+        dict(build.base_flags), build.base_link_flags, base))
+    if trained is None:
+        return None
+    assert isinstance(trained.profile, pgo.TrainedCs)
+    profile = pgo.adopt(build.store, trained.data, trained.profile, trained.node,
+                        build.bench.workload(), pgo.CS_FILE, base=base.hash,
+                        built=pgo.build_hash(build))
+    assert isinstance(profile, pgo.TrainedCs)
+    return profile
+
+
+def _trained_on_a_node(measurements: Measurements, show: Callable[[str], None],
+                       train: Callable[[ClusterMeasurer], NodeTrained]) -> NodeTrained | None:
+    """`train` on the run's cluster, its progress shown; None without a cluster."""
     measurer = measurements.remote
     if measurer is None:
         return None
@@ -128,16 +159,17 @@ def train_pgo(measurements: Measurements, store: Store, workload: str,
     from autopass_build.cluster.dispatch import TrainingFailed
 
     try:
-        trained = measurer.train_pgo()
+        trained = train(measurer)
     except TrainingFailed as error:
         raise pgo.PgoError(str(error)) from None
     except ClusterError as error:
         raise TuneError(str(error)) from None
     for line in trained.lines:
         show(f"  [{trained.node}] {line}")
-    show(f"PGO profile trained on {trained.node} in {trained.seconds:.1f} s "
+    what = "CS-PGO" if isinstance(trained.profile, pgo.TrainedCs) else "PGO"
+    show(f"{what} profile trained on {trained.node} in {trained.seconds:.1f} s "
          f"({counted(trained.profile.runs, 'raw profile')})")
-    return pgo.adopt(store, trained.data, trained.profile, trained.node, workload)
+    return trained
 
 
 def leave(measurements: Measurements, show: Callable[[str], None]) -> None:

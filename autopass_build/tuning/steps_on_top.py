@@ -47,6 +47,7 @@ from autopass_build.evidence.hotspots import Profile
 from autopass_build.evidence.layout_reach import LayoutReach, layout_reach
 from autopass_build.measuring import stats
 from autopass_build.measuring.stats import FASTER
+from autopass_build.tuning import on_cluster
 from autopass_build.tuning.chosen import Chosen
 from autopass_build.tuning.clock import Deadline, step_evaluations
 from autopass_build.tuning.journal import Entry, Phase
@@ -259,8 +260,14 @@ class StepsOnTop:
         its profile merged with PGO's, and the build with the merged profile A/B'd
         against it."""
         assert chosen is not None and chosen.profile is not None
-        try:
-            profile = pgo.train_cs(without, chosen.profile, self.show)
+        self._said_trained_here("CS-PGO is trained", without)
+        try:    # on a node when the step is measured there
+            profile = (self.measurements.trains_on_nodes(without)
+                       and on_cluster.train_cs(self.measurements, without, chosen.profile,
+                                               self.show)) \
+                or pgo.train_cs(without, chosen.profile, self.show)
+            if self.measurements.on_nodes(without):   # measured there: each node reads it
+                on_cluster.share_profile(self.measurements, profile)
         except pgo.PgoError as error:
             self.show(f"stage cspgo skipped: {error}")
             return None
@@ -294,6 +301,7 @@ class StepsOnTop:
         """BOLT trained on the build so far, the program and each hot project library."""
         step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show,
                          self.bolt_reach.libraries)
+        self._said_trained_here("BOLT is trained and measured", without)
         if self._journaled(chosen, Stage.BOLT) == Earlier.KEPT and not _retraced(step, without):
             return None
         taken = self._taken(chosen, Stage.BOLT, ON_TOP[Stage.BOLT], without, link_flags=BOLT_LINK_FLAGS,
@@ -303,6 +311,15 @@ class StepsOnTop:
         return taken
 
     # -- shared ------------------------------------------------------------------------
+    def _said_trained_here(self, what: str, without: Evaluator) -> None:
+        """One line when the cluster measures but a step trains here (`what`: the step
+        and what it does here)."""
+        if self.measurements.on_nodes(without) and not self.measurements.trains_on_nodes(
+                without):
+            self.show(f"{what} on this machine, not on a node: the "
+                      "nodes build a shipped copy of the project at other paths, and its "
+                      "profile names code by this tree's paths")
+
     def _step(self, step: Stage) -> Callable[[Chosen | None, Evaluator], Chosen | None]:
         """What measures `step` on top of a build."""
         if step in LINK_KNOBS:

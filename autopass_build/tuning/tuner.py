@@ -149,9 +149,9 @@ class Tuner:
                          self.show, self.request.seed, self.request.resume)
         best = self._search(run, outsiders)
         final, winners = conclude(best, self.measurements) if best else (None, [])
-        on_cluster.leave(self.measurements, self.show)
         searched_on = self.chosen.name if self.chosen else ""
         self._settle(final, winners)
+        on_cluster.leave(self.measurements, self.show)
         written = self._ship(final, winners, "PGO" if self.request.pgo else searched_on,
                              mates)
         measured = measured_in_search(journal)
@@ -185,7 +185,8 @@ class Tuner:
             self._tuned_versus_recorded(self.chosen, winners)
         if self.on_top is not None:
             self.chosen = self.on_top.after_search(
-                self.chosen, lambda chosen: self._build_of(chosen, winners), self.deadline)
+                self.chosen, lambda chosen: self._build_of(chosen, winners, on_nodes=True),
+                self.deadline)
 
     def _ship(self, final: Entry | None, winners: list[Winner], searched_on: str,
               mates: CommandMates) -> str | None:
@@ -287,14 +288,21 @@ class Tuner:
                 self.show(f"-march=native left out: {self._native_left_out}")
         return self.request.native and not self._native_left_out
 
-    def _build_of(self, chosen: Chosen | None, winners: Iterable[Winner] = ()) -> Evaluator:
+    def _build_of(self, chosen: Chosen | None, winners: Iterable[Winner] = (),
+                  on_nodes: bool = False) -> Evaluator:
         """An evaluator whose baseline is `chosen`'s stages with the per-file `winners`:
-        what a step on top (native, BOLT) is measured against."""
-        build = self._plain_evaluator()
+        what a step on top (native, CS-PGO, BOLT) is measured against.  `on_nodes`: a
+        twin of the run's evaluator, which the cluster's nodes measure when the run has
+        them; not native's: a node's compile is native to its own CPU, and what ships is
+        compiled on the build machine."""
         unit_flags = chosen.flags.unit_flags if chosen else ()
         per_unit = {uid: w.flags for w in winners for uid in self.measurements.units_of[w.source]}
-        build.rebase({u.id: unit_flags + per_unit.get(u.id, ()) for u in build.units},
-                     chosen.flags.link_flags if chosen else ())
+        flags = {u.id: unit_flags + per_unit.get(u.id, ()) for u in self.evaluator.units}
+        link_flags = chosen.flags.link_flags if chosen else ()
+        if on_nodes:
+            return self.evaluator.on(flags, link_flags)
+        build = self._plain_evaluator()
+        build.rebase(flags, link_flags)
         return build
 
     def _tuned_versus_recorded(self, chosen: Chosen, winners: list[Winner]) -> None:
