@@ -86,12 +86,18 @@ def tune_once(store, config, budget: int, seed: int, work: Path, label: str,
     # the PGO training: from its first line to the first composition's
     trained = [t for t, m in said if m.startswith("training a PGO profile")]
     looked = [t for t, m in said if m.startswith("[stage 1 of")]
+    # CS-PGO's training: from its first line to its step's look
+    cs_trained = [t for t, m in said if m.startswith(("cluster: training the CS-PGO",
+                                                       "CS-PGO: building"))]
+    cs_looked = [t for t, m in said if "CS-PGO against the build without it" in m]
     driver_cpu = sum(me.cpu_times()[:2]) - cpu_before
     journal = result.journal
     evaluations = [e for e in journal.entries if e.measured]
     return {"label": label, "seconds": round(seconds, 2), "driver_cpu": round(driver_cpu, 3),
             "training_seconds": round(looked[0] - trained[0], 2) if trained and looked
             else None,
+            "cs_training_seconds": round(cs_looked[0] - cs_trained[0], 2)
+            if cs_trained and cs_looked else None,
             "evaluations": len(evaluations),
             "eval_seconds": round(sum(e.timing.seconds for e in evaluations), 2),
             # the search's candidates (confirmations follow the noise, so not those)
@@ -108,10 +114,12 @@ def stages_placed(store, config, budget: int, seed: int, work: Path, rounds: int
     training run) on a node costs in the run's time, and whether the node's verdicts are
     the local ones.  With PGO every run trains its profile anew (the store's record of
     the last one is removed before it), so both sides pay the training."""
-    from autopass_build.candidates.pgo import PGO_FILE
+    from autopass_build.candidates.bolt import BOLT_FILE
+    from autopass_build.candidates.pgo import CS_FILE, PGO_FILE
 
-    def fresh_profile() -> None:
-        (Path(store.dir) / PGO_FILE).unlink(missing_ok=True)
+    def fresh_profile() -> None:       # and CS-PGO's and BOLT's, when they are steps
+        for record in (PGO_FILE, CS_FILE, BOLT_FILE):
+            (Path(store.dir) / record).unlink(missing_ok=True)
 
     fresh_profile()
     tune_once(store, config, budget, seed, work, "stages-warm-up", stages=stages)
@@ -133,6 +141,7 @@ def stages_placed(store, config, budget: int, seed: int, work: Path, rounds: int
             "ratio": round(sum(r["seconds"] for r in remote) / sum(r["seconds"] for r in local), 3),
             "looks_on_nodes": all(look["node"] for r in remote for look in r["stage_looks"]),
             "training_seconds": {r["label"]: r["training_seconds"] for r in runs},
+            "cs_training_seconds": {r["label"]: r["cs_training_seconds"] for r in runs},
             "verdicts": {r["label"]: [look["verdict"] for look in r["stage_looks"]]
                          for r in runs}}
 
@@ -268,7 +277,8 @@ def main() -> int:
                         help="which parts to run (the model needs overhead and scaling)")
     parser.add_argument("--stages", default="lto",
                         help="the stages of --parts stages, comma-separated (pgo,lto: the "
-                             "PGO training on the node too)")
+                             "PGO training on the node too; pgo,lto,cspgo,bolt: CS-PGO's "
+                             "and BOLT's training runs and steps too)")
     parser.add_argument("--bandwidth", type=float, default=117e6,
                         help="the driver's uplink in bytes/s for the shipping projection "
                              "(default 117e6: 1 Gbit/s)")

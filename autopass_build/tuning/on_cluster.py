@@ -1,18 +1,20 @@
 """A run that names a cluster: the nodes join before the stages (before the search when
-no stage is asked for), and leave after the final re-measurement.  Each stage
-composition's looks, the head-to-head of two close ones, and then the search, are built
+no stage is asked for), and leave after the steps on top of the search.  Each stage
+composition's looks, the head-to-head of two close ones, the search, and each step on
+top of the build so far (direct calls, CS-PGO, layout, the link's knobs, BOLT) are built
 and measured there, on the target group's nodes: the nodes' baseline is the recorded
 build while the stages are measured (the one composition while the other is measured
-against it), and the composition chosen once they are.
+against it), the composition chosen once they are, and the build so far while a step
+is measured.
 
-The PGO stage's training run is on a verdict node too (the recorded build instrumented
-and run there; the profile's bytes come back and are kept in this store), and the
-profile is sent to every verdict node, so that nodes working in a shipped copy of the
-project build the stages with it.  -march=native (a node's compile is native to its own
-CPU), BOLT and CS-PGO after the search, and the comparisons against the recorded build
-run on this machine: they need another baseline than the nodes' or a rewrite after the
-link, which a node's bench does not hold.  Nothing here runs without
-[cluster].address."""
+The training runs are on a verdict node too: PGO's (the recorded build instrumented and
+run there), CS-PGO's (the build so far instrumented after inlining) and BOLT's (the node
+that measures the step instruments, trains and rewrites); the profiles' bytes come back
+and are kept in this store, and a profile the nodes build with is sent to each of them.
+On this machine: -march=native (a node's compile is native to its own CPU), the
+comparisons against the recorded build (another baseline than the nodes'), and CS-PGO's
+and BOLT's training when the project is shipped (a profile names code by the tree's
+paths).  Nothing here runs without [cluster].address."""
 
 from __future__ import annotations
 
