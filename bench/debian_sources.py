@@ -189,6 +189,9 @@ def unpacked(package: str) -> Path:
 
 
 def fresh_copy(package: str, dest: Path) -> Path:
+    """The package's sources copied to `dest`, replacing what an earlier run left there
+    (a bench run again into the same --out)."""
     source = LOCAL_SOURCES.get(package) or unpacked(package)
+    shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(source, dest, symlinks=True)
     return dest
