@@ -9,8 +9,9 @@ vectorizer reorders floating-point sums when a loop is given a width) is left ou
 tune's output check leaves it out.
 
 Usage: python bench/decision_ceiling.py [--program lame] [--stages pgo,thinlto]
-           [--units 1] [--seconds 4] [--out decision-ceiling-out]
-(--seconds: LAME's input, in seconds of audio; other programs run their own benchmark.)
+           [--units 1] [--seconds 4] [--megabytes 1] [--out decision-ceiling-out]
+(--seconds: LAME's input, in seconds of audio; --megabytes: zstd's, in MB of text;
+other programs run their own benchmark.)
 """
 
 from __future__ import annotations
@@ -75,14 +76,19 @@ def main() -> int:
     parser.add_argument("--stages", default="pgo,thinlto")
     parser.add_argument("--units", type=int, default=1, help="the hottest units searched")
     parser.add_argument("--seconds", type=int, default=4)
+    parser.add_argument("--megabytes", type=float, default=1.0,
+                        help="zstd's input, in MB of text")
     parser.add_argument("--out", type=Path, default=Path("decision-ceiling-out"))
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="autopass-ceiling-") as scratch:
         work = Path(scratch)
-        command = (lambda w: ["{exe}", "--silent", "-V", "2",
-                              str(tc.wav_input(w / "short.wav", args.seconds)), "-"]) \
-            if args.program == "lame" else None
+        command = {   # a shorter input than the timed benchmark's: callgrind is ~50x slower
+            "lame": lambda w: ["{exe}", "--silent", "-V", "2",
+                               str(tc.wav_input(w / "short.wav", args.seconds)), "-"],
+            "libzstd": lambda w: ["{exe}", "-q", "-c", "-7",
+                                  str(tc.text_input(w / "short.txt", args.megabytes))],
+        }.get(args.program)
         store, config = tc.prepare(args.program, work, "instructions", command=command)
         evaluator = Evaluator(store, config)
         composition = stages.parse(args.stages.split(","))
