@@ -26,9 +26,11 @@ from dataclasses import dataclass
 
 from autopass_build.candidates import training
 from autopass_build.candidates.candidate import Candidate
+from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.core import bolt_commands as bolt
 from autopass_build.core.files import fail_if_no_room, relative_to
 from autopass_build.core.outcome import EvaluationError, Outcome
+from autopass_build.core.stage_flags import BOLT_LINK_FLAGS
 from autopass_build.measuring.benchmark import Benchmark
 from autopass_build.measuring.binaries import alias_soname
 from autopass_build.store.index import Store
@@ -118,6 +120,21 @@ class BoltStage:
                 self.rewritten.append(trained)
         env = _found_first(folder, built.env) if self.rewritten else built.env
         return Candidate(output, built.folder, env)
+
+    def found_again(self, without: Evaluator) -> bool:
+        """BOLT kept before the run was stopped: the binary it was trained on (the build
+        `without` makes, linked for BOLT) built again, so that its profile is found by
+        that binary's fingerprint (or trained again on it), never one the store holds
+        for another.  False, said, when it cannot be."""
+        try:
+            built = without.replayer.build(without.target.output, dict(without.base_flags),
+                                           without.base_link_flags + BOLT_LINK_FLAGS)
+            self(built)
+        except EvaluationError as error:
+            self.show(f"BOLT not kept: its profile could not be found again after the stop "
+                      f"({error})")
+            return False
+        return True
 
     def portable(self) -> BoltOnNode:
         root = os.path.dirname(self.store.dir)

@@ -36,7 +36,6 @@ from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.candidates.exports import ExportsKept
 from autopass_build.candidates.stages import AFTER_SEARCH, LINK_KNOBS, ON_TOP, Stage
 from autopass_build.core.durations import duration_text
-from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.stage_flags import (
     BOLT_LINK_FLAGS,
     DIRECT_LINK_FLAGS,
@@ -302,7 +301,7 @@ class StepsOnTop:
         step = BoltStage(self.evaluator.store, self.evaluator.bench, self.show,
                          self.bolt_reach.libraries)
         self._said_trained_here("BOLT is trained and measured", without)
-        if self._journaled(chosen, Stage.BOLT) == Earlier.KEPT and not _retraced(step, without):
+        if self._journaled(chosen, Stage.BOLT) == Earlier.KEPT and not step.found_again(without):
             return None
         taken = self._taken(chosen, Stage.BOLT, ON_TOP[Stage.BOLT], without, link_flags=BOLT_LINK_FLAGS,
                             post_link=step)
@@ -395,18 +394,3 @@ def _interval(entry: Entry) -> tuple[float, float, float]:
     """(ratio, low, high) of a measured entry."""
     assert entry.ratio is not None and entry.low is not None and entry.high is not None
     return entry.ratio, entry.low, entry.high
-
-
-def _retraced(step: BoltStage, without: Evaluator) -> bool:
-    """BOLT kept before the run was stopped: the binary it was trained on built again,
-    so that its profile is found by that binary's fingerprint (or trained again on it),
-    never one the store holds for another.  False, said, when it cannot be."""
-    try:
-        built = without.replayer.build(without.target.output, dict(without.base_flags),
-                                       without.base_link_flags + BOLT_LINK_FLAGS)
-        step(built)
-    except EvaluationError as error:
-        step.show(f"BOLT not kept: its profile could not be found again after the stop "
-                  f"({error})")
-        return False
-    return True
