@@ -333,3 +333,28 @@ def test_resuming_an_llm_run_replays_its_transcript_first(project) -> None:
     later_roles = server.roles_asked()[asked_first:]
     assert "analyst" not in later_roles                # replayed, not asked again
     assert later_roles.count("planner") <= 1
+
+
+def test_a_hot_callee_the_source_marks_noinline_is_proposed_inlined(tmp_path) -> None:
+    """The rules agent reads clang's own inlining remarks for a callee's inline decision:
+    a call not inlined because the callee is marked `noinline` (remark NeverInline; zstd's
+    row match finder, whose inlining runs 2.7 % fewer instructions) is proposed for
+    `alwaysinline`, below a call the inliner found too costly; a callee inlined already
+    gets nothing."""
+    from autopass_build.core import toolchain
+    from autopass_build.evidence.unit import parse_remarks
+    from autopass_build.tuning.agents.rules import _decision_rules
+
+    source = tmp_path / "calls.c"
+    source.write_text("__attribute__((noinline)) static int never(int x) { return x * 7 + 1; }\n"
+                      "static int small(int x) { return x + 3; }\n"
+                      "int caller(int x) { return never(x) + small(x); }\n")
+    compiler = toolchain.find_tool("clang")
+    assert compiler is not None
+    subprocess.run([compiler, "-O2", "-c", str(source), "-o", str(tmp_path / "calls.o"),
+                    "-fsave-optimization-record",
+                    f"-foptimization-record-file={tmp_path / 'calls.yaml'}"], check=True)
+    remarks = parse_remarks((tmp_path / "calls.yaml").read_text())
+    [(value, prior, why)] = _decision_rules("never/inline", remarks)
+    assert value == "alwaysinline=1" and prior < 0.4 and "marked never to be inlined" in why
+    assert _decision_rules("small/inline", remarks) == []
