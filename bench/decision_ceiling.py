@@ -9,7 +9,8 @@ vectorizer reorders floating-point sums when a loop is given a width) is left ou
 tune's output check leaves it out.
 
 Usage: python bench/decision_ceiling.py [--program lame] [--stages pgo,thinlto]
-           [--units 1] [--seconds 4] [--megabytes 1] [--out decision-ceiling-out]
+           [--units 1] [--seconds 4] [--megabytes 1] [--time-pairs 0]
+           [--out decision-ceiling-out]
 (--seconds: LAME's input, in seconds of audio; --megabytes: zstd's, in MB of text;
 other programs run their own benchmark.)
 """
@@ -68,6 +69,29 @@ class Counter:
         return counted.value, output
 
 
+def in_time(store, config, program: str, work: Path, counter: Counter,
+            together: dict[str, tuple[str, ...]], pairs: int) -> dict:
+    """The best decisions together against the stages alone in user time, `pairs`
+    interleaved pairs of the program's own benchmark (not the shorter input the counts
+    ran): whether fewer instructions are less time."""
+    from dataclasses import replace
+
+    timed = replace(config, run=replace(config.run, command=tuple(tc.CASES[program].command(work))),
+                    measure=replace(config.measure, metric="user", min_pairs=pairs,
+                                    max_pairs=pairs))
+    evaluator = Evaluator(store, timed)
+    evaluator.rebase(counter.base, counter.link_flags)
+    evaluation = evaluator.evaluate(together)
+    estimate = evaluation.comparison.estimate if evaluation.comparison else None
+    if estimate is None:
+        return {"text": f"not measured ({evaluation.outcome}: {evaluation.detail[:120]})"}
+    return {"ratio": 1 / estimate.ratio, "low": 1 / estimate.high, "high": 1 / estimate.low,
+            "pairs": estimate.pairs, "verdict": str(evaluation.comparison.verdict),
+            "text": f"{1 / estimate.ratio:.4f}x [{1 / estimate.high:.4f}, "
+                    f"{1 / estimate.low:.4f}] faster, {estimate.pairs} pairs "
+                    f"({evaluation.comparison.verdict})"}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0],
                                      epilog=__doc__.split("\n\n", 1)[1],
@@ -78,6 +102,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=4)
     parser.add_argument("--megabytes", type=float, default=1.0,
                         help="zstd's input, in MB of text")
+    parser.add_argument("--time-pairs", type=int, default=0,
+                        help="then the best decisions together against the stages in "
+                             "user time, this many pairs of the benchmark's own input")
     parser.add_argument("--out", type=Path, default=Path("decision-ceiling-out"))
     args = parser.parse_args()
     started = time.monotonic()
@@ -133,10 +160,16 @@ def main() -> int:
             count, output = counter.count(counter.build(together))
             combined = {"ratio": count / base_count, "same_output": output == base_output,
                         "decisions": len(best)}
+        timed = None
+        if together and args.time_pairs:
+            timed = in_time(store, config, args.program, work, counter, together,
+                            args.time_pairs)
+            log(f"together, in user time on the benchmark's own input: {timed['text']}")
         result = {"program": args.program, "stages": stages.name(composition),
                   "baseline_instructions": base_count, "candidates": rows,
                   "best": [{"knob": k, "ratio": r} for (_, k), (r, _) in best.items()],
-                  "together": combined, "minutes": round((time.monotonic() - started) / 60)}
+                  "together": combined, "in_time": timed,
+                  "minutes": round((time.monotonic() - started) / 60)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "decision_ceiling.json").write_text(json.dumps(result, indent=1))
     log(f"{len(rows)} candidates; {len(best)} knobs with a value that runs "

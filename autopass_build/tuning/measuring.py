@@ -130,12 +130,9 @@ class Measurements:
         started = time.monotonic()
         # a stage composition's look (its flags `under`, its `link_flags`) is measured
         # on a node as a candidate is, and so is one against another composition (a
-        # twin of the run's evaluator), a post-link step the node can make its own with
-        # it; another baseline (the recorded build's, native's) only here, and BOLT of
-        # a shipped project too: its profile describes one binary by its code, which a
-        # copy at other paths can build otherwise (__FILE__ in read-only data)
-        portable = post_link if isinstance(post_link, PortableStep) and not (
-            isinstance(post_link, BoltStage) and not self.trains_on_nodes(evaluator)) else None
+        # twin of the run's evaluator), with a post-link step the node can make its own;
+        # another baseline (the recorded build's, native's) only here
+        portable = self._portable(post_link, evaluator)
         remotely = self.on_nodes(evaluator) and (post_link is None or portable is not None)
         try:
             if remotely:
@@ -154,6 +151,17 @@ class Measurements:
                             "space or fix permissions, then `autopass tune --resume`") from None
         return self._finished(phase, flags, evaluation, time.monotonic() - started,
                               judgement, stages)
+
+    def _portable(self, post_link: Callable[[Candidate], Candidate] | None,
+                  evaluator: Evaluator | None) -> PortableStep | None:
+        """`post_link` when a node can make it its own: not BOLT where the nodes build a
+        shipped copy (its profile describes one binary by its code, which a copy at
+        other paths builds otherwise: `__FILE__` in its read-only data)."""
+        if not isinstance(post_link, PortableStep):
+            return None
+        if isinstance(post_link, BoltStage) and not self.trains_on_nodes(evaluator):
+            return None
+        return post_link
 
     def measure_many(self, phase: Phase, batch: list[UnitFlags], judgements: list,
                      measure: MeasureConfig | None = None,
@@ -176,6 +184,8 @@ class Measurements:
                 measure or self.config.measure,
                 attribute=phase in ATTRIBUTED and self.attributor is not None,
                 link_flags=link_flags,
+                # portable() is data the node knows (node_bench.AfterLink); this layer
+                # does not import the cluster's types
                 after_link=post_link.portable() if post_link else None)  # type: ignore[arg-type]
         except ClusterError as error:
             raise TuneError(str(error)) from None
