@@ -136,7 +136,8 @@ def effects(base_runs: list[dict[str, float]], cand_runs: list[dict[str, float]]
 def exact_effects(base: dict[str, float], cand: dict[str, float], changed: list[str],
                   precision: float) -> list[UnitEffect]:
     """Each changed unit's effect from one deterministic count per side: the ratio is
-    known exactly, so its interval is the point."""
+    known to within what moves a count without a change of code (stats.DETERMINISTIC_FLOOR),
+    so that is its interval, as a whole program's count has."""
     total = sum(base.values()) or 1.0
     found = []
     for source in changed:
@@ -144,9 +145,10 @@ def exact_effects(base: dict[str, float], cand: dict[str, float], changed: list[
         if before <= 0 or after <= 0:
             continue
         ratio = after / before
-        decided = stats.verdict(stats.Estimate(ratio, ratio, ratio, 1, 1.0), precision,
+        low, high = (ratio * math.exp(side * stats.DETERMINISTIC_FLOOR) for side in (-1, 1))
+        decided = stats.verdict(stats.Estimate(ratio, low, high, 1, 1.0), precision,
                                 final=True) or stats.UNCLEAR
-        found.append(UnitEffect(source, ratio, ratio, ratio, 1,
+        found.append(UnitEffect(source, ratio, low, high, 1,
                                 round(100.0 * before / total, 2), decided, EXACT))
     return found
 
