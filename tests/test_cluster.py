@@ -244,6 +244,8 @@ def test_the_training_runs_are_on_a_node_and_train_the_local_runs_profiles(
         assert f"cluster: training the {what} profile on " in said, said
         assert len(re.findall(rf"\n\S+ {what} profile trained on \S+ in ", said)) == 1, said
     assert "cluster: training" not in said_here and "CS-PGO: building" in said_here
+    # the node's own lines, whole, as a training here says them
+    assert re.search(r"\n\S+ \[\S+\] CS-PGO: building \S+ instrumented after inlining", said)
     assert re.search(r"stage pgo: .* -> faster", said), said
     looks = Journal.latest(str(copy / ".autopass")).of_phase(Phase.STAGE)
     assert [e.stages for e in looks] == ["pgo", "pgo+cspgo", "pgo+bolt"] and all(

@@ -167,7 +167,7 @@ def _trained_on_a_node(measurements: Measurements, show: Callable[[str], None],
     except ClusterError as error:
         raise TuneError(str(error)) from None
     for line in trained.lines:
-        show(f"  [{trained.node}] {line}")
+        show(f"[{trained.node}] {line}")     # as a training here says it: whole lines
     what = "CS-PGO" if isinstance(trained.profile, pgo.TrainedCs) else "PGO"
     show(f"{what} profile trained on {trained.node} in {trained.seconds:.1f} s "
          f"({counted(trained.profile.runs, 'raw profile')})")
