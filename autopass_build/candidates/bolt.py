@@ -73,11 +73,6 @@ class BoltOnNode:
     and rewrites with its own store and benchmark, and sends back what it trained."""
     libraries: tuple[str, ...]          # absolute, as the driver names them
 
-    def here(self, store: Store, bench: Benchmark, show, libraries: tuple[str, ...]
-             ) -> BoltStage:
-        """The node's stage (`libraries`: this one's, read where the node has them)."""
-        return BoltStage(store, bench, show, libraries)
-
 
 class BoltStage:
     """The post-link step of a BOLT candidate (Evaluator.evaluate's `post_link`);

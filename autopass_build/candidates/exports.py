@@ -93,9 +93,6 @@ class KeepExports:
     """ExportsKept as data, for a node (PortableStep.portable)."""
     label: str
 
-    def here(self, baseline: Callable[[], Candidate]) -> ExportsKept:
-        return ExportsKept(baseline, self.label)
-
 
 def _changes(before: frozenset[str], after: frozenset[str]) -> str:
     gone = sorted(s.split()[0] for s in before - after)

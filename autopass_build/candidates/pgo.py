@@ -29,7 +29,7 @@ from autopass_build.candidates import steady_counts, training
 from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.core import pgo_profile, toolchain
 from autopass_build.core.errors import AutopassError
-from autopass_build.core.files import hash_json
+from autopass_build.core.files import hash_bytes, hash_json
 from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import counted
@@ -119,14 +119,11 @@ def adopt(store: Store, data: bytes, trained: TrainedProfile, where: str,
     or CS-PGO's with `mine`, its fields as this machine names them), as training here
     does, under this machine's `workload` (a node's copy of the project runs it in
     another folder); PgoError when the bytes are not the profile the node hashed."""
-    with tempfile.TemporaryDirectory(prefix="autopass-pgo-") as scratch:
-        arrived = os.path.join(scratch, "arrived.profdata")
-        with open(arrived, "wb") as handle:
-            handle.write(data)
-        path, digest = training.keep(store, arrived, "profile", ".profdata")
+    digest = hash_bytes(data)
     if digest != trained.hash:
         raise PgoError(f"the PGO profile trained on {where} arrived damaged (its hash "
                        f"{digest[:12]}, not {trained.hash[:12]}): tune again")
+    path = training.keep_bytes(store, data, "profile", ".profdata", digest)
     result = dataclasses.replace(trained, path=path, workload=workload, **mine)
     training.save(store.dir, record, result)
     return result

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from autopass_build.candidates.bolt import BoltOnNode, BoltStage, BroughtBolt
 from autopass_build.candidates.candidate import Candidate
 from autopass_build.candidates.evaluate import Evaluation, Evaluator
-from autopass_build.candidates.exports import KeepExports
+from autopass_build.candidates.exports import ExportsKept, KeepExports
 from autopass_build.candidates.pgo import TrainedProfile, train_cs, trained_here
 from autopass_build.cluster.nodes import NodeInfo, this_node
 from autopass_build.cluster.shipping import ShippedTree, unpacked
@@ -238,10 +238,10 @@ class NodeBench:
         node's baseline, BOLT trained with this node's store and benchmark."""
         assert self.evaluator is not None
         if isinstance(after_link, KeepExports):
-            return after_link.here(self.evaluator.baseline)
+            return ExportsKept(self.evaluator.baseline, after_link.label)
         if isinstance(after_link, BoltOnNode):
-            return after_link.here(self.evaluator.store, self.evaluator.bench, show,
-                                   self.moved(after_link.libraries))
+            return BoltStage(self.evaluator.store, self.evaluator.bench, show,
+                             self.moved(after_link.libraries))
         return None
 
 

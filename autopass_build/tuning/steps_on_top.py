@@ -261,10 +261,11 @@ class StepsOnTop:
         assert chosen is not None and chosen.profile is not None
         self._said_trained_here("CS-PGO is trained", without)
         try:    # on a node when the step is measured there
-            profile = (self.measurements.trains_on_nodes(without)
-                       and on_cluster.train_cs(self.measurements, without, chosen.profile,
-                                               self.show)) \
-                or pgo.train_cs(without, chosen.profile, self.show)
+            profile = None
+            if self.measurements.trains_on_nodes(without):
+                profile = on_cluster.train_cs(self.measurements, without, chosen.profile,
+                                              self.show)
+            profile = profile or pgo.train_cs(without, chosen.profile, self.show)
             if self.measurements.on_nodes(without):   # measured there: each node reads it
                 on_cluster.share_profile(self.measurements, profile)
         except pgo.PgoError as error:
