@@ -249,7 +249,7 @@ def test_attribution_that_cannot_run_leaves_the_measurement_as_it_was(tmp_path) 
     store = Store.open_existing(str(root / ".autopass"))
     evaluator = Evaluator(store, load_config(str(root / "autopass.toml")))
 
-    def refused(base, cand, changed):
+    def refused(base, cand, changed, floor):
         raise attribution.AttributionError("perf record failed: permission denied")
 
     said: list[str] = []

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from autopass_build.candidates import layout_spread
 from autopass_build.candidates.candidate import Candidate, ReplayStats, same_program
 from autopass_build.candidates.replay import Replayer
 from autopass_build.capture.record.skip_fixes import fixes
@@ -28,7 +29,7 @@ from autopass_build.measuring.attribution import (
     ProfiledSide,
     UnitEffect,
 )
-from autopass_build.measuring.benchmark import Benchmark
+from autopass_build.measuring.benchmark import DETERMINISTIC_METRICS, Benchmark
 from autopass_build.measuring.binaries import build_id
 from autopass_build.measuring.measure import Comparison, Progress, compare
 from autopass_build.measuring.sampling import with_source
@@ -215,6 +216,7 @@ class Evaluator:
         self.base_link_flags: tuple[str, ...] = ()
         self._baseline_memo: list[float] = []   # its instruction counts (deterministic)
         self._baseline_defined: dict[str, list[str]] | None = None   # its functions' units
+        self.layout: layout_spread.LayoutSpread | None = None   # measured once, at need
 
     def rebase(self, unit_flags: UnitFlags, link_flags: tuple[str, ...]
                ) -> None:
@@ -274,13 +276,34 @@ class Evaluator:
                 return identical(replay)
             bench = replace(self.bench, measure=measure) if measure else self.bench
             comparison = compare(bench, base.binary, base.env, candidate.binary,
-                                 candidate.env, progress, baseline_memo=self._baseline_memo)
+                                 candidate.env, progress, baseline_memo=self._baseline_memo,
+                                 floor=self.count_floor(progress))
             effects = (self._attributed(attribute, base, candidate, flags_by_unit, progress)
                        if attribute and comparison.estimate else [])
         finally:
             if candidate.folder != base.folder:  # objects stay cached; binaries are cheap
                 shutil.rmtree(candidate.folder, ignore_errors=True)
         return Evaluation(comparison.outcome, comparison, replay, comparison.detail, effects)
+
+    def count_floor(self, progress: Progress | None = None) -> float:
+        """The least log ratio an instruction count is trusted to: more than the default
+        where the program's count moves with its layout alone ([measure].layout_check,
+        candidates/layout_spread.py).  Measured once, on the first baseline, and shared
+        by the twins (a program's layout sensitivity is its own, not its stages')."""
+        if self.twin_of is not None:
+            return self.twin_of.count_floor(progress)
+        measure = self.config.measure
+        if measure.metric not in DETERMINISTIC_METRICS or not measure.layout_check:
+            return stats.DETERMINISTIC_FLOOR
+        if self.layout is None:
+            self.layout = layout_spread.measure(
+                self.replayer, self.target.output, self.base_flags, self.base_link_flags,
+                self.bench, self.baseline(), progress)
+            if progress:
+                progress(self.layout.text())
+            if self.layout.counts and not self._baseline_memo:
+                self._baseline_memo.append(self.layout.counts[0])   # the first pair's
+        return self.layout.floor
 
     def defined_functions(self, flags_by_unit: UnitFlags | None = None
                           ) -> dict[str, list[str]]:
@@ -338,7 +361,8 @@ class Evaluator:
         try:
             found = attribute(ProfiledSide(base.binary, base.env, self._baseline_defined),
                               ProfiledSide(candidate.binary, candidate.env,
-                                   self.defined_functions(flags_by_unit)), changed)
+                                   self.defined_functions(flags_by_unit)), changed,
+                              self.count_floor())
         except AttributionError as error:
             if progress:
                 progress(f"no attribution: {error}")

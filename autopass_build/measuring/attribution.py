@@ -134,10 +134,12 @@ def effects(base_runs: list[dict[str, float]], cand_runs: list[dict[str, float]]
 
 
 def exact_effects(base: dict[str, float], cand: dict[str, float], changed: list[str],
-                  precision: float) -> list[UnitEffect]:
+                  precision: float, floor: float = stats.DETERMINISTIC_FLOOR
+                  ) -> list[UnitEffect]:
     """Each changed unit's effect from one deterministic count per side: the ratio is
-    known to within what moves a count without a change of code (stats.DETERMINISTIC_FLOOR),
-    so that is its interval, as a whole program's count has."""
+    known to within what moves a count without a change of code (`floor`: the default,
+    or more where the program's count moves with its layout), so that is its interval,
+    as a whole program's count has."""
     total = sum(base.values()) or 1.0
     found = []
     for source in changed:
@@ -145,7 +147,7 @@ def exact_effects(base: dict[str, float], cand: dict[str, float], changed: list[
         if before <= 0 or after <= 0:
             continue
         ratio = after / before
-        low, high = (ratio * math.exp(side * stats.DETERMINISTIC_FLOOR) for side in (-1, 1))
+        low, high = (ratio * math.exp(side * floor) for side in (-1, 1))
         decided = stats.verdict(stats.Estimate(ratio, low, high, 1, 1.0), precision,
                                 final=True) or stats.UNCLEAR
         found.append(UnitEffect(source, ratio, low, high, 1,
@@ -180,11 +182,12 @@ class Attributor:
         self.pairs = pairs
         self._counted: dict[tuple, dict[str, float]] = {}    # the baseline's, by binary
 
-    def __call__(self, base: ProfiledSide, cand: ProfiledSide, changed: list[str]
-                 ) -> list[UnitEffect]:
+    def __call__(self, base: ProfiledSide, cand: ProfiledSide, changed: list[str],
+                 floor: float = stats.DETERMINISTIC_FLOOR) -> list[UnitEffect]:
+        """`floor`: what a count is trusted to (Evaluator.count_floor)."""
         if self.bench.measure.metric in DETERMINISTIC_METRICS:
             return exact_effects(self._counts(base, memo=True), self._counts(cand),
-                                 changed, self.bench.measure.precision)
+                                 changed, self.bench.measure.precision, floor)
         return self._sampled(base, cand, changed)
 
     def _counts(self, side: ProfiledSide, memo: bool = False) -> dict[str, float]:

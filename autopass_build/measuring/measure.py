@@ -154,12 +154,14 @@ def _note_an_unchecked_output(bench: Benchmark, reference: Reference,
 
 def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe: str,
             cand_env: dict[str, str], progress: Progress | None = None,
-            level: float = 0.95, baseline_memo: list[float] | None = None) -> Comparison:
+            level: float = 0.95, baseline_memo: list[float] | None = None,
+            floor: float = stats.DETERMINISTIC_FLOOR) -> Comparison:
     """Interleaved, adaptive A/B of a candidate against the baseline.
 
     `baseline_memo` (kept by the caller across comparisons) saves re-running the
     baseline when the metric is deterministic (instructions): its i-th value is reused
-    as the baseline of pair i.  Timing metrics always re-run it, interleaved."""
+    as the baseline of pair i.  Timing metrics always re-run it, interleaved.  `floor`:
+    the least log ratio a deterministic count is known to (stats.estimate)."""
     memo = baseline_memo if bench.measure.metric in DETERMINISTIC_METRICS else None
     cfg = bench.measure
     cpu = measured_cpu(bench, base_exe, base_env, progress)
@@ -187,7 +189,7 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
     duet = _duet(bench, cpu, reference, progress)
     rule = stats.Sequential(cfg.min_pairs, cfg.max_pairs, cfg.precision, level,
                             deterministic=cfg.metric in DETERMINISTIC_METRICS,
-                            pairs_per_value=1 if duet is None else 2)
+                            pairs_per_value=1 if duet is None else 2, floor=floor)
     result = Comparison(Outcome.OK)
     slowdown = _metric_slowdown(cfg)
     sides = (Side(base_exe, base_env, bench.run.timeout * slowdown),

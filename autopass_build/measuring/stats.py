@@ -163,18 +163,26 @@ def _inverse(value: float) -> float:
     return math.inf if value <= 0 else 1 / value
 
 
+def repeats_agree(baseline: list[float], candidate: list[float]) -> bool:
+    """Whether a deterministic metric's pairs repeat: more pairs would tell no more."""
+    diffs = log_ratios(baseline, candidate)
+    return len(diffs) >= 2 and max(diffs) - min(diffs) <= DETERMINISTIC_SPREAD
+
+
 def estimate(baseline: list[float], candidate: list[float], level: float = 0.95,
-             deterministic: bool = False) -> Estimate:
+             deterministic: bool = False, floor: float = DETERMINISTIC_FLOOR) -> Estimate:
     """`deterministic`: the metric repeats (callgrind's instruction count); when the
     repeats agree within DETERMINISTIC_SPREAD, the ratio is known to within that spread,
-    whatever the number of pairs, and no closer than DETERMINISTIC_FLOOR."""
+    whatever the number of pairs, and no closer than `floor` (a log ratio: at least
+    DETERMINISTIC_FLOOR, more for a program whose count moves with its layout alone,
+    candidates/layout_spread.py)."""
     diffs = log_ratios(baseline, candidate)
     if not diffs:
         raise ValueError("no usable pairs")
-    if deterministic and len(diffs) >= 2 and max(diffs) - min(diffs) <= DETERMINISTIC_SPREAD:
+    if deterministic and repeats_agree(baseline, candidate):
         centre = median(diffs)
-        low = min(min(diffs), centre - DETERMINISTIC_FLOOR)
-        high = max(max(diffs), centre + DETERMINISTIC_FLOOR)
+        low = min(min(diffs), centre - floor)
+        high = max(max(diffs), centre + floor)
     else:
         centre, low, high = _widened(diffs, *hodges_lehmann_interval(diffs, level))
     return Estimate(math.exp(centre), math.exp(low), math.exp(high), len(diffs), level)
@@ -272,8 +280,10 @@ class Sequential:
     judge with this, so what is calibrated is what runs."""
 
     def __init__(self, min_pairs: int, max_pairs: int, precision: float,
-                 level: float = 0.95, deterministic: bool = False, pairs_per_value: int = 1):
+                 level: float = 0.95, deterministic: bool = False, pairs_per_value: int = 1,
+                 floor: float = DETERMINISTIC_FLOOR):
         self.max_pairs, self.precision, self.deterministic = max_pairs, precision, deterministic
+        self.floor = floor
         looks = look_schedule(min_pairs, max_pairs)
         self.looks = looks if deterministic else useful_looks(looks, level, pairs_per_value)
         self.look_level = per_look_level(level, len(self.looks))
@@ -286,5 +296,8 @@ class Sequential:
         n = len(baseline) if pairs is None else pairs
         if n not in self.looks:
             return None, None
-        est = estimate(baseline, candidate, self.look_level, deterministic=self.deterministic)
-        return est, verdict(est, self.precision, final=n >= self.max_pairs)
+        est = estimate(baseline, candidate, self.look_level, deterministic=self.deterministic,
+                       floor=self.floor)
+        # counts that repeat are known as well as they will be: a look later is this one
+        settled = self.deterministic and repeats_agree(baseline, candidate)
+        return est, verdict(est, self.precision, final=n >= self.max_pairs or settled)

@@ -1,0 +1,97 @@
+"""The layout A/A that calibrates instruction counts (candidates/layout_spread.py): a
+program whose count moves with where its code sits has verdicts that ignore moves that
+small, and a program whose count does not keeps the default trust."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from support import recorded_copy
+
+from autopass_build.candidates import layout_spread
+from autopass_build.candidates.evaluate import Evaluator
+from autopass_build.config import load as load_config
+from autopass_build.core import toolchain
+from autopass_build.measuring import stats
+from autopass_build.measuring.stats import FASTER, SAME, SLOWER, UNCLEAR
+from autopass_build.store.index import Store
+
+LAYOUT_MINI = Path(__file__).parent / "data" / "layout-mini"
+CONFIG = """
+[run]
+command = {command}
+[measure]
+metric = "instructions"
+min_pairs = 2
+max_pairs = 4
+{extra}
+"""
+needs_lld = pytest.mark.skipif(toolchain.find_tool("ld.lld") is None, reason="needs lld")
+
+
+def evaluator(root: Path, command: str = '["{exe}"]', extra: str = "") -> Evaluator:
+    if not (root / ".autopass").is_dir():
+        recorded_copy(LAYOUT_MINI, root, "", ("make", "-s"))
+    (root / "autopass.toml").write_text(CONFIG.format(command=command, extra=extra))
+    return Evaluator(Store.open_existing(str(root / ".autopass")),
+                     load_config(str(root / "autopass.toml"), str(root)))
+
+
+def spin_unit(evaluator: Evaluator) -> str:
+    [unit] = [u for u in evaluator.units if u.source_rel == "spin.c"]
+    return unit.id
+
+
+@needs_lld
+def test_a_count_that_moves_with_layout_alone_is_not_called_faster(tmp_path) -> None:
+    said: list[str] = []
+    ev = evaluator(tmp_path / "layout")
+    # aligning spin() moves it and changes nothing else: a layout, not a speed-up
+    moved = ev.evaluate({spin_unit(ev): ("-falign-functions=64",)}, said.append)
+    assert ev.layout is not None and not ev.layout.note and ev.layout.moved()
+    assert len(ev.layout.counts) == 4 and ev.layout.range > 0.001
+    assert ev.count_floor() == pytest.approx(layout_spread.MARGIN * ev.layout.range)
+    assert any("layout A/A" in line and "apart" in line for line in said)
+    estimate = moved.comparison.estimate
+    assert abs(math.log(estimate.ratio)) > stats.DETERMINISTIC_FLOOR   # the count moved,
+    assert moved.comparison.verdict in (UNCLEAR, SAME)   # by no more than layout moves it
+    assert len(moved.comparison.baseline) == 2          # and more pairs would not tell
+    # a real change is still told: spin() unoptimized runs far more instructions
+    slower = ev.evaluate({spin_unit(ev): ("-O0",)})
+    assert slower.comparison.verdict == SLOWER
+
+
+@needs_lld
+def test_a_count_that_does_not_move_keeps_the_default_trust(tmp_path) -> None:
+    ev = evaluator(tmp_path / "layout", '["{exe}", "fixed"]')
+    ev.evaluate({spin_unit(ev): ("-falign-functions=64",)})
+    assert ev.layout is not None and not ev.layout.note
+    # lld's start-up work differs from the recorded linker's by a few instructions
+    assert ev.layout.range <= stats.DETERMINISTIC_FLOOR and not ev.layout.moved()
+    assert ev.count_floor() == stats.DETERMINISTIC_FLOOR
+    assert "counts the same instructions" in ev.layout.text()
+    # twins (a composition measured on top of another) share the program's floor
+    assert ev.on(ev.base_flags, ev.base_link_flags).count_floor() == stats.DETERMINISTIC_FLOOR
+
+
+def test_the_check_is_skipped_when_turned_off_or_the_metric_is_timed(tmp_path) -> None:
+    off = evaluator(tmp_path / "layout", extra="layout_check = false")
+    assert off.count_floor() == stats.DETERMINISTIC_FLOOR and off.layout is None
+    (tmp_path / "layout" / "autopass.toml").write_text(
+        CONFIG.format(command='["{exe}"]', extra="").replace("instructions", "wall"))
+    timed = Evaluator(Store.open_existing(str(tmp_path / "layout" / ".autopass")),
+                      load_config(str(tmp_path / "layout" / "autopass.toml"), str(tmp_path)))
+    assert timed.count_floor() == stats.DETERMINISTIC_FLOOR and timed.layout is None
+
+
+def test_agreeing_counts_within_the_floor_are_unclear_at_the_first_look() -> None:
+    rule = stats.Sequential(2, 16, precision=0.01, deterministic=True, floor=0.02)
+    base, cand = [1000.0, 1000.0], [990.0, 990.0]        # 1 % fewer, exactly repeated
+    estimate, verdict = rule.judge(base, cand)
+    assert verdict == UNCLEAR and estimate is not None
+    assert estimate.low < 0.99 * math.exp(-0.019) and estimate.high > 1.0
+    # under the default floor the same counts are faster, as before
+    _, default = stats.Sequential(2, 16, precision=0.01, deterministic=True).judge(base, cand)
+    assert default == FASTER
