@@ -2,11 +2,12 @@
 """How far a real program's instruction count moves with its layout alone, and whether
 the floor autopass sets from three counts covers it (candidates/layout_spread.py).
 
-The program is recorded at -O3 (tune_classical.CASES), built on the given stages, and
-linked again by lld in `--orders` other orders of its sections (reversed, then shuffles
-by seed: the same objects, so the same code); each is counted once by callgrind.  The
-floor autopass sets is the one from four counts (the baseline and three reorderings,
-layout_spread.SEEDS); every pair of the counted layouts is a layout-only "candidate",
+The program is recorded at -O3 (tune_classical.CASES), built on the given stages,
+counted twice as built (does its count repeat at all?), and linked again by lld in
+`--orders` orders of its sections (lld's own, reversed, then shuffles by seed: the same
+objects, so the same code); each is counted once by callgrind.  The floor autopass sets
+is the one from the first four orders (layout_spread.ORDERS); every pair of the counted
+layouts is a layout-only "candidate",
 and the share of pairs whose difference is within a floor is how often a change of
 layout alone stays unjudged (the rest would be called faster or slower).  Printed: that
 share for the floor a run sets, and its mean and worst over every draw of four (and of
@@ -65,10 +66,10 @@ def main() -> int:
         flags = stages.flags(composition, opt_level(evaluator),
                              profile.use_flag() if profile else "")
         unit_flags = {u.id: flags.unit_flags for u in evaluator.units}
-        seeds = [-1] + list(range(1, args.orders))
-        counts = []
-        for label, link in [("as built", ())] + [
-                (f"order {seed}", layout_spread.shuffled(lld, seed)) for seed in seeds]:
+        orders = list(layout_spread.ORDERS) + list(range(3, args.orders))
+        repeats, counts = [], []
+        for label, link in [("as built", ()), ("as built, again", ())] + [
+                (f"order {seed}", layout_spread.shuffled(lld, seed)) for seed in orders]:
             built = evaluator.replayer.build(evaluator.target.output, unit_flags,
                                              flags.link_flags + link)
             done = run_once(evaluator.bench, built.binary, built.env,
@@ -76,9 +77,9 @@ def main() -> int:
             shutil.rmtree(built.folder, ignore_errors=True)
             if done.value is None:
                 raise SystemExit(f"{label}: callgrind could not count it: {done.detail}")
-            counts.append(done.value)
+            (counts if link else repeats).append(done.value)
             log(f"{label}: {done.value:.0f} instructions "
-                f"({done.value / counts[0] - 1:+.3%} against the build as built)")
+                f"({done.value / repeats[0] - 1:+.3%} against the build as built)")
     pairs = [abs(math.log(a / b)) for a, b in itertools.combinations(counts, 2)]
 
     def within(sample: tuple[float, ...]) -> float:
@@ -86,16 +87,19 @@ def main() -> int:
         return sum(p <= floor for p in pairs) / len(pairs)
 
     draws = {k: [within(s) for s in itertools.combinations(counts, k)] for k in (3, 4)}
-    kept = 1 + len(layout_spread.SEEDS)
+    kept = len(layout_spread.ORDERS)
     run_floor = layout_spread.floor_of(math.log(max(counts[:kept]) / min(counts[:kept])))
     full = math.log(max(counts) / min(counts))
     result = {"program": args.program, "stages": args.stages, "counts": counts,
+              "as_built": repeats, "repeats": abs(math.log(repeats[1] / repeats[0])) <= 1e-6,
               "range_of_all": math.expm1(full), "floor_of_a_run": math.expm1(run_floor),
               "pairs_within_a_runs_floor": within(tuple(counts[:kept])),
               "draws": {k: {"mean": sum(v) / len(v), "worst": min(v)} for k, v in draws.items()},
               "minutes": round((time.monotonic() - started) / 60, 1)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "layout_spread.json").write_text(json.dumps(result, indent=1))
+    log(f"the build as built counted twice: {'the same' if result['repeats'] else 'NOT the same'}"
+        f" ({repeats[1] / repeats[0] - 1:+.4%})")
     log(f"{args.program} on {args.stages or 'the recorded build'}: {len(counts)} layouts, "
         f"counts {math.expm1(full):.2%} apart at most; a run's floor (the first {kept}): "
         f"{math.expm1(run_floor):.2%}, {result['pairs_within_a_runs_floor']:.0%} of the "

@@ -301,8 +301,9 @@ class Evaluator:
                 self.bench, self.baseline(), progress)
             if progress:
                 progress(self.layout.text())
-            if self.layout.counts and not self._baseline_memo:
-                self._baseline_memo.append(self.layout.counts[0])   # the first pair's
+            if self.layout.counts and not self._baseline_memo:   # the first pairs'
+                self._baseline_memo += [self.layout.counts[0], self.layout.repeat
+                                        or self.layout.counts[0]]
         return self.layout.floor
 
     def defined_functions(self, flags_by_unit: UnitFlags | None = None

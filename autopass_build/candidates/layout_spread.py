@@ -2,26 +2,32 @@
 calibrates a deterministic metric before it judges any candidate.
 
 Callgrind's count of one binary repeats exactly, but a program that hashes an address
-(Lua seeds its string hashes with `&lua_newstate`; a C++ map keyed by pointers iterates
-in address order) does other work when the same code sits elsewhere.  A candidate's
-count then differs from the baseline's by its code's effect *and* by where its code
-landed, and a verdict that trusts the count to 0.05 % (stats.DETERMINISTIC_FLOOR)
-calls layout "faster".  So, once a run, the baseline is linked again with its input
-sections in three other orders (lld's --shuffle-sections: reversed, and two seeded
-shuffles; the same objects, so the same code) and each order is counted:
+(a map keyed by pointers iterates in address order; a seed taken from a function's
+address) does other work when the same code sits elsewhere.  A candidate's count then
+differs from the baseline's by its code's effect *and* by where its code landed, and a
+verdict that trusts the count to 0.05 % (stats.DETERMINISTIC_FLOOR) calls layout
+"faster".  So, once a run, the baseline is counted twice and, where the two agree,
+linked again with its input sections in four orders (lld's own, then by
+--shuffle-sections: reversed, and two seeded shuffles; the same objects, so the same
+code), each order counted:
 
-    counts of the baseline and its three reorderings ──▶ range R (largest log ratio apart)
+    counts of the four orders ──▶ range R (largest log ratio apart)
     floor = MARGIN x R, or DETERMINISTIC_FLOOR where R is within it
 
 MARGIN = 2: four draws of a layout effect spread evenly over a width W are 3/5 W apart
 on average ((k-1)/(k+1) of W for k draws), and a candidate's layout may differ from the
-baseline's by all of W.  Measured on Lua (bench/layout_spread.py: PGO + LTO in nine
-orders, counts 2.1 % apart on four levels): a floor set from four of the nine covers
-98 % of the layout-only pairs on average, 69 % at worst; from three, with the same
-margin, 94 % and 19 % (three draws on one level see no spread at all).  A program whose
-count does not move keeps the default floor, at the cost of three relinks and four
-counted runs (one is the first A/B's own).  Where lld cannot link the program, or a
-reordered program writes other output (it depends on its layout: nothing to
+baseline's by all of W.  The orders are all lld's: the recorded linker's program can
+start up in a few hundred instructions more or fewer than lld's, which is not layout.
+Where lld's own order and the reversed one count the same to the instruction (bzip2,
+SQLite: bench/layout_spread.py), nothing moves the count and the other two are not
+linked: the default floor stays, at the cost of two relinks and two counted runs (the
+baseline's two counts are the first A/B's own).  A reordering that happens to count
+alike on a program whose count does move is unlikely to do so to the instruction.
+
+A program whose count moves from one run of the same binary to the next (Lua mixes
+time(NULL) into its hash seed) is not calibrated: its pairs disagree, and the A/B
+already judges them by their spread, as times are.  Where lld cannot link the program,
+or a reordered program writes other output (it depends on its layout: nothing to
 calibrate), the floor stays the default and the note says why.
 """
 
@@ -42,7 +48,9 @@ from autopass_build.measuring.benchmark import Benchmark, run_once
 from autopass_build.measuring.output_check import Reference, check_output
 
 MARGIN = 2.0
-SEEDS = (-1, 1, 2)           # lld: -1 reverses the order, another number shuffles by it
+# lld's own order (the recorded linker's start-up work can differ from lld's by a few
+# hundred instructions: not layout), then -1: reversed, then shuffles by a seed
+ORDERS: tuple[int | None, ...] = (None, -1, 1, 2)
 SECTIONS = (".text*", ".rodata*", ".data*", ".bss*")   # never .init_array: its order runs
 
 
@@ -51,6 +59,7 @@ class LayoutSpread:
     counts: tuple[float, ...]     # the baseline's count, then each reordered link's
     floor: float                  # the least log ratio a count is trusted to
     note: str = ""                # why nothing was calibrated ("" when it was)
+    repeat: float | None = None   # the baseline counted again, when that count differed
 
     @property
     def range(self) -> float:
@@ -63,9 +72,14 @@ class LayoutSpread:
         return self.floor > stats.DETERMINISTIC_FLOOR
 
     def text(self) -> str:
+        if self.repeat is not None:
+            apart = abs(math.log(self.repeat / self.counts[0]))
+            return (f"layout A/A: not needed: the baseline's own count moved {apart:.2%} "
+                    "from one run to the next (a seed from the time or the addresses), so "
+                    "counts are judged by their spread over the pairs, as times are")
         if self.note:
             return f"layout A/A: not measured ({self.note})"
-        seen = f"the baseline linked in {len(self.counts) - 1} other code and data orders"
+        seen = f"the baseline linked in {len(self.counts)} orders of its code and data"
         if not self.moved():
             return f"layout A/A: {seen} counts the same instructions"
         return (f"layout A/A: {seen} counts up to {self.range:.2%} apart (the program's "
@@ -73,53 +87,78 @@ class LayoutSpread:
                 f"than {math.expm1(self.floor):.2%} to be called faster or slower")
 
 
-def shuffled(lld: str, seed: int) -> tuple[str, ...]:
-    """Link flags that place the same input sections in another order (`lld`: its path)."""
+def shuffled(lld: str, seed: int | None) -> tuple[str, ...]:
+    """Link flags that place the same input sections in another order (`lld`: its path;
+    `seed` None: lld's own order)."""
     return (f"--ld-path={lld}",) + tuple(f"-Wl,--shuffle-sections={glob}={seed}"
-                                         for glob in SECTIONS)
+                                         for glob in SECTIONS if seed is not None)
 
 
 def measure(replayer: Replayer, target: str, unit_flags: UnitFlags,
             link_flags: tuple[str, ...], bench: Benchmark, baseline: Candidate,
             progress: Callable[[str], None] | None = None) -> LayoutSpread:
-    """The spread of `baseline`'s count over its reordered links (see the docstring)."""
-    def count(built: Candidate) -> tuple[float | None, str]:
-        done = run_once(bench, built.binary, built.env, bench.run.timeout * 100,
-                        metric="instructions")
-        if done.outcome != Outcome.OK or done.value is None:
-            return None, f"a counted run failed: {done.outcome} {done.detail[:120]}"
-        return done.value, check_output(bench, reference, done)
-
+    """The spread of `baseline`'s count over its reordered links (see the docstring);
+    none where the baseline's own count does not repeat (the pairs' spread covers it)."""
     first = run_once(bench, baseline.binary, baseline.env, bench.run.timeout, metric="wall")
-    reference = Reference(first.status, first.stdout, first.stderr, first.files,
-                          first.stdout_cut)
+    count = _Counter(bench, Reference(first.status, first.stdout, first.stderr, first.files,
+                                      first.stdout_cut))
     base_count, problem = count(baseline)
-    if base_count is None:
-        return LayoutSpread((), stats.DETERMINISTIC_FLOOR, problem)
+    repeat, _ = count(baseline) if base_count is not None else (None, "")
+    if base_count is None or repeat is None:
+        return LayoutSpread((), stats.DETERMINISTIC_FLOOR, problem or "a counted run failed")
+    if abs(math.log(repeat / base_count)) > stats.DETERMINISTIC_SPREAD:
+        return LayoutSpread((base_count,), stats.DETERMINISTIC_FLOOR, repeat=repeat)
     lld = toolchain.find_tool("ld.lld")
     if lld is None:
         return LayoutSpread((base_count,), stats.DETERMINISTIC_FLOOR, "no ld.lld found: "
                             "install lld-19 (`autopass setup` does), or set AUTOPASS_LLD")
-    counts = [base_count]
-    for seed in SEEDS:
+    counts: list[float] = []
+    for seed in ORDERS:
         if progress:
-            progress(f"layout A/A: linking the baseline in another order ({len(counts)} of "
-                     f"{len(SEEDS)})")
-        try:
-            built = replayer.build(target, unit_flags, link_flags + shuffled(lld, seed))
-        except EvaluationError as error:
-            return LayoutSpread(tuple(counts), stats.DETERMINISTIC_FLOOR,
-                                f"lld could not link it in another order: {str(error)[:160]}")
-        try:
-            value, problem = count(built)
-        finally:
-            if built.folder != baseline.folder:
-                shutil.rmtree(built.folder, ignore_errors=True)
+            progress(f"layout A/A: linking the baseline by lld in order {len(counts) + 1} "
+                     f"of {len(ORDERS)}")
+        value, problem = _count_linked(replayer, target, unit_flags,
+                                       link_flags + shuffled(lld, seed), baseline, count)
         if value is None or problem:
-            return LayoutSpread(tuple(counts), stats.DETERMINISTIC_FLOOR,
-                                "in another order the program " + (problem or "did not run"))
+            return LayoutSpread(tuple(counts), stats.DETERMINISTIC_FLOOR, problem)
         counts.append(value)
+        if len(counts) == 2 and abs(math.log(counts[1] / counts[0])) <= stats.DETERMINISTIC_SPREAD:
+            break           # reversed, the same count to the instruction: nothing moves it
     return LayoutSpread(tuple(counts), floor_of(LayoutSpread(tuple(counts), 0.0).range))
+
+
+def _count_linked(replayer: Replayer, target: str, unit_flags: UnitFlags,
+                  link_flags: tuple[str, ...], baseline: Candidate, count: _Counter
+                  ) -> tuple[float | None, str]:
+    """The count of the baseline's objects linked with `link_flags`; (None, why) when
+    lld cannot link them or the program then runs otherwise."""
+    try:
+        built = replayer.build(target, unit_flags, link_flags)
+    except EvaluationError as error:
+        return None, f"lld could not link it in another order: {str(error)[:160]}"
+    try:
+        value, problem = count(built)
+    finally:
+        if built.folder != baseline.folder:
+            shutil.rmtree(built.folder, ignore_errors=True)
+    if value is None or problem:
+        return None, "in another order the program " + (problem or "did not run")
+    return value, ""
+
+
+class _Counter:
+    """One counted run of a build: (its instructions, or None; what is wrong with its
+    output against `reference`, or why it did not run)."""
+
+    def __init__(self, bench: Benchmark, reference: Reference):
+        self.bench, self.reference = bench, reference
+
+    def __call__(self, built: Candidate) -> tuple[float | None, str]:
+        done = run_once(self.bench, built.binary, built.env, self.bench.run.timeout * 100,
+                        metric="instructions")
+        if done.outcome != Outcome.OK or done.value is None:
+            return None, f"a counted run failed: {done.outcome} {done.detail[:120]}"
+        return done.value, check_output(self.bench, self.reference, done)
 
 
 def floor_of(seen: float) -> float:

@@ -157,11 +157,11 @@ class MeasureConfig:
     pin_cpu: bool = key(True, "Hold single-threaded runs to one CPU away from CPU 0; a "
                         "program that keeps several CPUs busy is seen once and run "
                         "unpinned.")
-    layout_check: bool = key(True, "Under metric = instructions, first link the baseline "
-                             "in three other orders of the same code and count each: where "
-                             "the count moves with the layout alone (a program that hashes "
+    layout_check: bool = key(True, "Under metric = instructions, first count the baseline "
+                             "linked in other orders of the same code (lld): where the "
+                             "count moves with the layout alone (a program that hashes "
                              "addresses), verdicts ignore changes within twice that "
-                             "spread (docs/guide.md). Costs three links and three counted "
+                             "spread (docs/guide.md). Costs two to four links and counted "
                              "runs, once.")
     duet: bool = key(False, "Run each pair's baseline and candidate at once, each on a "
                      "CPU of its own (swapped every pair), so that a burst of noise on a "
