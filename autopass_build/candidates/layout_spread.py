@@ -100,7 +100,7 @@ def measure(replayer: Replayer, target: str, unit_flags: UnitFlags,
     """The spread of `baseline`'s count over its reordered links (see the docstring);
     none where the baseline's own count does not repeat (the pairs' spread covers it)."""
     first = run_once(bench, baseline.binary, baseline.env, bench.run.timeout, metric="wall")
-    count = _Counter(bench, Reference(first.status, first.stdout, first.stderr, first.files,
+    count = _CountedRun(bench, Reference(first.status, first.stdout, first.stderr, first.files,
                                       first.stdout_cut))
     base_count, problem = count(baseline)
     repeat, _ = count(baseline) if base_count is not None else (None, "")
@@ -128,7 +128,7 @@ def measure(replayer: Replayer, target: str, unit_flags: UnitFlags,
 
 
 def _count_linked(replayer: Replayer, target: str, unit_flags: UnitFlags,
-                  link_flags: tuple[str, ...], baseline: Candidate, count: _Counter
+                  link_flags: tuple[str, ...], baseline: Candidate, count: _CountedRun
                   ) -> tuple[float | None, str]:
     """The count of the baseline's objects linked with `link_flags`; (None, why) when
     lld cannot link them or the program then runs otherwise."""
@@ -146,7 +146,7 @@ def _count_linked(replayer: Replayer, target: str, unit_flags: UnitFlags,
     return value, ""
 
 
-class _Counter:
+class _CountedRun:
     """One counted run of a build: (its instructions, or None; what is wrong with its
     output against `reference`, or why it did not run)."""
 
