@@ -904,6 +904,45 @@ def test_when_time_holds_bolt_but_not_the_steps_before_it_they_give_way(tmp_path
     assert ran == ["layout"], (ran, said)
 
 
+def test_bolt_is_costed_at_the_pace_of_a_relink_and_layout_gives_way(tmp_path) -> None:
+    """cppcheck under `--time 25m`: PGO + LTO's look compiled its 71 units (7 min), its
+    confirmation came from the cache (2.5 min).  At the average of the two BOLT was put
+    at 14 min where 12 were left, so layout (which compiles every unit) took them and
+    BOLT, 10 % by hand on cppcheck, was never measured.  BOLT compiles nothing: it is
+    costed at the pace of the evaluation that compiled nothing, fits, and layout gives
+    way to it; layout keeps the pace of the builds that compile."""
+    from types import SimpleNamespace
+
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.tuning.clock import Deadline
+    from autopass_build.tuning.journal import Entry, Timing
+    from autopass_build.tuning.settings import RunSettings
+    from autopass_build.tuning.steps_on_top import StepsOnTop
+
+    journal = Journal.create(str(tmp_path), RunSettings())
+    journal.append(Entry(1, Phase.STAGE, "k", {}, Outcome.OK, "faster", 0.8, 0.7, 0.9,
+                         pairs=10, stages="pgo+lto",
+                         timing=Timing(seconds=420, compiled=71, cached=0)))
+    journal.append(Entry(2, Phase.STAGE_CONFIRM, "k", {}, Outcome.OK, "faster", 0.8, 0.7,
+                         0.9, pairs=10, stages="pgo+lto",
+                         timing=Timing(seconds=150, compiled=0, cached=71)))
+    ran: list[str] = []
+    said: list[str] = []
+    steps = StepsOnTop.__new__(StepsOnTop)
+    steps.measurements = SimpleNamespace(journal=journal, deterministic=False)
+    steps.show = said.append
+    steps.applicable = lambda chosen: [stages.Stage.LAYOUT, stages.Stage.BOLT]
+    steps.usable = set()
+    steps.layout_step = lambda chosen, without: ran.append("layout")
+    steps.bolt = lambda chosen, without: ran.append("bolt")
+    assert steps._cost(stages.Stage.BOLT) == pytest.approx(3 * 150)      # 7.5 min
+    assert steps._cost(stages.Stage.LAYOUT) == pytest.approx(2 * 285)    # the average
+    chosen = SimpleNamespace(stages=(stages.Stage.PGO, stages.Stage.LTO))
+    steps.after_search(chosen, lambda c: None, Deadline(12 * 60))
+    assert ran == ["bolt"], (ran, said)
+    assert said[0].startswith("--time: layout left out so that BOLT has its time"), said
+
+
 def test_bolt_not_kept_on_top_of_layout_is_measured_in_its_place(tmp_path) -> None:
     """Lua under `--time 10m`: layout kept (1.029x over PGO + LTO), BOLT on top of it
     0.969x, slower: it undid layout's work, where BOLT on the build without layout is

@@ -54,9 +54,12 @@ def stage_phase_entries(journal: Journal) -> list[Entry]:
             if not set(e.composition) & set(AFTER_SEARCH)]
 
 
-def stage_evaluation_seconds(journal: Journal) -> float | None:
+def stage_evaluation_seconds(journal: Journal, relinked: bool = False) -> float | None:
     """Seconds a stage evaluation took on average in this run (None before any): what a
-    build and link of the whole program and its measurement cost here."""
-    looks = [e.timing.seconds for e in journal.of_phase(*STAGE_EVALUATIONS)
-             if e.timing.seconds > 0]
-    return sum(looks) / len(looks) if looks else None
+    build and link of the whole program and its measurement cost here.  `relinked`: of
+    the evaluations that compiled nothing (every unit from the cache: a confirmation),
+    what a step that only links again costs; the average of all where there is none."""
+    looks = [e for e in journal.of_phase(*STAGE_EVALUATIONS) if e.timing.seconds > 0]
+    cached = [e for e in looks if e.timing.compiled == 0 and e.timing.cached > 0]
+    chosen = cached if relinked and cached else looks
+    return sum(e.timing.seconds for e in chosen) / len(chosen) if chosen else None
