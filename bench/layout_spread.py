@@ -4,8 +4,8 @@ the floor autopass sets from three counts covers it (candidates/layout_spread.py
 
 The program is recorded at -O3 (tune_classical.CASES), built on the given stages,
 counted twice as built (does its count repeat at all?), and linked again by lld in
-`--orders` orders of its sections (lld's own, reversed, then shuffles by seed: the same
-objects, so the same code); each is counted once by callgrind.  The floor autopass sets
+`--orders` orders of its sections (at least a run's four: reversed, then shuffles by
+seed; the same objects, so the same code); each is counted once by callgrind.  The floor autopass sets
 is the one from the first four orders (layout_spread.ORDERS); every pair of the counted
 layouts is a layout-only "candidate",
 and the share of pairs whose difference is within a floor is how often a change of
@@ -51,7 +51,8 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--program", default="lua5.4", choices=sorted(tc.CASES))
     parser.add_argument("--stages", default="pgo,lto", help="'' for the recorded build")
-    parser.add_argument("--orders", type=int, default=8, help="reordered links counted")
+    parser.add_argument("--orders", type=int, default=8,
+                        help="reordered links counted (at least a run's four)")
     parser.add_argument("--out", type=Path, default=Path("layout-spread-out"))
     args = parser.parse_args()
     lld = toolchain.find_tool("ld.lld")
@@ -66,7 +67,8 @@ def main() -> int:
         flags = stages.flags(composition, opt_level(evaluator),
                              profile.use_flag() if profile else "")
         unit_flags = {u.id: flags.unit_flags for u in evaluator.units}
-        orders = list(layout_spread.ORDERS) + list(range(3, args.orders))
+        extra = max(0, args.orders - len(layout_spread.ORDERS))   # more seeds than a run's
+        orders = list(layout_spread.ORDERS) + list(range(4, 4 + extra))
         repeats, counts = [], []
         for label, link in [("as built", ()), ("as built, again", ())] + [
                 (f"order {seed}", layout_spread.shuffled(lld, seed)) for seed in orders]:

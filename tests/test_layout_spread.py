@@ -57,7 +57,7 @@ def test_a_count_that_moves_with_layout_alone_is_not_called_faster(tmp_path) -> 
     # aligning spin() moves it and changes nothing else: a layout, not a speed-up.  The
     # first alignment whose count moved more than a count is trusted to by default, and
     # within what the A/A saw layout move it, is judged (which one does is the linker's)
-    for align in (32, 64, 128, 256, 512, 1024):
+    for align in (32, 64, 128, 256, 512, 1024, 2048, 4096):
         moved = ev.evaluate({spin: (f"-falign-functions={align}",)})
         shift = abs(math.log(moved.comparison.estimate.ratio))
         if stats.DETERMINISTIC_FLOOR < shift < ev.count_floor():

@@ -12,7 +12,7 @@ unsigned spin(unsigned n);
 int main(int argc, char **argv) {
     uintptr_t at = (uintptr_t)&spin;
     const char *mode = argc > 1 ? argv[1] : "";
-    unsigned n = 400000 + (strcmp(mode, "fixed") == 0 ? 0u : (unsigned)((at >> 4) & 0xf) * 200u);
+    unsigned n = 400000 + (strcmp(mode, "fixed") == 0 ? 0u : (unsigned)((at >> 4) & 0xff) * 20u);
     unsigned drawn = 0;
     if (strcmp(mode, "random") == 0 && getrandom(&drawn, sizeof drawn, 0) == sizeof drawn)
         n += drawn % 100003u;
