@@ -67,6 +67,7 @@ def test_a_count_that_moves_with_layout_alone_is_not_called_faster(tmp_path) -> 
                     f"({ev.layout.counts})")
     assert moved.comparison.verdict in (UNCLEAR, SAME)  # by default: "faster" or "slower"
     assert len(moved.comparison.baseline) == 2         # and more pairs would not tell more
+    assert moved.comparison.baseline == list(ev.layout.baseline)   # the baseline's, reused
     # a real change is still told: spin() unoptimized
     slower = ev.evaluate({spin: ("-O0",)})
     assert slower.comparison.verdict == SLOWER
@@ -110,8 +111,8 @@ def test_a_count_that_moves_between_runs_of_one_binary_is_not_calibrated(tmp_pat
     said: list[str] = []
     ev = evaluator(tmp_path / "layout", '["{exe}", "random"]')
     moved = ev.evaluate({spin_unit(ev): ("-falign-functions=64",)}, said.append)
-    assert ev.layout is not None and ev.layout.repeat is not None
-    assert ev.count_floor() == stats.DETERMINISTIC_FLOOR and len(ev.layout.counts) == 1
+    assert ev.layout is not None and not ev.layout.repeats
+    assert ev.count_floor() == stats.DETERMINISTIC_FLOOR and ev.layout.counts == ()
     assert any("not needed: the baseline's own count moved" in line for line in said)
     assert not any("linking the baseline in another order" in line for line in said)
     # judged by the pairs' spread, as a time is: 2 to 4 disagreeing pairs bound nothing

@@ -301,9 +301,8 @@ class Evaluator:
                 self.bench, self.baseline(), progress)
             if progress:
                 progress(self.layout.text())
-            if self.layout.counts and not self._baseline_memo:   # the first pairs'
-                self._baseline_memo += [self.layout.counts[0], self.layout.repeat
-                                        or self.layout.counts[0]]
+            if not self._baseline_memo:     # the baseline's counts: the first pairs'
+                self._baseline_memo += list(self.layout.baseline)
         return self.layout.floor
 
     def defined_functions(self, flags_by_unit: UnitFlags | None = None

@@ -53,16 +53,22 @@ MARGIN = 2.0
 # others and the unshuffled one 2.9 % fewer: what shuffling changes beyond the order
 # (not a candidate's) is not the layout a candidate moves.  Nor the recorded linker's:
 # its program's start-up differs from lld's by a few hundred instructions.
-ORDERS: tuple[int | None, ...] = (-1, 1, 2, 3)
+ORDERS = (-1, 1, 2, 3)
 SECTIONS = (".text*", ".rodata*", ".data*", ".bss*")   # never .init_array: its order runs
 
 
 @dataclass(frozen=True)
 class LayoutSpread:
-    counts: tuple[float, ...]     # the baseline's count, then each reordered link's
+    baseline: tuple[float, ...]   # the baseline's count, and again (the first A/B's)
+    counts: tuple[float, ...]     # each reordered link's
     floor: float                  # the least log ratio a count is trusted to
     note: str = ""                # why nothing was calibrated ("" when it was)
-    repeat: float | None = None   # the baseline counted again, when that count differed
+
+    @property
+    def repeats(self) -> bool:
+        """Whether the baseline counted the same twice (a deterministic count)."""
+        low, high = min(self.baseline, default=1.0), max(self.baseline, default=1.0)
+        return math.log(high / low) <= stats.DETERMINISTIC_SPREAD
 
     @property
     def range(self) -> float:
@@ -75,8 +81,8 @@ class LayoutSpread:
         return self.floor > stats.DETERMINISTIC_FLOOR
 
     def text(self) -> str:
-        if self.repeat is not None:
-            apart = abs(math.log(self.repeat / self.counts[0]))
+        if not self.repeats:
+            apart = math.log(max(self.baseline) / min(self.baseline))
             return (f"layout A/A: not needed: the baseline's own count moved {apart:.2%} "
                     "from one run to the next (a seed from the time or the addresses), so "
                     "counts are judged by their spread over the pairs, as times are")
@@ -90,11 +96,10 @@ class LayoutSpread:
                 f"than {math.expm1(self.floor):.2%} to be called faster or slower")
 
 
-def shuffled(lld: str, seed: int | None) -> tuple[str, ...]:
-    """Link flags that place the same input sections in another order (`lld`: its path;
-    `seed` None: lld's own order)."""
+def shuffled(lld: str, seed: int) -> tuple[str, ...]:
+    """Link flags that place the same input sections in another order (`lld`: its path)."""
     return (f"--ld-path={lld}",) + tuple(f"-Wl,--shuffle-sections={glob}={seed}"
-                                         for glob in SECTIONS if seed is not None)
+                                         for glob in SECTIONS)
 
 
 def measure(replayer: Replayer, target: str, unit_flags: UnitFlags,
@@ -108,12 +113,14 @@ def measure(replayer: Replayer, target: str, unit_flags: UnitFlags,
     base_count, problem = count(baseline)
     repeat, _ = count(baseline) if base_count is not None else (None, "")
     if base_count is None or repeat is None:
-        return LayoutSpread((), stats.DETERMINISTIC_FLOOR, problem or "a counted run failed")
-    if abs(math.log(repeat / base_count)) > stats.DETERMINISTIC_SPREAD:
-        return LayoutSpread((base_count,), stats.DETERMINISTIC_FLOOR, repeat=repeat)
+        return LayoutSpread((), (), stats.DETERMINISTIC_FLOOR,
+                            problem or "a counted run failed")
+    counted = (base_count, repeat)
+    if not LayoutSpread(counted, (), 0.0).repeats:
+        return LayoutSpread(counted, (), stats.DETERMINISTIC_FLOOR)
     lld = toolchain.find_tool("ld.lld")
     if lld is None:
-        return LayoutSpread((base_count,), stats.DETERMINISTIC_FLOOR, "no ld.lld found: "
+        return LayoutSpread(counted, (), stats.DETERMINISTIC_FLOOR, "no ld.lld found: "
                             "install lld-19 (`autopass setup` does), or set AUTOPASS_LLD")
     counts: list[float] = []
     for seed in ORDERS:
@@ -123,11 +130,12 @@ def measure(replayer: Replayer, target: str, unit_flags: UnitFlags,
         value, problem = _count_linked(replayer, target, unit_flags,
                                        link_flags + shuffled(lld, seed), baseline, count)
         if value is None or problem:
-            return LayoutSpread(tuple(counts), stats.DETERMINISTIC_FLOOR, problem)
+            return LayoutSpread(counted, tuple(counts), stats.DETERMINISTIC_FLOOR, problem)
         counts.append(value)
         if len(counts) == 2 and abs(math.log(counts[1] / counts[0])) <= stats.DETERMINISTIC_SPREAD:
             break           # two orders, the same count to the instruction: nothing moves it
-    return LayoutSpread(tuple(counts), floor_of(LayoutSpread(tuple(counts), 0.0).range))
+    return LayoutSpread(counted, tuple(counts),
+                        floor_of(LayoutSpread(counted, tuple(counts), 0.0).range))
 
 
 def _count_linked(replayer: Replayer, target: str, unit_flags: UnitFlags,
@@ -166,6 +174,5 @@ class _CountedRun:
 
 def floor_of(seen: float) -> float:
     """The floor for counts seen `seen` (a log ratio) apart: a range within the default
-    floor is what any two builds move (the linker's own start-up work: lld's program
-    and the recorded linker's differ by a few hundred instructions), nothing to widen."""
+    floor is what any two builds of one program may move anyway, nothing to widen."""
     return stats.DETERMINISTIC_FLOOR if seen <= stats.DETERMINISTIC_FLOOR else MARGIN * seen
