@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from autopass_build.candidates.candidate import Candidate
@@ -44,6 +44,7 @@ from autopass_build.core.flags import UnitFlags
 from autopass_build.core.outcome import EvaluationError, Outcome
 from autopass_build.measuring import stats
 from autopass_build.measuring.benchmark import Benchmark, run_once
+from autopass_build.measuring.measure import baseline_reference
 from autopass_build.measuring.output_check import Reference, check_output
 
 MARGIN = 2.0
@@ -67,23 +68,20 @@ class LayoutSpread:
     @property
     def repeats(self) -> bool:
         """Whether the baseline counted the same twice (a deterministic count)."""
-        low, high = min(self.baseline, default=1.0), max(self.baseline, default=1.0)
-        return math.log(high / low) <= stats.DETERMINISTIC_SPREAD
+        return _apart(self.baseline) <= stats.DETERMINISTIC_SPREAD
 
     @property
     def range(self) -> float:
         """The largest log ratio between two of the counts."""
-        if len(self.counts) < 2:
-            return 0.0
-        return math.log(max(self.counts) / min(self.counts))
+        return _apart(self.counts)
 
     def moved(self) -> bool:
         return self.floor > stats.DETERMINISTIC_FLOOR
 
     def text(self) -> str:
         if not self.repeats:
-            apart = math.log(max(self.baseline) / min(self.baseline))
-            return (f"layout A/A: not needed: the baseline's own count moved {apart:.2%} "
+            return (f"layout A/A: not needed: the baseline's own count moved "
+                    f"{_apart(self.baseline):.2%} "
                     "from one run to the next (a seed from the time or the addresses), so "
                     "counts are judged by their spread over the pairs, as times are")
         if self.note:
@@ -107,16 +105,15 @@ def measure(replayer: Replayer, target: str, unit_flags: UnitFlags,
             progress: Callable[[str], None] | None = None) -> LayoutSpread:
     """The spread of `baseline`'s count over its reordered links (see the docstring);
     none where the baseline's own count does not repeat (the pairs' spread covers it)."""
-    first = run_once(bench, baseline.binary, baseline.env, bench.run.timeout, metric="wall")
-    count = _CountedRun(bench, Reference(first.status, first.stdout, first.stderr, first.files,
-                                      first.stdout_cut))
+    count = _CountedRun(bench, baseline_reference(bench, baseline.binary, baseline.env,
+                                                  None)[0])
     base_count, problem = count(baseline)
     repeat, _ = count(baseline) if base_count is not None else (None, "")
     if base_count is None or repeat is None:
         return LayoutSpread((), (), stats.DETERMINISTIC_FLOOR,
                             problem or "a counted run failed")
     counted = (base_count, repeat)
-    if not LayoutSpread(counted, (), 0.0).repeats:
+    if _apart(counted) > stats.DETERMINISTIC_SPREAD:
         return LayoutSpread(counted, (), stats.DETERMINISTIC_FLOOR)
     lld = toolchain.find_tool("ld.lld")
     if lld is None:
@@ -132,10 +129,14 @@ def measure(replayer: Replayer, target: str, unit_flags: UnitFlags,
         if value is None or problem:
             return LayoutSpread(counted, tuple(counts), stats.DETERMINISTIC_FLOOR, problem)
         counts.append(value)
-        if len(counts) == 2 and abs(math.log(counts[1] / counts[0])) <= stats.DETERMINISTIC_SPREAD:
+        if len(counts) == 2 and _apart(counts) <= stats.DETERMINISTIC_SPREAD:
             break           # two orders, the same count to the instruction: nothing moves it
-    return LayoutSpread(counted, tuple(counts),
-                        floor_of(LayoutSpread(counted, tuple(counts), 0.0).range))
+    return LayoutSpread(counted, tuple(counts), floor_of(_apart(counts)))
+
+
+def _apart(counts: Sequence[float]) -> float:
+    """The largest log ratio between two of `counts` (0 for fewer than two)."""
+    return math.log(max(counts) / min(counts)) if len(counts) > 1 else 0.0
 
 
 def _count_linked(replayer: Replayer, target: str, unit_flags: UnitFlags,
