@@ -295,7 +295,7 @@ def verified(root: Path, data: str, run: str, hot_flags: list[str]
     (root / "autopass.toml").write_text(
         '[build]\ncommand = "make"\nclean = "make clean"\n'
         f'[run]\ncommand = {run}\n'
-        '[measure]\nmetric = "instructions"\nmin_pairs = 2\nmax_pairs = 2\n')
+        '[measure]\nmetric = "instructions"\nlayout_check = false\nmin_pairs = 2\nmax_pairs = 2\n')
     write_db(root, {"hot.c": entry(root, "hot.c", hot_flags)})
     return root, subprocess.run([AUTOPASS, "verify"], cwd=root, capture_output=True, text=True)
 
@@ -453,7 +453,7 @@ def test_a_library_found_through_the_users_library_path_is_still_found(tmp_path)
         '[run]\ncommand = ["{exe}", "300"]\ntarget = "prog"\n'
         f'env = {{ LD_LIBRARY_PATH = "{vendor}" }}\n'
         '[build]\ncommand = "make"\nclean = "make clean"\n'
-        '[measure]\nmetric = "instructions"\nmin_pairs = 2\nmax_pairs = 2\n')
+        '[measure]\nmetric = "instructions"\nlayout_check = false\nmin_pairs = 2\nmax_pairs = 2\n')
     done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O1"], cwd=root,
                           capture_output=True, text=True)
     assert done.returncode == 0 and "libvendor.so" not in done.stderr, done.stderr

@@ -20,7 +20,7 @@ from autopass_build.core import flags_db, toolchain
 from autopass_build.core.apply_terms import ApplyPolicy
 from autopass_build.core.files import hash_file
 
-CONFIG = '[run]\ncommand = ["{exe}", "20"]\n[measure]\nmetric = "instructions"\n' \
+CONFIG = '[run]\ncommand = ["{exe}", "20"]\n[measure]\nmetric = "instructions"\nlayout_check = false\n' \
          'min_pairs = 2\nmax_pairs = 2\n[tune]\nstages = []\n'
 OBJECTS = ("hot.o", "warm.o", "main.o")
 

@@ -32,6 +32,7 @@ clean = "make -s clean"
 command = ["{exe}", "30"]
 [measure]
 metric = "instructions"
+layout_check = false
 min_pairs = 2
 max_pairs = 2
 [tune]

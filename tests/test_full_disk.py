@@ -56,6 +56,7 @@ command = ["{{exe}}", "50"]
 train = [{FILL_AFTER % 50}]
 [measure]
 metric = "instructions"
+layout_check = false
 min_pairs = 2
 max_pairs = 2
 [tune]

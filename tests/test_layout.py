@@ -28,6 +28,7 @@ CONFIG = """
 command = ["{exe}", "50"]
 [measure]
 metric = "instructions"
+layout_check = false
 min_pairs = 2
 max_pairs = 2
 """

@@ -224,7 +224,7 @@ def test_a_build_that_is_lto_already_is_recorded_as_it_is(tmp_path) -> None:
                            text=True)
     assert "2/2 units reproduce" in check.stdout, check.stdout + check.stderr
     (root / "autopass.toml").write_text('[run]\ncommand = ["{exe}"]\ntarget = "app"\n'
-                                        '[measure]\nmetric = "instructions"\n')
+                                        '[measure]\nmetric = "instructions"\nlayout_check = false\n')
     tune = subprocess.run([AUTOPASS, "tune", "--budget", "2", "--stages", "lto,thinlto"],
                           cwd=root, capture_output=True, text=True)
     assert tune.returncode == 0, tune.stderr
@@ -1068,7 +1068,7 @@ def test_a_store_copied_with_its_tree_reads_its_paths_where_it_is(tmp_path) -> N
     targets = subprocess.run([AUTOPASS, "targets"], cwd=new, capture_output=True, text=True)
     assert targets.stdout.startswith("mini (executable)"), targets.stdout
     (new / "autopass.toml").write_text('[run]\ncommand = ["{exe}", "2"]\n[measure]\n'
-                                       'metric = "instructions"\nmin_pairs = 2\n'
+                                       'metric = "instructions"\nlayout_check = false\nmin_pairs = 2\n'
                                        'max_pairs = 2\n')
     done = subprocess.run([AUTOPASS, "try", "--flags", "hot.c=-O2"], cwd=new,
                           capture_output=True, text=True)

@@ -737,7 +737,7 @@ def test_a_benchmark_that_exits_with_an_error_is_said_to(tmp_path):
     from support import recorded_tune_mini
 
     config = ('[run]\ncommand = ["sh", "-c", "\\"$0\\" 20; echo \\"mini: bad mode\\" >&2; '
-              'exit 3", "{exe}"]\n[measure]\nmetric = "instructions"\nmin_pairs = 2\n'
+              'exit 3", "{exe}"]\n[measure]\nmetric = "instructions"\nlayout_check = false\nmin_pairs = 2\n'
               'max_pairs = 2\n[tune]\nbudget = 1\nstages = []\n')
     root = recorded_tune_mini(tmp_path / "mini", config, profile=False)
     shown = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
@@ -765,7 +765,7 @@ def test_try_takes_any_spelling_of_a_source_and_inputs_are_the_benchmarks(tmp_pa
 
     root = recorded_tune_mini(tmp_path / "mini", '[run]\ncommand = ["{exe}", "1"]\n'
                               'cwd = "data"\ninputs = ["in.txt"]\n[measure]\n'
-                              'metric = "instructions"\nmax_pairs = 2\nmin_pairs = 2\n',
+                              'metric = "instructions"\nlayout_check = false\nmax_pairs = 2\nmin_pairs = 2\n',
                               profile=False)
     (root / "data").mkdir()
     (root / "data" / "in.txt").write_text("x\n")

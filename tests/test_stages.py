@@ -34,6 +34,7 @@ clean = "make -s clean"
 command = ["{exe}", "50"]
 [measure]
 metric = "instructions"
+layout_check = false
 min_pairs = 2
 max_pairs = 2
 [tune]

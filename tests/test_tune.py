@@ -600,7 +600,7 @@ def test_units_compiled_in_one_command_are_tuned_as_that_command(tmp_path) -> No
     subprocess.run([AUTOPASS, "record", "--", "make", "-s"], cwd=root, check=True,
                    capture_output=True)
     (root / "autopass.toml").write_text(
-        '[run]\ncommand = ["{exe}", "20"]\n[measure]\nmetric = "instructions"\n'
+        '[run]\ncommand = ["{exe}", "20"]\n[measure]\nmetric = "instructions"\nlayout_check = false\n'
         'min_pairs = 2\nmax_pairs = 2\n[tune]\nstrategy = "agent"\nbudget = 3\nstages = []\n')
     done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -670,7 +670,7 @@ def test_a_command_compiling_sources_of_another_program_is_not_tuned(tmp_path) -
                    capture_output=True)
     (root / "autopass.toml").write_text(
         '[run]\ncommand = ["{exe}", "20"]\ntarget = "mini"\n[measure]\n'
-        'metric = "instructions"\nmin_pairs = 2\nmax_pairs = 2\n[tune]\n'
+        'metric = "instructions"\nlayout_check = false\nmin_pairs = 2\nmax_pairs = 2\n[tune]\n'
         'strategy = "agent"\nbudget = 3\nstages = []\n')
     done = subprocess.run([AUTOPASS, "tune"], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
