@@ -248,14 +248,15 @@ class Evaluator:
                  link_flags: tuple[str, ...] = (),
                  post_link: Callable[[Candidate], Candidate] | None = None,
                  attribute: Attributor | None = None,
-                 measure_identical: bool = False) -> Evaluation:
+                 measure_identical: bool = False, until: float | None = None) -> Evaluation:
         """`measure` replaces the configured repeats and precision (the tuner's final,
         tighter re-measurement); `link_flags` go to the candidate's relink (a stage);
         `post_link` rewrites the linked candidate before it is measured (BOLT), raising
         EvaluationError when it cannot; `attribute` measures each changed unit's own
         cost after a successful A/B (measuring/attribution.py).  A candidate that is
         byte for byte the baseline (flags that change no code: measured common under
-        LTO) is SAME at exactly 1.0 without a run, unless `measure_identical` (an A/A)."""
+        LTO) is SAME at exactly 1.0 without a run, unless `measure_identical` (an A/A).
+        `until`: when --time is up (measure.compare)."""
         base = self.baseline()
         before = ReplayStats(**vars(self.replayer.stats))
         if self.base_flags:
@@ -277,7 +278,7 @@ class Evaluator:
             bench = replace(self.bench, measure=measure) if measure else self.bench
             comparison = compare(bench, base.binary, base.env, candidate.binary,
                                  candidate.env, progress, baseline_memo=self._baseline_memo,
-                                 floor=self.count_floor(progress))
+                                 floor=self.count_floor(progress), until=until)
             effects = (self._attributed(attribute, base, candidate, flags_by_unit, progress)
                        if attribute and comparison.estimate else [])
         finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -155,13 +156,16 @@ def _note_an_unchecked_output(bench: Benchmark, reference: Reference,
 def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe: str,
             cand_env: dict[str, str], progress: Progress | None = None,
             level: float = 0.95, baseline_memo: list[float] | None = None,
-            floor: float = stats.DETERMINISTIC_FLOOR) -> Comparison:
+            floor: float = stats.DETERMINISTIC_FLOOR, until: float | None = None
+            ) -> Comparison:
     """Interleaved, adaptive A/B of a candidate against the baseline.
 
     `baseline_memo` (kept by the caller across comparisons) saves re-running the
     baseline when the metric is deterministic (instructions): its i-th value is reused
     as the baseline of pair i.  Timing metrics always re-run it, interleaved.  `floor`:
-    the least log ratio a deterministic count is known to (stats.estimate)."""
+    the least log ratio a deterministic count is known to (stats.estimate).  `until`
+    (time.monotonic(), the run's --time): past it, no pair starts after the first look;
+    the pairs so far decide (stats.Sequential.judge)."""
     memo = baseline_memo if bench.measure.metric in DETERMINISTIC_METRICS else None
     cfg = bench.measure
     cpu = measured_cpu(bench, base_exe, base_env, progress)
@@ -217,18 +221,19 @@ def compare(bench: Benchmark, base_exe: str, base_env: dict[str, str], cand_exe:
         result.baseline.append(base_value)
         result.candidate.append(cand_run.value)
         n = len(result.baseline)
-        if n in rule.looks:
-            base_values, cand_values = ((result.baseline, result.candidate) if duet is None or n < 2
-                                        else swapped_pairs_merged(result.baseline,
-                                                                  result.candidate))
-            est, decided = rule.judge(base_values, cand_values, pairs=n)
-            assert est is not None
+        out_of_time = until is not None and time.monotonic() >= until
+        base_values, cand_values = ((result.baseline, result.candidate) if duet is None or n < 2
+                                    else swapped_pairs_merged(result.baseline, result.candidate))
+        est, decided = rule.judge(base_values, cand_values, pairs=n, out_of_time=out_of_time)
+        if est is not None:
             result.estimate = est
             if progress:
                 progress(f"{n} pairs: {est.describe_speedup()}")
-            if decided:
-                result.verdict = decided
-                break
+        if decided:
+            result.verdict = decided
+            if out_of_time and decided == stats.UNCLEAR and n < cfg.max_pairs and progress:
+                progress(f"--time is up: judged on the {n} pairs so far")
+            break
     result.runs = runs
     return result
 

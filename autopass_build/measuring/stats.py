@@ -288,16 +288,25 @@ class Sequential:
         self.looks = looks if deterministic else useful_looks(looks, level, pairs_per_value)
         self.look_level = per_look_level(level, len(self.looks))
 
-    def judge(self, baseline: list[float], candidate: list[float], pairs: int | None = None
-              ) -> tuple[Estimate | None, Verdict | None]:
+    def judge(self, baseline: list[float], candidate: list[float], pairs: int | None = None,
+              out_of_time: bool = False) -> tuple[Estimate | None, Verdict | None]:
         """After the latest pair: (the estimate, when this is a look; the verdict, when
         this look decides).  `pairs` is how many pairs ran when the values given are
-        fewer (a duet merges each two swapped pairs into one value)."""
+        fewer (a duet merges each two swapped pairs into one value).  `out_of_time` (the
+        run's --time is up): the A/B ends here, past the first look; a verdict other
+        than UNCLEAR only at a look of the schedule, which is what the calibration
+        covers (an extra look would be one more chance of a false FASTER)."""
         n = len(baseline) if pairs is None else pairs
         if n not in self.looks:
-            return None, None
-        est = estimate(baseline, candidate, self.look_level, deterministic=self.deterministic,
-                       floor=self.floor)
+            if not out_of_time or n < self.looks[0]:
+                return None, None
+            return self._estimate(baseline, candidate), UNCLEAR
+        est = self._estimate(baseline, candidate)
         # counts that repeat are known as well as they will be: a look later is this one
         settled = self.deterministic and repeats_agree(baseline, candidate)
-        return est, verdict(est, self.precision, final=n >= self.max_pairs or settled)
+        return est, verdict(est, self.precision,
+                            final=n >= self.max_pairs or settled or out_of_time)
+
+    def _estimate(self, baseline: list[float], candidate: list[float]) -> Estimate:
+        return estimate(baseline, candidate, self.look_level, deterministic=self.deterministic,
+                        floor=self.floor)

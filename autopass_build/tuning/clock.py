@@ -4,9 +4,12 @@ Users think in time: `autopass tune --time 45m` ([tune].time) lets a run take at
 that long (this invocation's wall time; a resumed run gets it anew), on top of or
 instead of the evaluation budget.  The stages may take half of it, as they take half of
 the evaluations; the search stops starting candidates when what is left would not hold
-the steps after it (BOLT, the final re-measurement); those always run, so a run can end
-a little past its time.  The pace of the evaluations so far says how long the rest will
-likely take, from the first one on.
+the steps after it (BOLT, the final re-measurement), and a step starts only when its
+estimated cost fits.  An A/B that is still taking pairs when the time is up ends with
+the pair it is on, once past its first look (tuning/measuring.CUT_AT_TIME), so a run ends
+past its time by a build, a pair or a first look, and the final measurements of what
+ships.  The pace of the evaluations so far says
+how long the rest will likely take, from the first one on.
 """
 
 from __future__ import annotations

@@ -28,6 +28,12 @@ if TYPE_CHECKING:    # Ray is imported only by a run that names a cluster
     from autopass_build.cluster.dispatch import ClusterMeasurer
 
 ATTRIBUTED = (Phase.SEARCH, Phase.COMPOSITE)   # phases whose entries carry unit effects
+# Phases whose A/B stops taking pairs when --time is up: those where an unclear verdict
+# leaves a candidate, a composition or a step out.  Not the measurements of what ships
+# against the recorded build (composite, alone, final, tuned): cut short, they would
+# turn a verified result into an unverified one.
+CUT_AT_TIME = (Phase.SEARCH, Phase.CONFIRM, Phase.STAGE, Phase.STAGE_AGAIN,
+               Phase.STAGE_CONFIRM, Phase.STAGE_RIVAL)
 
 
 class TuneError(AutopassError):
@@ -80,6 +86,7 @@ class Measurements:
         self.attributor: Attributor | None = None   # tune --attribute: per-unit effects
         # tune --cluster: the search's candidates measured on the cluster's nodes
         self.remote: "ClusterMeasurer | None" = None
+        self.until: float | None = None   # tune --time: its end, in time.monotonic()
 
     @property
     def deterministic(self) -> bool:
@@ -142,7 +149,8 @@ class Measurements:
             evaluation = (evaluator or self.evaluator).evaluate(
                 self._by_unit(flags, under), lambda m: self.show(f"  {m}"), measure,
                 link_flags, post_link,
-                self.attributor if phase in ATTRIBUTED else None)
+                self.attributor if phase in ATTRIBUTED else None,
+                until=self.until if phase in CUT_AT_TIME else None)
         except MeasureError as error:
             raise TuneError(f"{error}; the journal holds every finished evaluation: fix "
                             "the cause, then `autopass tune --resume`") from None

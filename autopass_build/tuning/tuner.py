@@ -131,6 +131,7 @@ class Tuner:
         units_of = {s: [u.id for u in evaluator.units if u.source_rel in (s, *mates.get(s, ()))]
                     for s in sources}
         self.measurements = Measurements(journal, evaluator, self.config, units_of, self.show)
+        self.measurements.until = self.deadline.end   # an A/B started late stops at --time
         hot = load_profile(self.store.dir)   # the one _hot_sources made or found
         recorded = stages.recorded_lto([u.argv for u in evaluator.units])
         self.chosen = self._compose(evaluator, hot)
