@@ -147,3 +147,25 @@ def test_an_archive_that_arrives_damaged_or_reaches_outside_its_tree_is_refused(
         unpacked(shipped_tree(project, evil.getvalue()))
     assert not (tmp_path / "cache" / "outside").exists()
     assert not list((tmp_path / "cache").glob("*.partial-*"))     # nothing half-unpacked
+
+
+def test_a_node_ends_a_candidates_pairs_when_the_runs_time_is_up(project) -> None:
+    """F105 on a cluster's node: the driver sends what is left of --time (in seconds:
+    the node's clock is its own), and past it the node's A/B ends at its first look, as
+    a local one does, where its precision would have it take all 64 pairs."""
+    import dataclasses
+
+    from autopass_build.measuring import stats
+
+    config = cfg.load(str(project / "autopass.toml"))
+    timed = dataclasses.replace(config.measure, metric="cpu", min_pairs=4, max_pairs=64,
+                                precision=0.0001)
+    bench = NodeBench(Baseline(str(project / ".autopass"), config, "mini", {}, ()),
+                      "c" * 16, "")
+    assert bench.evaluator is not None
+    # another binary (its command line kept in a section of its own), the same code
+    recorded = {unit.id: ("-frecord-command-line",) for unit in bench.evaluator.units}
+    result = bench.evaluate([], recorded, timed, False, seconds_left=0.0)
+    comparison = result.evaluation.comparison
+    assert comparison is not None, result.evaluation.detail
+    assert len(comparison.baseline) == stats.Sequential(4, 64, 0.0001).looks[0], result.lines

@@ -13,6 +13,7 @@ leaves nothing half-written and nothing counted twice."""
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -172,11 +173,13 @@ class ClusterMeasurer:
 
     def evaluate_many(self, candidates: list[UnitFlags], measure: MeasureConfig,
                       attribute: bool = False, link_flags: tuple[str, ...] = (),
-                      after_link: AfterLink | None = None) -> list[NodeResult]:
+                      after_link: AfterLink | None = None,
+                      until: float | None = None) -> list[NodeResult]:
         """Each candidate (per-unit flags, the stages' added by the node; `link_flags`:
         a stage composition's, added to the link; `after_link`: a step's work on the
         linked candidate, made by the node) measured on a verdict node; the results in
-        the candidates' order."""
+        the candidates' order.  `until` (time.monotonic() here): --time's end, sent to
+        each node as the seconds left when its candidate is sent."""
         import ray
 
         compiled = [self._fan_out(c) for c in candidates]
@@ -193,8 +196,9 @@ class ClusterMeasurer:
                 i = waiting.popleft()
                 self._dispatches += 1
                 bench.last_used = self._dispatches
+                left = None if until is None else until - time.monotonic()
                 ref = bench.handle.evaluate.remote(compiled[i], candidates[i], measure,
-                                                   attribute, link_flags, after_link)
+                                                   attribute, link_flags, after_link, left)
                 running[ref] = (i, bench)
             if not running:
                 raise ClusterError("every verdict node of the cluster was lost; the journal "

@@ -207,16 +207,19 @@ class NodeBench:
 
     def evaluate(self, compiled: list, flags_by_unit: UnitFlags, measure: MeasureConfig,
                  attribute: bool, link_flags: tuple[str, ...] = (),
-                 after_link: AfterLink | None = None) -> NodeResult:
+                 after_link: AfterLink | None = None,
+                 seconds_left: float | None = None) -> NodeResult:
         """One candidate against this node's baseline (`link_flags`: a stage
         composition's, added to its link; `after_link`: a step's work on the linked
         candidate, made here: `_post_link`).  `compiled`: the compile tasks
         fanned out for it (object references, nested so that Ray does not wait on them
         before the call); waited for, but their failures do not matter: the build
-        compiles whatever is missing itself."""
+        compiles whatever is missing itself.  `seconds_left`: of the run's --time when
+        the driver sent it (a time, not a clock reading: the node's clock is its own)."""
         import ray
 
         started = time.monotonic()
+        until = None if seconds_left is None else started + seconds_left
         if compiled:
             ray.wait(compiled, num_returns=len(compiled), timeout=3600)
         lines: list[str] = []
@@ -227,7 +230,7 @@ class NodeBench:
         evaluation = self.evaluator.evaluate(
             self.moved.per_unit(flags_by_unit), lines.append, measure,
             self.moved(link_flags), post_link,
-            attribute=self.attributor if attribute else None)
+            attribute=self.attributor if attribute else None, until=until)
         brought = post_link.brought() if isinstance(post_link, BoltStage) else None
         return NodeResult(evaluation, self.info.name, time.monotonic() - started, lines,
                           brought)

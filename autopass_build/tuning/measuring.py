@@ -194,7 +194,8 @@ class Measurements:
                 link_flags=link_flags,
                 # portable() is data the node knows (node_bench.AfterLink); this layer
                 # does not import the cluster's types
-                after_link=post_link.portable() if post_link else None)  # type: ignore[arg-type]
+                after_link=post_link.portable() if post_link else None,  # type: ignore[arg-type]
+                until=self.until if phase in CUT_AT_TIME else None)
         except ClusterError as error:
             raise TuneError(str(error)) from None
         entries = []
