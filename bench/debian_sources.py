@@ -96,6 +96,20 @@ LAME = Program(
     clean=("sh", "-c", "make distclean >/dev/null"),
     binaries=("frontend/lame",),
 )
+# The Opus codec's reference encoder and decoder (opus_demo), built by the plain makefile
+# it ships (Makefile.unix: no configure, no SIMD intrinsics, so its float DSP loops are
+# the compiler's to vectorize); CELT's hot code is spread over vq.c, kiss_fft.c, pitch.c,
+# bands.c and analysis.c (each 5-25 % of an encode at 96 kb/s).
+_OPUS_FLAGS = ("CFLAGS=-O3 -g -DUSE_ALLOCA -DHAVE_LRINTF -DOPUS_BUILD "
+               "-Iinclude -Isilk -Icelt -Isilk/float")
+OPUS = Program(
+    package="opus", build_dir=".",
+    build=("make", "-s", "-f", "Makefile.unix", "-j2", "opus_demo", _OPUS_FLAGS),
+    plain_build=("make", "-s", "-f", "Makefile.unix", "-j2", "opus_demo", _OPUS_FLAGS,
+                 "CC=clang-19"),
+    clean=("make", "-s", "-f", "Makefile.unix", "clean"),
+    binaries=("opus_demo",),
+)
 # Whole C++ applications, built by their own CMake with the Ninja generator at its
 # Release setting (-O3).  GEOS: ~390 units, two shared libraries of the project
 # (libgeos, libgeos_c: -fPIC, visibility), exceptions, RTTI, templates; its command-line
@@ -156,7 +170,7 @@ KERNELS = Program(
     binaries=("kernels",),
 )
 LOCAL_SOURCES = {"kernels": Path(__file__).resolve().parent / "workloads" / "kernels"}
-PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG, ZSTD, SQLITE, LAME)}
+PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG, ZSTD, SQLITE, LAME, OPUS)}
 APPLICATIONS = {p.package: p for p in (GEOS, CPPCHECK, SEVENZIP)}
 
 

@@ -11,7 +11,7 @@ tune's output check leaves it out.
 Usage: python bench/decision_ceiling.py [--program lame] [--stages pgo,thinlto]
            [--units 1] [--seconds 4] [--megabytes 1] [--time-pairs 0]
            [--out decision-ceiling-out]
-(--seconds: LAME's input, in seconds of audio; --megabytes: zstd's, in MB of text;
+(--seconds: LAME's and Opus's input, in seconds of audio; --megabytes: zstd's, in MB of text;
 other programs run their own benchmark.)
 """
 
@@ -115,6 +115,8 @@ def main() -> int:
                                str(tc.wav_input(w / "short.wav", args.seconds)), "-"],
             "libzstd": lambda w: ["{exe}", "-q", "-c", "-7",
                                   str(tc.text_input(w / "short.txt", args.megabytes))],
+            "opus": lambda w: ["{exe}", "audio", "48000", "2", "96000",
+                               str(tc.wav_input(w / "short.wav", args.seconds)), "decoded.raw"],
         }.get(args.program)
         store, config = tc.prepare(args.program, work, "instructions", command=command)
         evaluator = Evaluator(store, config)

@@ -111,6 +111,12 @@ CASES = {
     "lame": Case(debian_sources.LAME, debian_sources.LAME.build, "lame",
                  lambda work: ["{exe}", "--silent", "-V", "2", str(wav_input(work / "in.wav", 90)),
                                "-"]),
+    # Opus encoding and decoding 40 s of stereo audio at 96 kb/s (CELT's float loops);
+    # what it decodes is written to a file that every run must write the same
+    "opus": Case(debian_sources.OPUS, debian_sources.OPUS.build, "opus_demo",
+                 lambda work: ["{exe}", "audio", "48000", "2", "96000",
+                               str(wav_input(work / "in.wav", 40)), "decoded.raw"],
+                 check_files=("decoded.raw",)),
     # Whole C++ applications (debian_sources.APPLICATIONS), each with a workload its users
     # run: GEOS's geosop buffering the union of 3,000 polygons (the time is in libgeos.so,
     # a project shared library); cppcheck checking one of its own sources, its findings
