@@ -936,12 +936,50 @@ def test_bolt_is_costed_at_the_pace_of_a_relink_and_layout_gives_way(tmp_path) -
     steps.usable = set()
     steps.layout_step = lambda chosen, without: ran.append("layout")
     steps.bolt = lambda chosen, without: ran.append("bolt")
-    assert steps._cost(stages.Stage.BOLT) == pytest.approx(3 * 150)      # 7.5 min
+    assert steps._cost(stages.Stage.BOLT) == pytest.approx(2.5 * 150)    # 6.3 min
     assert steps._cost(stages.Stage.LAYOUT) == pytest.approx(2 * 285)    # the average
     chosen = SimpleNamespace(stages=(stages.Stage.PGO, stages.Stage.LTO))
     steps.after_search(chosen, lambda c: None, Deadline(12 * 60))
     assert ran == ["bolt"], (ran, said)
     assert said[0].startswith("--time: layout left out so that BOLT has its time"), said
+
+
+def test_bolt_trains_inside_its_first_evaluation_and_a_link_knob_gives_way(tmp_path) -> None:
+    """cppcheck under `--time 25m` again, with BOLT at the pace of a relink: PGO + LTO's
+    look took 7.2 min, its confirmation 3.6, and 10.5 min were left after the stages.
+    BOLT's training was counted as a third relink (10.9 min in all), so BOLT did not fit,
+    and ext-TSP took the time (60 pairs, unclear).  BOLT trains on the binary its first
+    evaluation links (20 s on cppcheck): it fits at 9 min, and the knob gives way."""
+    from types import SimpleNamespace
+
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.tuning.clock import Deadline
+    from autopass_build.tuning.journal import Entry, Timing
+    from autopass_build.tuning.settings import RunSettings
+    from autopass_build.tuning.steps_on_top import StepsOnTop
+
+    journal = Journal.create(str(tmp_path), RunSettings())
+    journal.append(Entry(1, Phase.STAGE, "k", {}, Outcome.OK, "faster", 0.79, 0.67, 0.99,
+                         pairs=10, stages="pgo+lto",
+                         timing=Timing(seconds=433, compiled=71, cached=71)))
+    journal.append(Entry(2, Phase.STAGE_CONFIRM, "k", {}, Outcome.OK, "faster", 0.80, 0.71,
+                         0.89, pairs=10, stages="pgo+lto",
+                         timing=Timing(seconds=217, compiled=0, cached=71)))
+    ran: list[str] = []
+    said: list[str] = []
+    steps = StepsOnTop.__new__(StepsOnTop)
+    steps.measurements = SimpleNamespace(journal=journal, deterministic=False)
+    steps.show = said.append
+    steps.applicable = lambda chosen: [stages.Stage.EXTTSP, stages.Stage.BOLT]
+    steps.usable = set()
+    steps.link_knob = lambda step, chosen, without: ran.append(str(step))
+    steps.bolt = lambda chosen, without: ran.append("bolt")
+    assert steps._cost(stages.Stage.BOLT) == pytest.approx(2.5 * 217)    # 9 min
+    chosen = SimpleNamespace(stages=(stages.Stage.PGO, stages.Stage.LTO))
+    steps.after_search(chosen, lambda c: None, Deadline(10.5 * 60))
+    assert ran == ["bolt"], (ran, said)
+    assert said[0].startswith("--time: ext-TSP block order at the link left out so that "
+                              "BOLT has its time"), said
 
 
 def test_bolt_not_kept_on_top_of_layout_is_measured_in_its_place(tmp_path) -> None:

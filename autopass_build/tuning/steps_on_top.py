@@ -60,6 +60,12 @@ from autopass_build.tuning.stage_journal import (
 
 # They read the PGO profile (ext-TSP orders blocks by its counts; without them by guesses).
 NEEDS_PGO = (Stage.CSPGO, Stage.LAYOUT, Stage.EXTTSP)
+# What a step's training adds to its cost, in evaluations.  CS-PGO's is a build of its
+# own (instrumented after inlining) and a run: one evaluation.  BOLT trains inside its
+# first evaluation, on the binary that evaluation linked: llvm-bolt -instrument, one run,
+# llvm-bolt; on cppcheck 20 s against 3.6 min for the relink and its pairs.  Half an
+# evaluation leaves room for a program whose run is long against its link.
+TRAINING_EVALUATIONS = {Stage.CSPGO: 1.0, Stage.BOLT: 0.5}
 
 
 class StepsOnTop:
@@ -225,13 +231,15 @@ class StepsOnTop:
         linked again): their pace is that of the stage evaluations that compiled
         nothing.  At the average of all, on cppcheck (71 large units: a look that
         compiles them 7 min, a confirmation from the cache 2.5) BOLT was put at 14 min
-        where 12 were left, and layout, which compiles every unit, took them instead."""
+        where 12 were left, and layout, which compiles every unit, took them instead.
+        Its training was then still counted as a whole evaluation (a relink of 3.6 min
+        on cppcheck, where it takes 20 s): with 10.5 min left BOLT did not fit, and the
+        ext-TSP knob took them (TRAINING_EVALUATIONS)."""
         relinks = step == Stage.BOLT or step in LINK_KNOBS
         each = stage_evaluation_seconds(self.measurements.journal, relinked=relinks)
         if each is None:
             return None
-        trained = step in (Stage.CSPGO, Stage.BOLT)
-        return each * (step_evaluations([step]) + (1 if trained else 0))
+        return each * (step_evaluations([step]) + TRAINING_EVALUATIONS.get(step, 0.0))
 
     def _journaled(self, chosen: Chosen | None, step: Stage) -> Earlier:
         """What the journal holds of `step` on top of `chosen` (a resumed run)."""
