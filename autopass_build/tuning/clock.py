@@ -8,8 +8,8 @@ the steps after it (BOLT, the final re-measurement), and a step starts only when
 estimated cost fits.  An A/B that is still taking pairs when the time is up ends with
 the pair it is on, once past its first look (tuning/measuring.CUT_AT_TIME), so a run ends
 past its time by a build, a pair or a first look, and the final measurements of what
-ships.  The pace of the evaluations so far says
-how long the rest will likely take, from the first one on.
+ships.  The pace of the evaluations so far says how long the rest will likely take,
+from the first one on.
 """
 
 from __future__ import annotations
