@@ -283,7 +283,8 @@ class RecordedMeasurements:
                                       argv=["-O2", "-c", "a.c", "-o", "a.o"])]
         self.target = SimpleNamespace(output_rel="prog")
 
-    def evaluate(self, by_unit, progress=None, measure=None, link_flags=(), post_link=None, attribute=None):
+    def evaluate(self, by_unit, progress=None, measure=None, link_flags=(), post_link=None, attribute=None,
+                 until=None):
         from autopass_build.candidates.evaluate import Evaluation
         from autopass_build.core.outcome import Outcome
         from autopass_build.measuring.measure import Comparison
