@@ -905,6 +905,39 @@ def test_when_time_holds_bolt_but_not_the_steps_before_it_they_give_way(tmp_path
     assert ran == ["layout"], (ran, said)
 
 
+def _steps_after_pgo_lto(tmp_path, look: float, confirmation: float,
+                         applicable: list[stages.Stage]):
+    """StepsOnTop over a journal of PGO + LTO's look (`look` seconds, every unit
+    compiled) and its confirmation (`confirmation` seconds, every unit from the cache),
+    its `applicable` steps stand-ins that only record that they ran; with the steps,
+    what ran and what was said."""
+    from types import SimpleNamespace
+
+    from autopass_build.core.outcome import Outcome
+    from autopass_build.tuning.journal import Entry, Timing
+    from autopass_build.tuning.settings import RunSettings
+    from autopass_build.tuning.steps_on_top import StepsOnTop
+
+    journal = Journal.create(str(tmp_path), RunSettings())
+    journal.append(Entry(1, Phase.STAGE, "k", {}, Outcome.OK, "faster", 0.8, 0.7, 0.9,
+                         pairs=10, stages="pgo+lto",
+                         timing=Timing(seconds=look, compiled=71, cached=0)))
+    journal.append(Entry(2, Phase.STAGE_CONFIRM, "k", {}, Outcome.OK, "faster", 0.8, 0.7,
+                         0.9, pairs=10, stages="pgo+lto",
+                         timing=Timing(seconds=confirmation, compiled=0, cached=71)))
+    ran: list[str] = []
+    said: list[str] = []
+    steps = StepsOnTop.__new__(StepsOnTop)
+    steps.measurements = SimpleNamespace(journal=journal, deterministic=False)
+    steps.show = said.append
+    steps.applicable = lambda chosen: applicable
+    steps.usable = set()
+    steps.layout_step = lambda chosen, without: ran.append("layout")
+    steps.link_knob = lambda step, chosen, without: ran.append(str(step))
+    steps.bolt = lambda chosen, without: ran.append("bolt")
+    return steps, ran, said
+
+
 def test_bolt_is_costed_at_the_pace_of_a_relink_and_layout_gives_way(tmp_path) -> None:
     """cppcheck under `--time 25m`: PGO + LTO's look compiled its 71 units (7 min), its
     confirmation came from the cache (2.5 min).  At the average of the two BOLT was put
@@ -914,28 +947,10 @@ def test_bolt_is_costed_at_the_pace_of_a_relink_and_layout_gives_way(tmp_path) -
     way to it; layout keeps the pace of the builds that compile."""
     from types import SimpleNamespace
 
-    from autopass_build.core.outcome import Outcome
     from autopass_build.tuning.clock import Deadline
-    from autopass_build.tuning.journal import Entry, Timing
-    from autopass_build.tuning.settings import RunSettings
-    from autopass_build.tuning.steps_on_top import StepsOnTop
 
-    journal = Journal.create(str(tmp_path), RunSettings())
-    journal.append(Entry(1, Phase.STAGE, "k", {}, Outcome.OK, "faster", 0.8, 0.7, 0.9,
-                         pairs=10, stages="pgo+lto",
-                         timing=Timing(seconds=420, compiled=71, cached=0)))
-    journal.append(Entry(2, Phase.STAGE_CONFIRM, "k", {}, Outcome.OK, "faster", 0.8, 0.7,
-                         0.9, pairs=10, stages="pgo+lto",
-                         timing=Timing(seconds=150, compiled=0, cached=71)))
-    ran: list[str] = []
-    said: list[str] = []
-    steps = StepsOnTop.__new__(StepsOnTop)
-    steps.measurements = SimpleNamespace(journal=journal, deterministic=False)
-    steps.show = said.append
-    steps.applicable = lambda chosen: [stages.Stage.LAYOUT, stages.Stage.BOLT]
-    steps.usable = set()
-    steps.layout_step = lambda chosen, without: ran.append("layout")
-    steps.bolt = lambda chosen, without: ran.append("bolt")
+    steps, ran, said = _steps_after_pgo_lto(tmp_path, 420, 150,
+                                            [stages.Stage.LAYOUT, stages.Stage.BOLT])
     assert steps._cost(stages.Stage.BOLT) == pytest.approx(2.5 * 150)    # 6.3 min
     assert steps._cost(stages.Stage.LAYOUT) == pytest.approx(2 * 285)    # the average
     chosen = SimpleNamespace(stages=(stages.Stage.PGO, stages.Stage.LTO))
@@ -952,28 +967,10 @@ def test_bolt_trains_inside_its_first_evaluation_and_a_link_knob_gives_way(tmp_p
     evaluation links (20 s on cppcheck): it fits at 9 min, and the knob gives way."""
     from types import SimpleNamespace
 
-    from autopass_build.core.outcome import Outcome
     from autopass_build.tuning.clock import Deadline
-    from autopass_build.tuning.journal import Entry, Timing
-    from autopass_build.tuning.settings import RunSettings
-    from autopass_build.tuning.steps_on_top import StepsOnTop
 
-    journal = Journal.create(str(tmp_path), RunSettings())
-    journal.append(Entry(1, Phase.STAGE, "k", {}, Outcome.OK, "faster", 0.79, 0.67, 0.99,
-                         pairs=10, stages="pgo+lto",
-                         timing=Timing(seconds=433, compiled=71, cached=71)))
-    journal.append(Entry(2, Phase.STAGE_CONFIRM, "k", {}, Outcome.OK, "faster", 0.80, 0.71,
-                         0.89, pairs=10, stages="pgo+lto",
-                         timing=Timing(seconds=217, compiled=0, cached=71)))
-    ran: list[str] = []
-    said: list[str] = []
-    steps = StepsOnTop.__new__(StepsOnTop)
-    steps.measurements = SimpleNamespace(journal=journal, deterministic=False)
-    steps.show = said.append
-    steps.applicable = lambda chosen: [stages.Stage.EXTTSP, stages.Stage.BOLT]
-    steps.usable = set()
-    steps.link_knob = lambda step, chosen, without: ran.append(str(step))
-    steps.bolt = lambda chosen, without: ran.append("bolt")
+    steps, ran, said = _steps_after_pgo_lto(tmp_path, 433, 217,
+                                            [stages.Stage.EXTTSP, stages.Stage.BOLT])
     assert steps._cost(stages.Stage.BOLT) == pytest.approx(2.5 * 217)    # 9 min
     chosen = SimpleNamespace(stages=(stages.Stage.PGO, stages.Stage.LTO))
     steps.after_search(chosen, lambda c: None, Deadline(10.5 * 60))
