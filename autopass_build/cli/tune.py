@@ -44,7 +44,9 @@ def _add_tune(sub) -> None:
                    help="a time budget, e.g. 45m, 2h, 1h30m ([tune].time): the stages take "
                         "up to half of it, the search stops in time for the steps after it "
                         "(which keep at most two thirds of what is left when it starts); "
-                        "alone (without --budget), the time decides, not a count")
+                        "alone (without --budget), the time decides, not a count; when it is "
+                        "up, a comparison still running is judged on its pairs so far "
+                        "(unclear unless they already tell); the check of what ships is not cut")
     p.add_argument("--stage-budget", type=int, metavar="N",
                    help=key_help("tune", "stage_budget"))
     p.add_argument("--seed", type=int,
