@@ -103,7 +103,8 @@ def without_decisions(name: str, tree: Path, build_dir: Path, work: Path) -> hr.
     return kept(hr.variant(name, tree), work / "no-layer-bin")
 
 
-def run_program(name: str, work: Path, limit: str, rounds: int) -> dict:
+def run_program(name: str, work: Path, limit: str, rounds: int,
+                out: Path | None = None) -> dict:
     started = time.monotonic()
     hr.log(f"{name}: -O3, and the hand PGO+LTO")
     o3_tree, _ = hr.hand_build(name, work, "O3", "")
@@ -114,10 +115,17 @@ def run_program(name: str, work: Path, limit: str, rounds: int) -> dict:
     hr.log(f"{name}: record, tune --time {limit}, apply")
     variants["tuned"], facts = hr.autopass(name, work, limit, "tuned")
     variants["tuned"] = kept(variants["tuned"], work / "tuned-bin")
-    hr.log(f"{name}: tune chose {facts['chose']}, {facts['entries']} entries, "
-           f"{facts['decisions']} decisions; applying it without them")
-    variants["tuned, no layer"] = without_decisions(name, Path(facts["tree"]),
-                                                    Path(facts["build_dir"]), work)
+    if out is not None:      # tune's own account, kept whatever happens after it
+        shutil.copyfile(work / f"{name}-tuned-tune.log", out / f"{name}-tuned-tune.log")
+    if (Path(facts["build_dir"]) / "autopass.flags.json").is_file():
+        hr.log(f"{name}: tune chose {facts['chose']}, {facts['entries']} entries, "
+               f"{facts['decisions']} decisions; applying it without them")
+        variants["tuned, no layer"] = without_decisions(name, Path(facts["tree"]),
+                                                        Path(facts["build_dir"]), work)
+    else:    # nothing verified: the tuned build is the recorded one, and so is this
+        hr.log(f"{name}: tune wrote no database (nothing verified faster): the layer "
+               "has nothing to add; its figure below is one build against itself")
+        variants["tuned, no layer"] = kept(variants["tuned"], work / "no-layer-bin")
     measured = hr.measure(name, work, variants, rounds)
     times = measured["times"]
     counts = {label: hr.instructions(name, work, v) for label, v in variants.items()}
@@ -181,7 +189,7 @@ def main() -> int:
         for name in names:
             work = scratch / name
             work.mkdir()
-            results.append(run_program(name, work, args.time, args.rounds))
+            results.append(run_program(name, work, args.time, args.rounds, out))
             for log_file in work.glob("*-tune.log"):
                 shutil.copyfile(log_file, out / log_file.name)
             (out / "decision_layer.json").write_text(json.dumps(
