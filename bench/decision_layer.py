@@ -103,8 +103,7 @@ def without_decisions(name: str, tree: Path, build_dir: Path, work: Path) -> hr.
     return kept(hr.variant(name, tree), work / "no-layer-bin")
 
 
-def run_program(name: str, work: Path, limit: str, rounds: int,
-                out: Path | None = None) -> dict:
+def run_program(name: str, work: Path, limit: str, rounds: int, out: Path) -> dict:
     started = time.monotonic()
     hr.log(f"{name}: -O3, and the hand PGO+LTO")
     o3_tree, _ = hr.hand_build(name, work, "O3", "")
@@ -115,8 +114,8 @@ def run_program(name: str, work: Path, limit: str, rounds: int,
     hr.log(f"{name}: record, tune --time {limit}, apply")
     variants["tuned"], facts = hr.autopass(name, work, limit, "tuned")
     variants["tuned"] = kept(variants["tuned"], work / "tuned-bin")
-    if out is not None:      # tune's own account, kept whatever happens after it
-        shutil.copyfile(work / f"{name}-tuned-tune.log", out / f"{name}-tuned-tune.log")
+    # tune's own account, in --out at once: kept whatever happens after it
+    shutil.copyfile(work / f"{name}-tuned-tune.log", out / f"{name}-tuned-tune.log")
     if (Path(facts["build_dir"]) / "autopass.flags.json").is_file():
         hr.log(f"{name}: tune chose {facts['chose']}, {facts['entries']} entries, "
                f"{facts['decisions']} decisions; applying it without them")
@@ -190,8 +189,6 @@ def main() -> int:
             work = scratch / name
             work.mkdir()
             results.append(run_program(name, work, args.time, args.rounds, out))
-            for log_file in work.glob("*-tune.log"):
-                shutil.copyfile(log_file, out / log_file.name)
             (out / "decision_layer.json").write_text(json.dumps(
                 {"results": results, "command": "python bench/decision_layer.py "
                  + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
