@@ -160,6 +160,30 @@ SEVENZIP = Program(
     soft_clean=("rm", "-rf", "CPP/7zip/Bundles/Alone2/b"),
     rebuild=_SEVENZIP_MAKE,
 )
+# brotli (1.0.9): ~60 units of C, its command-line tool linked with the project's static
+# libraries; at quality 9 nearly all the time is one hash-chain match search.
+_BROTLI_OPTIONS = " -DBUILD_TESTING=OFF >/dev/null && ninja -C build -j2 brotli >/dev/null"
+BROTLI = Program(
+    package="brotli", build_dir=".",
+    build=("sh", "-c", _CMAKE + _BROTLI_OPTIONS),
+    plain_build=("sh", "-c", _PLAIN_CMAKE + _BROTLI_OPTIONS),
+    clean=("rm", "-rf", "build"),
+    binaries=("build/brotli",),
+    soft_clean=("ninja", "-C", "build", "clean"),
+    rebuild=("ninja", "-C", "build", "-j2", "brotli"),
+)
+# GNU bc (1.07.1): ~20 units of C, autotools; its arbitrary-precision arithmetic is
+# plain C loops over digit arrays (lib/number.c: multiplication and division).  Its
+# manual needs makeinfo, which the build is told to skip.
+_BC_STEPS = "make -j2 MAKEINFO=true >/dev/null"
+BC = Program(
+    package="bc", build_dir=".",
+    build=("sh", "-c", "CFLAGS='-O3 -g' ./configure -q >/dev/null && " + _BC_STEPS),
+    plain_build=("sh", "-c", "CC=clang-19 CFLAGS='-O3 -g' ./configure -q >/dev/null && "
+                 + _BC_STEPS),
+    clean=("sh", "-c", "make distclean >/dev/null"),
+    binaries=("bc/bc",),
+)
 # Not from Debian: a dozen numeric loop kernels of our own (bench/workloads/kernels), for
 # decisions carried in the IR (bench/decision_layer.py); copied from the repository.
 KERNELS = Program(
@@ -170,7 +194,8 @@ KERNELS = Program(
     binaries=("kernels",),
 )
 LOCAL_SOURCES = {"kernels": Path(__file__).resolve().parent / "workloads" / "kernels"}
-PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG, ZSTD, SQLITE, LAME, OPUS)}
+PROGRAMS = {p.package: p for p in (LUA, BZIP2, LIBPNG, ZSTD, SQLITE, LAME, OPUS,
+                                    BROTLI, BC)}
 APPLICATIONS = {p.package: p for p in (GEOS, CPPCHECK, SEVENZIP)}
 
 

@@ -57,6 +57,12 @@ def text_input(path: Path, megabytes: float, seed: int = 1) -> Path:
     return path
 
 
+def bc_pi(path: Path, digits: int) -> Path:
+    """A bc program that prints pi to `digits` decimal places and quits."""
+    path.write_text(f"scale={digits}\n4*a(1)\nquit\n")
+    return path
+
+
 @dataclass(frozen=True)
 class Case:
     program: debian_sources.Program
@@ -117,6 +123,13 @@ CASES = {
                  lambda work: ["{exe}", "audio", "48000", "2", "96000",
                                str(wav_input(work / "in.wav", 40)), "decoded.raw"],
                  check_files=("decoded.raw",)),
+    # brotli compressing 6 MB of text at quality 9 (its hash-chain search), to stdout
+    "brotli": Case(debian_sources.BROTLI, debian_sources.BROTLI.build, "brotli",
+                   lambda work: ["{exe}", "-q", "9", "-c", str(text_input(work / "br.txt", 6))]),
+    # bc computing pi to 2,000 digits (`4*a(1)` at scale 2000: its multiplication and
+    # division loops)
+    "bc": Case(debian_sources.BC, debian_sources.BC.build, "bc",
+               lambda work: ["{exe}", "-l", str(bc_pi(work / "pi.bc", 2000))]),
     # Whole C++ applications (debian_sources.APPLICATIONS), each with a workload its users
     # run: GEOS's geosop buffering the union of 3,000 polygons (the time is in libgeos.so,
     # a project shared library); cppcheck checking one of its own sources, its findings
