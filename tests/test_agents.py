@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 from openai_server import ScriptedServer
-from support import AUTOPASS, TUNE_MINI_MEASURED, fix_tune_mini_profile, recorded_tune_mini
+from support import (
+    AUTOPASS,
+    TUNE_MINI_MEASURED,
+    fix_tune_mini_profile,
+    recorded_copy,
+    recorded_tune_mini,
+)
 
 from autopass_build.core import flags as flagset
 from autopass_build.store.index import Store
@@ -358,3 +364,67 @@ def test_a_hot_callee_the_source_marks_noinline_is_proposed_inlined(tmp_path) ->
     [(value, prior, why)] = _decision_rules("never/inline", remarks)
     assert value == "alwaysinline=1" and prior < 0.4 and "marked never to be inlined" in why
     assert _decision_rules("small/inline", remarks) == []
+
+
+COSTLY_CALLEE = """\
+int work(const int *a, int n) {      /* too costly for the inliner at -O2, not by much */
+    int s = 0;
+    for (int i = 0; i < n; i++) {
+        int v = a[i];
+        if (v & 1) s += v * 3; else s -= v / 3;
+        if (v & 2) s ^= v << 2; else s += v >> 1;
+        if (v & 4) s += v % 7; else s -= v % 5;
+        if (v & 8) s ^= v * 11; else s += v * 13;
+        if (v & 16) s += v / 9; else s -= v % 11;
+        if (v & 32) s ^= v * 17; else s += v / 19;
+        if (v & 64) s += v % 23; else s -= v / 29;
+        if (v & 128) s ^= v * 31; else s += v % 37;
+    }
+    return s;
+}
+int run(const int *a, int n) {
+    int s = 0;
+    for (int r = 0; r < 100000; r++) s += work(a, n) ^ r;
+    return s;
+}
+"""
+
+
+def test_under_lto_always_inlining_a_costly_callee_goes_ahead_of_the_units_threshold(
+        tmp_path) -> None:
+    """A hot call the inliner found too costly gives two hypotheses: the unit's inline
+    threshold above its cost, and always inlining the callee (a decision carried in the
+    IR).  Without LTO the threshold goes first; under LTO the decision does, since the
+    link optimizes the unit again and keeps the decision, not the flag (bc: `tune --time
+    15m` on PGO + LTO spent its one search evaluation on the threshold)."""
+    from autopass_build import config as cfg
+    from autopass_build.candidates.evaluate import Evaluator
+    from autopass_build.evidence.inventory import of_unit
+    from autopass_build.tuning.decision_knobs import knobs_for
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "costly.c").write_text(COSTLY_CALLEE)
+    (source / "main.c").write_text("int run(const int *a, int n);\nint main(void) {\n"
+                                   "    int a[64];\n    for (int i = 0; i < 64; i++) a[i] = i;\n"
+                                   "    return run(a, 64) & 1;\n}\n")
+    (source / "Makefile").write_text("app: main.c costly.c\n\t$(CC) -O2 -o app main.c costly.c\n")
+    root = recorded_copy(source, tmp_path / "costly", '[run]\ncommand = ["{exe}"]\n')
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
+    units = {u.source_rel: u for u in store.units()}
+    hot = [HotUnit("costly.c", 95.0, {"run": 50.0, "work": 45.0}, "-O2")]
+    own = {"costly.c": knobs_for(of_unit(evaluator.replayer, units["costly.c"]),
+                                 {"run": 50.0, "work": 45.0})}
+
+    def first_of_the_two(lto: bool) -> tuple[str, str]:
+        context = Context(store, units, default_space(lto=lto), hot, str(root),
+                          unit_knobs=own)
+        findings = RulesBackend().analyse(context).findings
+        [found] = [(f["knob"], f["value"]) for f in findings
+                   if f["knob"] in ("inline_threshold", "work/inline")
+                   and not f["why"].startswith("explore")][:1]
+        return found
+
+    assert first_of_the_two(lto=False)[0] == "inline_threshold"
+    assert first_of_the_two(lto=True) == ("work/inline", "alwaysinline=1")
