@@ -18,7 +18,7 @@ from autopass_build.core import decisions, flags, flags_db
 from autopass_build.core.files import hash_file
 from autopass_build.evidence.inventory import of_unit
 from autopass_build.store.index import Store
-from autopass_build.tuning.decision_knobs import knobs_for
+from autopass_build.tuning.decision_knobs import hot_shares, knobs_for
 
 MINI = Path(__file__).parent / "data" / "decisions-mini"
 CONFIG = '[run]\ncommand = ["{exe}", "20"]\ntarget = "TARGET"\n'
@@ -165,3 +165,51 @@ def test_the_knobs_of_a_hot_unit_name_its_loops_and_callees(tmp_path) -> None:
 def test_the_allowlist_takes_decisions_only_in_their_grammar(token) -> None:
     with pytest.raises(flags.FlagError):
         flags.validate(["-mllvm", decisions.OPTION + token])
+
+
+HELPER = """\
+static int dot(const int *a, const int *b, int n) {   /* inlined: the profile never sees it */
+    int s = 0;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+int cold(const int *a, int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++)
+        s ^= a[i];
+    return s;
+}
+int hot(const int *a, const int *b, int n) {
+    int s = 0;
+    for (int r = 0; r < 8; r++)
+        s += dot(a, b, n) + r;
+    return s;
+}
+"""
+
+
+def test_the_loops_of_a_helper_inlined_into_a_hot_function_are_knobs(tmp_path) -> None:
+    """A static helper inlined into the hot function that calls it never shows in the
+    profile, yet its loop is where the time goes (bc: `_bc_simp_mul` inside
+    `_bc_rec_mul`, 82 % of the run).  Its loops are knobs at the caller's share; a
+    function no hot one calls is not."""
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "k.c").write_text(HELPER)
+    (source / "main.c").write_text(
+        "int hot(const int *a, const int *b, int n);\nint cold(const int *a, int n);\n"
+        "int main(void) { int a[32] = {1}; return (hot(a, a, 32) + cold(a, 32)) & 1; }\n")
+    (source / "Makefile").write_text("app: main.c k.c\n\t$(CC) -O2 -o app main.c k.c\n")
+    root = recorded_copy(source, tmp_path / "helper", '[run]\ncommand = ["{exe}"]\n')
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
+    unit = next(u for u in store.units() if u.source_rel == "k.c")
+    found = of_unit(evaluator.replayer, unit)
+    assert hot_shares(found, {"hot": 90.0}) == {"hot": 90.0, "dot": 90.0}
+    knobs = {k.name for k in knobs_for(found, {"hot": 90.0})}
+    [loop] = found.loops_of("dot")
+    assert f"dot@{loop.path}/unroll" in knobs
+    assert not [k for k in knobs if k.startswith("cold@")]
+    assert hot_shares(found, {"hot": 90.0, "dot": 4.0})["dot"] == 4.0   # its own, when seen

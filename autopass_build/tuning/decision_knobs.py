@@ -5,8 +5,9 @@ Under LTO and ThinLTO the link re-optimizes every unit with its own pipeline, an
 unit's flags mostly stop reaching its code; loop metadata and function attributes do
 not (what `#pragma clang loop` and `__attribute__` write).  So for each tuned unit:
 
-    its innermost loops in the functions the profile finds hot (the largest first, at
-    most MAX_LOOPS), each with three knobs:
+    its innermost loops in the functions the profile finds hot, and in the functions
+    they call that the profile never saw (inlined into them), the hottest and largest
+    first, at most MAX_LOOPS, each with three knobs:
         <function>@<loop>/vectorize    width 1 (none), 2, 4, 8, 16
         <function>@<loop>/interleave   1, 2, 4, 8
         <function>@<loop>/unroll       disable, 2, 4, 8
@@ -25,6 +26,7 @@ from autopass_build.tuning.space import Knob
 
 MAX_LOOPS = 6          # per unit: three knobs each
 MAX_FUNCTIONS = 3
+INHERITED_DEPTH = 2    # calls down from a hot function to a helper inlined into it
 LOOP_KNOBS = (
     ("vectorize", "loop vectorizer's width for this loop (1: not vectorized)",
      (("vectorize.width", v) for v in (1, 2, 4, 8, 16))),
@@ -37,12 +39,34 @@ LOOP_KNOBS = (
 
 def hot_loops(inventory: Inventory, hot: dict[str, float]) -> list[LoopFacts]:
     """The innermost loops of the hot functions (`hot`: mangled name -> share of the
-    profile), hottest function first, then the largest loop."""
-    shares = {facts.key: hot[facts.name] for facts in inventory.functions.values()
-              if facts.name in hot}
+    profile) and of the functions they call that the profile does not name, hottest
+    function first, then the largest loop."""
+    shares = hot_shares(inventory, hot)
     loops = [loop for loop in inventory.loops if loop.function in shares and loop.innermost]
     loops.sort(key=lambda loop: (-shares[loop.function], -loop.instructions, loop.path))
     return loops[:MAX_LOOPS]
+
+
+def hot_shares(inventory: Inventory, hot: dict[str, float]) -> dict[str, float]:
+    """Function key -> share: the hot functions', and, at their caller's share, the
+    unit's functions they call (to INHERITED_DEPTH calls down) that the profile never
+    saw run.  Such a function was inlined into its callers (a static helper: bc's digit
+    multiplication `_bc_simp_mul`, 82 % of the run inside `_bc_rec_mul`), so its loops
+    run as the caller's, and a loop's metadata goes with it where it is inlined."""
+    key_of = {facts.name: facts.key for facts in inventory.functions.values()}
+    shares = {facts.key: hot[facts.name] for facts in inventory.functions.values()
+              if facts.name in hot}
+    callers = list(shares)
+    for _ in range(INHERITED_DEPTH):
+        found: dict[str, float] = {}
+        for call in inventory.calls:
+            callee = key_of.get(call.callee)
+            if (call.function in callers and callee and call.callee not in hot
+                    and callee not in shares):
+                found[callee] = max(found.get(callee, 0.0), shares[call.function])
+        shares.update(found)
+        callers = list(found)
+    return shares
 
 
 def knobs_for(inventory: Inventory, hot: dict[str, float]) -> tuple[Knob, ...]:
