@@ -67,7 +67,7 @@ def candidate_seconds(build_dir: Path) -> dict:
     hot = max(evaluator.units, key=lambda u: shares.get(u.source_rel, 0.0))
     functions = {f.symbol: f.share for f in load_profile(store.dir).functions
                  if hot.source_rel in f.units}
-    loops = hot_loops(of_unit(evaluator.replayer, hot), functions)
+    loops = hot_loops(of_unit(evaluator.replayer, hot), functions, evaluator.out_of_line(hot))
     if not loops:
         return {"unit": hot.source_rel, "seconds": None, "stages": st.name(composition)}
     decision = Decision("loop", loops[0].function, loops[0].path, loops[0].hash,

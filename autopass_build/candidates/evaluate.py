@@ -337,6 +337,11 @@ class Evaluator:
         defined.update(_by_binary(kept_in))
         return defined
 
+    def out_of_line(self, unit: UnitRecord) -> set[str]:
+        """The functions `unit`'s recorded object keeps as functions of their own: what
+        the recorded build did not inline everywhere (its profile can name only these)."""
+        return set(self._functions_of(unit, None))
+
     def _functions_of(self, unit: UnitRecord, flags_by_unit: UnitFlags | None
                       ) -> dict[str, bool]:
         """The functions `unit`'s object defines, name -> weak (object_symbols)."""

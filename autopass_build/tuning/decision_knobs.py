@@ -6,7 +6,7 @@ unit's flags mostly stop reaching its code; loop metadata and function attribute
 not (what `#pragma clang loop` and `__attribute__` write).  So for each tuned unit:
 
     its innermost loops in the functions the profile finds hot, and in the functions
-    they call that the profile never saw (inlined into them), the hottest and largest
+    they call that the recorded build inlined into them, the hottest and largest
     first, at most MAX_LOOPS, each with three knobs:
         <function>@<loop>/vectorize    width 1 (none), 2, 4, 8, 16
         <function>@<loop>/interleave   1, 2, 4, 8
@@ -19,6 +19,8 @@ each decision is tuned on: a decision is applied only where that code still is.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from autopass_build.core.decisions import Decision
 from autopass_build.evidence.inventory import Inventory, LoopFacts
@@ -37,31 +39,36 @@ LOOP_KNOBS = (
 )
 
 
-def hot_loops(inventory: Inventory, hot: dict[str, float]) -> list[LoopFacts]:
+def hot_loops(inventory: Inventory, hot: dict[str, float],
+              out_of_line: Collection[str] | None = None) -> list[LoopFacts]:
     """The innermost loops of the hot functions (`hot`: mangled name -> share of the
-    profile) and of the functions they call that the profile does not name, hottest
-    function first, then the largest loop."""
-    shares = hot_shares(inventory, hot)
+    profile) and of the helpers inlined into them (see hot_shares), hottest function
+    first, then the largest loop."""
+    shares = hot_shares(inventory, hot, out_of_line)
     loops = [loop for loop in inventory.loops if loop.function in shares and loop.innermost]
     loops.sort(key=lambda loop: (-shares[loop.function], -loop.instructions, loop.path))
     return loops[:MAX_LOOPS]
 
 
-def hot_shares(inventory: Inventory, hot: dict[str, float]) -> dict[str, float]:
+def hot_shares(inventory: Inventory, hot: dict[str, float],
+               out_of_line: Collection[str] | None = None) -> dict[str, float]:
     """Function key -> share: the hot functions', and, at their caller's share, the
-    unit's functions they call (to INHERITED_DEPTH calls down) that the profile never
-    saw run.  Such a function was inlined into its callers (a static helper: bc's digit
-    multiplication `_bc_simp_mul`, 82 % of the run inside `_bc_rec_mul`), so its loops
-    run as the caller's, and a loop's metadata goes with it where it is inlined."""
+    unit's functions they call (to INHERITED_DEPTH calls down) that the recorded build
+    inlined everywhere: not among `out_of_line`, the functions its object keeps (None:
+    not known, none inherits).  Such a helper's loops run as its caller's (bc's digit
+    multiplication `_bc_simp_mul`, 82 % of the run inside `_bc_rec_mul`), and a loop's
+    metadata goes with it where it is inlined.  A function kept out of line is the
+    profile's to name: under its cut (0.5 %), it is not hot."""
     key_of = {facts.name: facts.key for facts in inventory.functions.values()}
     shares = {facts.key: hot[facts.name] for facts in inventory.functions.values()
               if facts.name in hot}
+    kept = set(out_of_line) if out_of_line is not None else set(key_of)
     callers = list(shares)
     for _ in range(INHERITED_DEPTH):
         found: dict[str, float] = {}
         for call in inventory.calls:
             callee = key_of.get(call.callee)
-            if (call.function in callers and callee and call.callee not in hot
+            if (call.function in callers and callee and call.callee not in kept
                     and callee not in shares):
                 found[callee] = max(found.get(callee, 0.0), shares[call.function])
         shares.update(found)
@@ -69,10 +76,12 @@ def hot_shares(inventory: Inventory, hot: dict[str, float]) -> dict[str, float]:
     return shares
 
 
-def knobs_for(inventory: Inventory, hot: dict[str, float]) -> tuple[Knob, ...]:
-    """The decision knobs of one unit (see the module's docstring)."""
+def knobs_for(inventory: Inventory, hot: dict[str, float],
+              out_of_line: Collection[str] | None = None) -> tuple[Knob, ...]:
+    """The decision knobs of one unit (see the module's docstring; `out_of_line`: as
+    hot_shares takes it)."""
     knobs = []
-    for loop in hot_loops(inventory, hot):
+    for loop in hot_loops(inventory, hot, out_of_line):
         where = f"{loop.location} " if loop.location else ""
         for family, doc, settings in LOOP_KNOBS:
             values = ((),) + tuple(

@@ -8,6 +8,8 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 
+from elftools.common.exceptions import ELFError
+
 from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.core import flags as flagset
 from autopass_build.core import toolchain
@@ -15,6 +17,7 @@ from autopass_build.core.outcome import EvaluationError
 from autopass_build.core.plural import listed
 from autopass_build.evidence import inventory
 from autopass_build.evidence.hotspots import Profile
+from autopass_build.store.build_records import UnitRecord
 from autopass_build.tuning.decision_knobs import knobs_for
 from autopass_build.tuning.measuring import TuneError
 from autopass_build.tuning.space import JointSpace, Space, default_space, probe
@@ -79,6 +82,14 @@ class KnobSpaces:
                 self.show(f"decisions carried in the IR left out: {error}")
             self._decisions_left_out = True
             return space
-        knobs = knobs_for(found, functions)
+        knobs = knobs_for(found, functions, _out_of_line(evaluator, unit))
         return replace(space, knobs=space.knobs + knobs) if knobs else space
 
+
+def _out_of_line(evaluator: Evaluator, unit: UnitRecord) -> set[str] | None:
+    """The functions the unit's recorded object keeps; None when its object cannot be
+    read (then no helper counts as inlined: the knobs are the profile's functions')."""
+    try:
+        return evaluator.out_of_line(unit)
+    except (EvaluationError, OSError, ValueError, ELFError):
+        return None
