@@ -218,3 +218,21 @@ def test_the_loops_of_a_helper_inlined_into_a_hot_function_are_knobs(tmp_path) -
     assert not [k for k in knobs if k.startswith("cold@")]
     assert hot_shares(found, {"hot": 90.0, "dot": 4.0}, kept)["dot"] == 4.0   # its own
     assert hot_shares(found, {"hot": 90.0}) == {"hot": 90.0}     # none kept is known
+
+
+def test_every_hot_loop_has_every_value_of_its_knobs_every_time(tmp_path) -> None:
+    """The loops' knob values were generators, used up by the first loop of the process:
+    every later loop, in this unit or the next, had vectorize and interleave knobs with
+    nothing to try."""
+    root = recorded(tmp_path, "lto")
+    store = Store.open_existing(str(root / ".autopass"))
+    evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
+    unit = next(u for u in store.units() if u.source_rel == "kernels.c")
+    found = of_unit(evaluator.replayer, unit)
+    hot = {"scale": 80.0, "total": 15.0}
+    first, again = knobs_for(found, hot), knobs_for(found, hot)
+    assert first == again
+    loops = {k.name.partition("/")[0] for k in first if "@" in k.name}
+    assert len(loops) == 2                                   # scale's loop and total's
+    for knob in first:
+        assert len(knob.values) > 2, knob.name               # "as recorded" and values

@@ -29,13 +29,16 @@ from autopass_build.tuning.space import Knob
 MAX_LOOPS = 6          # per unit: three knobs each
 MAX_FUNCTIONS = 3
 INHERITED_DEPTH = 2    # calls down from a hot function to a helper inlined into it
-LOOP_KNOBS = (
+# Tuples, not generators: a generator here was used up by the first loop of the process,
+# and every later loop (of any unit) had its vectorize and interleave knobs without a
+# value to try (bc's multiplication loop, 82 % of the run, had its unroll knob only).
+LOOP_KNOBS: tuple[tuple[str, str, tuple[tuple[str, int], ...]], ...] = (
     ("vectorize", "loop vectorizer's width for this loop (1: not vectorized)",
-     (("vectorize.width", v) for v in (1, 2, 4, 8, 16))),
+     tuple(("vectorize.width", v) for v in (1, 2, 4, 8, 16))),
     ("interleave", "loop vectorizer's interleave count for this loop",
-     (("interleave.count", v) for v in (1, 2, 4, 8))),
+     tuple(("interleave.count", v) for v in (1, 2, 4, 8))),
     ("unroll", "unrolling of this loop: off, or by a count",
-     ((("unroll.disable", 1),) + tuple(("unroll.count", v) for v in (2, 4, 8)))),
+     (("unroll.disable", 1),) + tuple(("unroll.count", v) for v in (2, 4, 8))),
 )
 
 
