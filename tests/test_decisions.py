@@ -17,7 +17,9 @@ from autopass_build.candidates.evaluate import Evaluator
 from autopass_build.core import decisions, flags, flags_db
 from autopass_build.core.files import hash_file
 from autopass_build.evidence.inventory import of_unit
+from autopass_build.evidence.unit import Evidence
 from autopass_build.store.index import Store
+from autopass_build.tuning.agents.rules import _decision_rules
 from autopass_build.tuning.decision_knobs import hot_shares, knobs_for
 
 MINI = Path(__file__).parent / "data" / "decisions-mini"
@@ -203,7 +205,7 @@ def test_the_loops_of_a_helper_inlined_into_a_hot_function_are_knobs(tmp_path) -
     (source / "main.c").write_text(
         "int hot(const int *a, const int *b, int n);\n"
         "int main(void) { int a[32] = {1}; return hot(a, a, 32) & 1; }\n")
-    (source / "Makefile").write_text("app: main.c k.c\n\t$(CC) -O2 -o app main.c k.c\n")
+    (source / "Makefile").write_text("app: main.c k.c\n\t$(CC) -O2 -g -o app main.c k.c\n")
     root = recorded_copy(source, tmp_path / "helper", '[run]\ncommand = ["{exe}"]\n')
     store = Store.open_existing(str(root / ".autopass"))
     evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
@@ -218,6 +220,13 @@ def test_the_loops_of_a_helper_inlined_into_a_hot_function_are_knobs(tmp_path) -
     assert not [k for k in knobs if k.startswith("cold@")]
     assert hot_shares(found, {"hot": 90.0, "dot": 4.0}, kept)["dot"] == 4.0   # its own
     assert hot_shares(found, {"hot": 90.0}) == {"hot": 90.0}     # none kept is known
+    # the vectorizer's remark on dot's loop is made in `hot`, where it was inlined: the
+    # rules agent finds it by the loop's line
+    remarks, _ = Evidence(store).collect(unit)
+    assert loop.location.startswith("k.c:")
+    [(value, _, why)] = _decision_rules(f"dot@{loop.path}/vectorize", remarks, loop.location)
+    assert value.startswith("vectorize.width=") and "vectorized at width" in why
+    assert _decision_rules(f"dot@{loop.path}/vectorize", remarks) == []
 
 
 def test_every_hot_loop_has_every_value_of_its_knobs_every_time(tmp_path) -> None:

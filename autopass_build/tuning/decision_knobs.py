@@ -92,7 +92,7 @@ def knobs_for(inventory: Inventory, hot: dict[str, float],
                 for prop, value in settings)
             knobs.append(Knob(f"{loop.function}@{loop.path}/{family}", values,
                               f"{where}{doc} ({loop.instructions} instructions, depth "
-                              f"{loop.depth})"))
+                              f"{loop.depth})", loop.location))
     called = {call.callee for call in inventory.calls}
     ranked = sorted((f for f in inventory.functions.values() if f.name in hot
                      and f.name in called), key=lambda f: (-hot[f.name], f.key))

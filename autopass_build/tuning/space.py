@@ -38,6 +38,7 @@ class Knob:
     name: str
     values: tuple[tuple[str, ...], ...]   # values[0] == (): as recorded
     doc: str
+    where: str = ""     # a loop's decision knob: the loop's "file:line:col", where known
 
     def label(self, index: int) -> str:
         return " ".join(self.values[index]) if index else "(as recorded)"

@@ -158,7 +158,7 @@ class RulesBackend:
         # keeps the decision, not the flag.
         lifted = DECISIONS_UNDER_LTO if LEAVE_LTO[0] in knobs else 1.0
         for knob in knobs.values():
-            for value, prior, why in _decision_rules(knob.name, remarks):
+            for value, prior, why in _decision_rules(knob.name, remarks, knob.where):
                 yield from hyp(knob.name, value, prior * lifted,
                                why + (" (kept through the LTO link)" if lifted > 1 else ""))
 
@@ -245,14 +245,18 @@ def _ordered(knob: str) -> bool:
     return knob in ORDERED or knob.endswith(ORDERED_DECISIONS)
 
 
-def _decision_rules(knob: str, remarks) -> list[tuple[str, float, str]]:
+def _decision_rules(knob: str, remarks, where: str = "") -> list[tuple[str, float, str]]:
     """(value, prior, why) for a decision knob (tuning/decision_knobs.py) from the
     remarks of its unit's hot functions: the loop's function's vectorizer and unroller
-    remarks, a callee's inlining remarks.  The search reads a hot loop's decisions even
-    without them, at exploration's prior."""
+    remarks, a callee's inlining remarks.  A loop whose place is known (`where`) also
+    reads the remarks made at its line: a helper inlined into a hot function has its
+    loop's remarks under the caller's name (bc's digit multiplication, inside
+    `_bc_rec_mul`).  The search reads a hot loop's decisions even without them, at
+    exploration's prior."""
     function, _, family = knob.rpartition("/")
     function = function.partition("@")[0]
-    mine = [r for r in remarks if r.function == function]
+    line = where.rsplit(":", 1)[0] if where.count(":") >= 2 else ""
+    mine = [r for r in remarks if r.function == function or (line and r.location == line)]
     found: list[tuple[str, float, str]] = []
     if family == "vectorize":
         if any(r.pass_name == "loop-vectorize" and r.kind == "Missed" for r in mine):
