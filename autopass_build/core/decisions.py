@@ -156,6 +156,9 @@ def plugin_flags(plugin: str) -> tuple[str, ...]:
     return ("-Xclang", "-load", "-Xclang", plugin, f"-fpass-plugin={plugin}")
 
 
+NO_FUNCTION = "no such function in this unit"     # as the pass plugin says it
+
+
 def not_applied(stderr: bytes) -> tuple[bytes, list[tuple[str, str]]]:
     """The plugin's lines taken out of a compile's stderr, and (token, why) of each."""
     kept, said = [], []

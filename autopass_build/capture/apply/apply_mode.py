@@ -82,6 +82,7 @@ def run(plan: Plan) -> int:
                 _tally(plan, line)
         notes = []
         err, unmatched = decisions.not_applied(err)
+        unmatched = _in_no_source(parsed, unmatched)
         if unmatched:
             _note(plan, _unmatched_text(parsed, unmatched))
         if decision.profiled:
@@ -133,6 +134,23 @@ def _with_plugin(plan: Plan, flags: tuple[str, ...]) -> tuple[str, ...]:
              "cannot be built here (llvm-config and LLVM's headers: sudo apt-get install "
              "llvm-19-dev)"))
     return decisions.without(flags)
+
+
+def _in_no_source(parsed, unmatched: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """What the plugin said, less what a compile of several sources says as a matter of
+    course: the plugin runs on each source's module, and a decision on one source's
+    function finds no such function in the others (a unit compiled in one command with
+    its mates takes their flags).  It is unmatched when every module said so."""
+    sources = len(parsed.sources) if isinstance(parsed, Invocation) else 1
+    if sources < 2:
+        return unmatched
+    missing: dict[str, int] = {}
+    for token, why in unmatched:
+        if why == decisions.NO_FUNCTION:
+            missing[token] = missing.get(token, 0) + 1
+    kept = [(t, why) for t, why in unmatched
+            if why != decisions.NO_FUNCTION or missing[t] >= sources]
+    return list(dict.fromkeys(kept))
 
 
 def _unmatched_text(parsed, unmatched: list[tuple[str, str]]) -> str:
