@@ -182,10 +182,18 @@ int cold(const int *a, int n) {
         s ^= a[i];
     return s;
 }
+static int scan(const int *a, const int *b, int n) {   /* two exits: not vectorized */
+    int s = 0;
+    while (n > 0 && *a != 7) {
+        s += *a++ * *b--;
+        n--;
+    }
+    return s;
+}
 int hot(const int *a, const int *b, int n) {
     int s = 0;
     for (int r = 0; r < 8; r++)
-        s += dot(a, b, n) + r;
+        s += dot(a, b, n) + scan(a, b + n - 1, n) + r;
     return s + cold(a, n);
 }
 """
@@ -213,7 +221,8 @@ def test_the_loops_of_a_helper_inlined_into_a_hot_function_are_knobs(tmp_path) -
     found = of_unit(evaluator.replayer, unit)
     kept = evaluator.out_of_line(unit)
     assert {"hot", "cold"} <= kept and "dot" not in kept
-    assert hot_shares(found, {"hot": 90.0}, kept) == {"hot": 90.0, "dot": 90.0}
+    assert hot_shares(found, {"hot": 90.0}, kept) == {"hot": 90.0, "dot": 90.0,
+                                                       "scan": 90.0}
     knobs = {k.name for k in knobs_for(found, {"hot": 90.0}, kept)}
     [loop] = found.loops_of("dot")
     assert f"dot@{loop.path}/unroll" in knobs
@@ -227,6 +236,11 @@ def test_the_loops_of_a_helper_inlined_into_a_hot_function_are_knobs(tmp_path) -
     [(value, _, why)] = _decision_rules(f"dot@{loop.path}/vectorize", remarks, loop.location)
     assert value.startswith("vectorize.width=") and "vectorized at width" in why
     assert _decision_rules(f"dot@{loop.path}/vectorize", remarks) == []
+    # a loop neither vectorized nor unrolled (two exits): unrolled by 2 is proposed
+    [scanning] = found.loops_of("scan")
+    [(value, _, why)] = _decision_rules(f"scan@{scanning.path}/unroll", remarks,
+                                        scanning.location)
+    assert value == "unroll.count=2" and "neither vectorized nor unrolled" in why
 
 
 def test_every_hot_loop_has_every_value_of_its_knobs_every_time(tmp_path) -> None:
