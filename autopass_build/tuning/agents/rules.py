@@ -12,8 +12,8 @@ which reach the code under LTO too: a loop the vectorizer refused -> that loop's
 width; vectorized loops -> a wider one, or interleaving; unrolled loops -> an unroll
 count; a loop neither vectorized nor unrolled -> unrolled by 2; a hot callee left out at
 its inline cost -> always inline it.  Under LTO these go ahead of the unit flags that ask
-the same (DECISIONS_UNDER_LTO).  Every other knob
-value follows at a low prior, so the agent never runs dry before the budget does.
+the same (DECISIONS_UNDER_LTO).  Every other knob value follows at a low prior, so the
+agent never runs dry before the budget does.
 
 Planner: the untried hypotheses in order of prior, each as a change on top of the
 incumbent; a value that helped is followed by the next stronger one of the same knob; a
