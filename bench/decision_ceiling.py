@@ -2,9 +2,9 @@
 """The ceiling of the decisions carried in the IR on one program (issue 61): every value
 of every decision knob tune offers on the hottest units' loops and functions, each alone
 on top of the whole-program stages, counted by callgrind; then the best value of each
-knob together, added one at a time and kept where it counts fewer.  Instructions, not time: they repeat exactly, so one run each
-decides, and an exhaustive look fits in minutes where pairs of timed runs would take
-hours.  A decision whose program writes other output than the build without it (the
+knob together, added one at a time and kept where it counts fewer.  Instructions, not
+time: they repeat exactly, so one run each decides, and an exhaustive look fits in
+minutes where pairs of timed runs would take hours.  A decision whose program writes other output than the build without it (the
 vectorizer reorders floating-point sums when a loop is given a width) is left out, as
 tune's output check leaves it out.
 
