@@ -168,7 +168,7 @@ def main() -> int:
             functions = {f.symbol: f.share for f in found.functions
                          if unit.source_rel in f.units}
             knobs = knobs_for(of_unit(evaluator.replayer, unit), functions,
-                              evaluator.out_of_line(unit))
+                              evaluator.out_of_line(unit), found.inlined())
             log(f"{unit.source_rel} ({shares.get(unit.source_rel, 0):.0f} % of the run): "
                 f"{len(knobs)} knobs")
             for knob in knobs:

@@ -63,11 +63,12 @@ def candidate_seconds(build_dir: Path) -> dict:
     flags = st.flags(composition, opt_level(evaluator))
     base = {u.id: flags.unit_flags for u in evaluator.units}
     evaluator.replayer.build(evaluator.target.output, base, flags.link_flags)
-    shares = load_profile(store.dir).unit_shares()
+    profile = load_profile(store.dir)
+    shares = profile.unit_shares()
     hot = max(evaluator.units, key=lambda u: shares.get(u.source_rel, 0.0))
-    functions = {f.symbol: f.share for f in load_profile(store.dir).functions
-                 if hot.source_rel in f.units}
-    loops = hot_loops(of_unit(evaluator.replayer, hot), functions, evaluator.out_of_line(hot))
+    functions = {f.symbol: f.share for f in profile.functions if hot.source_rel in f.units}
+    loops = hot_loops(of_unit(evaluator.replayer, hot), functions, evaluator.out_of_line(hot),
+                      profile.inlined())
     if not loops:
         return {"unit": hot.source_rel, "seconds": None, "stages": st.name(composition)}
     decision = Decision("loop", loops[0].function, loops[0].path, loops[0].hash,

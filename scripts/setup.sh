@@ -22,6 +22,9 @@ command -v make >/dev/null || missing+=(make)
 command -v ld.lld-$LLVM >/dev/null || missing+=(lld-$LLVM)   # the LTO stages
 command -v llvm-bolt-$LLVM >/dev/null || missing+=(bolt-$LLVM)   # the BOLT stage
 command -v cmake >/dev/null || missing+=(cmake)
+# the profile samples with perf (cpu-clock); its sampled instructions say which helper
+# inlined into a hot function the time is in (callgrind, the fallback, does not)
+command -v perf >/dev/null || missing+=(linux-perf)
 # clang's OpenMP runtime: under autopass a build's -fopenmp goes to clang, and without it
 # configure finds no OpenMP and the program builds single-threaded
 echo '#include <omp.h>' | clang-$LLVM -fopenmp -E -x c -o /dev/null - 2>/dev/null \

@@ -53,6 +53,16 @@ def recorded_copy(source: Path, root: Path, config: str,
     return root
 
 
+def recorded_sources(root: Path, files: dict[str, str], config: str) -> Path:
+    """A throwaway project of `files` (name -> text, a Makefile among them) at `root`,
+    recorded with `autopass record -- make -s`, with `config` as its autopass.toml."""
+    source = root.parent / f"{root.name}-source"
+    source.mkdir()
+    for name, text in files.items():
+        (source / name).write_text(text)
+    return recorded_copy(source, root, config)
+
+
 def recorded_tune_mini(root: Path, config: str, profile: bool = True) -> Path:
     """A copy of tests/data/tune-mini at `root`, recorded with `autopass record -- make`,
     with `config` as its autopass.toml and, when `profile`, `autopass profile` run."""

@@ -17,7 +17,7 @@ from support import (
     AUTOPASS,
     TUNE_MINI_MEASURED,
     fix_tune_mini_profile,
-    recorded_copy,
+    recorded_sources,
     recorded_tune_mini,
 )
 
@@ -402,14 +402,12 @@ def test_under_lto_always_inlining_a_costly_callee_goes_ahead_of_the_units_thres
     from autopass_build.evidence.inventory import of_unit
     from autopass_build.tuning.decision_knobs import knobs_for
 
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "costly.c").write_text(COSTLY_CALLEE)
-    (source / "main.c").write_text("int run(const int *a, int n);\nint main(void) {\n"
-                                   "    int a[64];\n    for (int i = 0; i < 64; i++) a[i] = i;\n"
-                                   "    return run(a, 64) & 1;\n}\n")
-    (source / "Makefile").write_text("app: main.c costly.c\n\t$(CC) -O2 -o app main.c costly.c\n")
-    root = recorded_copy(source, tmp_path / "costly", '[run]\ncommand = ["{exe}"]\n')
+    root = recorded_sources(tmp_path / "costly", {
+        "costly.c": COSTLY_CALLEE,
+        "main.c": "int run(const int *a, int n);\nint main(void) {\n    int a[64];\n"
+                  "    for (int i = 0; i < 64; i++) a[i] = i;\n    return run(a, 64) & 1;\n}\n",
+        "Makefile": "app: main.c costly.c\n\t$(CC) -O2 -o app main.c costly.c\n"},
+        '[run]\ncommand = ["{exe}"]\n')
     store = Store.open_existing(str(root / ".autopass"))
     evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
     units = {u.source_rel: u for u in store.units()}

@@ -6,11 +6,13 @@ one line and left out, never applied elsewhere; `db show` and `db status` name t
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from support import AUTOPASS, recorded_copy
+from support import AUTOPASS, recorded_copy, recorded_sources
 
 from autopass_build import config as cfg
 from autopass_build.candidates.evaluate import Evaluator
@@ -207,14 +209,12 @@ def test_the_loops_of_a_helper_inlined_into_a_hot_function_are_knobs(tmp_path) -
     profile's to name: not among the profile's, it is not hot (bc's `bc_sub`, under the
     profile's cut, took the caller's 80 % and six loop slots with its callees)."""
 
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "k.c").write_text(HELPER)
-    (source / "main.c").write_text(
-        "int hot(const int *a, const int *b, int n);\n"
-        "int main(void) { int a[32] = {1}; return hot(a, a, 32) & 1; }\n")
-    (source / "Makefile").write_text("app: main.c k.c\n\t$(CC) -O2 -g -o app main.c k.c\n")
-    root = recorded_copy(source, tmp_path / "helper", '[run]\ncommand = ["{exe}"]\n')
+    root = recorded_sources(tmp_path / "helper", {
+        "k.c": HELPER,
+        "main.c": "int hot(const int *a, const int *b, int n);\n"
+                  "int main(void) { int a[32] = {1}; return hot(a, a, 32) & 1; }\n",
+        "Makefile": "app: main.c k.c\n\t$(CC) -O2 -g -o app main.c k.c\n"},
+        '[run]\ncommand = ["{exe}"]\n')
     store = Store.open_existing(str(root / ".autopass"))
     evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
     unit = next(u for u in store.units() if u.source_rel == "k.c")
@@ -241,6 +241,96 @@ def test_the_loops_of_a_helper_inlined_into_a_hot_function_are_knobs(tmp_path) -
     [(value, _, why)] = _decision_rules(f"scan@{scanning.path}/unroll", remarks,
                                         scanning.location)
     assert value == "unroll.count=2" and "neither vectorized nor unrolled" in why
+
+
+TWO_HELPERS = """\
+static long alpha(const long *a, int n) {   /* inlined, light (5 %): its name sorts first */
+    long s = 0;
+    for (int r = 0; r < 30; r++)
+        for (int i = 0; i < n; i++)
+            s ^= (a[i] >> 1) + r;
+    return s;
+}
+static long zeta(const long *a, int n) {    /* inlined, where the time goes */
+    long s = 0;
+    for (int r = 0; r < 300; r++)
+        for (int i = 0; i < n; i++)
+            s += (a[i] * r) ^ (s >> 3);
+    return s;
+}
+long hot(const long *a, int n, int rounds) {
+    long s = 0;
+    for (int k = 0; k < rounds; k++)
+        s += alpha(a, n) + zeta(a, n) + k;
+    return s;
+}
+"""
+TWO_HELPERS_MAIN = """\
+long hot(const long *a, int n, int rounds);
+int main(void) {
+    static long a[1000];
+    for (int i = 0; i < 1000; i++) a[i] = i * 7;
+    return (int)(hot(a, 1000, 1200) & 1);
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="needs perf")
+def test_the_debug_info_says_which_inlined_helper_the_time_is_in(tmp_path) -> None:
+    """Two static helpers inlined into the one hot function: the profile names only the
+    caller, and by inheritance both helpers' loops had its share and tied, broken by
+    name (bc: `_bc_rm_leading_zeros` was measured before `_bc_simp_mul`, 82 % of the
+    run, and the search stopped between them).  The binary's debug info says which
+    helper each sampled instruction is: the light helper's loop goes last, the heavy
+    one's first, among the knobs and in the rules agent's plan."""
+    from autopass_build.evidence.hotspots import load as load_profile
+    from autopass_build.evidence.inlined import shares
+    from autopass_build.measuring.sampling import perf_report
+    from autopass_build.tuning.agents import Context, HotUnit, RulesBackend
+    from autopass_build.tuning.space import default_space
+
+    makefile = "app: main.c k.c\n\t$(CC) -O2 -g -o app main.c k.c\n"
+    root = recorded_sources(tmp_path / "two", {"k.c": TWO_HELPERS, "main.c": TWO_HELPERS_MAIN,
+                                               "Makefile": makefile},
+                            '[run]\ncommand = ["{exe}"]\n')
+    done = subprocess.run([AUTOPASS, "profile"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    store = Store.open_existing(str(root / ".autopass"))
+    profile = load_profile(store.dir)
+    assert profile is not None and profile.method == "perf"
+    [hot] = [f for f in profile.functions if f.symbol == "hot"]
+    assert hot.inlined is not None and hot.inlined["zeta"] > 0.8 * hot.share, hot
+    assert hot.inlined.get("alpha", 0.0) < 0.1 * hot.share, hot
+
+    evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
+    unit = next(u for u in store.units() if u.source_rel == "k.c")
+    found = of_unit(evaluator.replayer, unit)
+    inlined = profile.inlined()
+    measured = hot_shares(found, {"hot": hot.share}, evaluator.out_of_line(unit), inlined)
+    assert measured["zeta"] > 0.8 * hot.share > measured.get("alpha", 0.0) * 8
+    knobs = knobs_for(found, {"hot": hot.share}, evaluator.out_of_line(unit), inlined)
+    loops = [k for k in knobs if "@" in k.name]
+    assert loops[0].name.startswith("zeta@") and loops[0].heat == measured["zeta"]
+    assert [k.heat for k in loops] == sorted((k.heat for k in loops), reverse=True)
+
+    context = Context(store, {unit.source_rel: unit}, default_space(lto=True),
+                      [HotUnit("k.c", hot.share, {"hot": hot.share}, "-O2")], str(root),
+                      unit_knobs={"k.c": knobs})
+    findings = RulesBackend().analyse(context).findings
+    on_loops = [f for f in findings if "@" in f["knob"]]
+    assert on_loops[0]["knob"].startswith("zeta@"), on_loops[:6]
+    # each knob's first try: all of zeta's loop's before alpha's (the evidence may put a
+    # second value of alpha's ahead of zeta's exploration)
+    firsts = list(dict.fromkeys(f["knob"].partition("/")[0] for f in on_loops))
+    assert firsts[0].startswith("zeta@") and firsts[-1].startswith("alpha@"), firsts
+
+    # without line tables nothing is known of inlining: the knobs fall back to the
+    # caller's share (hot_shares' other test)
+    bare = tmp_path / "bare"
+    subprocess.run(["clang-19", "-O2", "-o", str(bare), str(root / "main.c"),
+                    str(root / "k.c")], check=True)
+    read = perf_report([str(bare)], str(tmp_path), dict(os.environ), 60, 1999, sites=True)
+    assert read.sites and shares(read.sites, sum(read.samples.values()), [str(bare)]) == {}
 
 
 def test_every_hot_loop_has_every_value_of_its_knobs_every_time(tmp_path) -> None:

@@ -31,6 +31,7 @@ TOOLS = {
     "ld.lld": ("AUTOPASS_LLD", "ld.lld"),
     "llvm-ranlib": ("AUTOPASS_RANLIB", "llvm-ranlib"),
     "llvm-cxxfilt": ("AUTOPASS_CXXFILT", "llvm-cxxfilt"),   # C++ names for people to read
+    "llvm-symbolizer": ("AUTOPASS_SYMBOLIZER", "llvm-symbolizer"),  # inlined code: inlined.py
     # $AUTOPASS_BOLT names llvm-bolt, and merge-fdata is the one beside it: core/bolt_commands.py
     # reads it before searching, so neither has a variable here.
     "llvm-bolt": ("", "llvm-bolt"),

@@ -21,6 +21,8 @@ from autopass_build.core.files import write_atomic
 from autopass_build.core.outcome import Outcome
 from autopass_build.evidence import bundled_copies
 from autopass_build.evidence.bundled_copies import BundledCopy
+from autopass_build.evidence.inlined import Inlined
+from autopass_build.evidence.inlined import shares as inlined_shares
 from autopass_build.measuring.attribution import unit_mapper
 from autopass_build.measuring.benchmark import run_once
 from autopass_build.measuring.binaries import debugless_copy
@@ -28,6 +30,7 @@ from autopass_build.measuring.sampling import (
     JIT_CODE,
     KERNEL_CODE,
     NO_SYMBOLS,
+    Report,
     Samples,
     SamplingError,
     callgrind_counts,
@@ -43,6 +46,7 @@ MIN_SHARE = 0.5  # percent
 # that, for a user, read "the profile puts no time in a recorded unit").  callgrind
 # counts such a short run exactly, and cheaply.
 MIN_PERF_SAMPLES = 200
+MIN_INLINED_SHARE = 0.05   # percent: an inlined helper under it is not worth a line
 # A shared library holding this much of the run is named, with the way to reach it
 # (pbzip2 spends 87 % in the system's libbz2, grep's `-o -i` 91 % in glibc's regex).
 LIBRARY_NOTE_SHARE = 25.0
@@ -58,6 +62,9 @@ class HotFunction:
     share: float                      # percent of samples / instructions
     units: list[str] = field(default_factory=list)   # source_rel of defining units
     object: str = ""     # the file perf saw it run in: the program's, a library's ("": unknown)
+    # of `share`, the percent of the run in code inlined into it, by the function that
+    # code came from (inlined.py; None: no debug info, or not sampled by perf)
+    inlined: dict[str, float] | None = None
 
     @property
     def symbol(self) -> str:
@@ -76,6 +83,11 @@ class Profile:
     # command-line regex ...)"): a mistyped command still runs, and would be tuned
     failing: str = ""
 
+    def inlined(self) -> Inlined:
+        """The code inlined into each hot symbol, where the debug info said (see
+        HotFunction.inlined)."""
+        return {f.symbol: f.inlined for f in self.functions if f.inlined is not None}
+
     def unit_shares(self) -> dict[str, float]:
         shares: dict[str, float] = {}
         for f in self.functions:
@@ -85,18 +97,16 @@ class Profile:
 
 
 def _perf_samples(argv: list[str], cwd: str, env: dict, timeout: float,
-                  stdin: str | None = None) -> tuple[list[tuple[str, float]], dict[str, str],
-                                                     frozenset[str]]:
-    """(symbol, percent of the samples) of one run, for symbols of at least MIN_SHARE,
-    the object each ran in, and the objects' paths."""
+                  stdin: str | None = None) -> Report:
+    """One run sampled, with each sampled instruction (for inlined.py)."""
     try:
-        read = perf_report(argv, cwd, env, timeout, frequency=1999, stdin=stdin)
+        read = perf_report(argv, cwd, env, timeout, frequency=1999, stdin=stdin, sites=True)
     except SamplingError as error:
         raise ProfileError(str(error)) from None
     taken = sum(read.samples.values())
     if taken < MIN_PERF_SAMPLES:
         raise ProfileError(f"perf took {taken} samples, too few to tell")
-    return _shares(read.samples), read.objects, read.loaded
+    return read
 
 
 def _callgrind_samples(argv: list[str], cwd: str, env: dict, timeout: float,
@@ -122,9 +132,12 @@ def profile(evaluator: Evaluator) -> Profile:
     bench = evaluator.bench
     failing = _how_the_benchmark_ends(evaluator)
     argv, env = bench.argv(base.binary), bench.env(base.env)
+    inlined: Inlined | None = None
     try:
-        samples, objects, loaded = _perf_samples(argv, bench.cwd, env,
-                                                 bench.run.timeout * 3, bench.stdin)
+        read = _perf_samples(argv, bench.cwd, env, bench.run.timeout * 3, bench.stdin)
+        samples, objects, loaded = _shares(read.samples), read.objects, read.loaded
+        inlined = inlined_shares(read.sites, sum(read.samples.values()),
+                                 [os.path.realpath(p) for p in _own_files(base.binary)])
         method = "perf"
     except ProfileError:
         with tempfile.TemporaryDirectory(prefix="autopass-profile-") as scratch:
@@ -135,7 +148,8 @@ def profile(evaluator: Evaluator) -> Profile:
     if evaluator.target.kind == "shared":
         _check_the_library_under_test_ran(base.binary, loaded, evaluator)
     units_of = unit_mapper(evaluator.defined_functions())
-    functions = [HotFunction(name, share, sorted(set(units_of(name, obj))), obj)
+    functions = [HotFunction(name, share, sorted(set(units_of(name, obj))), obj,
+                             _inlined_into(name, inlined))
                  for name, share in sorted(samples, key=lambda s: -s[1])
                  for obj in [objects.get(name, "")]]
     result = Profile(evaluator.target.output_rel, method, functions, bench.workload(), failing)
@@ -143,6 +157,27 @@ def profile(evaluator: Evaluator) -> Profile:
     write_atomic(os.path.join(evaluator.store.dir, PROFILE_FILE),
                  json.dumps(asdict(result), indent=1).encode())
     return result
+
+
+def _own_files(binary: str) -> list[str]:
+    """The program's file and the project's shared libraries rebuilt beside it (replay.py):
+    their code is the program's own, assembly included (nettle's sha3-permute.asm, in
+    libnettle.so)."""
+    folder = os.path.dirname(binary)
+    beside = [os.path.join(folder, name) for name in sorted(os.listdir(folder))
+              if ".so" in name] if os.path.isdir(folder) else []
+    return [binary] + beside
+
+
+def _inlined_into(name: str, inlined: Inlined | None) -> dict[str, float] | None:
+    """The shares of the code inlined into the profile's `name` (see HotFunction), None
+    where the binary's debug info cannot say."""
+    if inlined is None:
+        return None
+    symbol = split_source(name)[0]
+    return {function: round(share, 3) for function, share in
+            sorted(inlined[symbol].items(), key=lambda item: -item[1])
+            if share >= MIN_INLINED_SHARE} if symbol in inlined else None
 
 
 def _check_the_library_under_test_ran(library: str, loaded: frozenset[str],
@@ -205,12 +240,7 @@ class Reach:
 
     @classmethod
     def of(cls, result: Profile, binary: str, made: dict[str, str] | None = None) -> Reach:
-        # the project's shared libraries are rebuilt beside the binary (replay.py): their
-        # assembly (nettle's sha3-permute.asm, in libnettle.so) is the program's own too
-        folder = os.path.dirname(binary)
-        beside = [name for name in sorted(os.listdir(folder))
-                  if ".so" in name] if os.path.isdir(folder) else []
-        own = [binary] + [os.path.join(folder, name) for name in beside]
+        own = _own_files(binary)
         in_program = frozenset().union(*(_symbols(path) for path in own))
         own_names = {os.path.basename(path) for path in own}
         unreached = [f for f in result.functions if not f.units]
@@ -353,6 +383,11 @@ def _symbols(binary: str) -> set[str]:
     return names
 
 
+def _valid_inlined(inlined: object) -> bool:
+    return inlined is None or isinstance(inlined, dict) and all(
+        isinstance(k, str) and isinstance(v, (int, float)) for k, v in inlined.items())
+
+
 def load(store_dir: str) -> Profile | None:
     """The stored profile, or None when there is none or it is not one (damaged files
     are measured again, never trusted)."""
@@ -368,6 +403,6 @@ def load(store_dir: str) -> Profile | None:
         and isinstance(found.failing, str) and all(
         isinstance(f.name, str) and isinstance(f.share, (int, float))
         and isinstance(f.units, list) and all(isinstance(u, str) for u in f.units)
-        and isinstance(f.object, str) for f in found.functions)
+        and isinstance(f.object, str) and _valid_inlined(f.inlined) for f in found.functions)
     return found if valid else None
 

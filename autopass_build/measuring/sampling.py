@@ -16,7 +16,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from autopass_build.core import proc
 from autopass_build.core.errors import AutopassError
@@ -33,12 +33,25 @@ class SamplingError(AutopassError):
 # run killed at its timeout never removes (126 of them had piled up in our host's /tmp).
 CALLGRIND = ("valgrind", "--tool=callgrind", "-q", "--vgdb=no")
 
+
+@dataclass(frozen=True)
+class Site:
+    """One sampled instruction: the file it ran in, the symbol perf named and the offset
+    into it, and its address at run time (which a position-independent file moves)."""
+    path: str
+    symbol: str
+    offset: int
+    address: int
+
+
 @dataclass(frozen=True)
 class Report:
     """One perf run read back: samples per symbol, and the file each symbol ran in."""
     samples: Samples
     objects: dict[str, str]   # symbol -> perf's object: the program's or a library's file
     loaded: frozenset[str] = frozenset()   # the objects' paths, where perf gave them
+    # each sampled instruction of a file's code, where asked for (perf_report's `sites`)
+    sites: dict[Site, int] = field(default_factory=dict)
 
 
 # perf report's column separator: ASCII's unit separator, which no path holds (perf
@@ -54,8 +67,9 @@ def perf_samples(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
 
 
 def perf_report(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
-                frequency: int, stdin: str | None = None) -> Report:
-    """`perf_samples`, with the object each symbol ran in."""
+                frequency: int, stdin: str | None = None, sites: bool = False) -> Report:
+    """`perf_samples`, with the object each symbol ran in; with `sites`, also each
+    sampled instruction of a file's code (for where inlined code runs, inlined.py)."""
     perf = shutil.which("perf")
     if perf is None:
         raise SamplingError("perf not found (sudo apt-get install linux-perf)")
@@ -77,12 +91,35 @@ def perf_report(argv: list[str], cwd: str, env: dict[str, str], timeout: float,
         report = proc.run_captured([perf, "report", "-i", data, "-n", "--sort", "dso,sym",
                                     "--stdio", "-v", "--no-children", "-t", SEPARATOR,
                                     "--no-demangle"], cwd, env, 300)
+        script = (proc.run_captured([perf, "script", "-i", data, "-F", "ip,sym,symoff,dso",
+                                     "--no-demangle"], cwd, env, 300, output_cap=SCRIPT_CAP)
+                  if sites else None)
     read = read_report(report.stdout.decode("utf-8", "replace"))
+    if script is not None and script.status == 0:
+        read = replace(read, sites=read_sites(script.stdout.decode("utf-8", "replace")))
     # perf exits with the program's status: a benchmark that exits 1 by design (grep's
     # "no match") was sampled all the same; perf's own failure leaves no samples.
     if done.status != 0 and not read.samples:
         raise failed
     return read
+
+
+SCRIPT_CAP = 256 << 20   # perf script's lines, about 60 bytes a sample: 36 min at 1999 Hz
+# `perf script -F ip,sym,symoff,dso`: "    56236efd2376 main+0xf6 (/tmp/t2)"
+_SCRIPT_LINE = re.compile(r"^\s*([0-9a-fA-F]+)\s+(\S+)\+0x([0-9a-fA-F]+)\s+\((/.*)\)\s*$")
+
+
+def read_sites(text: str) -> dict[Site, int]:
+    """Samples per instruction of a file's code, from `perf script -F ip,sym,symoff,dso`
+    lines; the kernel's, perf's own pseudo-files' and unnamed addresses are left out."""
+    found: dict[Site, int] = {}
+    for line in text.splitlines():
+        matched = _SCRIPT_LINE.match(line)
+        if matched:
+            address, symbol, offset, path = matched.groups()
+            site = Site(path, symbol, int(offset, 16), int(address, 16))
+            found[site] = found.get(site, 0) + 1
+    return found
 
 
 JIT_CODE = "code generated at run time (JIT)"   # zpaq compiles its models to x86

@@ -82,7 +82,7 @@ class KnobSpaces:
                 self.show(f"decisions carried in the IR left out: {error}")
             self._decisions_left_out = True
             return space
-        knobs = knobs_for(found, functions, _out_of_line(evaluator, unit))
+        knobs = knobs_for(found, functions, _out_of_line(evaluator, unit), hot.inlined())
         return replace(space, knobs=space.knobs + knobs) if knobs else space
 
 

@@ -39,6 +39,7 @@ class Knob:
     values: tuple[tuple[str, ...], ...]   # values[0] == (): as recorded
     doc: str
     where: str = ""     # a loop's decision knob: the loop's "file:line:col", where known
+    heat: float = 0.0   # a decision knob: percent of the run in the code it decides on
 
     def label(self, index: int) -> str:
         return " ".join(self.values[index]) if index else "(as recorded)"
