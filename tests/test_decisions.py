@@ -7,6 +7,7 @@ one line and left out, never applied elsewhere; `db show` and `db status` name t
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -301,6 +302,7 @@ def test_the_debug_info_says_which_inlined_helper_the_time_is_in(tmp_path) -> No
     [hot] = [f for f in profile.functions if f.symbol == "hot"]
     assert hot.inlined is not None and hot.inlined["zeta"] > 0.8 * hot.share, hot
     assert hot.inlined.get("alpha", 0.0) < 0.1 * hot.share, hot
+    assert re.search(r"of which inlined: zeta \d+\.\d%, alpha \d\.\d%", done.stdout), done.stdout
 
     evaluator = Evaluator(store, cfg.load(str(root / "autopass.toml")))
     unit = next(u for u in store.units() if u.source_rel == "k.c")

@@ -221,12 +221,18 @@ def _show_profile(args: argparse.Namespace, result, measured) -> int:
         return 0
     print(f"{result.target} ({result.method}); hot functions:")
     shown = result.functions[:args.limit]
-    names = readable([f.symbol for f in shown])
+    names = readable([f.symbol for f in shown] + [name for f in shown
+                                                   for name in _inlined_to_show(f)])
     reach = reach_of(result, measured[0]) if measured else None
     for f in shown:
         source = f.name[len(f.symbol):]          # " (reverb.c)", kept whole when shortened
         shown_name = shortened(names.get(f.symbol, f.symbol), 48 - len(source)) + source
         print(f"  {f.share:5.1f}%  {shown_name:<32} {reach.where(f) if reach else ''}")
+        inlined = _inlined_to_show(f)
+        if inlined:    # the helpers whose code it runs (their loops are knobs of their own)
+            print("          of which inlined: " + ", ".join(
+                f"{shortened(names.get(name, name), 40)} {share:.1f}%"
+                for name, share in inlined.items()))
     print("units by share:")
     for unit, share in list(result.unit_shares().items())[:args.limit]:
         print(f"  {share:5.1f}%  {unit}")
@@ -236,6 +242,13 @@ def _show_profile(args: argparse.Namespace, result, measured) -> int:
     if measured:
         _say_how_steady(measured[0], measured[1], reach.kernel if reach else 0.0)
     return 0
+
+
+def _inlined_to_show(function) -> dict[str, float]:
+    """The functions inlined into a hot one that ran at least 1 % of the run, the three
+    largest (the profile keeps them all, HotFunction.inlined)."""
+    return dict(sorted(((name, share) for name, share in (function.inlined or {}).items()
+                        if share >= 1.0), key=lambda item: -item[1])[:3])
 
 
 def _say_how_steady(evaluator: Evaluator, configured: str, kernel: float = 0.0) -> None:
