@@ -111,36 +111,37 @@ OPUS = Program(
     binaries=("opus_demo",),
 )
 # Whole C++ applications, built by their own CMake with the Ninja generator at its
-# Release setting (-O3).  GEOS: ~390 units, two shared libraries of the project
-# (libgeos, libgeos_c: -fPIC, visibility), exceptions, RTTI, templates; its command-line
-# tool geosop links libgeos.
+# Release setting (-O3).
 _CMAKE = "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release"
 _PLAIN_CMAKE = _CMAKE + " -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19"
+
+
+def _cmake_program(package: str, options: str, binaries: tuple[str, ...],
+                   targets: tuple[str, ...] = ()) -> Program:
+    """A project CMake configures (`options` after its cache settings, then the Ninja
+    build of `targets`, all when none) into build/, under autopass or plain clang-19."""
+    return Program(
+        package=package, build_dir=".",
+        build=("sh", "-c", _CMAKE + options),
+        plain_build=("sh", "-c", _PLAIN_CMAKE + options),
+        clean=("rm", "-rf", "build"),
+        binaries=binaries,
+        soft_clean=("ninja", "-C", "build", "clean"),
+        rebuild=("ninja", "-C", "build", "-j2", *targets),
+    )
+
+
+# GEOS: ~390 units, two shared libraries of the project (libgeos, libgeos_c: -fPIC,
+# visibility), exceptions, RTTI, templates; its command-line tool geosop links libgeos.
 _GEOS_OPTIONS = " -DBUILD_TESTING=OFF >/dev/null && ninja -C build -j2 >/dev/null"
-GEOS = Program(
-    package="geos", build_dir=".",
-    build=("sh", "-c", _CMAKE + _GEOS_OPTIONS),
-    plain_build=("sh", "-c", _PLAIN_CMAKE + _GEOS_OPTIONS),
-    clean=("rm", "-rf", "build"),
-    binaries=("build/bin/geosop", "build/lib/libgeos.so.3.11.1"),
-    soft_clean=("ninja", "-C", "build", "clean"),
-    rebuild=("ninja", "-C", "build", "-j2"),
-)
+GEOS = _cmake_program("geos", _GEOS_OPTIONS, ("build/bin/geosop", "build/lib/libgeos.so.3.11.1"))
 # cppcheck: ~75 large units (the analyzer library, its command line, tinyxml2,
 # simplecpp), one executable.  It finds its library configurations (std.cfg) in
 # FILESDIR or beside its binary; a candidate runs from autopass's work folder, so
 # FILESDIR names the build's own copy (a distribution sets /usr/share/cppcheck).
 _CPPCHECK_OPTIONS = (' -DFILESDIR="$PWD/build/bin" >/dev/null && ninja -C build -j2 '
                      ">/dev/null")
-CPPCHECK = Program(
-    package="cppcheck", build_dir=".",
-    build=("sh", "-c", _CMAKE + _CPPCHECK_OPTIONS),
-    plain_build=("sh", "-c", _PLAIN_CMAKE + _CPPCHECK_OPTIONS),
-    clean=("rm", "-rf", "build"),
-    binaries=("build/bin/cppcheck",),
-    soft_clean=("ninja", "-C", "build", "clean"),
-    rebuild=("ninja", "-C", "build", "-j2"),
-)
+CPPCHECK = _cmake_program("cppcheck", _CPPCHECK_OPTIONS, ("build/bin/cppcheck",))
 # 7-Zip (Debian's 7zip, 26.01): ~310 units of C++ and C, one program (7zz), built by its
 # own hand-written makefiles with no configure step; objects land in b/c/.  Under clang
 # they build with -Weverything -Werror, so any warning new to clang fails the build
@@ -163,15 +164,7 @@ SEVENZIP = Program(
 # brotli (1.0.9): ~60 units of C, its command-line tool linked with the project's static
 # libraries; at quality 9 nearly all the time is one hash-chain match search.
 _BROTLI_OPTIONS = " -DBUILD_TESTING=OFF >/dev/null && ninja -C build -j2 brotli >/dev/null"
-BROTLI = Program(
-    package="brotli", build_dir=".",
-    build=("sh", "-c", _CMAKE + _BROTLI_OPTIONS),
-    plain_build=("sh", "-c", _PLAIN_CMAKE + _BROTLI_OPTIONS),
-    clean=("rm", "-rf", "build"),
-    binaries=("build/brotli",),
-    soft_clean=("ninja", "-C", "build", "clean"),
-    rebuild=("ninja", "-C", "build", "-j2", "brotli"),
-)
+BROTLI = _cmake_program("brotli", _BROTLI_OPTIONS, ("build/brotli",), ("brotli",))
 # GNU bc (1.07.1): ~20 units of C, autotools; its arbitrary-precision arithmetic is
 # plain C loops over digit arrays (lib/number.c: multiplication and division).  Its
 # manual needs makeinfo, which the build is told to skip.
