@@ -426,3 +426,26 @@ def test_under_lto_always_inlining_a_costly_callee_goes_ahead_of_the_units_thres
 
     assert first_of_the_two(lto=False)[0] == "inline_threshold"
     assert first_of_the_two(lto=True) == ("work/inline", "alwaysinline=1")
+
+
+def test_a_function_too_costly_to_inline_into_itself_is_no_reason_to_inline_it() -> None:
+    """bc's `_bc_rec_mul` calls itself, and clang says that call is "too costly" at its
+    threshold: the agent proposed always inlining it (the baseline's binary, byte for
+    byte) ahead of every loop decision.  A call of a function to itself is no evidence
+    for inlining it; a call to it from another function is."""
+    from autopass_build.evidence.unit import Remark
+    from autopass_build.tuning.agents.rules import _decision_rules
+
+    def too_costly(callee: str, caller: str) -> Remark:
+        # as evidence/unit.py reads clang 19's remark
+        return Remark("Missed", "inline", "TooCostly", caller, "lib/number.c:1053",
+                      f"{callee} not inlined into {caller} because too costly to inline "
+                      "(cost=625, threshold=625)", {"Cost": 625.0, "Threshold": 625.0})
+
+    itself = too_costly("_bc_rec_mul", "_bc_rec_mul")
+    assert _decision_rules("_bc_rec_mul/inline", [itself]) == []
+    [(value, _, why)] = _decision_rules("_bc_rec_mul/inline",
+                                        [itself, too_costly("_bc_rec_mul", "bc_multiply")])
+    assert value == "alwaysinline=1" and "cost 625" in why
+    # a callee whose name another's holds is not that one ("bc_sub" in "_bc_do_sub")
+    assert _decision_rules("bc_sub/inline", [too_costly("_bc_do_sub", "bc_add")]) == []

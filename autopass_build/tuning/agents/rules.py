@@ -118,7 +118,7 @@ class RulesBackend:
         elif level == "-O3":
             yield from hyp("opt", "-O2", 0.12, "built at -O3: -O2 can be smaller and faster")
         costly = [r for r in remarks if r.pass_name == "inline" and r.name == "TooCostly"
-                  and "Cost" in r.numbers]
+                  and "Cost" in r.numbers and not _recursive(r)]
         if costly and "inline_threshold" in knobs:
             knob = knobs["inline_threshold"]
             for rank, r in enumerate(sorted(costly, key=lambda r: r.numbers["Cost"])[:3]):
@@ -306,7 +306,8 @@ def _decision_rules(knob: str, remarks, where: str = "") -> list[tuple[str, floa
                           "nor unrolled: unroll it by 2"))
     elif family == "inline":
         declined = {r.name: r for r in remarks if r.pass_name == "inline"
-                    and r.name in ("TooCostly", "NeverInline") and function in r.message}
+                    and r.name in ("TooCostly", "NeverInline") and _callee(r) == function
+                    and not _recursive(r)}
         if "TooCostly" in declined:
             found.append(("alwaysinline=1", 0.4, f"calls to {function} not inlined at cost "
                           f"{declined['TooCostly'].numbers.get('Cost', 0):.0f}: inline it "
@@ -318,6 +319,18 @@ def _decision_rules(knob: str, remarks, where: str = "") -> list[tuple[str, floa
             found.append(("alwaysinline=1", 0.3, f"{function} is hot and marked never to "
                           "be inlined: inline it wherever it is called"))
     return found
+
+
+def _callee(remark) -> str:
+    """The callee an inliner remark is about: "work not inlined into run because ..."."""
+    return remark.message.partition(" not inlined into ")[0].strip()
+
+
+def _recursive(remark) -> bool:
+    """An inliner remark on a function's call to itself (bc's `_bc_rec_mul`, "too
+    costly" at its threshold): neither a higher threshold nor `alwaysinline` inlines
+    it (the latter built the baseline's binary byte for byte)."""
+    return _callee(remark) == remark.function
 
 
 def _out_of_lto(context: Context, history: list[Trial]) -> list[Hypothesis]:
