@@ -853,7 +853,7 @@ def test_the_first_search_evaluation_is_judged_by_the_stages_pace() -> None:
     assert roomy._time_for_one_more(Pace(), 0)
     # LAME under --time 30m: the steps after the search wanted more than all the time
     # left (15 evaluations of 2 min, 19 min left), and the search got none; they keep
-    # at most two thirds of it
+    # at most STEPS_SHARE of it
     lame = Search(parts, None, 10, said.append, deadline=Deadline(19 * 60), kept_after=16,
                   first_each=120.0)
     assert lame._time_for_one_more(Pace(), 0)
