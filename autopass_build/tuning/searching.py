@@ -53,8 +53,8 @@ def measured_in_search(journal: Journal) -> int:
 # 1.27x on the loop kernels.  BOLT still goes first among the steps
 # (steps_on_top._bolt_first).  At 2/3, bc's `--time 20m` (8 min left when the search
 # began) stopped the search after one evaluation, one short of the decision worth 1.12x
-# there, and the steps then used 1 of the 6 minutes kept: BOLT first left the others
-# out, and BOLT took a minute.
+# there, and the steps then used about half of the 6 minutes kept: BOLT first left the
+# others out, and BOLT took 2 or 3 minutes (the run ended with 3 of its 20 unused).
 STEPS_SHARE = 1 / 2
 
 
