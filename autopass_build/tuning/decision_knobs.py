@@ -89,6 +89,14 @@ def hot_shares(inventory: Inventory, hot: dict[str, float],
     return shares
 
 
+def inherited(inventory: Inventory, hot: dict[str, float],
+              out_of_line: Collection[str] | None) -> list[str]:
+    """The functions hot_shares gives their caller's share, without the debug info."""
+    own = {facts.key for facts in inventory.functions.values() if facts.name in hot}
+    return sorted(inventory.functions[key].name for key in hot_shares(inventory, hot, out_of_line)
+                  if key not in own)
+
+
 def _measured_shares(inventory: Inventory, hot: dict[str, float],
                      inlined: Inlined) -> dict[str, float]:
     """hot_shares by the debug info: a hot function's share less the code inlined into

@@ -18,7 +18,7 @@ from autopass_build.core.plural import listed
 from autopass_build.evidence import inventory
 from autopass_build.evidence.hotspots import Profile
 from autopass_build.store.build_records import UnitRecord
-from autopass_build.tuning.decision_knobs import knobs_for
+from autopass_build.tuning.decision_knobs import inherited, knobs_for
 from autopass_build.tuning.measuring import TuneError
 from autopass_build.tuning.space import JointSpace, Space, default_space, probe
 
@@ -29,6 +29,7 @@ class KnobSpaces:
     def __init__(self, store_dir: str, decisions: bool, show: Callable[[str], None]) -> None:
         self.store_dir, self.decisions, self.show = store_dir, decisions, show
         self._decisions_left_out = False      # said once: the plugin cannot run here
+        self._inheritance_said = False        # said once: no line tables to rank helpers
 
     def base(self, evaluator: Evaluator, native: bool, lto: bool) -> Space:
         """The flags every unit may take, as the compiler in use accepts them."""
@@ -82,7 +83,17 @@ class KnobSpaces:
                 self.show(f"decisions carried in the IR left out: {error}")
             self._decisions_left_out = True
             return space
-        knobs = knobs_for(found, functions, _out_of_line(evaluator, unit), hot.inlined())
+        out_of_line, inlined = _out_of_line(evaluator, unit), hot.inlined()
+        if not inlined and not self._inheritance_said:
+            helpers = inherited(found, functions, out_of_line)
+            if helpers:
+                self._inheritance_said = True
+                self.show(f"decisions: {listed(helpers)} inlined into hot code "
+                          + ("takes" if len(helpers) == 1 else "take")
+                          + " its caller's share of the run: the program has no line "
+                          "tables to tell where in it the time goes (built with -g, "
+                          "`autopass profile` tells them apart)")
+        knobs = knobs_for(found, functions, out_of_line, inlined)
         return replace(space, knobs=space.knobs + knobs) if knobs else space
 
 
