@@ -858,8 +858,10 @@ def test_the_first_search_evaluation_is_judged_by_the_stages_pace() -> None:
                   first_each=120.0)
     assert lame._time_for_one_more(Pace(), 0)
     assert lame.kept_at_most == pytest.approx(STEPS_SHARE * 19 * 60, rel=0.01)
-    assert not Search(parts, None, 10, said.append, deadline=Deadline(5 * 60), kept_after=16,
-                      first_each=120.0)._time_for_one_more(Pace(), 0)   # 2 + 3.3 > 5 min
+    # with less left than one evaluation and the steps' share of it, none more
+    short = 0.9 * 120.0 / (1 - STEPS_SHARE)
+    assert not Search(parts, None, 10, said.append, deadline=Deadline(short), kept_after=16,
+                      first_each=120.0)._time_for_one_more(Pace(), 0)
 
 
 def test_when_time_holds_bolt_but_not_the_steps_before_it_they_give_way(tmp_path) -> None:
