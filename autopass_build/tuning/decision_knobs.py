@@ -51,7 +51,11 @@ def hot_loops(inventory: Inventory, hot: dict[str, float],
     """The innermost loops of the hot functions (`hot`: mangled name -> share of the
     profile) and of the helpers inlined into them (see hot_shares), hottest function
     first, then the largest loop."""
-    shares = hot_shares(inventory, hot, out_of_line, inlined)
+    return _hottest_loops(inventory, hot_shares(inventory, hot, out_of_line, inlined))
+
+
+def _hottest_loops(inventory: Inventory, shares: dict[str, float]) -> list[LoopFacts]:
+    """hot_loops, from the functions' shares (hot_shares)."""
     loops = [loop for loop in inventory.loops if loop.function in shares and loop.innermost]
     loops.sort(key=lambda loop: (-shares[loop.function], -loop.instructions, loop.path))
     return loops[:MAX_LOOPS]
@@ -118,7 +122,7 @@ def knobs_for(inventory: Inventory, hot: dict[str, float],
     takes (Knob.heat)."""
     knobs = []
     shares = hot_shares(inventory, hot, out_of_line, inlined)
-    for loop in hot_loops(inventory, hot, out_of_line, inlined):
+    for loop in _hottest_loops(inventory, shares):
         where = f"{loop.location} " if loop.location else ""
         for family, doc, settings in LOOP_KNOBS:
             values = ((),) + tuple(
