@@ -4,9 +4,9 @@ of every decision knob tune offers on the hottest units' loops and functions, ea
 on top of the whole-program stages, counted by callgrind; then the best value of each
 knob together, added one at a time and kept where it counts fewer.  Instructions, not
 time: they repeat exactly, so one run each decides, and an exhaustive look fits in
-minutes where pairs of timed runs would take hours.  A decision whose program writes other output than the build without it (the
-vectorizer reorders floating-point sums when a loop is given a width) is left out, as
-tune's output check leaves it out.
+minutes where pairs of timed runs would take hours.  A decision whose program writes
+other output than the build without it (the vectorizer reorders floating-point sums
+when a loop is given a width) is left out, as tune's output check leaves it out.
 
 Usage: python bench/decision_ceiling.py [--program lame] [--stages pgo,thinlto]
            [--units 1] [--seconds 4] [--megabytes 1] [--digits 800]
